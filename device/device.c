@@ -1,0 +1,292 @@
+/* The emulated device: HBM allocator, virtual clock and energy ledger.
+ *
+ * Clock rules (docs/devices.md):
+ *   kernel:  t = max(flops / peak, hbm_bytes / hbm_bw) + launch_overhead
+ *   copy:    t = latency + bytes / bw of the link
+ *   message: depart = max(now, egress_free); done = depart + bytes / bw;
+ *            arrive = done + latency; the receiver's clock = max(own, arrive).
+ * Accounting is a handful of adds per call; throttle mode also waits the modeled time. */
+#include "minidc/device.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ALIGN 64
+
+/* Each allocation is preceded by this header (padded to ALIGN bytes). */
+typedef struct alloc_hdr {
+    struct alloc_hdr *prev, *next;
+    size_t bytes;
+    int cat;
+    char name[36];
+} alloc_hdr;
+
+struct mdc_device {
+    mdc_device_spec spec;
+    mdc_energy_table energy;
+    double capacity;
+    mdc_emulate_mode mode;
+    double time_scale;
+    int rank;
+    size_t in_use[MDC_MEM_COUNT + 1], peak[MDC_MEM_COUNT + 1];
+    alloc_hdr *allocs;
+    double egress_free[MDC_LINK_COUNT];
+    mdc_dev_counters c;
+};
+
+_Static_assert(sizeof(alloc_hdr) <= ALIGN, "allocation header must fit in the alignment");
+
+static const char *const cat_names[MDC_MEM_COUNT] = {
+    [MDC_MEM_PARAMS] = "parameters", [MDC_MEM_GRADS] = "gradients",
+    [MDC_MEM_OPTIM] = "optimizer", [MDC_MEM_ACTS] = "activations",
+    [MDC_MEM_COMM] = "comm buffers", [MDC_MEM_OTHER] = "other",
+};
+static const char *const link_names[MDC_LINK_COUNT] = {
+    [MDC_LINK_NVLINK] = "nvlink", [MDC_LINK_NET] = "network", [MDC_LINK_PCIE] = "pcie",
+};
+
+const char *mdc_mem_category_name(mdc_mem_category c) {
+    return (unsigned)c < MDC_MEM_COUNT ? cat_names[c] : "total";
+}
+const char *mdc_link_name(mdc_link l) { return (unsigned)l < MDC_LINK_COUNT ? link_names[l] : "?"; }
+
+double mdc_wall_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void mdc_wait_wall(double seconds) {
+    if (!(seconds > 0)) return;
+    double end = mdc_wall_time() + seconds;
+    /* Sleep for all but the last 100 us, then spin: sleeps overshoot by tens of us. */
+    for (;;) {
+        double left = end - mdc_wall_time();
+        if (left <= 0) return;
+        if (left > 150e-6) {
+            double s = left - 100e-6;
+            struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
+                                  const mdc_energy_table *table, double hbm_scale,
+                                  mdc_emulate_mode mode, double time_scale, int rank) {
+    *out = NULL;
+    if (!spec || !table) return mdc_fail(MDC_ERR_INVALID, "mdc_device_create_spec: NULL spec or table");
+    if (!(hbm_scale > 0))
+        return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be > 0 (got %g)", hbm_scale);
+    if (!(time_scale > 0))
+        return mdc_fail(MDC_ERR_INVALID, "--time-scale must be > 0 (got %g)", time_scale);
+    mdc_device *d = calloc(1, sizeof *d);
+    if (!d) return mdc_fail(MDC_ERR_OOM_HOST, "device");
+    d->spec = *spec;
+    d->energy = *table;
+    d->capacity = spec->hbm_bytes * hbm_scale;
+    d->mode = mode;
+    d->time_scale = time_scale;
+    d->rank = rank;
+    *out = d;
+    return MDC_OK;
+}
+
+void mdc_device_free(mdc_device *dev) {
+    if (!dev) return;
+    while (dev->allocs) mdc_dev_free(dev, (char *)dev->allocs + ALIGN);
+    free(dev);
+}
+
+const mdc_device_spec *mdc_device_get_spec(const mdc_device *dev) { return &dev->spec; }
+const mdc_energy_table *mdc_device_get_energy_table(const mdc_device *dev) { return &dev->energy; }
+int mdc_device_rank(const mdc_device *dev) { return dev->rank; }
+double mdc_device_capacity(const mdc_device *dev) { return dev->capacity; }
+mdc_emulate_mode mdc_device_mode(const mdc_device *dev) { return dev->mode; }
+
+static void fmt_bytes(char *buf, size_t n, double b) {
+    if (b >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024) snprintf(buf, n, "%.2f MiB", b / (1024.0 * 1024));
+    else if (b >= 1024.0) snprintf(buf, n, "%.2f KiB", b / 1024.0);
+    else snprintf(buf, n, "%.0f B", b);
+}
+
+mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_category cat,
+                         const char *name) {
+    *out = NULL;
+    if ((unsigned)cat >= MDC_MEM_COUNT)
+        return mdc_fail(MDC_ERR_INVALID, "mdc_dev_alloc: bad category %d for '%s'", (int)cat, name ? name : "?");
+    size_t total = dev->in_use[MDC_MEM_COUNT];
+    if ((double)total + (double)bytes > dev->capacity) {
+        char req[32], used[32], cap[32], pk[32], fr[32];
+        fmt_bytes(fr, sizeof fr, dev->capacity - (double)total);
+        fmt_bytes(req, sizeof req, (double)bytes);
+        fmt_bytes(used, sizeof used, (double)total);
+        fmt_bytes(cap, sizeof cap, dev->capacity);
+        fmt_bytes(pk, sizeof pk, (double)dev->peak[MDC_MEM_COUNT]);
+        return mdc_fail(MDC_ERR_OOM_DEVICE,
+                        "rank %d: out of memory on emulated device %s: tried to allocate %s for "
+                        "tensor '%s' (%s); %s in use, %s capacity, %s free, peak %s",
+                        dev->rank, dev->spec.name, req, name ? name : "?", cat_names[cat], used, cap,
+                        fr, pk);
+    }
+    size_t padded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+    alloc_hdr *h = aligned_alloc(ALIGN, ALIGN + (padded ? padded : ALIGN));
+    if (!h) return mdc_fail(MDC_ERR_OOM_HOST, "rank %d: host malloc of %zu bytes for '%s' failed", dev->rank, bytes, name ? name : "?");
+    memset(h, 0, ALIGN + padded);
+    h->bytes = bytes;
+    h->cat = cat;
+    snprintf(h->name, sizeof h->name, "%s", name ? name : "");
+    h->next = dev->allocs;
+    if (dev->allocs) dev->allocs->prev = h;
+    dev->allocs = h;
+    dev->in_use[cat] += bytes;
+    dev->in_use[MDC_MEM_COUNT] += bytes;
+    if (dev->in_use[cat] > dev->peak[cat]) dev->peak[cat] = dev->in_use[cat];
+    if (dev->in_use[MDC_MEM_COUNT] > dev->peak[MDC_MEM_COUNT]) dev->peak[MDC_MEM_COUNT] = dev->in_use[MDC_MEM_COUNT];
+    *out = (char *)h + ALIGN;
+    return MDC_OK;
+}
+
+void mdc_dev_free(mdc_device *dev, void *ptr) {
+    if (!ptr) return;
+    alloc_hdr *h = (alloc_hdr *)((char *)ptr - ALIGN);
+    if (h->prev) h->prev->next = h->next;
+    else dev->allocs = h->next;
+    if (h->next) h->next->prev = h->prev;
+    dev->in_use[h->cat] -= h->bytes;
+    dev->in_use[MDC_MEM_COUNT] -= h->bytes;
+    free(h);
+}
+
+size_t mdc_dev_mem_in_use(const mdc_device *dev, mdc_mem_category cat) {
+    return (unsigned)cat <= MDC_MEM_COUNT ? dev->in_use[cat] : 0;
+}
+size_t mdc_dev_mem_peak(const mdc_device *dev, mdc_mem_category cat) {
+    return (unsigned)cat <= MDC_MEM_COUNT ? dev->peak[cat] : 0;
+}
+
+/* ---- charging ---------------------------------------------------------------------------- */
+
+static void throttle(mdc_device *dev, double t) {
+    if (dev->mode == MDC_EMULATE_THROTTLE) mdc_wait_wall(t * dev->time_scale);
+}
+
+static double link_bw(const mdc_device *dev, mdc_link l) {
+    return l == MDC_LINK_NVLINK ? dev->spec.nvlink_bw : l == MDC_LINK_NET ? dev->spec.net_bw : dev->spec.pcie_bw;
+}
+static double link_latency(const mdc_device *dev, mdc_link l) {
+    /* PCIe latency is not in the spec: assume the NVLink figure (docs/devices.md). */
+    return l == MDC_LINK_NET ? dev->spec.net_latency : dev->spec.nvlink_latency;
+}
+
+void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precision prec) {
+    if (dev->mode == MDC_EMULATE_OFF) return;
+    double peak = prec == MDC_PREC_BF16 ? dev->spec.flops_bf16 : dev->spec.flops_fp32;
+    double tc = flops / peak, tm = hbm_bytes / dev->spec.hbm_bw;
+    double t = (tc >= tm ? tc : tm) + dev->spec.launch_overhead;
+    if (tc >= tm) dev->c.t_compute += t;
+    else dev->c.t_memory += t;
+    dev->c.now += t;
+    dev->c.flops += flops;
+    dev->c.hbm_bytes += hbm_bytes;
+    dev->c.kernels += 1;
+    throttle(dev, t);
+}
+
+void mdc_dev_count(mdc_device *dev, double int_ops, double sram_bytes) {
+    if (dev->mode == MDC_EMULATE_OFF) return;
+    dev->c.int_ops += int_ops;
+    dev->c.sram_bytes += sram_bytes;
+}
+
+void mdc_dev_copy(mdc_device *dev, double bytes, mdc_link link) {
+    if (dev->mode == MDC_EMULATE_OFF) return;
+    double t = link_latency(dev, link) + bytes / link_bw(dev, link);
+    dev->c.now += t;
+    dev->c.t_comm += t;
+    dev->c.link_bytes[link] += bytes;
+    throttle(dev, t);
+}
+
+void mdc_dev_host_bytes(mdc_device *dev, double bytes) {
+    if (dev->mode == MDC_EMULATE_OFF) return;
+    dev->c.host_bytes += bytes;
+}
+
+mdc_msg_stamp mdc_dev_msg_depart(mdc_device *dev, double bytes, mdc_link link) {
+    mdc_msg_stamp s = {0, 0, 0};
+    if (dev->mode == MDC_EMULATE_OFF) return s;
+    s.depart = dev->c.now > dev->egress_free[link] ? dev->c.now : dev->egress_free[link];
+    s.done = s.depart + bytes / link_bw(dev, link);
+    s.arrive = s.done + link_latency(dev, link);
+    dev->egress_free[link] = s.done;
+    dev->c.link_bytes[link] += bytes;
+    dev->c.messages_sent += 1;
+    dev->c.bytes_sent += bytes;
+    return s;
+}
+
+void mdc_dev_msg_sent(mdc_device *dev, double done) {
+    if (dev->mode == MDC_EMULATE_OFF || done <= dev->c.now) return;
+    double t = done - dev->c.now;
+    dev->c.t_comm += t;
+    dev->c.now = done;
+    throttle(dev, t);
+}
+
+void mdc_dev_msg_arrive(mdc_device *dev, mdc_msg_stamp st, double bytes, mdc_link link) {
+    (void)link;
+    if (dev->mode == MDC_EMULATE_OFF) return;
+    dev->c.messages_recv += 1;
+    dev->c.bytes_recv += bytes;
+    double start = dev->c.now;
+    if (st.depart > dev->c.now) { /* the sender had not sent yet: we were idle */
+        dev->c.t_idle += st.depart - dev->c.now;
+        dev->c.now = st.depart;
+    }
+    if (st.arrive > dev->c.now) {
+        dev->c.t_comm += st.arrive - dev->c.now;
+        dev->c.now = st.arrive;
+    }
+    throttle(dev, dev->c.now - start);
+}
+
+void mdc_dev_reduce(mdc_device *dev, double elems, double elem_bytes) {
+    mdc_dev_kernel(dev, elems, 3.0 * elems * elem_bytes, MDC_PREC_FP32);
+}
+
+void mdc_dev_idle_until(mdc_device *dev, double t) {
+    if (dev->mode == MDC_EMULATE_OFF || t <= dev->c.now) return;
+    double d = t - dev->c.now;
+    dev->c.t_idle += d;
+    dev->c.now = t;
+    throttle(dev, d);
+}
+
+void mdc_dev_get_counters(const mdc_device *dev, mdc_dev_counters *out) { *out = dev->c; }
+double mdc_dev_now(const mdc_device *dev) { return dev->c.now; }
+void mdc_dev_add_overlap(mdc_device *dev, double seconds) { dev->c.t_overlap += seconds; }
+
+void mdc_dev_reset_counters(mdc_device *dev) {
+    memset(&dev->c, 0, sizeof dev->c);
+    memset(dev->egress_free, 0, sizeof dev->egress_free);
+}
+
+void mdc_dev_energy(const mdc_device *dev, mdc_energy *e) {
+    const mdc_energy_table *t = &dev->energy;
+    const mdc_dev_counters *c = &dev->c;
+    memset(e, 0, sizeof *e);
+    e->fp = c->flops * t->pj_fp_op * 1e-12;
+    e->int_ops = c->int_ops * t->pj_int_op * 1e-12;
+    e->sram = c->sram_bytes / 8.0 * t->pj_sram_64b * 1e-12;
+    e->hbm = c->hbm_bytes * 8.0 * t->pj_hbm_bit * 1e-12;
+    e->host_dram = c->host_bytes / 8.0 * t->pj_dram_64b * 1e-12;
+    e->link[MDC_LINK_NVLINK] = c->link_bytes[MDC_LINK_NVLINK] * 8.0 * t->pj_nvlink_bit * 1e-12;
+    e->link[MDC_LINK_NET] = c->link_bytes[MDC_LINK_NET] * 8.0 * t->pj_net_bit * 1e-12;
+    e->link[MDC_LINK_PCIE] = c->link_bytes[MDC_LINK_PCIE] * 8.0 * t->pj_pcie_bit * 1e-12;
+    e->total = e->fp + e->int_ops + e->sram + e->hbm + e->host_dram;
+    for (int l = 0; l < MDC_LINK_COUNT; l++) e->total += e->link[l];
+}

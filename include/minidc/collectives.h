@@ -1,0 +1,151 @@
+/* Collectives built from point-to-point messages.
+ *
+ * The transport (collectives/transport.c) is the only code that calls MPI point-to-point.
+ * Groups are minidc's own: an ordered list of world ranks plus a tag space; creating one is
+ * local. Every message is charged to both ranks' emulated devices on the link class given by
+ * their virtual nodes (ranks r / gpus_per_node share a node: NVLink inside, network across). */
+#ifndef MINIDC_COLLECTIVES_H
+#define MINIDC_COLLECTIVES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "minidc/device.h"
+#include "minidc/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- data types and reduction ops --------------------------------------------------------- */
+
+typedef enum { MDC_F32 = 0, MDC_F64, MDC_F16, MDC_BF16, MDC_I32, MDC_I64, MDC_U8, MDC_DTYPE_COUNT } mdc_dtype;
+typedef enum { MDC_SUM = 0, MDC_PROD, MDC_MIN, MDC_MAX, MDC_AVG, MDC_OP_COUNT } mdc_op;
+
+size_t mdc_dtype_size(mdc_dtype t);
+const char *mdc_dtype_name(mdc_dtype t);
+const char *mdc_op_name(mdc_op op);
+/* Parses "f32", "bf16", ...; "sum", "avg", ...; returns -1 if unknown. */
+int mdc_dtype_parse(const char *s);
+int mdc_op_parse(const char *s);
+
+/* inout[i] = inout[i] OP in[i] for count elements (AVG reduces as SUM; the division by the
+ * group size happens once at the end: mdc_reduce_finish). f16/bf16 are widened to f32, reduced,
+ * and rounded to nearest-even each call, as a GPU ring does. Deterministic, no threads. */
+void mdc_reduce_local(void *inout, const void *in, size_t count, mdc_dtype t, mdc_op op);
+/* For AVG: buf[i] /= n (integers: truncating division). No-op for other ops. */
+void mdc_reduce_finish(void *buf, size_t count, mdc_dtype t, mdc_op op, int n);
+
+/* f32 <-> bf16 / f16, round to nearest even, NaN and infinity kept. */
+uint16_t mdc_f32_to_bf16(float f);
+float mdc_bf16_to_f32(uint16_t h);
+uint16_t mdc_f32_to_f16(float f);
+float mdc_f16_to_f32(uint16_t h);
+
+/* ---- transport ---------------------------------------------------------------------------- */
+
+/* The per-process transport context: the MPI communicator it sends on (MPI_COMM_WORLD for
+ * minidc programs; any intracommunicator for the interposer), this process's device (may be
+ * NULL: no accounting) and the virtual node size. Opaque. */
+typedef struct mdc_transport mdc_transport;
+
+/* `mpi_comm` is an MPI_Comm passed as a pointer to avoid mpi.h here (MPI_Comm *). The
+ * transport copies the handle; the device is borrowed (not freed). MPI must be initialized. */
+mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_device *dev,
+                                int gpus_per_node);
+void mdc_transport_free(mdc_transport *t); /* NULL is a no-op */
+int mdc_transport_rank(const mdc_transport *t);
+int mdc_transport_size(const mdc_transport *t);
+mdc_device *mdc_transport_device(const mdc_transport *t);
+/* Link class between two world ranks (same virtual node: NVLINK, else NET). */
+mdc_link mdc_transport_link(const mdc_transport *t, int world_a, int world_b);
+/* Bound on waiting for a peer, seconds (default 120; MINIDC_TIMEOUT env). A wait that exceeds
+ * it returns MDC_ERR_TIMEOUT naming the peer, so a dead rank never hangs the others. */
+void mdc_transport_set_timeout(mdc_transport *t, double seconds);
+/* Sends this rank's failure to every other rank (best effort) so peers stop with MDC_ERR_PEER
+ * instead of waiting for the timeout. */
+void mdc_transport_abort_peers(mdc_transport *t, const char *why);
+
+/* Default transport for minidc programs (set by mdc_runtime_init in tools). */
+void mdc_transport_set_default(mdc_transport *t);
+mdc_transport *mdc_transport_default(void);
+
+/* ---- groups ------------------------------------------------------------------------------- */
+
+typedef struct mdc_group mdc_group;
+
+/* A group of `n` world ranks in the given order; this process must be one of them. `tag_space`
+ * (0..MDC_MAX_TAG_SPACES-1) keeps concurrent groups apart: two groups that share a pair of ranks
+ * and may run collectives concurrently must use different tag spaces. Local, no messages. */
+#define MDC_MAX_TAG_SPACES 4096
+mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_ranks, int n,
+                            int tag_space);
+/* All ranks of the transport, in order, tag space 0. */
+mdc_status mdc_group_world(mdc_group **out, mdc_transport *t);
+void mdc_group_free(mdc_group *g); /* NULL is a no-op */
+int mdc_group_rank(const mdc_group *g);     /* this process's index in the group */
+int mdc_group_size(const mdc_group *g);
+int mdc_group_world_rank(const mdc_group *g, int i); /* world rank of group index i */
+mdc_transport *mdc_group_transport(const mdc_group *g);
+
+/* ---- point-to-point (group indices) --------------------------------------------------------- */
+
+/* Nonblocking requests; at most MDC_MAX_REQS outstanding per wait call. */
+typedef struct mdc_request mdc_request;
+mdc_status mdc_isend(const void *buf, size_t bytes, int peer, int tag, mdc_group *g, mdc_request **req);
+mdc_status mdc_irecv(void *buf, size_t bytes, int peer, int tag, mdc_group *g, mdc_request **req);
+/* Waits politely (MPI_Test, sched_yield, then short sleeps) for all requests; frees them and
+ * sets them to NULL. NULL entries are skipped. Charges devices when each completes. */
+mdc_status mdc_waitall(mdc_request **reqs, int n);
+
+mdc_status mdc_send(const void *buf, size_t bytes, int peer, int tag, mdc_group *g);
+mdc_status mdc_recv(void *buf, size_t bytes, int peer, int tag, mdc_group *g);
+mdc_status mdc_sendrecv(const void *sendbuf, size_t sendbytes, int dst, void *recvbuf,
+                        size_t recvbytes, int src, int tag, mdc_group *g);
+
+/* ---- collectives -------------------------------------------------------------------------- */
+/* Conventions: counts are elements; sendbuf == recvbuf (or sendbuf == MDC_IN_PLACE) means
+ * in place, with MPI's meaning of in place for each collective; every rank passes the same
+ * count, dtype, op and root, else MDC_ERR_INVALID or MDC_ERR_MISMATCH. The dispatcher
+ * (`mdc_allreduce`) chooses an algorithm by the cost model, or the one forced by
+ * mdc_coll_set_algo / MINIDC_ALGO_<COLL>=name. */
+#define MDC_IN_PLACE ((const void *)1)
+
+typedef enum {
+    MDC_COLL_ALLREDUCE = 0, MDC_COLL_REDUCE_SCATTER, MDC_COLL_ALLGATHER, MDC_COLL_BCAST,
+    MDC_COLL_REDUCE, MDC_COLL_GATHER, MDC_COLL_SCATTER, MDC_COLL_ALLTOALL, MDC_COLL_ALLTOALLV,
+    MDC_COLL_BARRIER, MDC_COLL_COUNT
+} mdc_coll;
+const char *mdc_coll_name(mdc_coll c);
+int mdc_coll_parse(const char *s);
+/* Forces an algorithm ("auto" or NULL restores the cost model); MDC_ERR_INVALID if unknown. */
+mdc_status mdc_coll_set_algo(mdc_coll c, const char *algo);
+/* The algorithm the dispatcher would choose for this call (for reports and tests). */
+const char *mdc_coll_choose(mdc_coll c, size_t bytes, const mdc_group *g);
+/* Ring allreduce chunk size in bytes (0 = one chunk per rank); MINIDC_RING_CHUNK env. */
+void mdc_coll_set_ring_chunk(size_t bytes);
+size_t mdc_coll_ring_chunk(void);
+
+mdc_status mdc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
+/* recvbuf gets block `rank` of `count` elements; sendbuf holds size*count (in place: recvbuf
+ * holds size*count and the result lands in its first count elements, as MPI). */
+mdc_status mdc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
+/* Per-rank counts: rank i gets counts[i] elements, blocks laid out in rank order. */
+mdc_status mdc_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op, mdc_group *g);
+mdc_status mdc_allgather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g);
+/* recvbuf: counts[i] elements from rank i at displs[i] (NULL displs = packed in rank order). */
+mdc_status mdc_allgatherv(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
+mdc_status mdc_bcast(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);
+mdc_status mdc_reduce(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root, mdc_group *g);
+mdc_status mdc_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g);
+mdc_status mdc_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g);
+mdc_status mdc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g);
+mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                         void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                         mdc_dtype t, mdc_group *g);
+mdc_status mdc_barrier(mdc_group *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,235 @@
+/* The emulated GPU: presets, HBM allocator, virtual clock, throttle, energy ledger.
+ *
+ * Each MPI rank owns one mdc_device. Kernels charge FLOPs and bytes (roofline time), copies
+ * charge bytes over a link, and messages carry virtual departure/arrival times, so every rank
+ * has a virtual clock that never depends on how busy the host is. Energy is counted by event
+ * (ops, bytes per memory level and per link class) and converted with an energy table. */
+#ifndef MINIDC_DEVICE_H
+#define MINIDC_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "minidc/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- presets ---------------------------------------------------------------------------- */
+
+/* One GPU's published (or assumed) figures. Bandwidths in bytes/s per direction, latencies in
+ * seconds, FLOP/s dense. `assumed` is a bit mask of MDC_SPEC_* fields that are not published
+ * and carry a documented assumption (docs/devices.md). */
+typedef struct {
+    char name[32];
+    char description[96];
+    double hbm_bytes;          /* HBM capacity */
+    double hbm_bw;             /* HBM bandwidth, bytes/s */
+    int hbm_bus_bits_per_stack;
+    int hbm_stacks;
+    char hbm_gen[16];          /* "HBM2e", "HBM3e", "HBM4", "DDR" for host */
+    double flops_fp32;         /* peak dense fp32 FLOP/s */
+    double flops_bf16;         /* peak dense bf16/fp16 FLOP/s */
+    double sram_bytes;         /* on-chip SRAM (L2 cache) */
+    double nvlink_bw;          /* intra-node link, bytes/s per direction (half of NVIDIA's bidirectional figure) */
+    double nvlink_latency;     /* s */
+    double net_bw;             /* inter-node network per GPU, bytes/s per direction */
+    double net_latency;        /* s */
+    double pcie_bw;            /* host link, bytes/s per direction */
+    double launch_overhead;    /* s added to every kernel */
+    double tdp_watts;
+    unsigned assumed;          /* MDC_SPEC_* bits of fields that are assumptions */
+} mdc_device_spec;
+
+enum {
+    MDC_SPEC_HBM_BYTES = 1u << 0, MDC_SPEC_HBM_BW = 1u << 1, MDC_SPEC_HBM_BUS = 1u << 2,
+    MDC_SPEC_FLOPS_FP32 = 1u << 3, MDC_SPEC_FLOPS_BF16 = 1u << 4, MDC_SPEC_SRAM = 1u << 5,
+    MDC_SPEC_NVLINK = 1u << 6, MDC_SPEC_NET = 1u << 7, MDC_SPEC_PCIE = 1u << 8,
+    MDC_SPEC_TDP = 1u << 9,
+};
+
+/* Number of built-in presets (not counting "host") and the i-th one. */
+int mdc_preset_count(void);
+const mdc_device_spec *mdc_preset_at(int i);
+
+/* Looks up a preset by name ("h100", ..., or "host", which is measured on this machine:
+ * memcpy bandwidth and 2-thread sgemm peak). Fails with MDC_ERR_INVALID naming the preset
+ * and listing the valid names. */
+mdc_status mdc_preset_find(const char *name, mdc_device_spec *out);
+
+/* Reads a custom device from a JSON file. Every field of mdc_device_spec (JSON names as in the
+ * struct, minus `assumed`) must be present; unknown keys, missing fields and non-positive
+ * bandwidths give MDC_ERR_FORMAT naming the file and the field. */
+mdc_status mdc_spec_from_json_file(const char *path, mdc_device_spec *out);
+
+/* ---- energy tables ---------------------------------------------------------------------- */
+
+typedef struct {
+    char name[32];
+    char source[256];
+    double pj_int_op;          /* per integer op */
+    double pj_fp_op;           /* per floating-point op (a FMA is 2 ops) */
+    double pj_sram_64b;        /* per 64-bit on-chip SRAM read */
+    double pj_dram_64b;        /* per 64-bit host DRAM read */
+    double pj_hbm_bit;         /* per bit moved to/from HBM */
+    double pj_nvlink_bit;      /* per bit over the intra-node link */
+    double pj_net_bit;         /* per bit over the network */
+    double pj_pcie_bit;        /* per bit over the host link */
+} mdc_energy_table;
+
+int mdc_energy_table_count(void);
+const mdc_energy_table *mdc_energy_table_at(int i);
+/* "default" (the source document's), "horowitz45", ...; MDC_ERR_INVALID if unknown. */
+mdc_status mdc_energy_table_find(const char *name, mdc_energy_table *out);
+/* JSON with every field of mdc_energy_table except name/source optional. */
+mdc_status mdc_energy_table_from_json_file(const char *path, mdc_energy_table *out);
+
+/* ---- options shared by every program ------------------------------------------------------ */
+
+typedef enum { MDC_EMULATE_OFF = 0, MDC_EMULATE_ACCOUNT, MDC_EMULATE_THROTTLE } mdc_emulate_mode;
+
+typedef struct {
+    char device[64];           /* preset name, default "h100" */
+    char device_file[256];     /* --device-file (overrides device) */
+    double hbm_scale;          /* --hbm-scale, multiplies HBM capacity (default 1) */
+    mdc_emulate_mode emulate;  /* --emulate off|account|throttle (default account) */
+    double time_scale;         /* --time-scale, wall seconds per virtual second (default 1) */
+    char energy_table[64];     /* --energy-table NAME or a .json path (default "default") */
+    char report_path[256];     /* --report out.json ("" = none) */
+    int gpus_per_node;         /* --gpus-per-node G (default 8) */
+} mdc_device_options;
+
+void mdc_device_options_default(mdc_device_options *o);
+
+/* If argv[*i] is one of the device options above, consumes it (and its value), advances *i
+ * and returns 1; returns 0 if it is not a device option; on a bad value returns -1 with the
+ * detail naming the option. */
+int mdc_device_options_parse(mdc_device_options *o, int argc, char **argv, int *i);
+
+/* Help text for the device options (for --help). */
+const char *mdc_device_options_help(void);
+
+/* ---- the device --------------------------------------------------------------------------- */
+
+typedef struct mdc_device mdc_device;
+
+/* Memory categories tracked by the allocator. */
+typedef enum {
+    MDC_MEM_PARAMS = 0, MDC_MEM_GRADS, MDC_MEM_OPTIM, MDC_MEM_ACTS, MDC_MEM_COMM, MDC_MEM_OTHER,
+    MDC_MEM_COUNT
+} mdc_mem_category;
+const char *mdc_mem_category_name(mdc_mem_category c);
+
+/* Link classes for copies and messages. */
+typedef enum { MDC_LINK_NVLINK = 0, MDC_LINK_NET, MDC_LINK_PCIE, MDC_LINK_COUNT } mdc_link;
+const char *mdc_link_name(mdc_link l);
+
+/* Creates a device for `rank` from options. Owns nothing of the caller's; free with
+ * mdc_device_free. Fails on an unknown preset, a bad device file or energy table. */
+mdc_status mdc_device_create(mdc_device **out, const mdc_device_options *o, int rank);
+/* Creates a device from a spec directly (tests). hbm_scale multiplies capacity. */
+mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
+                                  const mdc_energy_table *table, double hbm_scale,
+                                  mdc_emulate_mode mode, double time_scale, int rank);
+void mdc_device_free(mdc_device *dev); /* NULL is a no-op; frees every live allocation */
+
+const mdc_device_spec *mdc_device_get_spec(const mdc_device *dev);
+const mdc_energy_table *mdc_device_get_energy_table(const mdc_device *dev);
+int mdc_device_rank(const mdc_device *dev);
+double mdc_device_capacity(const mdc_device *dev); /* bytes, after --hbm-scale */
+mdc_emulate_mode mdc_device_mode(const mdc_device *dev);
+
+/* Allocates `bytes` of emulated HBM (host memory, 64-byte aligned, zeroed) under a category and
+ * a tensor name. Over capacity: MDC_ERR_OOM_DEVICE with a CUDA-like message naming the rank,
+ * device, tensor, requested size, in use, capacity and peak; *out is NULL. */
+mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_category cat,
+                         const char *name);
+/* Frees memory from mdc_dev_alloc; NULL is a no-op. */
+void mdc_dev_free(mdc_device *dev, void *ptr);
+
+size_t mdc_dev_mem_in_use(const mdc_device *dev, mdc_mem_category cat); /* MDC_MEM_COUNT = total */
+size_t mdc_dev_mem_peak(const mdc_device *dev, mdc_mem_category cat);   /* MDC_MEM_COUNT = total */
+
+/* ---- charging: the virtual clock and the energy ledger ---------------------------------- */
+
+/* Precision of a kernel's FLOPs (which peak applies). */
+typedef enum { MDC_PREC_FP32 = 0, MDC_PREC_BF16 } mdc_precision;
+
+/* A kernel: advances the clock by max(flops/peak, hbm_bytes/hbm_bw) + launch overhead;
+ * counts flops as FP ops, hbm_bytes as HBM traffic. Time goes to "compute" if flop-bound,
+ * else to "memory". In throttle mode also waits that long (times time_scale) in wall time. */
+void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precision prec);
+/* Integer ops and SRAM bytes for the energy ledger only (no clock). */
+void mdc_dev_count(mdc_device *dev, double int_ops, double sram_bytes);
+/* A copy of `bytes` over a link (host<->device: PCIE; device<->device: NVLINK/NET). Advances
+ * the clock by latency + bytes/bw, as communication. */
+void mdc_dev_copy(mdc_device *dev, double bytes, mdc_link link);
+/* Host DRAM traffic (data loading, host-side work), energy only. */
+void mdc_dev_host_bytes(mdc_device *dev, double bytes);
+
+/* Messages. The sender calls mdc_dev_msg_depart when it posts a send: the message leaves at
+ * max(now, egress link free), occupies the egress link for bytes/bw, and arrives at
+ * departure + latency + bytes/bw. Returns both stamps, which travel with the message.
+ * The sender's clock is not advanced (the send is asynchronous); mdc_dev_msg_sent(dev, t)
+ * is called when the send is waited on and advances the clock to the end of the transfer
+ * (departure + bytes/bw). The receiver calls mdc_dev_msg_arrive: waiting until departure
+ * counts as idle, from departure to arrival as communication; clock = max(own, arrival). */
+typedef struct {
+    double depart;   /* virtual time the first byte leaves */
+    double done;     /* virtual time the last byte leaves (egress link free again) */
+    double arrive;   /* virtual time the last byte arrives */
+} mdc_msg_stamp;
+mdc_msg_stamp mdc_dev_msg_depart(mdc_device *dev, double bytes, mdc_link link);
+void mdc_dev_msg_sent(mdc_device *dev, double done);
+void mdc_dev_msg_arrive(mdc_device *dev, mdc_msg_stamp st, double bytes, mdc_link link);
+
+/* Local reduction work inside a collective (gamma term): `elems` element-wise ops reading
+ * 2 and writing 1 element of `elem_bytes`. */
+void mdc_dev_reduce(mdc_device *dev, double elems, double elem_bytes);
+
+/* Waits idle until virtual time t (no-op if already past). */
+void mdc_dev_idle_until(mdc_device *dev, double t);
+
+/* ---- reading the ledger ------------------------------------------------------------------ */
+
+typedef struct {
+    double now;                     /* virtual seconds */
+    double t_compute, t_memory, t_comm, t_idle, t_overlap; /* split of `now` (overlap: comm
+                                       hidden under compute, reported by schemes) */
+    double flops, int_ops, sram_bytes, hbm_bytes, host_bytes;
+    double link_bytes[MDC_LINK_COUNT];
+    double kernels, messages_sent, messages_recv, bytes_sent, bytes_recv;
+} mdc_dev_counters;
+void mdc_dev_get_counters(const mdc_device *dev, mdc_dev_counters *out);
+double mdc_dev_now(const mdc_device *dev);
+/* Schemes report communication hidden under compute (seconds). */
+void mdc_dev_add_overlap(mdc_device *dev, double seconds);
+
+/* Energy in joules by category. */
+typedef struct {
+    double fp, int_ops, sram, hbm, host_dram, link[MDC_LINK_COUNT], total;
+} mdc_energy;
+void mdc_dev_energy(const mdc_device *dev, mdc_energy *out);
+
+/* Human-readable report of one device (time split, peak HBM per category, energy). tokens > 0
+ * adds energy per token. */
+void mdc_device_report(const mdc_device *dev, FILE *f, double tokens);
+/* Writes the JSON report of one or more devices' counters (rank order) to a file. */
+mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters,
+                                  const mdc_energy *energies, const size_t *peak_bytes,
+                                  int nranks, const mdc_device *dev0, double tokens);
+
+/* Resets the clock and counters (not allocations). */
+void mdc_dev_reset_counters(mdc_device *dev);
+
+/* Wall clock, seconds (monotonic). */
+double mdc_wall_time(void);
+/* Waits `seconds` of wall time: sleep for the bulk, spin for the last ~100 us. */
+void mdc_wait_wall(double seconds);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,10 @@
+/* minidc umbrella header: every layer's public API. */
+#ifndef MINIDC_H
+#define MINIDC_H
+
+#include "minidc/status.h"
+#include "minidc/device.h"
+#include "minidc/collectives.h"
+#include "minidc/runtime.h"
+
+#endif

@@ -1,0 +1,38 @@
+/* Start-up and shut-down of a minidc MPI program: MPI, this rank's device, the transport and
+ * the world group, with the device options taken out of argv. */
+#ifndef MINIDC_RUNTIME_H
+#define MINIDC_RUNTIME_H
+
+#include "minidc/collectives.h"
+#include "minidc/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int rank, size;
+    mdc_device_options opts;
+    mdc_device *dev;
+    mdc_transport *tr;
+    mdc_group *world;
+} mdc_runtime;
+
+/* MPI_Init, parse and remove device options from argv (*argc shrinks), create the device,
+ * transport and world group, and make the transport the default. On a bad option every rank
+ * fails the same way (options are the same everywhere), so the caller can exit without
+ * waiting on anyone. */
+mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv);
+
+/* Frees what init created and calls MPI_Finalize. */
+void mdc_runtime_finalize(mdc_runtime *rt);
+
+/* Prints "minidc: rank R: <status>: <detail>" (on rank 0 only if `all_ranks_same`, since
+ * then every rank has the same error), tells peers, finalizes MPI and exits with `code`
+ * on this rank. */
+void mdc_runtime_die(mdc_runtime *rt, mdc_status st, int all_ranks_same, int code) __attribute__((noreturn));
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,65 @@
+#!/bin/bash
+# The test harness. Reads tests/*.list; each line: NAME RANKS TIMEOUT [ARGS...]
+#   NAME     build/tests/NAME (a C test) or tests/NAME (a script: .sh or .py)
+#   RANKS    "-" runs it as a plain process; "1,2,3" runs it under $MPIEXEC -n P for each P
+#   TIMEOUT  seconds per run; a timeout is a failure, never a hang
+# Exit status 77 means skipped. The last line is "N passed, N failed[, N skipped]".
+# Usage: tests/run.sh [PATTERN]  (only tests whose name matches the grep pattern)
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+pattern=${1:-}
+cd "$(dirname "$0")/.." || exit 2
+export BUILD MPIEXEC
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+export MINIDC_TIMEOUT=${MINIDC_TIMEOUT:-60}
+slow=1
+if [ "${SANITIZE:-0}" = 1 ]; then
+    slow=4
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
+    export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+fi
+log=$BUILD/test-logs
+mkdir -p "$log"
+pass=0 fail=0 skip=0
+failed_names=""
+run_one() { # name ranks timeout args...
+    local name=$1 p=$2 to=$3; shift 3
+    local cmd
+    if [ -x "$BUILD/tests/$name" ]; then cmd=("$BUILD/tests/$name")
+    elif [ -f "tests/$name" ]; then
+        case $name in *.py) cmd=(/usr/bin/python3 "tests/$name");; *) cmd=(bash "tests/$name");; esac
+    else
+        printf 'not ok  %-28s %-6s (missing: no %s or tests/%s)\n' "$name" "$p" "$BUILD/tests/$name" "$name"
+        fail=$((fail + 1)); failed_names="$failed_names $name"; return
+    fi
+    local launch=()
+    [ "$p" != "-" ] && launch=("$MPIEXEC" -n "$p")
+    local tag=${name//\//_}.$p
+    local t0=$(date +%s.%N)
+    timeout -k 5 $((to * slow)) "${launch[@]}" "${cmd[@]}" "$@" >"$log/$tag.out" 2>&1
+    local rc=$?
+    local dt=$(echo "$(date +%s.%N) - $t0" | bc)
+    local ranks="n=$p"; [ "$p" = "-" ] && ranks="-"
+    if [ $rc = 0 ]; then
+        printf 'ok      %-28s %-6s %6.2fs\n' "$name" "$ranks" "$dt"; pass=$((pass + 1))
+    elif [ $rc = 77 ]; then
+        printf 'skip    %-28s %-6s %6.2fs  %s\n' "$name" "$ranks" "$dt" "$(tail -n 1 "$log/$tag.out")"; skip=$((skip + 1))
+    else
+        local why="exit $rc"; [ $rc = 124 ] || [ $rc = 137 ] && why="TIMEOUT after $((to * slow))s"
+        printf 'not ok  %-28s %-6s %6.2fs  (%s; log %s)\n' "$name" "$ranks" "$dt" "$why" "$log/$tag.out"
+        tail -n 15 "$log/$tag.out" | sed 's/^/    # /'
+        fail=$((fail + 1)); failed_names="$failed_names $name.$p"
+    fi
+}
+for list in tests/*.list; do
+    while read -r name ranks to args; do
+        case $name in ''|'#'*) continue;; esac
+        [ -n "$pattern" ] && ! echo "$name" | grep -q -- "$pattern" && continue
+        if [ "$ranks" = "-" ]; then run_one "$name" - "$to" $args
+        else for p in ${ranks//,/ }; do run_one "$name" "$p" "$to" $args; done; fi
+    done < "$list"
+done
+[ -n "$failed_names" ] && echo "failed:$failed_names"
+if [ $skip -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
+[ $fail = 0 ]

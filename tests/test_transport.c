@@ -1,0 +1,69 @@
+/* Transport: ping-pong arrival times on the virtual clock, queued messages on one egress
+ * link, a ring exchange of integer data, and group index mapping. */
+#include "testutil.h"
+
+int main(int argc, char **argv) {
+    mdc_runtime rt;
+    MDC_CHECK(mdc_runtime_init(&rt, &argc, &argv));
+    mdc_group *w = rt.world;
+    int r = rt.rank, p = rt.size;
+    const mdc_device_spec *s = mdc_device_get_spec(rt.dev);
+
+    /* Ring exchange: every rank sends its rank-stamped block to the next. */
+    int sendv[257], recvv[257];
+    for (int i = 0; i < 257; i++) sendv[i] = r * 1000 + i;
+    MDC_CHECK(mdc_sendrecv(sendv, sizeof sendv, (r + 1) % p, recvv, sizeof recvv, (r - 1 + p) % p, 3, w));
+    int src = (r - 1 + p) % p;
+    for (int i = 0; i < 257; i++) TU_CHECK(recvv[i] == src * 1000 + i, "recv[%d]=%d from %d", i, recvv[i], src);
+
+    /* Ping-pong between ranks 0 and 1 on a fresh clock: exact virtual times. */
+    if (p >= 2 && r < 2) {
+        mdc_dev_reset_counters(rt.dev);
+        double bytes = 1 << 20;
+        static char buf[1 << 20];
+        double t1 = s->nvlink_latency + bytes / s->nvlink_bw;
+        if (r == 0) {
+            MDC_CHECK(mdc_send(buf, sizeof buf, 1, 0, w));
+            TU_EQ_DBL(mdc_dev_now(rt.dev), bytes / s->nvlink_bw); /* send done */
+            MDC_CHECK(mdc_recv(buf, sizeof buf, 1, 0, w));
+            TU_EQ_DBL(mdc_dev_now(rt.dev), t1 + t1);
+        } else {
+            MDC_CHECK(mdc_recv(buf, sizeof buf, 0, 0, w));
+            TU_EQ_DBL(mdc_dev_now(rt.dev), t1);
+            MDC_CHECK(mdc_send(buf, sizeof buf, 0, 0, w));
+        }
+        /* Two messages queued on rank 0's egress link: the second departs when the first is done. */
+        mdc_dev_reset_counters(rt.dev);
+        if (r == 0) {
+            mdc_request *q[2];
+            MDC_CHECK(mdc_isend(buf, 1000, 1, 1, w, &q[0]));
+            MDC_CHECK(mdc_isend(buf, 1000, 1, 2, w, &q[1]));
+            MDC_CHECK(mdc_waitall(q, 2));
+            TU_EQ_DBL(mdc_dev_now(rt.dev), 2000.0 / s->nvlink_bw);
+        } else {
+            MDC_CHECK(mdc_recv(buf, 1000, 0, 1, w));
+            TU_EQ_DBL(mdc_dev_now(rt.dev), 1000.0 / s->nvlink_bw + s->nvlink_latency);
+            MDC_CHECK(mdc_recv(buf, 1000, 0, 2, w));
+            TU_EQ_DBL(mdc_dev_now(rt.dev), 2000.0 / s->nvlink_bw + s->nvlink_latency);
+        }
+    }
+
+    /* A reversed group: index i is world rank p-1-i. */
+    int *ranks = malloc(sizeof(int) * (size_t)p);
+    for (int i = 0; i < p; i++) ranks[i] = p - 1 - i;
+    mdc_group *rev;
+    MDC_CHECK(mdc_group_create(&rev, rt.tr, ranks, p, 7));
+    TU_CHECK(mdc_group_rank(rev) == p - 1 - r, "group rank %d", mdc_group_rank(rev));
+    TU_CHECK(mdc_group_world_rank(rev, 0) == p - 1, "world rank of 0");
+    /* Bad input: peer out of range, NULL buffer, rank not a member. */
+    TU_STATUS(mdc_send(sendv, 4, p, 0, rev), MDC_ERR_INVALID);
+    TU_STATUS(mdc_send(NULL, 4, 0, 0, rev), MDC_ERR_INVALID);
+    mdc_group *bad;
+    int other = (r + 1) % p;
+    if (p > 1) TU_STATUS(mdc_group_create(&bad, rt.tr, &other, 1, 0), MDC_ERR_INVALID);
+    mdc_group_free(rev);
+    free(ranks);
+    int rc = tu_finish("test_transport");
+    mdc_runtime_finalize(&rt);
+    return rc;
+}

@@ -1,0 +1,9 @@
+/* The minidc subcommands, one file each (tools/cmd_NAME.c). Each gets argv after the
+ * subcommand name (argv[0] is the subcommand) and returns the process exit code:
+ * 0 ok, 1 failure, 2 bad usage. */
+#ifndef MINIDC_TOOLS_COMMANDS_H
+#define MINIDC_TOOLS_COMMANDS_H
+
+int mdc_cmd_devices(int argc, char **argv);
+
+#endif
