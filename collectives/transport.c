@@ -30,6 +30,8 @@ struct mdc_transport {
     int tag_base;      /* first tag minidc uses; the abort tag is tag_base + TAG_REGION */
     double timeout;
     int aborted;       /* a peer told us it failed */
+    mdc_trace_fn trace;
+    void *trace_ctx;
 };
 
 struct mdc_group {
@@ -93,6 +95,11 @@ void mdc_transport_free(mdc_transport *t) {
     if (!t) return;
     if (default_transport == t) default_transport = NULL;
     free(t);
+}
+
+void mdc_transport_set_trace(mdc_transport *t, mdc_trace_fn fn, void *ctx) {
+    t->trace = fn;
+    t->trace_ctx = ctx;
 }
 
 int mdc_transport_rank(const mdc_transport *t) { return t->rank; }
@@ -278,6 +285,7 @@ mdc_status mdc_isend(const void *buf, size_t bytes, int peer, int tag, mdc_group
     if (st) return st;
     mdc_request *r = request_new(g, peer, bytes, 1);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "send request");
+    if (g->t->trace) g->t->trace(g->t->trace_ctx, 1, g->me, peer, bytes, tag);
     if (g->t->dev) r->stamp = mdc_dev_msg_depart(g->t->dev, (double)bytes, r->link);
     st = request_post(r, (void *)buf, mpi_tag(g, tag));
     if (st) {
@@ -294,6 +302,7 @@ mdc_status mdc_irecv(void *buf, size_t bytes, int peer, int tag, mdc_group *g, m
     if (st) return st;
     mdc_request *r = request_new(g, peer, bytes, 0);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "receive request");
+    if (g->t->trace) g->t->trace(g->t->trace_ctx, 0, g->me, peer, bytes, tag);
     r->user = buf;
     st = request_post(r, buf, mpi_tag(g, tag));
     if (st) {

@@ -5,5 +5,6 @@
 #define MINIDC_TOOLS_COMMANDS_H
 
 int mdc_cmd_devices(int argc, char **argv);
+int mdc_cmd_bench(int argc, char **argv);
 
 #endif

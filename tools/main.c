@@ -11,6 +11,7 @@ typedef struct {
 } command;
 
 static const command commands[] = {
+    {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
 };
 

@@ -36,12 +36,6 @@ void mdc_reduce_local(void *inout, const void *in, size_t count, mdc_dtype t, md
 /* For AVG: buf[i] /= n (integers: truncating division). No-op for other ops. */
 void mdc_reduce_finish(void *buf, size_t count, mdc_dtype t, mdc_op op, int n);
 
-/* f32 <-> bf16 / f16, round to nearest even, NaN and infinity kept. */
-uint16_t mdc_f32_to_bf16(float f);
-float mdc_bf16_to_f32(uint16_t h);
-uint16_t mdc_f32_to_f16(float f);
-float mdc_f16_to_f32(uint16_t h);
-
 /* ---- transport ---------------------------------------------------------------------------- */
 
 /* The per-process transport context: the MPI communicator it sends on (MPI_COMM_WORLD for
@@ -65,6 +59,11 @@ void mdc_transport_set_timeout(mdc_transport *t, double seconds);
 /* Sends this rank's failure to every other rank (best effort) so peers stop with MDC_ERR_PEER
  * instead of waiting for the timeout. */
 void mdc_transport_abort_peers(mdc_transport *t, const char *why);
+
+/* Tracing (explain tests, debugging): when set, called for every message this rank posts,
+ * with group indices and the user tag. NULL turns it off. */
+typedef void (*mdc_trace_fn)(void *ctx, int is_send, int group_rank, int peer, size_t bytes, int tag);
+void mdc_transport_set_trace(mdc_transport *t, mdc_trace_fn fn, void *ctx);
 
 /* Default transport for minidc programs (set by mdc_runtime_init in tools). */
 void mdc_transport_set_default(mdc_transport *t);

@@ -224,6 +224,12 @@ mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *coun
 /* Resets the clock and counters (not allocations). */
 void mdc_dev_reset_counters(mdc_device *dev);
 
+/* f32 <-> bf16 / f16, round to nearest even, NaN and infinity kept (device/half.c). */
+uint16_t mdc_f32_to_bf16(float f);
+float mdc_bf16_to_f32(uint16_t h);
+uint16_t mdc_f32_to_f16(float f);
+float mdc_f16_to_f32(uint16_t h);
+
 /* Wall clock, seconds (monotonic). */
 double mdc_wall_time(void);
 /* Waits `seconds` of wall time: sleep for the bulk, spin for the last ~100 us. */

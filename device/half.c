@@ -1,0 +1,56 @@
+/* f32 <-> bf16 and f16 with round-to-nearest-even; NaN stays NaN (quiet), infinities stay. */
+#include <string.h>
+
+#include "minidc/device.h"
+
+static uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static float float_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+uint16_t mdc_f32_to_bf16(float f) {
+    uint32_t u = bits_of(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+float mdc_bf16_to_f32(uint16_t h) { return float_of((uint32_t)h << 16); }
+
+uint16_t mdc_f32_to_f16(float f) {
+    uint32_t u = bits_of(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: infinity */
+    if (a < 0x38800000u) { /* result is subnormal or zero in f16 */
+        if (a < 0x33000000u) return (uint16_t)sign; /* below half the smallest subnormal */
+        uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+        int shift = (int)(126 - e) + 14 - 1; /* bits to drop so that the unit is 2^-24 */
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = a - 0x38000000u; /* rebias exponent 127 -> 15 */
+    r += 0xfffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+}
+
+float mdc_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return float_of(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        if (m == 0) return float_of(sign);
+        /* subnormal: m * 2^-24 is exact in f32 */
+        float v = (float)m * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    return float_of(sign | ((e + 112) << 23) | (m << 13));
+}

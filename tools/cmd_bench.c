@@ -1,0 +1,28 @@
+/* minidc bench WHAT: benchmarks that print ratios against a reference measured in the same run.
+ * Each WHAT lives in its own tools/bench_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} bench_entry;
+
+static const bench_entry benches[] = {
+    {NULL, NULL, NULL},
+};
+
+int mdc_cmd_bench(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help")) {
+        printf("usage: minidc bench WHAT [options]\n\nbenchmarks:\n");
+        for (size_t i = 0; benches[i].name; i++) printf("  %-16s %s\n", benches[i].name, benches[i].help);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; benches[i].name; i++)
+        if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "minidc bench: unknown benchmark '%s' (minidc bench --help lists them)\n", argv[1]);
+    return 2;
+}
