@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #define ALIGN 64
@@ -107,6 +108,8 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
     d->mode = mode;
     d->time_scale = time_scale;
     d->rank = rank;
+    /* Throttled sleeps must end on time: the default 50 us timer slack would add to each. */
+    if (mode == MDC_EMULATE_THROTTLE) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     *out = d;
     return MDC_OK;
 }
