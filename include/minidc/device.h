@@ -105,7 +105,7 @@ typedef struct {
     double hbm_scale;          /* --hbm-scale, multiplies HBM capacity (default 1) */
     mdc_emulate_mode emulate;  /* --emulate off|account|throttle (default account) */
     double time_scale;         /* --time-scale, wall seconds per virtual second (default 1) */
-    char energy_table[64];     /* --energy-table NAME or a .json path (default "default") */
+    char energy_table[256];    /* --energy-table NAME or a .json path (default "default") */
     char report_path[256];     /* --report out.json ("" = none) */
     int gpus_per_node;         /* --gpus-per-node G (default 8) */
 } mdc_device_options;
