@@ -90,25 +90,34 @@ void mdc_device_report(const mdc_device *dev, FILE *f, double tokens) {
         fprintf(f, "  energy/token   %12.6g J = %.6g J / %.0f tokens\n", e.total / tokens, e.total, tokens);
 }
 
+/* Adds a number printed with 17 significant digits, so it reads back bit for bit (cJSON's own
+ * printer settles for 15 when they are close enough). Non-finite values become null. */
+static void add_num(cJSON *o, const char *key, double v) {
+    char buf[40];
+    if (isfinite(v)) snprintf(buf, sizeof buf, "%.17g", v);
+    else snprintf(buf, sizeof buf, "null");
+    cJSON_AddRawToObject(o, key, buf);
+}
+
 static cJSON *spec_json(const mdc_device_spec *s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", s->name);
     cJSON_AddStringToObject(o, "description", s->description);
-    cJSON_AddNumberToObject(o, "hbm_bytes", s->hbm_bytes);
-    cJSON_AddNumberToObject(o, "hbm_bw", s->hbm_bw);
-    cJSON_AddNumberToObject(o, "hbm_bus_bits_per_stack", s->hbm_bus_bits_per_stack);
-    cJSON_AddNumberToObject(o, "hbm_stacks", s->hbm_stacks);
+    add_num(o, "hbm_bytes", s->hbm_bytes);
+    add_num(o, "hbm_bw", s->hbm_bw);
+    add_num(o, "hbm_bus_bits_per_stack", s->hbm_bus_bits_per_stack);
+    add_num(o, "hbm_stacks", s->hbm_stacks);
     cJSON_AddStringToObject(o, "hbm_gen", s->hbm_gen);
-    cJSON_AddNumberToObject(o, "flops_fp32", s->flops_fp32);
-    cJSON_AddNumberToObject(o, "flops_bf16", s->flops_bf16);
-    cJSON_AddNumberToObject(o, "sram_bytes", s->sram_bytes);
-    cJSON_AddNumberToObject(o, "nvlink_bw", s->nvlink_bw);
-    cJSON_AddNumberToObject(o, "nvlink_latency", s->nvlink_latency);
-    cJSON_AddNumberToObject(o, "net_bw", s->net_bw);
-    cJSON_AddNumberToObject(o, "net_latency", s->net_latency);
-    cJSON_AddNumberToObject(o, "pcie_bw", s->pcie_bw);
-    cJSON_AddNumberToObject(o, "launch_overhead", s->launch_overhead);
-    cJSON_AddNumberToObject(o, "tdp_watts", s->tdp_watts);
+    add_num(o, "flops_fp32", s->flops_fp32);
+    add_num(o, "flops_bf16", s->flops_bf16);
+    add_num(o, "sram_bytes", s->sram_bytes);
+    add_num(o, "nvlink_bw", s->nvlink_bw);
+    add_num(o, "nvlink_latency", s->nvlink_latency);
+    add_num(o, "net_bw", s->net_bw);
+    add_num(o, "net_latency", s->net_latency);
+    add_num(o, "pcie_bw", s->pcie_bw);
+    add_num(o, "launch_overhead", s->launch_overhead);
+    add_num(o, "tdp_watts", s->tdp_watts);
     return o;
 }
 
@@ -116,14 +125,14 @@ static cJSON *table_json(const mdc_energy_table *t) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", t->name);
     cJSON_AddStringToObject(o, "source", t->source);
-    cJSON_AddNumberToObject(o, "pj_int_op", t->pj_int_op);
-    cJSON_AddNumberToObject(o, "pj_fp_op", t->pj_fp_op);
-    cJSON_AddNumberToObject(o, "pj_sram_64b", t->pj_sram_64b);
-    cJSON_AddNumberToObject(o, "pj_dram_64b", t->pj_dram_64b);
-    cJSON_AddNumberToObject(o, "pj_hbm_bit", t->pj_hbm_bit);
-    cJSON_AddNumberToObject(o, "pj_nvlink_bit", t->pj_nvlink_bit);
-    cJSON_AddNumberToObject(o, "pj_net_bit", t->pj_net_bit);
-    cJSON_AddNumberToObject(o, "pj_pcie_bit", t->pj_pcie_bit);
+    add_num(o, "pj_int_op", t->pj_int_op);
+    add_num(o, "pj_fp_op", t->pj_fp_op);
+    add_num(o, "pj_sram_64b", t->pj_sram_64b);
+    add_num(o, "pj_dram_64b", t->pj_dram_64b);
+    add_num(o, "pj_hbm_bit", t->pj_hbm_bit);
+    add_num(o, "pj_nvlink_bit", t->pj_nvlink_bit);
+    add_num(o, "pj_net_bit", t->pj_net_bit);
+    add_num(o, "pj_pcie_bit", t->pj_pcie_bit);
     return o;
 }
 
@@ -136,8 +145,8 @@ static cJSON *report_tree(const mdc_dev_counters *cs, const mdc_energy *es, cons
     cJSON_AddItemToObject(root, "device", spec_json(mdc_device_get_spec(dev0)));
     cJSON_AddItemToObject(root, "energy_table", table_json(mdc_device_get_energy_table(dev0)));
     cJSON_AddStringToObject(root, "emulate", mode_name(mdc_device_mode(dev0)));
-    cJSON_AddNumberToObject(root, "capacity_bytes", mdc_device_capacity(dev0));
-    cJSON_AddNumberToObject(root, "tokens", tokens);
+    add_num(root, "capacity_bytes", mdc_device_capacity(dev0));
+    add_num(root, "tokens", tokens);
     cJSON *ranks = cJSON_AddArrayToObject(root, "ranks");
     double tot_e = 0, max_now = 0;
     for (int r = 0; r < nranks; r++) {
@@ -145,52 +154,52 @@ static cJSON *report_tree(const mdc_dev_counters *cs, const mdc_energy *es, cons
         const mdc_energy *e = &es[r];
         const size_t *pk = &peaks[(size_t)r * (MDC_MEM_COUNT + 1)];
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "rank", r);
+        add_num(o, "rank", r);
         cJSON *tm = cJSON_AddObjectToObject(o, "time_s");
-        cJSON_AddNumberToObject(tm, "total", c->now);
-        cJSON_AddNumberToObject(tm, "compute", c->t_compute);
-        cJSON_AddNumberToObject(tm, "memory", c->t_memory);
-        cJSON_AddNumberToObject(tm, "comm", c->t_comm);
-        cJSON_AddNumberToObject(tm, "idle", c->t_idle);
-        cJSON_AddNumberToObject(tm, "overlap", c->t_overlap);
+        add_num(tm, "total", c->now);
+        add_num(tm, "compute", c->t_compute);
+        add_num(tm, "memory", c->t_memory);
+        add_num(tm, "comm", c->t_comm);
+        add_num(tm, "idle", c->t_idle);
+        add_num(tm, "overlap", c->t_overlap);
         cJSON *w = cJSON_AddObjectToObject(o, "counts");
-        cJSON_AddNumberToObject(w, "kernels", c->kernels);
-        cJSON_AddNumberToObject(w, "flops", c->flops);
-        cJSON_AddNumberToObject(w, "int_ops", c->int_ops);
-        cJSON_AddNumberToObject(w, "sram_bytes", c->sram_bytes);
-        cJSON_AddNumberToObject(w, "hbm_bytes", c->hbm_bytes);
-        cJSON_AddNumberToObject(w, "host_bytes", c->host_bytes);
-        cJSON_AddNumberToObject(w, "messages_sent", c->messages_sent);
-        cJSON_AddNumberToObject(w, "messages_recv", c->messages_recv);
-        cJSON_AddNumberToObject(w, "bytes_sent", c->bytes_sent);
-        cJSON_AddNumberToObject(w, "bytes_recv", c->bytes_recv);
+        add_num(w, "kernels", c->kernels);
+        add_num(w, "flops", c->flops);
+        add_num(w, "int_ops", c->int_ops);
+        add_num(w, "sram_bytes", c->sram_bytes);
+        add_num(w, "hbm_bytes", c->hbm_bytes);
+        add_num(w, "host_bytes", c->host_bytes);
+        add_num(w, "messages_sent", c->messages_sent);
+        add_num(w, "messages_recv", c->messages_recv);
+        add_num(w, "bytes_sent", c->bytes_sent);
+        add_num(w, "bytes_recv", c->bytes_recv);
         for (int l = 0; l < MDC_LINK_COUNT; l++) {
             char key[32];
             snprintf(key, sizeof key, "%s_bytes", mdc_link_name((mdc_link)l));
-            cJSON_AddNumberToObject(w, key, c->link_bytes[l]);
+            add_num(w, key, c->link_bytes[l]);
         }
         cJSON *p = cJSON_AddObjectToObject(o, "peak_hbm_bytes");
         for (int k = 0; k <= MDC_MEM_COUNT; k++)
-            cJSON_AddNumberToObject(p, mdc_mem_category_name((mdc_mem_category)k), (double)pk[k]);
+            add_num(p, mdc_mem_category_name((mdc_mem_category)k), (double)pk[k]);
         cJSON *ej = cJSON_AddObjectToObject(o, "energy_j");
-        cJSON_AddNumberToObject(ej, "fp", e->fp);
-        cJSON_AddNumberToObject(ej, "int", e->int_ops);
-        cJSON_AddNumberToObject(ej, "sram", e->sram);
-        cJSON_AddNumberToObject(ej, "hbm", e->hbm);
-        cJSON_AddNumberToObject(ej, "host_dram", e->host_dram);
+        add_num(ej, "fp", e->fp);
+        add_num(ej, "int", e->int_ops);
+        add_num(ej, "sram", e->sram);
+        add_num(ej, "hbm", e->hbm);
+        add_num(ej, "host_dram", e->host_dram);
         for (int l = 0; l < MDC_LINK_COUNT; l++)
-            cJSON_AddNumberToObject(ej, mdc_link_name((mdc_link)l), e->link[l]);
-        cJSON_AddNumberToObject(ej, "total", e->total);
-        if (tokens > 0) cJSON_AddNumberToObject(o, "energy_per_token_j", e->total / tokens);
+            add_num(ej, mdc_link_name((mdc_link)l), e->link[l]);
+        add_num(ej, "total", e->total);
+        if (tokens > 0) add_num(o, "energy_per_token_j", e->total / tokens);
         cJSON_AddItemToArray(ranks, o);
         tot_e += e->total;
         if (c->now > max_now) max_now = c->now;
     }
     cJSON *tot = cJSON_AddObjectToObject(root, "totals");
-    cJSON_AddNumberToObject(tot, "ranks", nranks);
-    cJSON_AddNumberToObject(tot, "time_s", max_now);
-    cJSON_AddNumberToObject(tot, "energy_j", tot_e);
-    if (tokens > 0) cJSON_AddNumberToObject(tot, "energy_per_token_j", tot_e / tokens);
+    add_num(tot, "ranks", nranks);
+    add_num(tot, "time_s", max_now);
+    add_num(tot, "energy_j", tot_e);
+    if (tokens > 0) add_num(tot, "energy_per_token_j", tot_e / tokens);
     return root;
 }
 

@@ -37,7 +37,8 @@ run_one() { # name ranks timeout args...
     [ "$p" != "-" ] && launch=("$MPIEXEC" -n "$p")
     local tag=${name//\//_}.$p
     local t0=$(date +%s.%N)
-    timeout -k 5 $((to * slow)) "${launch[@]}" "${cmd[@]}" "$@" >"$log/$tag.out" 2>&1
+    # stdin from /dev/null: mpiexec forwards stdin to rank 0 and would eat the rest of the list
+    timeout -k 5 $((to * slow)) "${launch[@]}" "${cmd[@]}" "$@" </dev/null >"$log/$tag.out" 2>&1
     local rc=$?
     local dt=$(echo "$(date +%s.%N) - $t0" | bc)
     local ranks="n=$p"; [ "$p" = "-" ] && ranks="-"
