@@ -180,7 +180,7 @@ int mdc_cmd_workload(int argc, char **argv) {
         }
     }
     if (rt.rank == 0)
-        printf("workload: %d rank(s), MLP %d -> %d -> %d, %d tokens per rank and step, %d steps, "
+        printf("workload: %d rank(s), MLP %d -> %d -> %d, %d tokens per rank and step, %d step(s), "
                "device %s\n", rt.size, c.hidden, 4 * c.hidden, c.hidden, c.batch, c.steps,
                mdc_device_get_spec(rt.dev)->name);
     double loss = 0;
