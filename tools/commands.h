@@ -6,5 +6,7 @@
 
 int mdc_cmd_devices(int argc, char **argv);
 int mdc_cmd_bench(int argc, char **argv);
+int mdc_cmd_workload(int argc, char **argv);
+int mdc_bench_device(int argc, char **argv); /* tools/bench_device.c */
 
 #endif

@@ -13,6 +13,7 @@ typedef struct {
 static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
+    {"workload", mdc_cmd_workload, "a small data-parallel emulated workload and its device reports (MPI)"},
 };
 
 static void usage(FILE *f) {
