@@ -5,3 +5,17 @@ MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 echo "== minidc bench device"
 "$BUILD/minidc" bench device || exit 1
+
+# ---- collectives (tools/bench_coll.c): minidc vs MPICH's own in the same run, nccl-tests
+# columns; targets (issue 3, on 2 cores): 2 ranks >= 1.0x MPICH at 64 KiB..64 MiB (allreduce
+# >= 1.5x at 16-64 MiB); 4 and 8 ranks >= 10x up to 1 MiB and >= 2x at 64 MiB.
+# BENCH_COLL_RANKS (default "2 4 8") and BENCH_COLL_MAX (default 64M) shorten the run.
+echo "== minidc bench COLL: $(nproc) cores, $(date -u +%Y-%m-%d)"
+for p in ${BENCH_COLL_RANKS:-2 4 8}; do
+    lo=8
+    [ "$p" = 2 ] && lo=64K
+    for c in allreduce reduce_scatter allgather alltoall broadcast; do
+        echo "\$ $MPIEXEC -n $p $BUILD/minidc bench $c -b $lo -e ${BENCH_COLL_MAX:-64M} -f 4"
+        "$MPIEXEC" -n "$p" "$BUILD/minidc" bench "$c" -b "$lo" -e "${BENCH_COLL_MAX:-64M}" -f 4 || exit 1
+    done
+done

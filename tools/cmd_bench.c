@@ -13,6 +13,12 @@ typedef struct {
 
 static const bench_entry benches[] = {
     {"device", mdc_bench_device, "throttle accuracy and accounting cost per charged call"},
+    {"allreduce", mdc_bench_coll, "collectives vs MPICH's own, nccl-tests columns (tools/bench_coll.c)"},
+    {"reduce_scatter", mdc_bench_coll, "same, reduce_scatter (MPI_Reduce_scatter_block)"},
+    {"allgather", mdc_bench_coll, "same, allgather"},
+    {"alltoall", mdc_bench_coll, "same, alltoall"},
+    {"broadcast", mdc_bench_coll, "same, broadcast (also: bcast)"},
+    {"bcast", mdc_bench_coll, "alias of broadcast"},
     {NULL, NULL, NULL},
 };
 

@@ -12,6 +12,7 @@ typedef struct {
 
 static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
+    {"explain", mdc_cmd_explain, "a collective's schedule, summation order and cost, without MPI"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
     {"workload", mdc_cmd_workload, "a small data-parallel emulated workload and its device reports (MPI)"},
 };

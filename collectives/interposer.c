@@ -1,0 +1,466 @@
+/* libminidc_mpi.so: runs an MPICH program's collectives on minidc's algorithms.
+ *
+ * LD_PRELOAD=build/libminidc_mpi.so mpiexec.mpich -n 4 ./app
+ *
+ * Each intercepted MPI_* function checks that the call is one minidc can do exactly
+ * (an intracommunicator, contiguous predefined datatypes, a predefined op on a type minidc
+ * reduces), then runs the minidc collective over a transport on a private duplicate of the
+ * communicator, without a device (no virtual-time stamps travel). Anything else goes to
+ * MPICH's own PMPI_* function, saying why once on stderr when MINIDC_VERBOSE=1.
+ *
+ * Why a duplicate: MPI requires collective traffic never to match the application's
+ * point-to-point receives (an MPI_ANY_TAG receive on the same communicator would steal a
+ * minidc message). PMPI_Comm_dup gives the transport its own context, as MPICH does
+ * internally. It is the one MPI collective minidc calls here, once per communicator, and is
+ * freed with it (attribute delete callback) or at MPI_Finalize. Documented in docs/interposer.md. */
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/collectives.h"
+
+typedef struct cached {
+    MPI_Comm user, dup;
+    mdc_transport *t;
+    mdc_group *g;
+    struct cached *next;
+} cached;
+
+static int keyval = MPI_KEYVAL_INVALID;
+static cached *live; /* every cached state, for MPI_Finalize */
+static int verbose = -1;
+
+enum { F_ALLREDUCE, F_RSB, F_RS, F_ALLGATHER, F_ALLGATHERV, F_BCAST, F_REDUCE, F_GATHER,
+       F_SCATTER, F_ALLTOALL, F_ALLTOALLV, F_BARRIER, F_COUNT };
+static const char *const fname[F_COUNT] = {
+    "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter", "MPI_Allgather",
+    "MPI_Allgatherv", "MPI_Bcast", "MPI_Reduce", "MPI_Gather", "MPI_Scatter", "MPI_Alltoall",
+    "MPI_Alltoallv", "MPI_Barrier"};
+static const mdc_coll fcoll[F_COUNT] = {
+    MDC_COLL_ALLREDUCE, MDC_COLL_REDUCE_SCATTER, MDC_COLL_REDUCE_SCATTER, MDC_COLL_ALLGATHER,
+    MDC_COLL_ALLGATHER, MDC_COLL_BCAST, MDC_COLL_REDUCE, MDC_COLL_GATHER, MDC_COLL_SCATTER,
+    MDC_COLL_ALLTOALL, MDC_COLL_ALLTOALLV, MDC_COLL_BARRIER};
+static unsigned char said_used[F_COUNT], said_fallback[F_COUNT];
+
+static int is_verbose(void) {
+    if (verbose < 0) {
+        const char *v = getenv("MINIDC_VERBOSE");
+        verbose = v && *v && strcmp(v, "0") != 0;
+    }
+    return verbose;
+}
+
+/* Says once per function (when verbose) that minidc ran it. */
+static void note_used(int f, size_t bytes, const mdc_group *g) {
+    if (!is_verbose() || said_used[f]) return;
+    said_used[f] = 1;
+    fprintf(stderr, "minidc interposer: rank %d: %s runs on minidc (%s, %zu bytes, %d ranks)\n",
+            mdc_group_rank(g), fname[f], mdc_coll_choose(fcoll[f], bytes, g), bytes,
+            mdc_group_size(g));
+}
+
+/* Says once per function (when verbose) why it went to MPICH; returns 0. */
+static int fallback(int f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fallback(int f, const char *fmt, ...) {
+    if (is_verbose() && !said_fallback[f]) {
+        said_fallback[f] = 1;
+        char why[200];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof why, fmt, ap);
+        va_end(ap);
+        int r = 0;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+        fprintf(stderr, "minidc interposer: rank %d: %s falls through to MPICH: %s\n", r, fname[f], why);
+    }
+    return 0;
+}
+
+static void cached_free(cached *c) {
+    for (cached **p = &live; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    mdc_group_free(c->g);
+    mdc_transport_free(c->t);
+    int fin = 0;
+    PMPI_Finalized(&fin);
+    if (!fin) PMPI_Comm_free(&c->dup);
+    free(c);
+}
+
+static int delete_fn(MPI_Comm comm, int kv, void *val, void *extra) {
+    (void)comm, (void)kv, (void)extra;
+    cached_free(val);
+    return MPI_SUCCESS;
+}
+
+/* The minidc world group of `comm`, created on first use; NULL (after a note) if the
+ * communicator is not one minidc can serve. Collective on first use (PMPI_Comm_dup). */
+static mdc_group *group_of(MPI_Comm comm, int f) {
+    if (comm == MPI_COMM_NULL) return NULL;
+    int inter = 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        fallback(f, "intercommunicator");
+        return NULL;
+    }
+    if (keyval == MPI_KEYVAL_INVALID &&
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL) != MPI_SUCCESS) {
+        fallback(f, "could not create an attribute key");
+        return NULL;
+    }
+    cached *c = NULL;
+    int flag = 0;
+    PMPI_Comm_get_attr(comm, keyval, &c, &flag);
+    if (flag && c) return c->g;
+    c = calloc(1, sizeof *c);
+    if (!c) return fallback(f, "out of host memory"), NULL;
+    if (PMPI_Comm_dup(comm, &c->dup) != MPI_SUCCESS) {
+        free(c);
+        fallback(f, "PMPI_Comm_dup failed");
+        return NULL;
+    }
+    PMPI_Comm_set_errhandler(c->dup, MPI_ERRORS_RETURN);
+    /* Every rank reaches here together (first collective on comm), and creating the
+     * transport and group is local, so a failure below is the same everywhere. */
+    if (mdc_transport_create(&c->t, &c->dup, NULL, 1) != MDC_OK ||
+        mdc_group_world(&c->g, c->t) != MDC_OK) {
+        fallback(f, "%s", mdc_detail());
+        mdc_transport_free(c->t);
+        PMPI_Comm_free(&c->dup);
+        free(c);
+        return NULL;
+    }
+    c->user = comm;
+    c->next = live;
+    live = c;
+    PMPI_Comm_set_attr(comm, keyval, c);
+    return c->g;
+}
+
+/* A predefined (named) datatype whose size equals its extent: any such buffer is `count *
+ * size` plain bytes. Returns its size, or 0 if it is derived or not contiguous. */
+static size_t plain_size(MPI_Datatype t) {
+    if (t == MPI_DATATYPE_NULL) return 0;
+    int ni, na, nd, comb;
+    if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS || comb != MPI_COMBINER_NAMED)
+        return 0;
+    int size = 0;
+    MPI_Aint lb, extent;
+    PMPI_Type_size(t, &size);
+    PMPI_Type_get_extent(t, &lb, &extent);
+    return size > 0 && lb == 0 && extent == size ? (size_t)size : 0;
+}
+
+/* The minidc type for reducing an MPI type, or -1. Sizes are checked, not assumed. */
+static int reduce_dtype(MPI_Datatype t) {
+    int s = 0;
+    if (!plain_size(t)) return -1;
+    PMPI_Type_size(t, &s);
+    if (t == MPI_FLOAT) return MDC_F32;
+    if (t == MPI_DOUBLE) return MDC_F64;
+    if (t == MPI_UINT8_T || t == MPI_UNSIGNED_CHAR) return s == 1 ? MDC_U8 : -1;
+    if (t == MPI_INT || t == MPI_LONG || t == MPI_LONG_LONG || t == MPI_LONG_LONG_INT ||
+        t == MPI_INT32_T || t == MPI_INT64_T)
+        return s == 4 ? MDC_I32 : s == 8 ? MDC_I64 : -1;
+    return -1;
+}
+
+static int reduce_op(MPI_Op op) {
+    if (op == MPI_SUM) return MDC_SUM;
+    if (op == MPI_PROD) return MDC_PROD;
+    if (op == MPI_MIN) return MDC_MIN;
+    if (op == MPI_MAX) return MDC_MAX;
+    return -1;
+}
+
+/* Maps a reduction's type and op, or falls through (returns 0). */
+static int reduction_ok(int f, MPI_Datatype type, MPI_Op op, mdc_dtype *dt, mdc_op *mop) {
+    int d = reduce_dtype(type), o = reduce_op(op);
+    if (d < 0) return fallback(f, "datatype is not one minidc reduces (float, double, int, long, "
+                                  "long long, int32/64_t, uint8_t)");
+    if (o < 0) return fallback(f, "not a predefined op minidc has (sum, prod, min, max)");
+    *dt = (mdc_dtype)d;
+    *mop = (mdc_op)o;
+    return 1;
+}
+
+/* A minidc failure: reported through the communicator's error handler, as MPICH would. */
+static int failed(MPI_Comm comm, int f, mdc_status st) {
+    int r = 0;
+    PMPI_Comm_rank(comm, &r);
+    fprintf(stderr, "minidc interposer: rank %d: %s: %s: %s\n", r, fname[f], mdc_strerror(st), mdc_detail());
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+    return MPI_ERR_OTHER;
+}
+
+#define RUN(comm, f, call)                                       \
+    do {                                                         \
+        mdc_status st_ = (call);                                 \
+        return st_ == MDC_OK ? MPI_SUCCESS : failed(comm, f, st_); \
+    } while (0)
+
+static int nonneg(int f, int count) {
+    return count >= 0 ? 1 : fallback(f, "negative count (MPICH reports the error)");
+}
+
+/* ---- reductions ---------------------------------------------------------------------- */
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm) {
+    const int f = F_ALLREDUCE;
+    mdc_dtype dt;
+    mdc_op mop;
+    mdc_group *g;
+    if (!nonneg(f, count) || !reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+        return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+    note_used(f, (size_t)count * mdc_dtype_size(dt), g);
+    RUN(comm, f, mdc_allreduce(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
+                               (size_t)count, dt, mop, g));
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+               int root, MPI_Comm comm) {
+    const int f = F_REDUCE;
+    mdc_dtype dt;
+    mdc_op mop;
+    mdc_group *g;
+    if (!nonneg(f, count) || !reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+        return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+    note_used(f, (size_t)count * mdc_dtype_size(dt), g);
+    RUN(comm, f, mdc_reduce(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
+                            (size_t)count, dt, mop, root, g));
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                             MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    const int f = F_RSB;
+    mdc_dtype dt;
+    mdc_op mop;
+    mdc_group *g;
+    if (!nonneg(f, recvcount) || !reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+        return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+    note_used(f, (size_t)recvcount * (size_t)mdc_group_size(g) * mdc_dtype_size(dt), g);
+    RUN(comm, f, mdc_reduce_scatter(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
+                                    (size_t)recvcount, dt, mop, g));
+}
+
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                       MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    const int f = F_RS;
+    mdc_dtype dt;
+    mdc_op mop;
+    mdc_group *g;
+    if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+        return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+    int n = mdc_group_size(g);
+    size_t *counts = malloc((size_t)n * sizeof *counts), total = 0;
+    if (!counts) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+    for (int i = 0; i < n; i++) {
+        if (recvcounts[i] < 0) {
+            free(counts);
+            fallback(f, "negative count (MPICH reports the error)");
+            return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+        }
+        counts[i] = (size_t)recvcounts[i];
+        total += counts[i];
+    }
+    note_used(f, total * mdc_dtype_size(dt), g);
+    mdc_status st = mdc_reduce_scatterv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf,
+                                        recvbuf, counts, dt, mop, g);
+    free(counts);
+    return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+}
+
+/* ---- data movement: predefined types travel as bytes ---------------------------------- */
+
+/* Checks a send/receive type pair: both plain, and `sbytes == rbytes` when both matter.
+ * Returns the receive type's size, or 0 after a note. */
+static size_t pair_ok(int f, const void *sendbuf, int scount, MPI_Datatype stype, int rcount,
+                      MPI_Datatype rtype, int check_send, int check_recv) {
+    size_t rs = check_recv ? plain_size(rtype) : 1, ss = 1;
+    if (check_recv && !rs) return fallback(f, "receive datatype is derived or not contiguous");
+    if (check_send && sendbuf != MPI_IN_PLACE) {
+        ss = plain_size(stype);
+        if (!ss) return fallback(f, "send datatype is derived or not contiguous");
+        if (scount < 0) return fallback(f, "negative count (MPICH reports the error)");
+        if (check_recv && (size_t)scount * ss != (size_t)rcount * rs)
+            return fallback(f, "send and receive sizes differ (%zu vs %zu bytes)",
+                            (size_t)scount * ss, (size_t)rcount * rs);
+    }
+    if (check_recv && rcount < 0) return fallback(f, "negative count (MPICH reports the error)");
+    return check_recv ? rs : ss;
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    const int f = F_BCAST;
+    size_t s = plain_size(type);
+    mdc_group *g;
+    if (!s) fallback(f, "datatype is derived or not contiguous");
+    if (!s || !nonneg(f, count) || !(g = group_of(comm, f)))
+        return PMPI_Bcast(buf, count, type, root, comm);
+    note_used(f, (size_t)count * s, g);
+    RUN(comm, f, mdc_bcast(buf, (size_t)count * s, MDC_U8, root, g));
+}
+
+int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm) {
+    const int f = F_ALLGATHER;
+    size_t s = pair_ok(f, sendbuf, scount, stype, rcount, rtype, 1, 1);
+    mdc_group *g;
+    if (!s || !(g = group_of(comm, f)))
+        return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+    size_t b = (size_t)rcount * s;
+    note_used(f, b * (size_t)mdc_group_size(g), g);
+    RUN(comm, f, mdc_allgather(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, g));
+}
+
+int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
+                   const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
+    const int f = F_ALLGATHERV;
+    size_t rs = plain_size(rtype), ss = sendbuf == MPI_IN_PLACE ? rs : plain_size(stype);
+    mdc_group *g = NULL;
+    if (!rs || !ss) fallback(f, "datatype is derived or not contiguous");
+    if (!rs || !ss || !(g = group_of(comm, f)))
+        return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
+    int n = mdc_group_size(g), me = mdc_group_rank(g);
+    size_t *c = malloc(2 * (size_t)n * sizeof *c), total = 0;
+    int ok = c != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        if (rcounts[i] < 0 || displs[i] < 0) ok = fallback(f, "negative count or displacement");
+        else {
+            c[i] = (size_t)rcounts[i] * rs;
+            c[n + i] = (size_t)displs[i] * rs;
+            total += c[i];
+        }
+    }
+    if (ok && sendbuf != MPI_IN_PLACE && (scount < 0 || (size_t)scount * ss != c[me]))
+        ok = fallback(f, "send size differs from this rank's receive count");
+    if (!ok) {
+        free(c);
+        return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
+    }
+    note_used(f, total, g);
+    mdc_status st = mdc_allgatherv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, c,
+                                   c + n, MDC_U8, g);
+    free(c);
+    return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+}
+
+/* Rooted: the root's side (recvbuf of gather, sendbuf of scatter) is significant only at the
+ * root, so only the root checks it. Each rank decides from its own arguments without
+ * communicating, so all ranks agree only if they all use predefined types or all derived
+ * ones; mixing them in one call is a documented limitation (docs/interposer.md). */
+int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
+               MPI_Datatype rtype, int root, MPI_Comm comm) {
+    const int f = F_GATHER;
+    mdc_group *g;
+    int me = 0;
+    PMPI_Comm_rank(comm, &me);
+    int at_root = me == root;
+    /* The block size in bytes, as every rank sees it: from the send side except in place. */
+    size_t ss = sendbuf == MPI_IN_PLACE ? 0 : plain_size(stype);
+    size_t rs = at_root ? plain_size(rtype) : 0;
+    size_t b = sendbuf == MPI_IN_PLACE ? (size_t)rcount * rs : (size_t)scount * ss;
+    int ok = scount >= 0 && (sendbuf == MPI_IN_PLACE ? rs > 0 : ss > 0) &&
+             (!at_root || (rs > 0 && rcount >= 0 && (size_t)rcount * rs == b));
+    if (!ok || !(g = group_of(comm, f))) {
+        if (!ok) fallback(f, "datatype is derived, not contiguous, or sizes differ");
+        return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    }
+    note_used(f, b * (size_t)mdc_group_size(g), g);
+    RUN(comm, f, mdc_gather(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, root, g));
+}
+
+int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm) {
+    const int f = F_SCATTER;
+    mdc_group *g;
+    int me = 0;
+    PMPI_Comm_rank(comm, &me);
+    int at_root = me == root, inplace = at_root && recvbuf == MPI_IN_PLACE;
+    size_t rs = inplace ? 0 : plain_size(rtype);
+    size_t ss = at_root ? plain_size(stype) : 0;
+    size_t b = inplace ? (size_t)scount * ss : (size_t)rcount * rs;
+    int ok = (inplace ? ss > 0 : rs > 0 && rcount >= 0) &&
+             (!at_root || (ss > 0 && scount >= 0 && (size_t)scount * ss == b));
+    if (!ok || !(g = group_of(comm, f))) {
+        if (!ok) fallback(f, "datatype is derived, not contiguous, or sizes differ");
+        return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    }
+    note_used(f, b * (size_t)mdc_group_size(g), g);
+    /* minidc's in place for scatter is recvbuf == MDC_IN_PLACE at the root (MPI's meaning). */
+    RUN(comm, f, mdc_scatter(sendbuf, inplace ? (void *)MDC_IN_PLACE : recvbuf, b, MDC_U8, root, g));
+}
+
+int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
+                 MPI_Datatype rtype, MPI_Comm comm) {
+    const int f = F_ALLTOALL;
+    size_t s = pair_ok(f, sendbuf, scount, stype, rcount, rtype, 1, 1);
+    mdc_group *g;
+    if (!s || !(g = group_of(comm, f)))
+        return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+    size_t b = (size_t)rcount * s;
+    note_used(f, b * (size_t)mdc_group_size(g), g);
+    RUN(comm, f, mdc_alltoall(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, g));
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                  void *recvbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                  MPI_Comm comm) {
+    const int f = F_ALLTOALLV;
+    int inplace = sendbuf == MPI_IN_PLACE;
+    size_t rs = plain_size(rtype), ss = inplace ? rs : plain_size(stype);
+    mdc_group *g = NULL;
+    if (!rs || !ss) fallback(f, "datatype is derived or not contiguous");
+    if (!rs || !ss || !(g = group_of(comm, f)))
+        return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
+    int n = mdc_group_size(g);
+    size_t *c = malloc(4 * (size_t)n * sizeof *c), total = 0;
+    int ok = c != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        if (rcounts[i] < 0 || rdispls[i] < 0 || (!inplace && (scounts[i] < 0 || sdispls[i] < 0))) {
+            ok = fallback(f, "negative count or displacement");
+            break;
+        }
+        c[i] = inplace ? 0 : (size_t)scounts[i] * ss;
+        c[n + i] = inplace ? 0 : (size_t)sdispls[i] * ss;
+        c[2 * n + i] = (size_t)rcounts[i] * rs;
+        c[3 * n + i] = (size_t)rdispls[i] * rs;
+        total += c[2 * n + i];
+    }
+    if (!ok) {
+        free(c);
+        return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
+    }
+    note_used(f, total, g);
+    mdc_status st = mdc_alltoallv(inplace ? MDC_IN_PLACE : sendbuf, inplace ? c + 2 * n : c,
+                                  inplace ? c + 3 * n : c + n, recvbuf, c + 2 * n, c + 3 * n,
+                                  MDC_U8, g);
+    free(c);
+    return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+    const int f = F_BARRIER;
+    mdc_group *g = group_of(comm, f);
+    if (!g) return PMPI_Barrier(comm);
+    note_used(f, 0, g);
+    RUN(comm, f, mdc_barrier(g));
+}
+
+/* Frees every cached transport while MPI still works: deleting the attribute runs
+ * delete_fn, which unlinks the state (communicators the program freed are gone already). */
+int MPI_Finalize(void) {
+    while (live) {
+        cached *c = live;
+        PMPI_Comm_delete_attr(c->user, keyval);
+        if (live == c) cached_free(c); /* the attribute was not there: free it anyway */
+    }
+    if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);
+    return PMPI_Finalize();
+}

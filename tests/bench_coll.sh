@@ -1,0 +1,27 @@
+#!/bin/bash
+# minidc bench COLL: runs every collective at 2 and 3 ranks on small sizes with --check (every
+# iteration verified), prints the nccl-tests columns and MPICH's column, and finds 0 wrong.
+set -u
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+fail=0
+for p in 2 3; do
+    for c in allreduce reduce_scatter allgather alltoall broadcast; do
+        out=$(timeout 120 "$MPIEXEC" -n $p "$BUILD/minidc" bench $c -b 8 -e 64K -f 8 --iters 3 --check 2>&1)
+        if [ $? != 0 ] || ! echo "$out" | grep -q '^# ok: 0 wrong elements'; then
+            echo "bench $c at $p ranks failed:"; echo "$out" | tail -n 12; fail=1; continue
+        fi
+        echo "$out" | grep -q 'busbw' && echo "$out" | grep -q 'mpich(us)' && echo "$out" | grep -q 'of memcpy' ||
+            { echo "bench $c: columns missing"; echo "$out"; fail=1; }
+        rows=$(echo "$out" | grep -c '^ *[0-9]')
+        [ "$rows" -ge 4 ] || { echo "bench $c at $p ranks: $rows size rows"; fail=1; }
+    done
+done
+# Forced algorithms and other types go through the same path.
+out=$(timeout 120 "$MPIEXEC" -n 3 "$BUILD/minidc" bench allreduce -b 1K -e 64K -f 8 --algo ring --dtype bf16 --check 2>&1) &&
+    echo "$out" | grep -q ' ring ' && echo "$out" | grep -q '^# ok: 0' || { echo "bench --algo ring --dtype bf16:"; echo "$out"; fail=1; }
+out=$(timeout 120 "$MPIEXEC" -n 2 "$BUILD/minidc" bench allreduce -b 1K -e 1K --dtype i32 --op max --check 2>&1) &&
+    echo "$out" | grep -q '^# ok: 0' || { echo "bench --dtype i32 --op max:"; echo "$out"; fail=1; }
+"$BUILD/minidc" bench nosuch >/dev/null 2>&1 && { echo "an unknown benchmark was accepted"; fail=1; }
+[ $fail = 0 ] && echo "bench_coll: ok"
+exit $fail

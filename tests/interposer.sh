@@ -1,0 +1,50 @@
+#!/bin/bash
+# The interposer: the same MPI program (tests/interposer_app.c) run with and without
+# LD_PRELOAD=libminidc_mpi.so writes identical results (integer-valued inputs, so summation
+# order cannot matter), minidc really ran the collectives (MINIDC_VERBOSE=1 says so once per
+# function), and a derived datatype and a user op went to MPICH (said once, too).
+set -u
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+app=$BUILD/tests/interposer_app
+lib=$PWD/$BUILD/libminidc_mpi.so
+[ -x "$app" ] && [ -f "$lib" ] || { echo "missing $app or $lib (make tests)"; exit 1; }
+preload=$lib
+if [ "${SANITIZE:-0}" = 1 ]; then
+    # ASan must be the first library loaded; preload its runtime ahead of ours.
+    asan=$(gcc -print-file-name=libasan.so)
+    [ -f "$asan" ] || { echo "skip: no libasan.so to preload ahead of the interposer under SANITIZE=1"; exit 77; }
+    preload="$asan $lib"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0:verify_asan_link_order=0"
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+for p in 1 3 4; do
+    mkdir -p "$tmp/mpich$p" "$tmp/minidc$p"
+    if ! timeout 120 "$MPIEXEC" -n $p "$app" "$tmp/mpich$p" >"$tmp/mpich$p.log" 2>&1; then
+        echo "n=$p: the program failed without the interposer:"; tail "$tmp/mpich$p.log"; fail=1; continue
+    fi
+    if ! timeout 120 "$MPIEXEC" -n $p -genv LD_PRELOAD "$preload" -genv MINIDC_VERBOSE 1 \
+            "$app" "$tmp/minidc$p" >"$tmp/minidc$p.log" 2>&1; then
+        echo "n=$p: the program failed with the interposer:"; tail -n 20 "$tmp/minidc$p.log"; fail=1; continue
+    fi
+    for r in $(seq 0 $((p - 1))); do
+        if ! diff "$tmp/mpich$p/rank$r.txt" "$tmp/minidc$p/rank$r.txt" >"$tmp/diff"; then
+            echo "n=$p rank $r: results differ with LD_PRELOAD (< MPICH, > minidc):"; head -n 20 "$tmp/diff"; fail=1
+        fi
+    done
+    lines=$(wc -l <"$tmp/minidc$p/rank0.txt")
+    for f in MPI_Allreduce MPI_Reduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Allgatherv \
+             MPI_Bcast MPI_Reduce MPI_Gather MPI_Scatter MPI_Alltoall MPI_Alltoallv MPI_Barrier; do
+        n=$(grep -c "rank 0: $f runs on minidc" "$tmp/minidc$p.log")
+        [ "$n" = 1 ] || { echo "n=$p: expected one 'rank 0: $f runs on minidc' line, got $n"; fail=1; }
+    done
+    for f in MPI_Bcast MPI_Allreduce; do
+        grep -q "rank 0: $f falls through to MPICH" "$tmp/minidc$p.log" ||
+            { echo "n=$p: no 'falls through' line for $f (derived type / user op)"; fail=1; }
+    done
+    echo "n=$p: $lines results per rank identical with and without the interposer"
+done
+[ $fail = 0 ] && echo "interposer: ok"
+exit $fail

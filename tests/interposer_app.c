@@ -1,0 +1,218 @@
+/* A plain MPI program for tests/interposer.sh: calls the twelve collectives the interposer
+ * takes over (every type it maps, every op, in place and out of place, several roots, a
+ * sub-communicator), plus calls it must hand to MPICH (a derived datatype, a user op), and
+ * writes each rank's results to DIR/rank<R>.txt. Inputs are integer-valued, so every result
+ * is exact whatever the summation order: the files must be identical with and without
+ * LD_PRELOAD=libminidc_mpi.so. Uses only MPI (no minidc). */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static FILE *out;
+static int me, np;
+
+static void put(const char *name, const void *buf, size_t bytes) {
+    const unsigned char *b = buf;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < bytes; i++) h = (h ^ b[i]) * 1099511628211ull;
+    fprintf(out, "%-40s %6zu bytes  fnv %016llx  first:", name, bytes, (unsigned long long)h);
+    for (size_t i = 0; i < bytes && i < 8; i++) fprintf(out, " %02x", b[i]);
+    fprintf(out, "\n");
+}
+
+static void my_sum(void *in, void *inout, int *len, MPI_Datatype *t) {
+    (void)t;
+    for (int i = 0; i < *len; i++) ((int *)inout)[i] += ((int *)in)[i];
+}
+
+/* Integer-valued input of rank r, element i, small enough that products of 8 stay exact. */
+static double val(int r, int i, int prod) { return prod ? 1 + (r + i) % 2 : (r * 7 + i * 3) % 17 - 8; }
+
+#define FILL(T, buf, n, prod) for (int i_ = 0; i_ < (n); i_++) (buf)[i_] = (T)val(me, i_, prod)
+
+static void reductions(MPI_Comm comm, const char *tag) {
+    int p, r;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &r);
+    const int n = 37;
+    MPI_Op ops[4] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+    const char *opn[4] = {"sum", "prod", "min", "max"};
+    char name[96];
+    for (int o = 0; o < 4; o++) {
+        int prod = o == 1;
+        float f[64], fo[64];
+        double d[64], dd[64];
+        int32_t i32[64], i32o[64];
+        int64_t i64[64], i64o[64];
+        long l[64], lo[64];
+        long long ll[64], llo[64];
+        int ii[64], iio[64];
+        uint8_t u8[64], u8o[64];
+        FILL(float, f, n, prod);
+        FILL(double, d, n, prod);
+        FILL(int32_t, i32, n, prod);
+        FILL(int64_t, i64, n, prod);
+        FILL(long, l, n, prod);
+        FILL(long long, ll, n, prod);
+        FILL(int, ii, n, prod);
+        for (int i = 0; i < n; i++) u8[i] = (uint8_t)((me * 7 + i * 3) % 17);
+        snprintf(name, sizeof name, "%s allreduce float %s", tag, opn[o]);
+        MPI_Allreduce(f, fo, n, MPI_FLOAT, ops[o], comm), put(name, fo, sizeof(float) * n);
+        snprintf(name, sizeof name, "%s allreduce double %s", tag, opn[o]);
+        MPI_Allreduce(d, dd, n, MPI_DOUBLE, ops[o], comm), put(name, dd, sizeof(double) * n);
+        snprintf(name, sizeof name, "%s allreduce int32 %s", tag, opn[o]);
+        MPI_Allreduce(i32, i32o, n, MPI_INT32_T, ops[o], comm), put(name, i32o, 4 * n);
+        snprintf(name, sizeof name, "%s allreduce int64 %s", tag, opn[o]);
+        MPI_Allreduce(i64, i64o, n, MPI_INT64_T, ops[o], comm), put(name, i64o, 8 * n);
+        snprintf(name, sizeof name, "%s allreduce long %s", tag, opn[o]);
+        MPI_Allreduce(l, lo, n, MPI_LONG, ops[o], comm), put(name, lo, sizeof(long) * n);
+        snprintf(name, sizeof name, "%s allreduce long long %s", tag, opn[o]);
+        MPI_Allreduce(ll, llo, n, MPI_LONG_LONG, ops[o], comm), put(name, llo, sizeof(long long) * n);
+        snprintf(name, sizeof name, "%s allreduce uint8 %s", tag, opn[o]);
+        MPI_Allreduce(u8, u8o, n, MPI_UINT8_T, ops[o], comm), put(name, u8o, n);
+        snprintf(name, sizeof name, "%s allreduce int in place %s", tag, opn[o]);
+        memcpy(iio, ii, sizeof ii);
+        MPI_Allreduce(MPI_IN_PLACE, iio, n, MPI_INT, ops[o], comm), put(name, iio, sizeof(int) * n);
+        for (int root = 0; root < p; root += p > 2 ? p - 1 : 1) {
+            memset(fo, 0, sizeof fo);
+            snprintf(name, sizeof name, "%s reduce float %s root %d", tag, opn[o], root);
+            MPI_Reduce(f, fo, n, MPI_FLOAT, ops[o], root, comm);
+            if (r == root) put(name, fo, sizeof(float) * n);
+            memcpy(iio, ii, sizeof ii);
+            snprintf(name, sizeof name, "%s reduce int in place %s root %d", tag, opn[o], root);
+            MPI_Reduce(r == root ? MPI_IN_PLACE : iio, r == root ? iio : NULL, n, MPI_INT, ops[o], root, comm);
+            if (r == root) put(name, iio, sizeof(int) * n);
+        }
+    }
+    /* reduce_scatter_block and reduce_scatter (uneven counts, some zero). */
+    int blk = 5, tot = 0, rc[64];
+    for (int i = 0; i < p; i++) rc[i] = (i * 3 + 1) % 4, tot += rc[i];
+    double *d = malloc(sizeof(double) * (size_t)(p * blk + tot + 1));
+    double *dd = malloc(sizeof(double) * (size_t)(p * blk + tot + 1));
+    for (int i = 0; i < p * blk; i++) d[i] = val(me, i, 0);
+    snprintf(name, sizeof name, "%s reduce_scatter_block double", tag);
+    MPI_Reduce_scatter_block(d, dd, blk, MPI_DOUBLE, MPI_SUM, comm), put(name, dd, sizeof(double) * blk);
+    snprintf(name, sizeof name, "%s reduce_scatter_block in place", tag);
+    MPI_Reduce_scatter_block(MPI_IN_PLACE, d, blk, MPI_DOUBLE, MPI_MAX, comm), put(name, d, sizeof(double) * blk);
+    for (int i = 0; i < tot; i++) d[i] = val(me, i, 0);
+    snprintf(name, sizeof name, "%s reduce_scatter double", tag);
+    MPI_Reduce_scatter(d, dd, rc, MPI_DOUBLE, MPI_SUM, comm), put(name, dd, sizeof(double) * rc[r]);
+    snprintf(name, sizeof name, "%s reduce_scatter in place", tag);
+    MPI_Reduce_scatter(MPI_IN_PLACE, d, rc, MPI_DOUBLE, MPI_MIN, comm), put(name, d, sizeof(double) * rc[r]);
+    free(d);
+    free(dd);
+}
+
+static void movement(MPI_Comm comm, const char *tag) {
+    int p, r;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &r);
+    char name[96];
+    const int n = 11;
+    int *a = malloc(sizeof(int) * (size_t)(n * p * 2 + 64)), *b = malloc(sizeof(int) * (size_t)(n * p * 2 + 64));
+    for (int i = 0; i < n * p * 2 + 64; i++) a[i] = me * 1000 + i, b[i] = -1;
+    /* bcast with each type size class */
+    for (int root = 0; root < p; root += p > 2 ? p - 1 : 1) {
+        double dv[13];
+        for (int i = 0; i < 13; i++) dv[i] = r == root ? me + i * 0.5 : -1;
+        snprintf(name, sizeof name, "%s bcast double root %d", tag, root);
+        MPI_Bcast(dv, 13, MPI_DOUBLE, root, comm), put(name, dv, sizeof dv);
+        char cv[7];
+        for (int i = 0; i < 7; i++) cv[i] = (char)(r == root ? 'a' + i : 0);
+        snprintf(name, sizeof name, "%s bcast char root %d", tag, root);
+        MPI_Bcast(cv, 7, MPI_CHAR, root, comm), put(name, cv, sizeof cv);
+        /* gather, gather in place, scatter, scatter in place */
+        memset(b, 0xff, sizeof(int) * (size_t)(n * p));
+        snprintf(name, sizeof name, "%s gather int root %d", tag, root);
+        MPI_Gather(a, n, MPI_INT, b, n, MPI_INT, root, comm);
+        if (r == root) put(name, b, sizeof(int) * (size_t)(n * p));
+        for (int i = 0; i < n * p; i++) b[i] = r * 100 + i;
+        snprintf(name, sizeof name, "%s gather in place root %d", tag, root);
+        MPI_Gather(r == root ? MPI_IN_PLACE : b + r * n, n, MPI_INT, b, n, MPI_INT, root, comm);
+        if (r == root) put(name, b, sizeof(int) * (size_t)(n * p));
+        snprintf(name, sizeof name, "%s scatter bytes root %d", tag, root);
+        memset(b, 0, sizeof(int) * (size_t)n);
+        MPI_Scatter(a, n * 4, MPI_BYTE, b, n, MPI_INT, root, comm), put(name, b, sizeof(int) * n);
+        for (int i = 0; i < n * p; i++) b[i] = r * 100 + i;
+        snprintf(name, sizeof name, "%s scatter in place root %d", tag, root);
+        MPI_Scatter(b, n, MPI_INT, r == root ? MPI_IN_PLACE : b, n, MPI_INT, root, comm);
+        put(name, b, sizeof(int) * (size_t)(r == root ? n * p : n));
+    }
+    snprintf(name, sizeof name, "%s allgather int", tag);
+    MPI_Allgather(a, n, MPI_INT, b, n, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)(n * p));
+    for (int i = 0; i < n * p; i++) b[i] = i / n == r ? me * 7 + i : -1;
+    snprintf(name, sizeof name, "%s allgather in place", tag);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, n, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)(n * p));
+    int rc[64], dsp[64], tot = 0;
+    for (int i = 0; i < p; i++) rc[i] = (i * 2 + 1) % 5, dsp[i] = tot + i, tot += rc[i] + 1;
+    memset(b, 0, sizeof(int) * (size_t)tot);
+    snprintf(name, sizeof name, "%s allgatherv int", tag);
+    MPI_Allgatherv(a, rc[r], MPI_INT, b, rc, dsp, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)tot);
+    snprintf(name, sizeof name, "%s alltoall int", tag);
+    MPI_Alltoall(a, n, MPI_INT, b, n, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)(n * p));
+    for (int i = 0; i < n * p; i++) b[i] = me * 1000 + i;
+    snprintf(name, sizeof name, "%s alltoall in place", tag);
+    MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, n, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)(n * p));
+    int sc[64], sd[64], rcv[64], rd[64], so = 0, ro = 0;
+    for (int i = 0; i < p; i++) {
+        sc[i] = (r + i) % 3;
+        sd[i] = so, so += sc[i] + 2;
+        rcv[i] = (i + r) % 3;
+        rd[i] = ro, ro += rcv[i] + 1;
+    }
+    memset(b, 0, sizeof(int) * (size_t)ro);
+    snprintf(name, sizeof name, "%s alltoallv int", tag);
+    MPI_Alltoallv(a, sc, sd, MPI_INT, b, rcv, rd, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)ro);
+    snprintf(name, sizeof name, "%s barrier", tag);
+    MPI_Barrier(comm), put(name, "", 0);
+    free(a);
+    free(b);
+}
+
+static void fallthrough(MPI_Comm comm) {
+    int p;
+    MPI_Comm_size(comm, &p);
+    /* A derived datatype and a user op: MPICH's own must run them. */
+    MPI_Datatype pair;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    int v[4] = {me, -1, me * 2, -1}, w[4] = {0, 0, 0, 0};
+    MPI_Bcast(v, 1, pair, 0, comm), put("derived bcast", v, sizeof v);
+    MPI_Type_free(&pair);
+    MPI_Op op;
+    MPI_Op_create(my_sum, 1, &op);
+    int x[3] = {me, me + 1, me + 2};
+    MPI_Allreduce(x, w, 3, MPI_INT, op, comm), put("user op allreduce", w, sizeof(int) * 3);
+    MPI_Op_free(&op);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    if (argc < 2 || np > 64) {
+        fprintf(stderr, "usage: interposer_app DIR (at most 64 ranks)\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/rank%d.txt", argv[1], me);
+    out = fopen(path, "w");
+    if (!out) MPI_Abort(MPI_COMM_WORLD, 2);
+    reductions(MPI_COMM_WORLD, "world");
+    movement(MPI_COMM_WORLD, "world");
+    /* A sub-communicator (odd and even ranks, reversed order) and a freed duplicate. */
+    MPI_Comm sub, dup;
+    MPI_Comm_split(MPI_COMM_WORLD, me % 2, -me, &sub);
+    reductions(sub, "split");
+    movement(sub, "split");
+    MPI_Comm_free(&sub);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    movement(dup, "dup");
+    MPI_Comm_free(&dup);
+    fallthrough(MPI_COMM_WORLD);
+    fclose(out);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,482 @@
+/* minidc bench COLL: nccl-tests style collective benchmark, side by side with MPICH's own
+ * collective in the same run.
+ *
+ *   mpiexec.mpich -n 4 build/minidc bench allreduce -b 8 -e 64M -f 4 [--algo A] [--dtype f32]
+ *       [--op sum] [--iters N] [--check] [--device h100]
+ *
+ * Sizes are nccl-tests' S: allreduce and broadcast the vector, reduce_scatter and allgather the
+ * full buffer of p blocks, alltoall one rank's send buffer. Time: before each iteration every
+ * rank meets in minidc's (polite) barrier, then times the call; the reported time is the
+ * median over iterations of the maximum over ranks. algbw = S / time; busbw = algbw x
+ * nccl-tests' factor (AllReduce 2(p-1)/p; ReduceScatter, AllGather, AlltoAll (p-1)/p;
+ * Broadcast 1). #wrong counts wrong elements over all ranks (integer-valued inputs, so the
+ * exact answer does not depend on summation order); --check verifies every iteration instead
+ * of one call per size. "mpich" is MPI_<Coll> on the same buffers; ratio = mpich / minidc
+ * (above 1: minidc is faster). virt is the emulated device's virtual time for one call (max
+ * over ranks, from a zeroed clock). This file may call MPI collectives: the comparison and
+ * the max-over-ranks reductions are its purpose (DESIGN.md rule 1 exempts it). */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "minidc/minidc.h"
+
+typedef enum { B_ALLREDUCE, B_REDUCE_SCATTER, B_ALLGATHER, B_ALLTOALL, B_BCAST } bench_kind;
+
+typedef struct {
+    bench_kind kind;
+    mdc_coll coll;
+    const char *name;
+    double (*busfactor)(int p);
+} bench_def;
+
+static double f_allreduce(int p) { return 2.0 * (p - 1) / p; }
+static double f_nm1(int p) { return (double)(p - 1) / p; }
+static double f_one(int p) { (void)p; return 1.0; }
+
+static const bench_def defs[] = {
+    {B_ALLREDUCE, MDC_COLL_ALLREDUCE, "allreduce", f_allreduce},
+    {B_REDUCE_SCATTER, MDC_COLL_REDUCE_SCATTER, "reduce_scatter", f_nm1},
+    {B_ALLGATHER, MDC_COLL_ALLGATHER, "allgather", f_nm1},
+    {B_ALLTOALL, MDC_COLL_ALLTOALL, "alltoall", f_nm1},
+    {B_BCAST, MDC_COLL_BCAST, "broadcast", f_one},
+};
+
+typedef struct {
+    const bench_def *def;
+    size_t minb, maxb;
+    double factor;
+    const char *algo;
+    mdc_dtype t;
+    mdc_op op;
+    int iters, check, mpich;
+} bench_opts;
+
+/* ---- element access: integer-valued inputs, exact in every type ----------------------- */
+
+static double input_value(const bench_opts *o, int rank, size_t i) {
+    if (o->op == MDC_PROD) return (double)(1 + (rank + i) % 2); /* products <= 2^p */
+    double v = (double)((rank * 7 + i * 3) % 17);
+    return o->t == MDC_U8 ? v : v - 8.0;
+}
+
+static void set_elem(void *buf, mdc_dtype t, size_t i, double v) {
+    switch (t) {
+    case MDC_F32: ((float *)buf)[i] = (float)v; break;
+    case MDC_F64: ((double *)buf)[i] = v; break;
+    case MDC_F16: ((uint16_t *)buf)[i] = mdc_f32_to_f16((float)v); break;
+    case MDC_BF16: ((uint16_t *)buf)[i] = mdc_f32_to_bf16((float)v); break;
+    case MDC_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case MDC_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case MDC_U8: ((uint8_t *)buf)[i] = (uint8_t)(((long)v % 256 + 256) % 256); break;
+    default: break;
+    }
+}
+
+static double get_elem(const void *buf, mdc_dtype t, size_t i) {
+    switch (t) {
+    case MDC_F32: return ((const float *)buf)[i];
+    case MDC_F64: return ((const double *)buf)[i];
+    case MDC_F16: return mdc_f16_to_f32(((const uint16_t *)buf)[i]);
+    case MDC_BF16: return mdc_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case MDC_I32: return ((const int32_t *)buf)[i];
+    case MDC_I64: return (double)((const int64_t *)buf)[i];
+    case MDC_U8: return ((const uint8_t *)buf)[i];
+    default: return 0;
+    }
+}
+
+/* The exact reduction of element i over p ranks (u8 wraps modulo 256, as the type does). */
+static double expected_reduced(const bench_opts *o, int p, size_t i) {
+    double acc = input_value(o, 0, i);
+    for (int r = 1; r < p; r++) {
+        double v = input_value(o, r, i);
+        switch (o->op) {
+        case MDC_PROD: acc *= v; break;
+        case MDC_MIN: acc = v < acc ? v : acc; break;
+        case MDC_MAX: acc = v > acc ? v : acc; break;
+        default: acc += v; break;
+        }
+    }
+    if (o->t == MDC_U8) acc = (double)(((long)acc % 256 + 256) % 256);
+    return acc;
+}
+
+static MPI_Datatype mpi_type(mdc_dtype t) {
+    switch (t) {
+    case MDC_F32: return MPI_FLOAT;
+    case MDC_F64: return MPI_DOUBLE;
+    case MDC_I32: return MPI_INT32_T;
+    case MDC_I64: return MPI_INT64_T;
+    case MDC_U8: return MPI_UINT8_T;
+    default: return MPI_DATATYPE_NULL; /* f16/bf16: MPICH has no such type */
+    }
+}
+
+static MPI_Op mpi_op(mdc_op op) {
+    return op == MDC_PROD ? MPI_PROD : op == MDC_MIN ? MPI_MIN : op == MDC_MAX ? MPI_MAX : MPI_SUM;
+}
+
+/* ---- one size ---------------------------------------------------------------------------- */
+
+typedef struct {
+    int p, me;
+    mdc_group *g;
+    void *send, *recv;
+    size_t count;   /* per-call count argument (elements): the vector, or one block */
+    size_t sbytes;  /* S as nccl-tests counts it */
+} bench_case;
+
+/* Fills the inputs (and poisons the output) for one call. */
+static void prepare(const bench_opts *o, bench_case *c) {
+    size_t n = c->count, p = (size_t)c->p, ts = mdc_dtype_size(o->t);
+    switch (o->def->kind) {
+    case B_ALLREDUCE:
+        for (size_t i = 0; i < n; i++) set_elem(c->send, o->t, i, input_value(o, c->me, i));
+        memset(c->recv, 0xff, n * ts);
+        break;
+    case B_REDUCE_SCATTER:
+        for (size_t i = 0; i < n * p; i++) set_elem(c->send, o->t, i, input_value(o, c->me, i));
+        memset(c->recv, 0xff, n * ts);
+        break;
+    case B_ALLGATHER:
+        for (size_t i = 0; i < n; i++) set_elem(c->send, o->t, i, input_value(o, c->me, i));
+        memset(c->recv, 0xff, n * p * ts);
+        break;
+    case B_ALLTOALL:
+        for (size_t i = 0; i < n * p; i++) set_elem(c->send, o->t, i, input_value(o, c->me, i));
+        memset(c->recv, 0xff, n * p * ts);
+        break;
+    case B_BCAST:
+        if (c->me == 0)
+            for (size_t i = 0; i < n; i++) set_elem(c->recv, o->t, i, input_value(o, 0, i));
+        else
+            memset(c->recv, 0xff, n * ts);
+        break;
+    }
+}
+
+/* Wrong elements on this rank. */
+static size_t verify(const bench_opts *o, const bench_case *c) {
+    size_t n = c->count, p = (size_t)c->p, bad = 0;
+    switch (o->def->kind) {
+    case B_ALLREDUCE:
+        for (size_t i = 0; i < n; i++) bad += get_elem(c->recv, o->t, i) != expected_reduced(o, c->p, i);
+        break;
+    case B_REDUCE_SCATTER:
+        for (size_t i = 0; i < n; i++)
+            bad += get_elem(c->recv, o->t, i) != expected_reduced(o, c->p, (size_t)c->me * n + i);
+        break;
+    case B_ALLGATHER:
+        for (size_t j = 0; j < p; j++)
+            for (size_t i = 0; i < n; i++)
+                bad += get_elem(c->recv, o->t, j * n + i) != input_value(o, (int)j, i);
+        break;
+    case B_ALLTOALL:
+        for (size_t j = 0; j < p; j++)
+            for (size_t i = 0; i < n; i++)
+                bad += get_elem(c->recv, o->t, j * n + i) != input_value(o, (int)j, (size_t)c->me * n + i);
+        break;
+    case B_BCAST:
+        for (size_t i = 0; i < n; i++) bad += get_elem(c->recv, o->t, i) != input_value(o, 0, i);
+        break;
+    }
+    return bad;
+}
+
+static mdc_status run_minidc(const bench_opts *o, bench_case *c) {
+    switch (o->def->kind) {
+    case B_ALLREDUCE: return mdc_allreduce(c->send, c->recv, c->count, o->t, o->op, c->g);
+    case B_REDUCE_SCATTER: return mdc_reduce_scatter(c->send, c->recv, c->count, o->t, o->op, c->g);
+    case B_ALLGATHER: return mdc_allgather(c->send, c->recv, c->count, o->t, c->g);
+    case B_ALLTOALL: return mdc_alltoall(c->send, c->recv, c->count, o->t, c->g);
+    case B_BCAST: return mdc_bcast(c->recv, c->count, o->t, 0, c->g);
+    }
+    return MDC_ERR_INVALID;
+}
+
+static int run_mpich(const bench_opts *o, bench_case *c) {
+    MPI_Datatype mt = mpi_type(o->t);
+    int n = (int)c->count;
+    switch (o->def->kind) {
+    case B_ALLREDUCE: return MPI_Allreduce(c->send, c->recv, n, mt, mpi_op(o->op), MPI_COMM_WORLD);
+    case B_REDUCE_SCATTER:
+        return MPI_Reduce_scatter_block(c->send, c->recv, n, mt, mpi_op(o->op), MPI_COMM_WORLD);
+    case B_ALLGATHER: return MPI_Allgather(c->send, n, mt, c->recv, n, mt, MPI_COMM_WORLD);
+    case B_ALLTOALL: return MPI_Alltoall(c->send, n, mt, c->recv, n, mt, MPI_COMM_WORLD);
+    case B_BCAST: return MPI_Bcast(c->recv, n, mt, 0, MPI_COMM_WORLD);
+    }
+    return MPI_ERR_OTHER;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Times `iters` calls (ours if which == 0, MPICH's if 1): median over iterations of the max
+ * over ranks, seconds. With --check, also counts wrong elements of every call into *wrong. */
+static double time_calls(const bench_opts *o, bench_case *c, int which, size_t *wrong, mdc_status *st) {
+    double *t = calloc((size_t)o->iters, sizeof *t), *tmax = calloc((size_t)o->iters, sizeof *tmax);
+    if (!t || !tmax) {
+        free(t);
+        free(tmax);
+        *st = MDC_ERR_OOM_HOST;
+        return 0;
+    }
+    for (int it = 0; it < o->iters && *st == MDC_OK; it++) {
+        if (o->check && which == 0) prepare(o, c);
+        *st = mdc_barrier(c->g);
+        if (*st) break;
+        double t0 = MPI_Wtime();
+        if (which == 0)
+            *st = run_minidc(o, c);
+        else if (run_mpich(o, c) != MPI_SUCCESS)
+            *st = mdc_fail(MDC_ERR_MPI, "MPICH's %s failed", o->def->name);
+        t[it] = MPI_Wtime() - t0;
+        if (o->check && which == 0 && *st == MDC_OK) *wrong += verify(o, c);
+    }
+    /* Every rank ran the same iterations unless one failed; a failing rank aborts below. */
+    MPI_Allreduce(t, tmax, o->iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    qsort(tmax, (size_t)o->iters, sizeof *tmax, cmp_dbl);
+    double med = o->iters % 2 ? tmax[o->iters / 2] : 0.5 * (tmax[o->iters / 2 - 1] + tmax[o->iters / 2]);
+    free(t);
+    free(tmax);
+    return med;
+}
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+static int parse_size(const char *s, size_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return -1;
+    double m = 1;
+    if (*end == 'K' || *end == 'k') m = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'i') end++;
+    if (*end == 'B') end++;
+    if (*end) return -1;
+    *out = (size_t)(v * m);
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mpiexec.mpich -n P minidc bench COLL [options]   COLL: allreduce reduce_scatter\n"
+            "       allgather alltoall broadcast\n"
+            "  -b SIZE        smallest size (bytes; K, M, G suffixes; default 8)\n"
+            "  -e SIZE        largest size (default 64M)\n"
+            "  -f FACTOR      size multiplier (default 2)\n"
+            "  --algo A       force minidc's algorithm (default auto: the cost model)\n"
+            "  --dtype T      f32 f64 f16 bf16 i32 i64 u8 (default f32; f16/bf16 have no MPICH column)\n"
+            "  --op OP        sum prod min max (default sum)\n"
+            "  --iters N      timed iterations per size (default 20 up to 1 MiB, 10 to 16 MiB, then 5)\n"
+            "  --check        verify every timed iteration (default: one verified call per size)\n"
+            "  --no-mpich     skip MPICH's column\n"
+            "%s",
+            mdc_device_options_help());
+}
+
+static int parse_args(bench_opts *o, int argc, char **argv) {
+    const char *name = argv[0];
+    if (!strcmp(name, "bcast")) name = "broadcast";
+    o->def = NULL;
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+        if (!strcmp(name, defs[i].name)) o->def = &defs[i];
+    if (!o->def) {
+        fprintf(stderr, "minidc bench: no collective '%s'\n", argv[0]);
+        return 2;
+    }
+    o->minb = 8;
+    o->maxb = 64u << 20;
+    o->factor = 2;
+    o->algo = NULL;
+    o->t = MDC_F32;
+    o->op = MDC_SUM;
+    o->iters = 0;
+    o->check = 0;
+    o->mpich = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "-b") && v) bad = parse_size(v, &o->minb), i++;
+        else if (!strcmp(a, "-e") && v) bad = parse_size(v, &o->maxb), i++;
+        else if (!strcmp(a, "-f") && v) o->factor = atof(v), bad = o->factor <= 1, i++;
+        else if (!strcmp(a, "--algo") && v) o->algo = v, i++;
+        else if (!strcmp(a, "--dtype") && v) {
+            int t = mdc_dtype_parse(v);
+            bad = t < 0;
+            o->t = (mdc_dtype)(t < 0 ? 0 : t);
+            i++;
+        } else if (!strcmp(a, "--op") && v) {
+            int op = mdc_op_parse(v);
+            bad = op < 0 || op == MDC_AVG;
+            o->op = (mdc_op)(op < 0 ? 0 : op);
+            i++;
+        } else if (!strcmp(a, "--iters") && v) o->iters = atoi(v), bad = o->iters < 1, i++;
+        else if (!strcmp(a, "--check")) o->check = 1;
+        else if (!strcmp(a, "--no-mpich")) o->mpich = 0;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        } else bad = 1;
+        if (bad) {
+            fprintf(stderr, "minidc bench %s: bad option or value: %s%s%s\n", o->def->name, a,
+                    v ? " " : "", v && strncmp(a, "--c", 3) ? v : "");
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (o->minb > o->maxb) {
+        fprintf(stderr, "minidc bench: -b is larger than -e\n");
+        return 2;
+    }
+    if (mpi_type(o->t) == MPI_DATATYPE_NULL) o->mpich = 0;
+    return 0;
+}
+
+/* memcpy bandwidth of this machine (bytes copied per second, best of 5), on one rank. */
+static double memcpy_bw(size_t bytes) {
+    if (bytes < (1u << 20)) bytes = 1u << 20;
+    char *a = malloc(bytes), *b = malloc(bytes);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return 0;
+    }
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t0 = mdc_wall_time();
+        memcpy(b, a, bytes);
+        double dt = mdc_wall_time() - t0;
+        if (dt < best) best = dt;
+        a[r] = b[bytes - 1 - r]; /* keep the copy observable */
+    }
+    free(a);
+    free(b);
+    return (double)bytes / best;
+}
+
+int mdc_bench_coll(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    mdc_runtime rt;
+    mdc_status st = mdc_runtime_init(&rt, &argc, &argv);
+    if (st) mdc_runtime_die(&rt, st, 1, 2);
+    bench_opts o;
+    int rc = parse_args(&o, argc, argv);
+    if (rc) {
+        mdc_runtime_finalize(&rt);
+        return rc < 0 ? 0 : rc;
+    }
+    if (o.algo && (st = mdc_coll_set_algo(o.def->coll, o.algo)) != MDC_OK) mdc_runtime_die(&rt, st, 1, 2);
+    int p = rt.size, me = rt.rank;
+    size_t ts = mdc_dtype_size(o.t);
+    /* Largest buffers: S bytes each side (all five collectives fit in S + S). */
+    size_t cap = o.maxb + ts * (size_t)p;
+    bench_case c = {.p = p, .me = me, .g = rt.world};
+    c.send = malloc(cap);
+    c.recv = malloc(cap);
+    if (!c.send || !c.recv) mdc_runtime_die(&rt, mdc_fail(MDC_ERR_OOM_HOST, "two buffers of %zu bytes", cap), 0, 1);
+    memset(c.send, 0, cap);
+    memset(c.recv, 0, cap);
+
+    double mbw = 0;
+    MDC_CHECK(mdc_barrier(rt.world));
+    if (me == 0) mbw = memcpy_bw(o.maxb < (64u << 20) ? o.maxb : (64u << 20));
+    MDC_CHECK(mdc_barrier(rt.world));
+
+    const mdc_device_spec *spec = mdc_device_get_spec(rt.dev);
+    if (me == 0) {
+        char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0;
+        MPI_Get_library_version(ver, &len);
+        char *nl = strchr(ver, '\n');
+        if (nl) *nl = '\0';
+        printf("# minidc bench %s: %d ranks, %s, op %s, algo %s, virtual device %s, "
+               "time = median over iterations of max over ranks\n# reference: %s\n",
+               o.def->name, p, mdc_dtype_name(o.t), mdc_op_name(o.op), o.algo ? o.algo : "auto",
+               spec->name, ver);
+        printf("# busbw factor %.4g; ratio = MPICH time / minidc time (>1: minidc faster)\n",
+               o.def->busfactor(p));
+        printf("%12s %11s %5s %-19s %11s %8s %8s %7s %11s %7s %11s\n", "bytes", "count", "type",
+               "algorithm", "time(us)", "algbw", "busbw", "#wrong", "mpich(us)", "ratio", "virt(us)");
+        printf("%12s %11s %5s %-19s %11s %8s %8s %7s %11s %7s %11s\n", "", "", "", "", "", "GB/s",
+               "GB/s", "", "", "", "");
+    }
+    double last_busbw = 0;
+    size_t last_bytes = 0, total_wrong = 0;
+    for (double s = (double)o.minb; s <= (double)o.maxb * 1.0000001; s *= o.factor) {
+        size_t S = (size_t)s;
+        int per_block = o.def->kind == B_REDUCE_SCATTER || o.def->kind == B_ALLGATHER ||
+                        o.def->kind == B_ALLTOALL;
+        c.count = per_block ? S / (ts * (size_t)p) : S / ts;
+        c.sbytes = c.count * ts * (per_block ? (size_t)p : 1);
+        int iters = o.iters ? o.iters : c.sbytes <= (1u << 20) ? 20 : c.sbytes <= (16u << 20) ? 10 : 5;
+        bench_opts oi = o;
+        oi.iters = iters;
+        /* One verified call (also the warm-up), unless every iteration is verified. */
+        size_t wrong = 0;
+        prepare(&oi, &c);
+        MDC_CHECK(mdc_barrier(rt.world));
+        st = run_minidc(&oi, &c);
+        if (st) mdc_runtime_die(&rt, st, 0, 1);
+        wrong += verify(&oi, &c);
+        double t_ours = time_calls(&oi, &c, 0, &wrong, &st);
+        if (st) mdc_runtime_die(&rt, st, 0, 1);
+        double t_mpich = 0;
+        if (o.mpich) {
+            if (run_mpich(&oi, &c) != MPI_SUCCESS) /* warm-up */
+                mdc_runtime_die(&rt, mdc_fail(MDC_ERR_MPI, "MPICH's %s failed", o.def->name), 0, 1);
+            t_mpich = time_calls(&oi, &c, 1, &wrong, &st);
+            if (st) mdc_runtime_die(&rt, st, 0, 1);
+        }
+        /* Virtual time of one call on a zeroed clock. */
+        MDC_CHECK(mdc_barrier(rt.world));
+        mdc_dev_reset_counters(rt.dev);
+        st = run_minidc(&oi, &c);
+        if (st) mdc_runtime_die(&rt, st, 0, 1);
+        double vt = mdc_dev_now(rt.dev), vmax = 0;
+        MPI_Allreduce(&vt, &vmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        unsigned long long w = wrong, wsum = 0;
+        MPI_Allreduce(&w, &wsum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        total_wrong += (size_t)wsum;
+        if (me == 0) {
+            double algbw = t_ours > 0 ? (double)c.sbytes / t_ours / 1e9 : 0;
+            double busbw = algbw * o.def->busfactor(p);
+            char mp[32] = "-", ra[32] = "-";
+            if (o.mpich) {
+                snprintf(mp, sizeof mp, "%.1f", t_mpich * 1e6);
+                snprintf(ra, sizeof ra, "%.2f", t_ours > 0 ? t_mpich / t_ours : 0);
+            }
+            printf("%12zu %11zu %5s %-19s %11.1f %8.3f %8.3f %7llu %11s %7s %11.2f\n", c.sbytes,
+                   c.count * (per_block ? (size_t)p : 1), mdc_dtype_name(o.t),
+                   mdc_coll_choose(o.def->coll, c.sbytes, rt.world), t_ours * 1e6, algbw, busbw,
+                   wsum, mp, ra, vmax * 1e6);
+            fflush(stdout);
+            last_busbw = busbw;
+            last_bytes = c.sbytes;
+        }
+    }
+    if (me == 0) {
+        printf("# memcpy bandwidth (one rank, best of 5): %.2f GB/s\n", mbw / 1e9);
+        if (mbw > 0 && last_bytes)
+            printf("# busbw at %zu bytes: %.3f GB/s = %.1f%% of memcpy\n", last_bytes, last_busbw,
+                   100.0 * last_busbw * 1e9 / mbw);
+        printf("# %s: %zu wrong elements in total\n", total_wrong ? "FAILED" : "ok", total_wrong);
+    }
+    free(c.send);
+    free(c.recv);
+    mdc_runtime_finalize(&rt);
+    return total_wrong ? 1 : 0;
+}
