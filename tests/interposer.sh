@@ -15,7 +15,7 @@ if [ "${SANITIZE:-0}" = 1 ]; then
     asan=$(gcc -print-file-name=libasan.so)
     [ -f "$asan" ] || { echo "skip: no libasan.so to preload ahead of the interposer under SANITIZE=1"; exit 77; }
     preload="$asan $lib"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0:verify_asan_link_order=0"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0"
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
