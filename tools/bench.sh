@@ -12,7 +12,7 @@ echo "== minidc bench device"
 # BENCH_COLL_RANKS (default "2 4 8") and BENCH_COLL_MAX (default 64M) shorten the run.
 echo "== minidc bench COLL: $(nproc) cores, $(date -u +%Y-%m-%d)"
 for p in ${BENCH_COLL_RANKS:-2 4 8}; do
-    lo=8
+    lo=64
     [ "$p" = 2 ] && lo=64K
     for c in allreduce reduce_scatter allgather alltoall broadcast; do
         echo "\$ $MPIEXEC -n $p $BUILD/minidc bench $c -b $lo -e ${BENCH_COLL_MAX:-64M} -f 4"
