@@ -4,6 +4,7 @@
 #   RANKS    "-" runs it as a plain process; "1,2,3" runs it under $MPIEXEC -n P for each P
 #   TIMEOUT  seconds per run; a timeout is a failure, never a hang
 # Exit status 77 means skipped. The last line is "N passed, N failed[, N skipped]".
+# (stdin is /dev/null: mpiexec would otherwise eat the rest of the list)
 # Usage: tests/run.sh [PATTERN]  (only tests whose name matches the grep pattern)
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
@@ -37,7 +38,7 @@ run_one() { # name ranks timeout args...
     [ "$p" != "-" ] && launch=("$MPIEXEC" -n "$p")
     local tag=${name//\//_}.$p
     local t0=$(date +%s.%N)
-    timeout -k 5 $((to * slow)) "${launch[@]}" "${cmd[@]}" "$@" >"$log/$tag.out" 2>&1
+    timeout -k 5 $((to * slow)) "${launch[@]}" "${cmd[@]}" "$@" >"$log/$tag.out" 2>&1 </dev/null
     local rc=$?
     local dt=$(echo "$(date +%s.%N) - $t0" | bc)
     local ranks="n=$p"; [ "$p" = "-" ] && ranks="-"
