@@ -6,5 +6,8 @@
 
 int mdc_cmd_devices(int argc, char **argv);
 int mdc_cmd_bench(int argc, char **argv);
+int mdc_cmd_train(int argc, char **argv);
+/* minidc bench train (tools/bench_train.c) */
+int mdc_bench_train(int argc, char **argv);
 
 #endif

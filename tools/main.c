@@ -13,6 +13,7 @@ typedef struct {
 static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
+    {"train", mdc_cmd_train, "train the serial GPT-2 reference (one process, one emulated device)"},
 };
 
 static void usage(FILE *f) {
