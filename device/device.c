@@ -9,8 +9,10 @@
 #include "minidc/device.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #define ALIGN 64
@@ -80,8 +82,24 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
     if (!spec || !table) return mdc_fail(MDC_ERR_INVALID, "mdc_device_create_spec: NULL spec or table");
     if (!(hbm_scale > 0))
         return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be > 0 (got %g)", hbm_scale);
-    if (!(time_scale > 0))
+    if (!(time_scale > 0) || !isfinite(time_scale))
         return mdc_fail(MDC_ERR_INVALID, "--time-scale must be > 0 (got %g)", time_scale);
+    if (!isfinite(hbm_scale))
+        return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be finite (got %g)", hbm_scale);
+    /* Every divisor of the clock must be a positive finite number. */
+    const struct { const char *name; double v; } must[] = {
+        {"hbm_bytes", spec->hbm_bytes}, {"hbm_bw", spec->hbm_bw}, {"flops_fp32", spec->flops_fp32},
+        {"flops_bf16", spec->flops_bf16}, {"nvlink_bw", spec->nvlink_bw}, {"net_bw", spec->net_bw},
+        {"pcie_bw", spec->pcie_bw},
+    };
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        if (!(must[i].v > 0) || !isfinite(must[i].v))
+            return mdc_fail(MDC_ERR_INVALID, "device '%s': %s must be > 0 and finite (got %g)",
+                            spec->name, must[i].name, must[i].v);
+    const double lat[] = {spec->nvlink_latency, spec->net_latency, spec->launch_overhead};
+    for (int i = 0; i < 3; i++)
+        if (!(lat[i] >= 0) || !isfinite(lat[i]))
+            return mdc_fail(MDC_ERR_INVALID, "device '%s': latencies must be >= 0 and finite", spec->name);
     mdc_device *d = calloc(1, sizeof *d);
     if (!d) return mdc_fail(MDC_ERR_OOM_HOST, "device");
     d->spec = *spec;
@@ -90,6 +108,8 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
     d->mode = mode;
     d->time_scale = time_scale;
     d->rank = rank;
+    /* Throttled sleeps must end on time: the default 50 us timer slack would add to each. */
+    if (mode == MDC_EMULATE_THROTTLE) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     *out = d;
     return MDC_OK;
 }
@@ -119,7 +139,7 @@ mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_cate
     if ((unsigned)cat >= MDC_MEM_COUNT)
         return mdc_fail(MDC_ERR_INVALID, "mdc_dev_alloc: bad category %d for '%s'", (int)cat, name ? name : "?");
     size_t total = dev->in_use[MDC_MEM_COUNT];
-    if ((double)total + (double)bytes > dev->capacity) {
+    if ((double)total + (double)bytes > dev->capacity || bytes > SIZE_MAX - 2 * ALIGN) {
         char req[32], used[32], cap[32], pk[32], fr[32];
         fmt_bytes(fr, sizeof fr, dev->capacity - (double)total);
         fmt_bytes(req, sizeof req, (double)bytes);
@@ -127,10 +147,11 @@ mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_cate
         fmt_bytes(cap, sizeof cap, dev->capacity);
         fmt_bytes(pk, sizeof pk, (double)dev->peak[MDC_MEM_COUNT]);
         return mdc_fail(MDC_ERR_OOM_DEVICE,
-                        "rank %d: out of memory on emulated device %s: tried to allocate %s for "
-                        "tensor '%s' (%s); %s in use, %s capacity, %s free, peak %s",
-                        dev->rank, dev->spec.name, req, name ? name : "?", cat_names[cat], used, cap,
-                        fr, pk);
+                        "rank %d: out of memory on emulated device %s: tried to allocate %s "
+                        "(%zu bytes) for tensor '%s' (%s); %s in use (%zu bytes), %s capacity "
+                        "(%.0f bytes), %s free, peak %s",
+                        dev->rank, dev->spec.name, req, bytes, name ? name : "?", cat_names[cat],
+                        used, total, cap, dev->capacity, fr, pk);
     }
     size_t padded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     alloc_hdr *h = aligned_alloc(ALIGN, ALIGN + (padded ? padded : ALIGN));

@@ -1,5 +1,6 @@
 /* Custom devices and energy tables from JSON files, validated field by field. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,11 @@ static mdc_status load_fields(const char *path, const char *text, void *dst, con
             st = mdc_fail(MDC_ERR_FORMAT, "%s: unknown field '%s'", path, it->string);
             goto done;
         }
+        for (cJSON *prev = root->child; prev != it; prev = prev->next)
+            if (!strcmp(prev->string, it->string)) {
+                st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' given twice", path, it->string);
+                goto done;
+            }
     }
     for (int i = 0; i < nf; i++) {
         const field *f = &fs[i];
@@ -100,6 +106,11 @@ static mdc_status load_fields(const char *path, const char *text, void *dst, con
                 st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' must be a string", path, f->key);
                 goto done;
             }
+            if (strlen(v->valuestring) >= f->size) {
+                st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' longer than %zu characters", path,
+                              f->key, f->size - 1);
+                goto done;
+            }
             snprintf(p, f->size, "%s", v->valuestring);
             continue;
         }
@@ -108,6 +119,10 @@ static mdc_status load_fields(const char *path, const char *text, void *dst, con
             goto done;
         }
         double x = v->valuedouble;
+        if (!isfinite(x)) {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' must be finite", path, f->key);
+            goto done;
+        }
         if ((f->kind == 'd' || f->kind == 'i') && !(x > 0)) {
             st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' must be > 0 (got %g)", path, f->key, x);
             goto done;
@@ -117,7 +132,7 @@ static mdc_status load_fields(const char *path, const char *text, void *dst, con
             goto done;
         }
         if (f->kind == 'i') {
-            if (x != (double)(int)x) {
+            if (x > 1e9 || x != floor(x)) {
                 st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' must be an integer (got %g)", path, f->key, x);
                 goto done;
             }

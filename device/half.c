@@ -32,7 +32,9 @@ uint16_t mdc_f32_to_f16(float f) {
     if (a < 0x38800000u) { /* result is subnormal or zero in f16 */
         if (a < 0x33000000u) return (uint16_t)sign; /* below half the smallest subnormal */
         uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-        int shift = (int)(126 - e) + 14 - 1; /* bits to drop so that the unit is 2^-24 */
+        /* a = m * 2^(e-150) with the implicit bit in m; in units of 2^-24 that is
+         * m * 2^(e-126), so drop 126-e bits (14..24 here) and round what they held. */
+        int shift = (int)(126 - e);
         uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
         if (rem > half || (rem == half && (q & 1u))) q++;
         return (uint16_t)(sign | q);

@@ -1,4 +1,5 @@
 /* Device options shared by every minidc program, and device creation from them. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ void mdc_device_options_default(mdc_device_options *o) {
 static int parse_double(const char *opt, const char *v, double *out) {
     char *end;
     double x = strtod(v, &end);
-    if (end == v || *end || !(x > 0)) {
+    if (end == v || *end || !(x > 0) || !isfinite(x)) {
         mdc_fail(MDC_ERR_INVALID, "%s: expected a positive number, got '%s'", opt, v);
         return -1;
     }
@@ -39,6 +40,14 @@ int mdc_device_options_parse(mdc_device_options *o, int argc, char **argv, int *
     }
     const char *v = argv[++*i];
     ++*i;
+    /* String options must fit their buffers: a silently cut path would name another file. */
+    size_t room = k == 0 ? sizeof o->device : k == 1 ? sizeof o->device_file
+                : k == 5 ? sizeof o->energy_table : k == 6 ? sizeof o->report_path : 0;
+    if (room && (strlen(v) >= room || !v[0])) {
+        mdc_fail(MDC_ERR_INVALID, "%s: value %s (at most %zu characters)", a,
+                 v[0] ? "too long" : "is empty", room - 1);
+        return -1;
+    }
     switch (k) {
     case 0: snprintf(o->device, sizeof o->device, "%s", v); return 1;
     case 1: snprintf(o->device_file, sizeof o->device_file, "%s", v); return 1;

@@ -18,6 +18,10 @@ if [ "${SANITIZE:-0}" = 1 ]; then
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
     export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    # MPICH's hwloc loads its pci plugin (libpciaccess), which leaks ~1 KB and is unloaded
+    # before LeakSanitizer runs, so the leak shows as "<unknown module>" and no suppression can
+    # name it. PCI topology is of no use to the tests: leave that plugin out.
+    export HWLOC_COMPONENTS=${HWLOC_COMPONENTS:--pci}
 fi
 log=$BUILD/test-logs
 mkdir -p "$log"
@@ -37,7 +41,8 @@ run_one() { # name ranks timeout args...
     [ "$p" != "-" ] && launch=("$MPIEXEC" -n "$p")
     local tag=${name//\//_}.$p
     local t0=$(date +%s.%N)
-    timeout -k 5 $((to * slow)) "${launch[@]}" "${cmd[@]}" "$@" >"$log/$tag.out" 2>&1
+    # stdin from /dev/null: mpiexec forwards stdin to rank 0 and would eat the rest of the list
+    timeout -k 5 $((to * slow)) "${launch[@]}" "${cmd[@]}" "$@" </dev/null >"$log/$tag.out" 2>&1
     local rc=$?
     local dt=$(echo "$(date +%s.%N) - $t0" | bc)
     local ranks="n=$p"; [ "$p" = "-" ] && ranks="-"

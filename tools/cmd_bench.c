@@ -12,6 +12,7 @@ typedef struct {
 } bench_entry;
 
 static const bench_entry benches[] = {
+    {"device", mdc_bench_device, "throttle accuracy and accounting cost per charged call"},
     {NULL, NULL, NULL},
 };
 

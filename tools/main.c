@@ -14,6 +14,7 @@ static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
     {"train", mdc_cmd_train, "train the serial GPT-2 reference (one process, one emulated device)"},
+    {"workload", mdc_cmd_workload, "a small data-parallel emulated workload and its device reports (MPI)"},
 };
 
 static void usage(FILE *f) {

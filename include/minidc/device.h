@@ -48,6 +48,7 @@ enum {
     MDC_SPEC_FLOPS_FP32 = 1u << 3, MDC_SPEC_FLOPS_BF16 = 1u << 4, MDC_SPEC_SRAM = 1u << 5,
     MDC_SPEC_NVLINK = 1u << 6, MDC_SPEC_NET = 1u << 7, MDC_SPEC_PCIE = 1u << 8,
     MDC_SPEC_TDP = 1u << 9,
+    MDC_SPEC_LATENCY = 1u << 10, /* nvlink_latency, net_latency, launch_overhead: model choices */
 };
 
 /* Number of built-in presets (not counting "host") and the i-th one. */
@@ -58,6 +59,14 @@ const mdc_device_spec *mdc_preset_at(int i);
  * memcpy bandwidth and 2-thread sgemm peak). Fails with MDC_ERR_INVALID naming the preset
  * and listing the valid names. */
 mdc_status mdc_preset_find(const char *name, mdc_device_spec *out);
+
+/* The `host` preset: this machine, measured once per process (memcpy bandwidth, 2-thread
+ * sgemm peak, physical RAM as capacity; about 0.1 s; device/host.c). Thread-safe. Fails with
+ * MDC_ERR_UNSUPPORTED if the machine cannot be measured. */
+mdc_status mdc_host_spec(mdc_device_spec *out);
+/* Installs `s` as this process's `host` preset instead of measuring (rank 0's measurement is
+ * sent to every rank so that a run's devices agree). */
+void mdc_host_spec_set(const mdc_device_spec *s);
 
 /* Reads a custom device from a JSON file. Every field of mdc_device_spec (JSON names as in the
  * struct, minus `assumed`) must be present; unknown keys, missing fields and non-positive
@@ -96,7 +105,7 @@ typedef struct {
     double hbm_scale;          /* --hbm-scale, multiplies HBM capacity (default 1) */
     mdc_emulate_mode emulate;  /* --emulate off|account|throttle (default account) */
     double time_scale;         /* --time-scale, wall seconds per virtual second (default 1) */
-    char energy_table[64];     /* --energy-table NAME or a .json path (default "default") */
+    char energy_table[256];    /* --energy-table NAME or a .json path (default "default") */
     char report_path[256];     /* --report out.json ("" = none) */
     int gpus_per_node;         /* --gpus-per-node G (default 8) */
 } mdc_device_options;
@@ -213,10 +222,14 @@ typedef struct {
 } mdc_energy;
 void mdc_dev_energy(const mdc_device *dev, mdc_energy *out);
 
-/* Human-readable report of one device (time split, peak HBM per category, energy). tokens > 0
- * adds energy per token. */
+/* Human-readable report of one device: virtual time split into compute, memory,
+ * communication and idle (and overlap, if a scheme reported any), work counts, peak HBM per
+ * category, energy by category with each figure's formula, average power; tokens > 0 (tokens
+ * processed by the whole run) adds energy per token. Writes to f; cannot fail. */
 void mdc_device_report(const mdc_device *dev, FILE *f, double tokens);
-/* Writes the JSON report of one or more devices' counters (rank order) to a file. */
+/* Writes the JSON report of `nranks` devices (rank order) to `path`: counters[r], energies[r],
+ * and peak_bytes[r * (MDC_MEM_COUNT + 1) + k] (k = category, MDC_MEM_COUNT = total); the device
+ * spec, energy table and mode come from dev0. Fails with MDC_ERR_IO naming the path. */
 mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters,
                                   const mdc_energy *energies, const size_t *peak_bytes,
                                   int nranks, const mdc_device *dev0, double tokens);

@@ -24,6 +24,14 @@ typedef struct {
  * waiting on anyone. */
 mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv);
 
+/* Gathers every rank's counters, energy, peak HBM and text report to rank 0 over rt->world
+ * (point-to-point on a device-less transport, so the report's own messages are not charged;
+ * tag 4095 of tag space 0), then rank 0 prints a per-rank table and each rank's report to f
+ * (ranks beyond 8: only rank 0's) and writes rt->opts.report_path as JSON if set. `tokens`
+ * is the number of tokens the whole run processed (0: none). Every rank must call it. Other
+ * ranks return after sending; a failure on rank 0 (e.g. the JSON path) is rank 0's alone. */
+mdc_status mdc_runtime_report(mdc_runtime *rt, FILE *f, double tokens);
+
 /* Frees what init created and calls MPI_Finalize. */
 void mdc_runtime_finalize(mdc_runtime *rt);
 
