@@ -127,7 +127,7 @@ void mdc_lmhead_backward(mdc_device *dev,
 /* Materializes the T x T probabilities per head (two sgemm per head). */
 void mdc_attention_forward(mdc_device *dev,
                            float *out,       // (B,T,C)
-                           float *att,       // (B,NH,T,T) probabilities, saved; upper part 0
+                           float *att,       // (B,NH,T,T) probabilities, saved (s > t: 0 or not written)
                            const float *qkv, // (B,T,3C)
                            int B, int T, int C, int NH);
 void mdc_attention_backward(mdc_device *dev,
