@@ -7,12 +7,13 @@
  * reassociation, no contraction, no finite-math or signed-zero assumptions):
  * - no-trapping-math: lets GCC if-convert float selects (x < c ? c : x) into vector blends;
  *   nothing here reads FP exception flags;
- * - no-math-errno: sqrtf becomes the sqrtps instruction (correctly rounded, like sqrtf);
+ * - (the Makefile adds -fno-math-errno for kernels/: sqrtf becomes sqrtps, correctly rounded
+ *   like sqrtf; this pragma cannot set it);
  * - vect-cost-model=dynamic: -O3's cost model, so loops may get runtime alias checks and
  *   epilogues (the -O2 "very cheap" model refuses them).
  * Sums stay in source order unless a loop says `omp simd reduction`, which fixes its own
  * order at compile time (independent of the thread count). */
-#pragma GCC optimize("no-trapping-math", "no-math-errno", "vect-cost-model=dynamic")
+#pragma GCC optimize("no-trapping-math", "vect-cost-model=dynamic")
 
 #include <math.h>
 #include <stdint.h>
