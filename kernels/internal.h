@@ -3,7 +3,7 @@
 #ifndef MINIDC_KERNELS_INTERNAL_H
 #define MINIDC_KERNELS_INTERNAL_H
 
-/* Vectorization without changing a single rounding (these are not -ffast-math: no
+/* Vectorization without changing a single rounding (this is not fast-math: no
  * reassociation, no contraction, no finite-math or signed-zero assumptions):
  * - no-trapping-math: lets GCC if-convert float selects (x < c ? c : x) into vector blends;
  *   nothing here reads FP exception flags;
