@@ -1,7 +1,9 @@
 /* Hooks of `minidc train` that the io branch fills: token-shard batches (--data) and
  * checkpoints (--save, --resume). tools/train_hooks.c holds weak defaults that fail with
- * MDC_ERR_UNSUPPORTED ("needs the io branch"); a strong definition anywhere in tools/ or the
- * library replaces them at link time, with no change to cmd_train.c. */
+ * MDC_ERR_UNSUPPORTED ("needs the io branch"); a strong definition in another tools/*.c file
+ * (linked as an object) replaces them at link time, with no change to cmd_train.c. (Put it in
+ * tools/, not in libminidc.a: the linker does not pull an archive member in for a symbol a
+ * weak definition already resolves. Or delete train_hooks.c when the real ones land.) */
 #ifndef MINIDC_TOOLS_TRAIN_HOOKS_H
 #define MINIDC_TOOLS_TRAIN_HOOKS_H
 
