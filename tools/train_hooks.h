@@ -1,6 +1,6 @@
 /* Hooks of `minidc train` that the io branch fills: token-shard batches (--data) and
  * checkpoints (--save, --resume). tools/train_hooks.c holds weak defaults that fail with
- * MDC_ERR_UNSUPPORTED ("needs the io branch"); a strong definition in another tools/*.c file
+ * MDC_ERR_UNSUPPORTED ("needs the io branch"); a strong definition in another .c file of tools/
  * (linked as an object) replaces them at link time, with no change to cmd_train.c. (Put it in
  * tools/, not in libminidc.a: the linker does not pull an archive member in for a symbol a
  * weak definition already resolves. Or delete train_hooks.c when the real ones land.) */
