@@ -19,6 +19,7 @@ static const bench_entry benches[] = {
     {"alltoall", mdc_bench_coll, "same, alltoall"},
     {"broadcast", mdc_bench_coll, "same, broadcast (also: bcast)"},
     {"bcast", mdc_bench_coll, "alias of broadcast"},
+    {"train", mdc_bench_train, "GPT-2 training step: tokens/s, MFU, peak RSS (vs PyTorch via tools/bench.sh)"},
     {NULL, NULL, NULL},
 };
 

@@ -6,6 +6,9 @@
 
 int mdc_cmd_devices(int argc, char **argv);
 int mdc_cmd_bench(int argc, char **argv);
+int mdc_cmd_train(int argc, char **argv);
+/* minidc bench train (tools/bench_train.c) */
+int mdc_bench_train(int argc, char **argv);
 int mdc_cmd_workload(int argc, char **argv);
 int mdc_bench_device(int argc, char **argv); /* tools/bench_device.c */
 int mdc_cmd_explain(int argc, char **argv);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "minidc/kernels.h"
 
 typedef struct {
     const char *name;
@@ -14,6 +15,7 @@ static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
     {"explain", mdc_cmd_explain, "a collective's schedule, summation order and cost, without MPI"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
+    {"train", mdc_cmd_train, "train the serial GPT-2 reference (one process, one emulated device)"},
     {"workload", mdc_cmd_workload, "a small data-parallel emulated workload and its device reports (MPI)"},
 };
 
@@ -24,6 +26,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    mdc_kernels_fix_blas_core(argv); /* may re-execute with OPENBLAS_CORETYPE set */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

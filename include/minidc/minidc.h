@@ -7,5 +7,7 @@
 #include "minidc/collectives.h"
 #include "minidc/algorithms.h"
 #include "minidc/runtime.h"
+#include "minidc/kernels.h"
+#include "minidc/model.h"
 
 #endif
