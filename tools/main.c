@@ -12,6 +12,7 @@ typedef struct {
 
 static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
+    {"data", mdc_cmd_data, "token shards: tokenize a text file, generate a task, show a shard"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
 };
 

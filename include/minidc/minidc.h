@@ -6,5 +6,7 @@
 #include "minidc/device.h"
 #include "minidc/collectives.h"
 #include "minidc/runtime.h"
+#include "minidc/tensorfile.h"
+#include "minidc/datasets.h"
 
 #endif
