@@ -6,6 +6,8 @@
 #include "minidc/device.h"
 #include "minidc/collectives.h"
 #include "minidc/runtime.h"
+#include "minidc/kernels.h"
+#include "minidc/model.h"
 #include "minidc/tensorfile.h"
 #include "minidc/datasets.h"
 

@@ -1,0 +1,219 @@
+/* minidc kernels: forward and backward of every GPT-2 layer on the host, fp32, OpenBLAS +
+ * OpenMP, each charging its FLOPs and HBM bytes to an emulated device.
+ *
+ * Conventions (every kernel):
+ * - Plain functions: the device first (NULL skips accounting), then outputs, then const
+ *   inputs, then sizes. Each pointer's shape is in the comment next to it.
+ * - The FLOP and byte formulas are in the header comment of the kernel's file in kernels/
+ *   and in docs/model.md; mdc_kernel_cost() in tests checks the charges against them.
+ * - Backward kernels ACCUMULATE (+=) into every gradient they write (inputs and parameters),
+ *   so residual branches and micro-batches add up; zero the gradients before a step.
+ * - Deterministic: results are bit-identical for any OpenMP thread count. Loops are split
+ *   over independent rows/heads/columns; reductions across rows use a fixed partition that
+ *   depends only on the sizes. Every matrix product is cblas_sgemm called single-threaded
+ *   on a block the kernel chose (see mdc_kernels_init).
+ * - Sizes are int; B batch, T sequence, C channels, NH heads, V vocabulary, Vp padded
+ *   vocabulary (row stride of logits), N = rows (B*T). */
+#ifndef MINIDC_KERNELS_H
+#define MINIDC_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "minidc/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Makes OpenBLAS single-threaded (openblas_set_num_threads(1)) so that the only threads are
+ * OpenMP's: the kernels split every product into blocks themselves. Without this the
+ * pthread OpenBLAS and the OpenMP team oversubscribe the cores. Called by every kernel that
+ * uses sgemm (idempotent, cheap); call it yourself before timing. Returns the OpenMP
+ * thread count the kernels will use. */
+int mdc_kernels_init(void);
+
+/* ---- embedding (kernels/encoder.c) ---------------------------------------------------- */
+/* out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]. Token ids must be in [0, Vp). */
+void mdc_encoder_forward(mdc_device *dev,
+                         float *out,        // (B,T,C)
+                         const int *inp,    // (B,T)
+                         const float *wte,  // (Vp,C)
+                         const float *wpe,  // (maxT,C)
+                         int B, int T, int C);
+void mdc_encoder_backward(mdc_device *dev,
+                          float *dwte,       // (Vp,C) +=
+                          float *dwpe,       // (maxT,C) +=
+                          const float *dout, // (B,T,C)
+                          const int *inp,    // (B,T)
+                          int B, int T, int C);
+
+/* ---- LayerNorm (kernels/layernorm.c), eps = 1e-5, biased variance ---------------------- */
+void mdc_layernorm_forward(mdc_device *dev,
+                           float *out,          // (N,C)
+                           float *mean,         // (N) saved for backward
+                           float *rstd,         // (N) saved for backward
+                           const float *inp,    // (N,C)
+                           const float *weight, // (C)
+                           const float *bias,   // (C)
+                           int N, int C);
+void mdc_layernorm_backward(mdc_device *dev,
+                            float *dinp,         // (N,C) +=
+                            float *dweight,      // (C) +=
+                            float *dbias,        // (C) +=
+                            const float *dout,   // (N,C)
+                            const float *inp,    // (N,C)
+                            const float *weight, // (C)
+                            const float *mean,   // (N)
+                            const float *rstd,   // (N)
+                            int N, int C);
+
+/* ---- matmul with bias (kernels/matmul.c); weights in Conv1D layout [in, out] ------------- */
+/* out = inp @ weight + bias (bias may be NULL). */
+void mdc_matmul_forward(mdc_device *dev,
+                        float *out,          // (N,OC)
+                        const float *inp,    // (N,C)
+                        const float *weight, // (C,OC)
+                        const float *bias,   // (OC) or NULL
+                        int N, int C, int OC);
+/* out = residual + inp @ weight + bias (out may alias residual): the attention and MLP
+ * output projections fused with the residual add. */
+void mdc_matmul_residual_forward(mdc_device *dev,
+                                 float *out,          // (N,OC)
+                                 const float *residual, // (N,OC)
+                                 const float *inp,    // (N,C)
+                                 const float *weight, // (C,OC)
+                                 const float *bias,   // (OC) or NULL
+                                 int N, int C, int OC);
+/* dinp += dout @ weight^T; dweight += inp^T @ dout; dbias += column sums of dout.
+ * dinp may be NULL (not needed), dbias may be NULL (no bias). */
+void mdc_matmul_backward(mdc_device *dev,
+                         float *dinp,         // (N,C) += or NULL
+                         float *dweight,      // (C,OC) +=
+                         float *dbias,        // (OC) += or NULL
+                         const float *dout,   // (N,OC)
+                         const float *inp,    // (N,C)
+                         const float *weight, // (C,OC)
+                         int N, int C, int OC);
+/* The tied LM head: logits = inp @ wte^T over the padded vocabulary (no bias). */
+void mdc_lmhead_forward(mdc_device *dev,
+                        float *logits,     // (N,Vp)
+                        const float *inp,  // (N,C)
+                        const float *wte,  // (Vp,C)
+                        int N, int C, int Vp);
+/* dinp += dlogits @ wte; dwte += dlogits^T @ inp. */
+void mdc_lmhead_backward(mdc_device *dev,
+                         float *dinp,          // (N,C) +=
+                         float *dwte,          // (Vp,C) +=
+                         const float *dlogits, // (N,Vp)
+                         const float *inp,     // (N,C)
+                         const float *wte,     // (Vp,C)
+                         int N, int C, int Vp);
+
+/* ---- causal multi-head self-attention (kernels/attention.c) ----------------------------
+ * qkv rows hold [q | k | v], each C = NH*hs wide, head h at columns h*hs..h*hs+hs-1 (the
+ * GPT-2 c_attn layout). out[b,t,h*hs+j] = sum_{s<=t} P[b,h,t,s] v[b,s,h,j],
+ * P = softmax_s(q.k / sqrt(hs)) over s <= t. */
+
+/* Materializes the T x T probabilities per head (two sgemm per head). */
+void mdc_attention_forward(mdc_device *dev,
+                           float *out,       // (B,T,C)
+                           float *att,       // (B,NH,T,T) probabilities, saved; upper part 0
+                           const float *qkv, // (B,T,3C)
+                           int B, int T, int C, int NH);
+void mdc_attention_backward(mdc_device *dev,
+                            float *dqkv,       // (B,T,3C) +=
+                            float *scratch,    // (B,NH,T,T) work space, clobbered
+                            const float *dout, // (B,T,C)
+                            const float *qkv,  // (B,T,3C)
+                            const float *att,  // (B,NH,T,T) from the forward
+                            int B, int T, int C, int NH);
+/* Tiled online softmax (flash attention): tiles of MDC_ATTN_TILE keys and queries, O(T)
+ * extra memory per row; saves only the log-sum-exp of each row; the backward recomputes
+ * the probabilities tile by tile. */
+enum { MDC_ATTN_TILE = 64 };
+void mdc_attention_forward_tiled(mdc_device *dev,
+                                 float *out,       // (B,T,C)
+                                 float *lse,       // (B,NH,T) log-sum-exp of scaled scores
+                                 const float *qkv, // (B,T,3C)
+                                 int B, int T, int C, int NH);
+void mdc_attention_backward_tiled(mdc_device *dev,
+                                  float *dqkv,       // (B,T,3C) +=
+                                  const float *dout, // (B,T,C)
+                                  const float *out,  // (B,T,C) from the forward
+                                  const float *qkv,  // (B,T,3C)
+                                  const float *lse,  // (B,NH,T)
+                                  int B, int T, int C, int NH);
+
+/* ---- GELU, tanh approximation (kernels/gelu.c) ----------------------------------------
+ * gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void mdc_gelu_forward(mdc_device *dev,
+                      float *out,       // (n)
+                      const float *inp, // (n)
+                      size_t n);
+void mdc_gelu_backward(mdc_device *dev,
+                       float *dinp,       // (n) +=
+                       const float *inp,  // (n)
+                       const float *dout, // (n)
+                       size_t n);
+
+/* ---- residual add (kernels/residual.c) ------------------------------------------------ */
+/* out = a + b (out may alias a or b). */
+void mdc_residual_forward(mdc_device *dev,
+                          float *out,     // (n)
+                          const float *a, // (n)
+                          const float *b, // (n)
+                          size_t n);
+/* da += dout; db += dout. */
+void mdc_residual_backward(mdc_device *dev,
+                           float *da,         // (n) +=
+                           float *db,         // (n) +=
+                           const float *dout, // (n)
+                           size_t n);
+
+/* ---- softmax and cross-entropy over the vocabulary (kernels/softmax.c) ------------------
+ * Columns V..Vp-1 of logits are padding: ignored, probabilities and gradients there are 0. */
+void mdc_softmax_forward(mdc_device *dev,
+                         float *probs,        // (N,Vp), may alias logits
+                         const float *logits, // (N,Vp)
+                         int N, int V, int Vp);
+/* losses[i] = lse_i - logits[i, targets[i]]; also saves lse for the backward. Targets must
+ * be in [0, V). */
+void mdc_crossentropy_forward(mdc_device *dev,
+                              float *losses,       // (N)
+                              float *lse,          // (N) log-sum-exp of each row
+                              const float *logits, // (N,Vp)
+                              const int *targets,  // (N)
+                              int N, int V, int Vp);
+/* dlogits[i,j] = dloss * (softmax(logits)[i,j] - [j == targets[i]]) for j < V, 0 for the
+ * padding. Written (=, not +=); dlogits may alias logits (in place). dloss is d(loss)/d(losses[i]),
+ * 1/N for the mean loss. */
+void mdc_crossentropy_backward(mdc_device *dev,
+                               float *dlogits,      // (N,Vp)
+                               const float *logits, // (N,Vp)
+                               const float *lse,    // (N)
+                               const int *targets,  // (N)
+                               float dloss, int N, int V, int Vp);
+
+/* ---- optimizer (kernels/adamw.c) --------------------------------------------------------- */
+/* PyTorch's AdamW, step t >= 1, gradients multiplied by grad_scale first (clipping):
+ *   g = grad_scale * grad; p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ *   p -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps) */
+void mdc_adamw_update(mdc_device *dev,
+                      float *params,      // (n)
+                      float *m,           // (n) first moment
+                      float *v,           // (n) second moment
+                      const float *grads, // (n)
+                      size_t n, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, float grad_scale, int t);
+/* The L2 norm of n gradients, summed in double over fixed chunks of MDC_NORM_CHUNK
+ * elements and combined in chunk order (independent of the thread count). */
+enum { MDC_NORM_CHUNK = 16384 };
+double mdc_grad_norm(mdc_device *dev, const float *grads, size_t n);
+/* PyTorch's clip_grad_norm_ factor: min(1, max_norm / (norm + 1e-6)); 1 if max_norm <= 0. */
+float mdc_clip_scale(double norm, float max_norm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

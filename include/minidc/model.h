@@ -1,0 +1,154 @@
+/* minidc serial reference: a GPT-2 decoder (pre-LayerNorm, learned positions, causal
+ * multi-head attention, 4C GELU MLP, LM head tied to the token embedding), fp32, on one
+ * emulated device. This is the specification every parallel scheme is tested against.
+ *
+ * Parameters live in ONE device allocation (MDC_MEM_PARAMS) carved into tensors named and
+ * shaped as Hugging Face's GPT-2 (Conv1D weights are [in, out]); gradients, and AdamW's
+ * m and v, are allocations with the same layout (same offsets). The tensors are in the order
+ *   wte, wpe, h.0.ln_1.weight, h.0.ln_1.bias, h.0.attn.c_attn.weight, h.0.attn.c_attn.bias,
+ *   h.0.attn.c_proj.weight, h.0.attn.c_proj.bias, h.0.ln_2.weight, h.0.ln_2.bias,
+ *   h.0.mlp.c_fc.weight, h.0.mlp.c_fc.bias, h.0.mlp.c_proj.weight, h.0.mlp.c_proj.bias,
+ *   h.1.* ..., ln_f.weight, ln_f.bias
+ * so each layer is one contiguous range. wte is allocated with Vp rows (the padded
+ * vocabulary); its first V rows are Hugging Face's [V, C] wte, the padding rows stay 0
+ * (their gradient is 0), and the tensor table reports shape [V, C].
+ *
+ * Activations (MDC_MEM_ACTS) are allocated at creation for a maximum batch B x T, so the
+ * emulated HBM limit applies to them; gradients on the first mdc_gpt2_zero_grad/backward,
+ * the optimizer state on the first update. */
+#ifndef MINIDC_MODEL_H
+#define MINIDC_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "minidc/device.h"
+#include "minidc/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int V;   /* vocabulary */
+    int Vp;  /* padded vocabulary: V rounded up to a multiple of 128 (50257 -> 50304, as llm.c);
+                rows of wte and columns of logits; 0 in a config means "compute it" */
+    int T;   /* context length (wpe rows) */
+    int L;   /* layers */
+    int H;   /* heads */
+    int C;   /* channels; H must divide C */
+} mdc_gpt2_config;
+
+/* V rounded up to a multiple of 128. */
+int mdc_gpt2_padded_vocab(int V);
+
+/* Named configs: "tiny" (V=512 T=64 L=2 H=4 C=128), "small" (V=4096 T=128 L=4 H=8 C=256),
+ * "gpt2" (V=50257 Vp=50304 T=1024 L=12 H=12 C=768). *batch (may be NULL) gets the config's
+ * default batch (24, 12, 12: divisible by 2, 3 and 4). MDC_ERR_INVALID names the unknown
+ * config and lists the known ones. */
+mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *batch);
+/* Sets Vp if 0 and checks every size (positive, H divides C, Vp >= V, sizes that fit in int
+ * indexing). The detail names the offending option: --heads, --channels, ... */
+mdc_status mdc_gpt2_config_check(mdc_gpt2_config *cfg);
+
+/* ---- the parameter table ---------------------------------------------------------------- */
+typedef struct {
+    char name[48];   /* Hugging Face name without "transformer.", e.g. "h.3.attn.c_attn.weight" */
+    int ndim;        /* 1 or 2 */
+    int shape[2];    /* Hugging Face shape (wte: [V, C]) */
+    size_t offset;   /* floats from the start of the parameter allocation (same in grads, m, v) */
+    size_t numel;    /* shape[0] * shape[1] */
+    size_t alloc;    /* floats reserved (wte: Vp * C; else numel) */
+    int decay;       /* 1 if AdamW weight decay applies (the 2-D tensors: embeddings and
+                        weights), 0 for biases and LayerNorm (nanoGPT's grouping) */
+} mdc_param_tensor;
+
+/* Number of tensors: 2 + 12 L + 2. */
+int mdc_gpt2_tensor_count(const mdc_gpt2_config *cfg);
+/* The i-th tensor of a config (no model needed); MDC_ERR_INVALID if i is out of range. */
+mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tensor *out);
+/* Index of a tensor by name (a leading "transformer." is ignored), or -1. */
+int mdc_gpt2_tensor_find(const mdc_gpt2_config *cfg, const char *name);
+/* Floats in the parameter allocation (with the wte padding) and parameters proper (without). */
+size_t mdc_gpt2_param_floats(const mdc_gpt2_config *cfg);
+size_t mdc_gpt2_param_count(const mdc_gpt2_config *cfg);
+
+/* ---- memory --------------------------------------------------------------------------- */
+typedef struct {
+    size_t params, grads, optim, acts, total; /* bytes */
+} mdc_gpt2_memory;
+/* Bytes the model allocates for training batch B x T: params + grads + AdamW m,v + activations
+ * (exactly what mdc_gpt2_create + backward + update allocate on the device). */
+mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T);
+
+/* FLOPs of one training step (forward + backward + update) as the kernels charge them. */
+double mdc_gpt2_step_flops(const mdc_gpt2_config *cfg, int B, int T);
+
+/* ---- the model ---------------------------------------------------------------------------- */
+typedef struct mdc_gpt2 mdc_gpt2;
+
+/* Creates a model on `dev` for batches up to B x T (T <= cfg->T); allocates parameters (zero)
+ * and activations on the device. Fails on a bad config (MDC_ERR_INVALID, naming the size) or
+ * when the device is full (MDC_ERR_OOM_DEVICE). Free with mdc_gpt2_free (NULL is a no-op),
+ * which frees every device allocation the model made. The device must outlive the model. */
+mdc_status mdc_gpt2_create(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg, int B, int T);
+void mdc_gpt2_free(mdc_gpt2 *m);
+
+/* GPT-2 initialization from a seed: wte, wpe and every weight N(0, 0.02), the residual
+ * projections (attn.c_proj.weight, mlp.c_proj.weight) N(0, 0.02/sqrt(2L)), biases 0,
+ * LayerNorm weight 1 and bias 0, wte padding rows 0. Deterministic: each element's value
+ * depends only on the seed and its offset (a counter-based generator), not on threads. */
+void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed);
+
+const mdc_gpt2_config *mdc_gpt2_get_config(const mdc_gpt2 *m);
+mdc_device *mdc_gpt2_device(const mdc_gpt2 *m);
+/* The parameter allocation (mdc_gpt2_param_floats floats): read and write freely. */
+float *mdc_gpt2_params(mdc_gpt2 *m);
+/* The gradient allocation, NULL before the first mdc_gpt2_zero_grad/backward. */
+float *mdc_gpt2_grads(mdc_gpt2 *m);
+/* AdamW's first and second moments, NULL before the first update. */
+float *mdc_gpt2_adam_m(mdc_gpt2 *m);
+float *mdc_gpt2_adam_v(mdc_gpt2 *m);
+/* Number of AdamW steps taken (the t of the bias correction); settable for --resume. */
+int mdc_gpt2_adam_step(const mdc_gpt2 *m);
+mdc_status mdc_gpt2_set_adam_step(mdc_gpt2 *m, int t); /* allocates m,v (zero) if needed */
+
+/* Forward over inputs (B,T) token ids in [0, V). With targets (B,T) in [0, V) it also
+ * computes the per-position losses and *loss = their mean; with targets NULL, *loss (if not
+ * NULL) is set to -1. B, T must not exceed the creation sizes. */
+mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, int B, int T,
+                            float *loss);
+/* Logits (B,T,Vp) of the last forward (row stride Vp; columns >= V are padding, 0). Valid
+ * until the next backward, which overwrites them with their gradient. */
+const float *mdc_gpt2_logits(const mdc_gpt2 *m);
+/* Per-position losses (B,T) of the last forward with targets. */
+const float *mdc_gpt2_losses(const mdc_gpt2 *m);
+
+/* Sets the gradients to 0 (allocating them on first use). */
+mdc_status mdc_gpt2_zero_grad(mdc_gpt2 *m);
+/* Backward of the mean loss of the last forward (which must have had targets): ADDS the
+ * gradients to the gradient allocation (call zero_grad first; repeated calls accumulate
+ * micro-batches). */
+mdc_status mdc_gpt2_backward(mdc_gpt2 *m);
+/* Like mdc_gpt2_backward with d(loss)/d(loss_i) = dloss for each position instead of 1/(B T)
+ * (gradient accumulation over micro-batches: dloss = 1/(total tokens)). */
+mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss);
+
+typedef struct {
+    float lr;            /* learning rate (3e-4) */
+    float beta1, beta2;  /* 0.9, 0.95 */
+    float eps;           /* 1e-8 */
+    float weight_decay;  /* 0.1, on tensors with decay = 1 only */
+    float grad_clip;     /* global norm clip (1.0); <= 0 disables */
+} mdc_adamw_config;
+void mdc_adamw_config_default(mdc_adamw_config *c);
+
+/* One AdamW step on the gradients (allocating m, v on first use): computes the global
+ * gradient norm (returned in *grad_norm if not NULL, before clipping), scales the gradients by
+ * mdc_clip_scale, then updates every tensor. Does not zero the gradients. */
+mdc_status mdc_gpt2_update(mdc_gpt2 *m, const mdc_adamw_config *opt, float *grad_norm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
