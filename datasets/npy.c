@@ -70,19 +70,19 @@ static int read_uint(lexer *lx, int64_t *out) {
     return 1;
 }
 
-static mdc_status descr_dtype(const char *label, const char *d, mdc_dtype *out) {
+static mdc_status descr_dtype(const char *label, const char *d, mdc_tdtype *out) {
     static const struct {
         const char *code;
-        mdc_dtype dt;
-    } map[] = {{"f8", MDC_DT_F64}, {"f4", MDC_DT_F32}, {"f2", MDC_DT_F16}, {"i8", MDC_DT_I64},
-               {"i4", MDC_DT_I32}, {"i2", MDC_DT_I16}, {"i1", MDC_DT_I8},  {"u8", MDC_DT_U64},
-               {"u4", MDC_DT_U32}, {"u2", MDC_DT_U16}, {"u1", MDC_DT_U8},  {"b1", MDC_DT_BOOL}};
+        mdc_tdtype dt;
+    } map[] = {{"f8", MDC_TD_F64}, {"f4", MDC_TD_F32}, {"f2", MDC_TD_F16}, {"i8", MDC_TD_I64},
+               {"i4", MDC_TD_I32}, {"i2", MDC_TD_I16}, {"i1", MDC_TD_I8},  {"u8", MDC_TD_U64},
+               {"u4", MDC_TD_U32}, {"u2", MDC_TD_U16}, {"u1", MDC_TD_U8},  {"b1", MDC_TD_BOOL}};
     char order = d[0];
     if (order != '<' && order != '>' && order != '|' && order != '=')
         return mdc_fail(MDC_ERR_FORMAT, "%s: descr '%s' has no byte-order character", label, d);
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(d + 1, map[i].code)) {
-            if (order == '>' && mdc_dtype_size(map[i].dt) > 1)
+            if (order == '>' && mdc_tdtype_size(map[i].dt) > 1)
                 return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: big-endian descr '%s'; save it little-endian", label, d);
             *out = map[i].dt;
             return MDC_OK;
@@ -146,7 +146,7 @@ static mdc_status parse_header(lexer *lx, mdc_tensor *t) {
         if (nontrivial > 1)
             return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: Fortran-order array; save it with np.ascontiguousarray", label);
     }
-    if (mdc_shape_bytes(t->ndim, t->shape, mdc_dtype_size(t->dtype), &t->numel, &t->nbytes))
+    if (mdc_shape_bytes(t->ndim, t->shape, mdc_tdtype_size(t->dtype), &t->numel, &t->nbytes))
         return mdc_fail(MDC_ERR_FORMAT, "%s: shape too large (element count overflows)", label);
     return MDC_OK;
 }
@@ -198,7 +198,7 @@ static mdc_status parse_source(mdc_source *s, mdc_tensor *out) {
     size_t data_len = s->size - hstart - hlen;
     if (data_len != t.nbytes) {
         st = mdc_fail(MDC_ERR_FORMAT, "%s: shape x %s is %zu bytes but the file has %zu data bytes",
-                      label, mdc_dtype_name(t.dtype), t.nbytes, data_len);
+                      label, mdc_tdtype_name(t.dtype), t.nbytes, data_len);
         goto done;
     }
     t.name = strdup(label);
@@ -233,14 +233,14 @@ mdc_status mdc_npy_read(const char *path, mdc_tensor *out) {
 }
 
 mdc_status mdc_npy_write(const char *path, const mdc_tensor *t) {
-    static const char *const descr[MDC_DT_COUNT] = {
-        [MDC_DT_F32] = "<f4", [MDC_DT_F16] = "<f2", [MDC_DT_F64] = "<f8", [MDC_DT_I64] = "<i8",
-        [MDC_DT_I32] = "<i4", [MDC_DT_I16] = "<i2", [MDC_DT_I8] = "|i1",  [MDC_DT_U64] = "<u8",
-        [MDC_DT_U32] = "<u4", [MDC_DT_U16] = "<u2", [MDC_DT_U8] = "|u1",  [MDC_DT_BOOL] = "|b1",
+    static const char *const descr[MDC_TD_COUNT] = {
+        [MDC_TD_F32] = "<f4", [MDC_TD_F16] = "<f2", [MDC_TD_F64] = "<f8", [MDC_TD_I64] = "<i8",
+        [MDC_TD_I32] = "<i4", [MDC_TD_I16] = "<i2", [MDC_TD_I8] = "|i1",  [MDC_TD_U64] = "<u8",
+        [MDC_TD_U32] = "<u4", [MDC_TD_U16] = "<u2", [MDC_TD_U8] = "|u1",  [MDC_TD_BOOL] = "|b1",
     };
-    if ((int)t->dtype < 0 || t->dtype >= MDC_DT_COUNT || !descr[t->dtype])
+    if ((int)t->dtype < 0 || t->dtype >= MDC_TD_COUNT || !descr[t->dtype])
         return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: tensor '%s': dtype %s has no .npy equivalent", path,
-                        t->name ? t->name : "", mdc_dtype_name(t->dtype));
+                        t->name ? t->name : "", mdc_tdtype_name(t->dtype));
     char dict[512];
     int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr[t->dtype]);
     for (int i = 0; i < t->ndim; i++)

@@ -18,7 +18,7 @@
 
 typedef struct {
     const char *name;           /* points into the cJSON tree */
-    mdc_dtype dtype;
+    mdc_tdtype dtype;
     int ndim;
     int64_t shape[MDC_TENSOR_MAX_DIMS];
     size_t numel, nbytes;
@@ -66,7 +66,7 @@ static mdc_status parse_entry(const char *label, const cJSON *j, entry *e) {
     if (!dt || !shape || !offs)
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': missing field '%s'", label, name,
                         !dt ? "dtype" : !shape ? "shape" : "data_offsets");
-    if (!cJSON_IsString(dt) || mdc_dtype_from_name(dt->valuestring, &e->dtype) != MDC_OK)
+    if (!cJSON_IsString(dt) || mdc_tdtype_from_name(dt->valuestring, &e->dtype) != MDC_OK)
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': unknown dtype %s%s%s", label, name,
                         cJSON_IsString(dt) ? "'" : "", cJSON_IsString(dt) ? dt->valuestring : "(not a string)",
                         cJSON_IsString(dt) ? "'" : "");
@@ -84,7 +84,7 @@ static mdc_status parse_entry(const char *label, const cJSON *j, entry *e) {
                             label, name, e->ndim);
         e->shape[e->ndim++] = (int64_t)v;
     }
-    if (mdc_shape_bytes(e->ndim, e->shape, mdc_dtype_size(e->dtype), &e->numel, &e->nbytes))
+    if (mdc_shape_bytes(e->ndim, e->shape, mdc_tdtype_size(e->dtype), &e->numel, &e->nbytes))
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape too large (element count overflows)",
                         label, name);
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(offs->child, &e->begin) ||
@@ -97,7 +97,7 @@ static mdc_status parse_entry(const char *label, const cJSON *j, entry *e) {
     if (e->end - e->begin != e->nbytes)
         return mdc_fail(MDC_ERR_FORMAT,
                         "%s: tensor '%s': data_offsets span %llu bytes but shape x %s is %zu bytes",
-                        label, name, (unsigned long long)(e->end - e->begin), mdc_dtype_name(e->dtype),
+                        label, name, (unsigned long long)(e->end - e->begin), mdc_tdtype_name(e->dtype),
                         e->nbytes);
     return MDC_OK;
 }
@@ -302,7 +302,7 @@ mdc_status mdc_safetensors_write(const char *path, const mdc_tensorfile *tf) {
                 shape = NULL;
             }
         }
-        if (!e || !shape || !cJSON_AddStringToObject(e, "dtype", mdc_dtype_name(t->dtype)) ||
+        if (!e || !shape || !cJSON_AddStringToObject(e, "dtype", mdc_tdtype_name(t->dtype)) ||
             !cJSON_AddItemToObject(e, "shape", shape) ||
             !cJSON_AddItemToObject(e, "data_offsets", cJSON_CreateDoubleArray(offs, 2))) {
             st = mdc_fail(MDC_ERR_OOM_HOST, "%s: header entry for '%s'", path, t->name);

@@ -12,26 +12,26 @@
 static const struct {
     const char *name;
     size_t size;
-} dtypes[MDC_DT_COUNT] = {
-    [MDC_DT_F32] = {"F32", 4},  [MDC_DT_F16] = {"F16", 2},  [MDC_DT_BF16] = {"BF16", 2},
-    [MDC_DT_F64] = {"F64", 8},  [MDC_DT_I64] = {"I64", 8},  [MDC_DT_I32] = {"I32", 4},
-    [MDC_DT_I16] = {"I16", 2},  [MDC_DT_I8] = {"I8", 1},    [MDC_DT_U64] = {"U64", 8},
-    [MDC_DT_U32] = {"U32", 4},  [MDC_DT_U16] = {"U16", 2},  [MDC_DT_U8] = {"U8", 1},
-    [MDC_DT_BOOL] = {"BOOL", 1},
+} dtypes[MDC_TD_COUNT] = {
+    [MDC_TD_F32] = {"F32", 4},  [MDC_TD_F16] = {"F16", 2},  [MDC_TD_BF16] = {"BF16", 2},
+    [MDC_TD_F64] = {"F64", 8},  [MDC_TD_I64] = {"I64", 8},  [MDC_TD_I32] = {"I32", 4},
+    [MDC_TD_I16] = {"I16", 2},  [MDC_TD_I8] = {"I8", 1},    [MDC_TD_U64] = {"U64", 8},
+    [MDC_TD_U32] = {"U32", 4},  [MDC_TD_U16] = {"U16", 2},  [MDC_TD_U8] = {"U8", 1},
+    [MDC_TD_BOOL] = {"BOOL", 1},
 };
 
-const char *mdc_dtype_name(mdc_dtype dt) {
-    return ((int)dt >= 0 && dt < MDC_DT_COUNT) ? dtypes[dt].name : "?";
+const char *mdc_tdtype_name(mdc_tdtype dt) {
+    return ((int)dt >= 0 && dt < MDC_TD_COUNT) ? dtypes[dt].name : "?";
 }
 
-size_t mdc_dtype_size(mdc_dtype dt) {
-    return ((int)dt >= 0 && dt < MDC_DT_COUNT) ? dtypes[dt].size : 0;
+size_t mdc_tdtype_size(mdc_tdtype dt) {
+    return ((int)dt >= 0 && dt < MDC_TD_COUNT) ? dtypes[dt].size : 0;
 }
 
-mdc_status mdc_dtype_from_name(const char *name, mdc_dtype *out) {
-    for (int i = 0; i < MDC_DT_COUNT; i++)
+mdc_status mdc_tdtype_from_name(const char *name, mdc_tdtype *out) {
+    for (int i = 0; i < MDC_TD_COUNT; i++)
         if (name && !strcmp(name, dtypes[i].name)) {
-            *out = (mdc_dtype)i;
+            *out = (mdc_tdtype)i;
             return MDC_OK;
         }
     return MDC_ERR_FORMAT;
@@ -75,19 +75,19 @@ mdc_status mdc_tensor_to_f32(const mdc_tensor *t, float *dst, size_t n) {
     if (t->numel != n)
         return mdc_fail(MDC_ERR_MISMATCH, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
     switch (t->dtype) {
-    case MDC_DT_F32: memcpy(dst, t->data, n * 4); return MDC_OK;
-    case MDC_DT_F16:
+    case MDC_TD_F32: memcpy(dst, t->data, n * 4); return MDC_OK;
+    case MDC_TD_F16:
         for (size_t i = 0; i < n; i++) dst[i] = mdc_f16_to_f32(((const uint16_t *)t->data)[i]);
         return MDC_OK;
-    case MDC_DT_BF16:
+    case MDC_TD_BF16:
         for (size_t i = 0; i < n; i++) dst[i] = mdc_bf16_to_f32(((const uint16_t *)t->data)[i]);
         return MDC_OK;
-    case MDC_DT_F64:
+    case MDC_TD_F64:
         for (size_t i = 0; i < n; i++) dst[i] = (float)((const double *)t->data)[i];
         return MDC_OK;
     default:
         return mdc_fail(MDC_ERR_MISMATCH, "tensor '%s': dtype %s is not a floating-point type",
-                        t->name, mdc_dtype_name(t->dtype));
+                        t->name, mdc_tdtype_name(t->dtype));
     }
 }
 
@@ -98,22 +98,22 @@ mdc_status mdc_tensor_to_i32(const mdc_tensor *t, int32_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) {
         int64_t v;
         switch (t->dtype) {
-        case MDC_DT_I64: { int64_t x; memcpy(&x, p + 8 * i, 8); v = x; break; }
-        case MDC_DT_I32: { int32_t x; memcpy(&x, p + 4 * i, 4); v = x; break; }
-        case MDC_DT_I16: { int16_t x; memcpy(&x, p + 2 * i, 2); v = x; break; }
-        case MDC_DT_I8: v = (int8_t)p[i]; break;
-        case MDC_DT_U64: {
+        case MDC_TD_I64: { int64_t x; memcpy(&x, p + 8 * i, 8); v = x; break; }
+        case MDC_TD_I32: { int32_t x; memcpy(&x, p + 4 * i, 4); v = x; break; }
+        case MDC_TD_I16: { int16_t x; memcpy(&x, p + 2 * i, 2); v = x; break; }
+        case MDC_TD_I8: v = (int8_t)p[i]; break;
+        case MDC_TD_U64: {
             uint64_t x;
             memcpy(&x, p + 8 * i, 8);
             v = x > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)x;
             break;
         }
-        case MDC_DT_U32: { uint32_t x; memcpy(&x, p + 4 * i, 4); v = x; break; }
-        case MDC_DT_U16: { uint16_t x; memcpy(&x, p + 2 * i, 2); v = x; break; }
-        case MDC_DT_U8: v = p[i]; break;
+        case MDC_TD_U32: { uint32_t x; memcpy(&x, p + 4 * i, 4); v = x; break; }
+        case MDC_TD_U16: { uint16_t x; memcpy(&x, p + 2 * i, 2); v = x; break; }
+        case MDC_TD_U8: v = p[i]; break;
         default:
             return mdc_fail(MDC_ERR_MISMATCH, "tensor '%s': dtype %s is not an integer type",
-                            t->name, mdc_dtype_name(t->dtype));
+                            t->name, mdc_tdtype_name(t->dtype));
         }
         if (v < INT32_MIN || v > INT32_MAX)
             return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': element %zu = %lld does not fit in int32",
@@ -148,13 +148,13 @@ const mdc_tensor *mdc_tensorfile_find(const mdc_tensorfile *tf, const char *name
 }
 
 /* Appends a tensor with the given header and an allocated, zeroed buffer; returns it. */
-static mdc_status add_empty(mdc_tensorfile *tf, const char *name, mdc_dtype dt, int ndim,
+static mdc_status add_empty(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
                             const int64_t *shape, mdc_tensor **out) {
     mdc_tensor t = {0};
     if (!name || !*name) return mdc_fail(MDC_ERR_INVALID, "tensor name is empty");
     if (mdc_tensorfile_find(tf, name)) return mdc_fail(MDC_ERR_INVALID, "tensor '%s' added twice", name);
-    if (!mdc_dtype_size(dt)) return mdc_fail(MDC_ERR_INVALID, "tensor '%s': bad dtype %d", name, (int)dt);
-    if (mdc_shape_bytes(ndim, shape, mdc_dtype_size(dt), &t.numel, &t.nbytes))
+    if (!mdc_tdtype_size(dt)) return mdc_fail(MDC_ERR_INVALID, "tensor '%s': bad dtype %d", name, (int)dt);
+    if (mdc_shape_bytes(ndim, shape, mdc_tdtype_size(dt), &t.numel, &t.nbytes))
         return mdc_fail(MDC_ERR_INVALID, "tensor '%s': bad shape (ndim %d)", name, ndim);
     if (tf->count == tf->cap) {
         int cap = tf->cap ? 2 * tf->cap : 16;
@@ -177,7 +177,7 @@ static mdc_status add_empty(mdc_tensorfile *tf, const char *name, mdc_dtype dt, 
     return MDC_OK;
 }
 
-mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_dtype dt, int ndim,
+mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
                               const int64_t *shape, const void *data) {
     mdc_tensor *t;
     mdc_status st = add_empty(tf, name, dt, ndim, shape, &t);
@@ -185,17 +185,17 @@ mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_dtype dt
     return st;
 }
 
-mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_dtype dt, int ndim,
+mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
                                   const int64_t *shape, const float *data) {
-    if (dt != MDC_DT_F32 && dt != MDC_DT_F16 && dt != MDC_DT_BF16)
-        return mdc_fail(MDC_ERR_INVALID, "tensor '%s': cannot store floats as %s", name, mdc_dtype_name(dt));
+    if (dt != MDC_TD_F32 && dt != MDC_TD_F16 && dt != MDC_TD_BF16)
+        return mdc_fail(MDC_ERR_INVALID, "tensor '%s': cannot store floats as %s", name, mdc_tdtype_name(dt));
     mdc_tensor *t;
     mdc_status st = add_empty(tf, name, dt, ndim, shape, &t);
     if (st != MDC_OK || !data) return st;
     uint16_t *h = t->data;
     for (size_t i = 0; i < t->numel; i++) {
-        if (dt == MDC_DT_F32) ((float *)t->data)[i] = data[i];
-        else if (dt == MDC_DT_F16) h[i] = mdc_f32_to_f16(data[i]);
+        if (dt == MDC_TD_F32) ((float *)t->data)[i] = data[i];
+        else if (dt == MDC_TD_F16) h[i] = mdc_f32_to_f16(data[i]);
         else h[i] = mdc_f32_to_bf16(data[i]);
     }
     return MDC_OK;

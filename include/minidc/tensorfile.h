@@ -24,23 +24,23 @@ extern "C" {
 #define MDC_SAFETENSORS_MAX_HEADER (100u << 20)
 
 typedef enum {
-    MDC_DT_F32 = 0, MDC_DT_F16, MDC_DT_BF16, MDC_DT_F64,
-    MDC_DT_I64, MDC_DT_I32, MDC_DT_I16, MDC_DT_I8,
-    MDC_DT_U64, MDC_DT_U32, MDC_DT_U16, MDC_DT_U8, MDC_DT_BOOL,
-    MDC_DT_COUNT
-} mdc_dtype;
+    MDC_TD_F32 = 0, MDC_TD_F16, MDC_TD_BF16, MDC_TD_F64,
+    MDC_TD_I64, MDC_TD_I32, MDC_TD_I16, MDC_TD_I8,
+    MDC_TD_U64, MDC_TD_U32, MDC_TD_U16, MDC_TD_U8, MDC_TD_BOOL,
+    MDC_TD_COUNT
+} mdc_tdtype;
 
 /* "F32", "BF16", ... (the safetensors spelling); "?" for an invalid value. */
-const char *mdc_dtype_name(mdc_dtype dt);
+const char *mdc_tdtype_name(mdc_tdtype dt);
 /* Bytes per element; 0 for an invalid value. */
-size_t mdc_dtype_size(mdc_dtype dt);
+size_t mdc_tdtype_size(mdc_tdtype dt);
 /* Parses a safetensors dtype name; MDC_ERR_FORMAT if unknown (no detail set: callers name the
  * file and tensor). */
-mdc_status mdc_dtype_from_name(const char *name, mdc_dtype *out);
+mdc_status mdc_tdtype_from_name(const char *name, mdc_tdtype *out);
 
 typedef struct {
     char *name;                         /* owned, NUL-terminated */
-    mdc_dtype dtype;
+    mdc_tdtype dtype;
     int ndim;                           /* 0..MDC_TENSOR_MAX_DIMS; 0 = scalar (1 element) */
     int64_t shape[MDC_TENSOR_MAX_DIMS];
     size_t numel;                       /* product of shape */
@@ -80,10 +80,10 @@ void mdc_tensorfile_free(mdc_tensorfile *tf);
 
 /* Appends a tensor, copying name, shape and nbytes of `data` (data may be NULL for zeros).
  * MDC_ERR_INVALID on a duplicate or empty name, a bad dtype or shape; MDC_ERR_OOM_HOST. */
-mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_dtype dt, int ndim,
+mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
                               const int64_t *shape, const void *data);
 /* Appends an F32 tensor converted to `dt` (F32, F16 or BF16, round to nearest even). */
-mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_dtype dt, int ndim,
+mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
                                   const int64_t *shape, const float *data);
 /* The tensor called `name`, or NULL. */
 const mdc_tensor *mdc_tensorfile_find(const mdc_tensorfile *tf, const char *name);
