@@ -7,5 +7,6 @@
 int mdc_cmd_devices(int argc, char **argv);
 int mdc_cmd_bench(int argc, char **argv);
 int mdc_cmd_data(int argc, char **argv);
+int mdc_cmd_forward(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
     {"data", mdc_cmd_data, "token shards: tokenize a text file, generate a task, show a shard"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
+    {"forward", mdc_cmd_forward, "forward/backward of GPT-2 weights on tokens; dump logits, loss, gradients"},
 };
 
 static void usage(FILE *f) {
