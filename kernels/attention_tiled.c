@@ -1,0 +1,155 @@
+/* Causal multi-head self-attention, tiled with an online softmax (FlashAttention, Dao et al.
+ * 2022): per (batch, head) and query tile of MDC_ATTN_TILE rows, walk the key tiles up to
+ * the diagonal keeping each row's running max m, running sum l and unnormalized output:
+ *   S = Q_i K_j^T / sqrt(hs);  m' = max(m, rowmax S);  P = exp(S - m');
+ *   l = l exp(m - m') + rowsum P;  O = O exp(m - m') + P V_j;   finally O /= l, lse = m + log l
+ * Extra memory: a tile of scores and of output per thread, O(T) per row at most; only lse
+ * (B,NH,T) is saved. The backward recomputes P = exp(S - lse) tile by tile (key tiles outer):
+ *   D = rowsum(dO * O); dV_j += P^T dO_i; dP = dO_i V_j^T; dS = P (dP - D);
+ *   dK_j += dS^T Q_i / sqrt(hs); dQ_i += dS K_j / sqrt(hs)
+ * Pc = T(T+1)/2, hs = C/NH, per head (x B*NH); KV = sum over query tiles of the keys they
+ * read = sum_i min(T, (i+1)*TILE):
+ *   forward:  FLOPs (4*hs + 5)*Pc;          bytes 4*(2*T*hs + T + 2*hs*KV)
+ *             (q read and out written once, lse written, k v read once per query tile)
+ *   backward: FLOPs (10*hs + 4)*Pc + 2*T*hs;
+ *             bytes 4*(3*T*hs [dO O read, D] + 6*T*hs [k v read, dk dv read+written]
+ *                  + sum over (j, i>=j) tile pairs of rows_i*(4*hs + 2) [q dO read, dq
+ *                  read+written, lse D read])
+ * No sgemm spans two heads: the bits do not depend on the thread count. */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+enum { TILE = MDC_ATTN_TILE };
+
+static double causal(int T) { return 0.5 * (double)T * (T + 1); }
+
+static double fwd_bytes(int T, int hs) {
+    double kv = 0;
+    for (int i0 = 0; i0 < T; i0 += TILE) kv += i0 + TILE < T ? i0 + TILE : T;
+    return 4.0 * (2.0 * T * hs + T + 2.0 * hs * kv);
+}
+
+static double bwd_bytes(int T, int hs) {
+    double pairs = 0;
+    for (int j0 = 0; j0 < T; j0 += TILE)
+        for (int i0 = j0; i0 < T; i0 += TILE) pairs += i0 + TILE < T ? TILE : T - i0;
+    return 4.0 * (3.0 * T * hs + 6.0 * T * hs + pairs * (4.0 * hs + 2));
+}
+
+void mdc_attention_forward_tiled(mdc_device *dev, float *out, float *lse, const float *qkv, int B,
+                                 int T, int C, int NH) {
+    mdc_kernels_init();
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+    {
+        float *S = malloc(sizeof(float) * (TILE * TILE + 2 * TILE));
+        float *m = S + TILE * TILE, *l = m + TILE;
+#pragma omp for schedule(dynamic, 1)
+        for (int bh = 0; bh < B * NH; bh++) {
+            int b = bh / NH, h = bh % NH;
+            const float *q = qkv + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+            float *o = out + (size_t)b * T * C + h * hs, *ls = lse + (size_t)bh * T;
+            for (int i0 = 0; i0 < T; i0 += TILE) {
+                int i1 = i0 + TILE < T ? i0 + TILE : T, rows = i1 - i0;
+                for (int r = 0; r < rows; r++) {
+                    m[r] = -INFINITY;
+                    l[r] = 0;
+                    memset(o + (size_t)(i0 + r) * C, 0, sizeof(float) * hs);
+                }
+                for (int j0 = 0; j0 < i1; j0 += TILE) {
+                    int j1 = j0 + TILE < i1 ? j0 + TILE : i1, cols = j1 - j0;
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * C3, C3,
+                                 k + (size_t)j0 * C3, C3, 0.0f, S, TILE);
+                    for (int r = 0; r < rows; r++) {
+                        int t = i0 + r, ns = t - j0 + 1 < cols ? t - j0 + 1 : cols; /* valid keys */
+                        float *s = S + r * TILE;
+                        float mx = m[r];
+                        for (int c = 0; c < ns; c++) mx = s[c] > mx ? s[c] : mx;
+                        float corr = mdc_k_exp(m[r] - mx), sum = 0;
+#pragma omp simd reduction(+ : sum)
+                        for (int c = 0; c < ns; c++) {
+                            s[c] = mdc_k_exp(s[c] - mx);
+                            sum += s[c];
+                        }
+                        for (int c = ns; c < cols; c++) s[c] = 0;
+                        l[r] = l[r] * corr + sum;
+                        m[r] = mx;
+                        if (corr != 1.0f) {
+                            float *orow = o + (size_t)t * C;
+                            for (int x = 0; x < hs; x++) orow[x] *= corr;
+                        }
+                    }
+                    mdc_k_sgemm1(0, 0, rows, hs, cols, 1.0f, S, TILE, v + (size_t)j0 * C3, C3, 1.0f,
+                                 o + (size_t)i0 * C, C);
+                }
+                for (int r = 0; r < rows; r++) {
+                    float inv = 1.0f / l[r], *orow = o + (size_t)(i0 + r) * C;
+                    for (int x = 0; x < hs; x++) orow[x] *= inv;
+                    ls[i0 + r] = m[r] + logf(l[r]);
+                }
+            }
+        }
+        free(S);
+    }
+    double n = (double)B * NH;
+    mdc_k_charge(dev, n * (4.0 * hs + 5) * causal(T), n * fwd_bytes(T, hs));
+}
+
+void mdc_attention_backward_tiled(mdc_device *dev, float *dqkv, const float *dout, const float *out,
+                                  const float *qkv, const float *lse, int B, int T, int C, int NH) {
+    mdc_kernels_init();
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+    {
+        float *P = malloc(sizeof(float) * (2 * TILE * TILE + (size_t)T));
+        float *dS = P + TILE * TILE, *D = dS + TILE * TILE;
+#pragma omp for schedule(dynamic, 1)
+        for (int bh = 0; bh < B * NH; bh++) {
+            int b = bh / NH, h = bh % NH;
+            size_t qoff = (size_t)b * T * C3 + h * hs, ooff = (size_t)b * T * C + h * hs;
+            const float *q = qkv + qoff, *k = q + C, *v = q + 2 * C;
+            float *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C;
+            const float *dO = dout + ooff, *O = out + ooff, *ls = lse + (size_t)bh * T;
+            for (int t = 0; t < T; t++) {
+                const float *a = dO + (size_t)t * C, *c = O + (size_t)t * C;
+                float d = 0;
+                for (int x = 0; x < hs; x++) d += a[x] * c[x];
+                D[t] = d;
+            }
+            for (int j0 = 0; j0 < T; j0 += TILE) {
+                int j1 = j0 + TILE < T ? j0 + TILE : T, cols = j1 - j0;
+                for (int i0 = j0; i0 < T; i0 += TILE) {
+                    int i1 = i0 + TILE < T ? i0 + TILE : T, rows = i1 - i0;
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * C3, C3,
+                                 k + (size_t)j0 * C3, C3, 0.0f, P, TILE);
+                    for (int r = 0; r < rows; r++) {
+                        int t = i0 + r, ns = t - j0 + 1 < cols ? t - j0 + 1 : cols;
+                        float *p = P + r * TILE, lt = ls[t];
+#pragma omp simd
+                        for (int c = 0; c < ns; c++) p[c] = mdc_k_exp(p[c] - lt);
+                        for (int c = ns; c < cols; c++) p[c] = 0;
+                    }
+                    mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, P, TILE, dO + (size_t)i0 * C, C, 1.0f,
+                                 dv + (size_t)j0 * C3, C3);
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, 1.0f, dO + (size_t)i0 * C, C,
+                                 v + (size_t)j0 * C3, C3, 0.0f, dS, TILE);
+                    for (int r = 0; r < rows; r++) {
+                        float *p = P + r * TILE, *d = dS + r * TILE, Dt = D[i0 + r];
+                        for (int c = 0; c < cols; c++) d[c] = p[c] * (d[c] - Dt);
+                    }
+                    mdc_k_sgemm1(1, 0, cols, hs, rows, scale, dS, TILE, q + (size_t)i0 * C3, C3, 1.0f,
+                                 dk + (size_t)j0 * C3, C3);
+                    mdc_k_sgemm1(0, 0, rows, hs, cols, scale, dS, TILE, k + (size_t)j0 * C3, C3, 1.0f,
+                                 dq + (size_t)i0 * C3, C3);
+                }
+            }
+        }
+        free(P);
+    }
+    double n = (double)B * NH, pc = causal(T);
+    mdc_k_charge(dev, n * ((10.0 * hs + 4) * pc + 2.0 * T * hs), n * bwd_bytes(T, hs));
+}

@@ -1,0 +1,48 @@
+/* Token + position embedding.
+ *   forward:  out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
+ *             FLOPs B*T*C; bytes 4*(B*T + 3*B*T*C)   (ids; wte row, wpe row read; out written)
+ *   backward: dwte[inp[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]
+ *             FLOPs 2*B*T*C; bytes 4*(B*T + 5*B*T*C) (ids; dout read; dwte, dwpe rows read+written)
+ * The backward scatter-adds into rows of dwte that repeated tokens share, so it is split over
+ * channels (each thread owns whole columns and walks the tokens in order): deterministic. */
+#include "internal.h"
+
+void mdc_encoder_forward(mdc_device *dev, float *out, const int *inp, const float *wte,
+                         const float *wpe, int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *e = wte + (size_t)inp[bt] * C, *p = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+    double n = (double)B * T;
+    mdc_k_charge(dev, n * C, 4.0 * (n + 3.0 * n * C));
+}
+
+void mdc_encoder_backward(mdc_device *dev, float *dwte, float *dwpe, const float *dout,
+                          const int *inp, int B, int T, int C) {
+    enum { CB = 32 };
+    int ncb = (C + CB - 1) / CB;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static) nowait
+        for (int cb = 0; cb < ncb; cb++) {
+            int c0 = cb * CB, c1 = c0 + CB < C ? c0 + CB : C;
+            for (int bt = 0; bt < B * T; bt++) {
+                float *d = dwte + (size_t)inp[bt] * C;
+                const float *g = dout + (size_t)bt * C;
+                for (int c = c0; c < c1; c++) d[c] += g[c];
+            }
+        }
+#pragma omp for schedule(static)
+        for (int t = 0; t < T; t++) {
+            float *d = dwpe + (size_t)t * C;
+            for (int b = 0; b < B; b++) {
+                const float *g = dout + ((size_t)b * T + t) * C;
+                for (int c = 0; c < C; c++) d[c] += g[c];
+            }
+        }
+    }
+    double n = (double)B * T;
+    mdc_k_charge(dev, 2.0 * n * C, 4.0 * (n + 5.0 * n * C));
+}

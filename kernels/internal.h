@@ -1,0 +1,54 @@
+/* Helpers shared by the kernels (not public): charging, the fixed-partition sgemm, and a
+ * vectorizable exp. */
+#ifndef MINIDC_KERNELS_INTERNAL_H
+#define MINIDC_KERNELS_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "minidc/kernels.h"
+
+/* Charges a kernel if there is a device. */
+static inline void mdc_k_charge(mdc_device *dev, double flops, double bytes) {
+    if (dev) mdc_dev_kernel(dev, flops, bytes, MDC_PREC_FP32);
+}
+
+/* C(M,N) = alpha op(A) op(B) + beta C, row-major, split into blocks along the larger of M
+ * and N whose number and bounds depend only on the sizes (so the bits do not depend on the
+ * thread count: OpenBLAS's result for an element depends on the block it is computed in);
+ * the blocks run in parallel under OpenMP, each a single-threaded cblas_sgemm. Called from
+ * inside a parallel region it runs the same blocks serially. */
+void mdc_k_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* Same, one cblas_sgemm call (for callers that already parallelize, e.g. per head). */
+void mdc_k_sgemm1(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* exp(x) to about 1 ulp for x in [-87, 88.3] (0 below -87.3, exp(88.3) above), written so the
+ * compiler vectorizes it: Cody-Waite reduction by ln 2, degree-7 Taylor polynomial on
+ * |r| <= ln2/2 (truncation error < 5e-9 relative), scale by 2^n through the exponent bits.
+ * IEEE operations only, so the result is the same on every run and thread count. */
+static inline float mdc_k_exp(float x) {
+    float xc = x < -87.0f ? -87.0f : (x > 88.3f ? 88.3f : x);
+    const float big = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float n = (xc * 1.44269504088896341f + big) - big;
+    float r = xc - n * 0.693145751953125f;  /* ln2 high part (exact product) */
+    r = r - n * 1.42860682030941723e-6f;    /* ln2 low part */
+    float p = 1.9841269841e-4f;             /* 1/7! */
+    p = p * r + 1.3888888889e-3f;
+    p = p * r + 8.3333333333e-3f;
+    p = p * r + 4.1666666667e-2f;
+    p = p * r + 1.6666666667e-1f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t e = ((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &e, sizeof s);
+    float y = p * s;
+    return x < -87.3f ? 0.0f : y;
+}
+
+#endif
