@@ -15,5 +15,7 @@ int mdc_cmd_explain(int argc, char **argv);
 /* minidc bench allreduce|reduce_scatter|allgather|alltoall|broadcast (tools/bench_coll.c);
  * argv[0] is the collective's name. */
 int mdc_bench_coll(int argc, char **argv);
+int mdc_cmd_data(int argc, char **argv);
+int mdc_cmd_forward(int argc, char **argv);
 
 #endif

@@ -1,9 +1,5 @@
-/* Hooks of `minidc train` that the io branch fills: token-shard batches (--data) and
- * checkpoints (--save, --resume). tools/train_hooks.c holds weak defaults that fail with
- * MDC_ERR_UNSUPPORTED ("needs the io branch"); a strong definition in another .c file of tools/
- * (linked as an object) replaces them at link time, with no change to cmd_train.c. (Put it in
- * tools/, not in libminidc.a: the linker does not pull an archive member in for a symbol a
- * weak definition already resolves. Or delete train_hooks.c when the real ones land.) */
+/* The data and checkpoint side of `minidc train` (tools/train_io.c): token-shard batches
+ * (--data) through the batch loader, and safetensors checkpoints (--save, --resume). */
 #ifndef MINIDC_TOOLS_TRAIN_HOOKS_H
 #define MINIDC_TOOLS_TRAIN_HOOKS_H
 
