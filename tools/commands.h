@@ -11,5 +11,7 @@ int mdc_cmd_train(int argc, char **argv);
 int mdc_bench_train(int argc, char **argv);
 int mdc_cmd_workload(int argc, char **argv);
 int mdc_bench_device(int argc, char **argv); /* tools/bench_device.c */
+int mdc_cmd_data(int argc, char **argv);
+int mdc_cmd_forward(int argc, char **argv);
 
 #endif

@@ -12,9 +12,11 @@ typedef struct {
 
 static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
+    {"data", mdc_cmd_data, "token shards: tokenize a text file, generate a task, show a shard"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
     {"train", mdc_cmd_train, "train the serial GPT-2 reference (one process, one emulated device)"},
     {"workload", mdc_cmd_workload, "a small data-parallel emulated workload and its device reports (MPI)"},
+    {"forward", mdc_cmd_forward, "forward/backward of GPT-2 weights on tokens; dump logits, loss, gradients"},
 };
 
 static void usage(FILE *f) {

@@ -8,5 +8,7 @@
 #include "minidc/runtime.h"
 #include "minidc/kernels.h"
 #include "minidc/model.h"
+#include "minidc/tensorfile.h"
+#include "minidc/datasets.h"
 
 #endif

@@ -1,0 +1,325 @@
+/* GPT-2 weights and checkpoints <-> the model's parameter table (include/minidc/weights.h).
+ * Names are mapped to the model's table by mdc_gpt2_tensor_find after dropping the
+ * "transformer." prefix and the ".weight" of the two embeddings (HF spells them
+ * "wte.weight" and "wpe.weight"). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/weights.h"
+
+#define PREFIX "transformer."
+
+const char *mdc_gpt2_hf_name(const mdc_param_tensor *p) {
+    if (!strcmp(p->name, "wte")) return "wte.weight";
+    if (!strcmp(p->name, "wpe")) return "wpe.weight";
+    return p->name;
+}
+
+/* The table name of a file tensor name, in buf. */
+static const char *canonical(const char *name, char *buf, size_t cap) {
+    if (!strncmp(name, PREFIX, strlen(PREFIX))) name += strlen(PREFIX);
+    if (!strcmp(name, "wte.weight")) name = "wte";
+    else if (!strcmp(name, "wpe.weight")) name = "wpe";
+    snprintf(buf, cap, "%s", name);
+    return buf;
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* HF buffers that are not parameters: the causal mask of each attention layer. */
+static int is_hf_buffer(const char *canon) {
+    return !strncmp(canon, "h.", 2) && (ends_with(canon, ".attn.bias") || ends_with(canon, ".attn.masked_bias"));
+}
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static const mdc_tensor *find_canon(const mdc_tensorfile *tf, const char *want) {
+    char buf[256];
+    for (int i = 0; i < tf->count; i++)
+        if (!strcmp(canonical(tf->tensors[i].name, buf, sizeof buf), want)) return &tf->tensors[i];
+    return NULL;
+}
+
+static int parse_int_meta(const mdc_tensorfile *tf, const char *key, long long *out) {
+    const char *v = mdc_tensorfile_get_meta(tf, key);
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || end == v) return -1;
+    *out = x;
+    return 1;
+}
+
+mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *label, int heads,
+                                        mdc_gpt2_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    const mdc_tensor *wte = find_canon(tf, "wte"), *wpe = find_canon(tf, "wpe");
+    if (!wte || !wpe)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: no tensor '%s' (GPT-2 weights need wte.weight and wpe.weight)",
+                        label, !wte ? "wte.weight" : "wpe.weight");
+    if (wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1] || wte->shape[0] > 1 << 30 ||
+        wpe->shape[0] > 1 << 30 || wte->shape[1] > 1 << 30) {
+        char a[64], b[64];
+        shape_str(a, sizeof a, wte->ndim, wte->shape);
+        shape_str(b, sizeof b, wpe->ndim, wpe->shape);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: wte %s and wpe %s are not [V, C] and [T, C]", label, a, b);
+    }
+    cfg->V = (int)wte->shape[0];
+    cfg->C = (int)wte->shape[1];
+    cfg->T = (int)wpe->shape[0];
+    int L = 0;
+    char buf[256];
+    for (int i = 0; i < tf->count; i++) {
+        const char *c = canonical(tf->tensors[i].name, buf, sizeof buf);
+        char *end;
+        if (strncmp(c, "h.", 2) || c[2] < '0' || c[2] > '9') continue;
+        long n = strtol(c + 2, &end, 10);
+        if (*end != '.' || n < 0 || n > 100000)
+            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': bad layer number", label, tf->tensors[i].name);
+        if (n + 1 > L) L = (int)n + 1;
+    }
+    cfg->L = L;
+    long long h = heads;
+    if (h <= 0) {
+        int r = parse_int_meta(tf, "n_head", &h);
+        if (r < 0 || (r > 0 && (h <= 0 || h > 1 << 20)))
+            return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ n_head '%s' is not a positive integer", label,
+                            mdc_tensorfile_get_meta(tf, "n_head"));
+        if (r == 0)
+            return mdc_fail(MDC_ERR_INVALID, "%s: the number of heads is not in the file's __metadata__ "
+                            "(n_head): give --heads", label);
+    }
+    cfg->H = (int)h;
+    mdc_status st = mdc_gpt2_config_check(cfg);
+    if (st) return mdc_fail(st, "%s: inferred V=%d T=%d L=%d H=%d C=%d: %s", label, cfg->V, cfg->T, cfg->L,
+                            cfg->H, cfg->C, mdc_detail());
+    return MDC_OK;
+}
+
+/* Loads every model tensor from tf; names starting with `skip_prefix` (if not NULL) are left
+ * for the caller. */
+static mdc_status load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *skip_prefix) {
+    const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
+    int n = mdc_gpt2_tensor_count(cfg);
+    float *params = mdc_gpt2_params(m);
+    const mdc_tensor **src = calloc((size_t)n, sizeof *src);
+    const mdc_tensor *lm_head = NULL;
+    float *tmp = NULL;
+    mdc_status st = MDC_OK;
+    char buf[256];
+    if (!src) return mdc_fail(MDC_ERR_OOM_HOST, "%s", label);
+    for (int i = 0; i < tf->count; i++) {
+        const mdc_tensor *t = &tf->tensors[i];
+        if (skip_prefix && !strncmp(t->name, skip_prefix, strlen(skip_prefix))) continue;
+        const char *c = canonical(t->name, buf, sizeof buf);
+        if (is_hf_buffer(c)) continue;
+        if (!strcmp(c, "lm_head.weight")) {
+            lm_head = t;
+            continue;
+        }
+        int k = mdc_gpt2_tensor_find(cfg, c);
+        if (k < 0) {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' is not a parameter of GPT-2 with L=%d", label,
+                          t->name, cfg->L);
+            goto done;
+        }
+        if (src[k]) {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' given twice (as '%s' and '%s')", label, c,
+                          src[k]->name, t->name);
+            goto done;
+        }
+        src[k] = t;
+    }
+    for (int k = 0; k < n; k++) {
+        mdc_param_tensor p;
+        if ((st = mdc_gpt2_tensor_at(cfg, k, &p))) goto done;
+        const mdc_tensor *t = src[k];
+        if (!t) {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: missing tensor '%s'", label, mdc_gpt2_hf_name(&p));
+            goto done;
+        }
+        int64_t want[2] = {p.shape[0], p.shape[1]};
+        if (t->ndim != p.ndim || t->shape[0] != want[0] || (p.ndim == 2 && t->shape[1] != want[1])) {
+            char a[96], b[96];
+            shape_str(a, sizeof a, t->ndim, t->shape);
+            shape_str(b, sizeof b, p.ndim, want);
+            st = mdc_fail(MDC_ERR_MISMATCH, "%s: tensor '%s': shape %s in the file, the model expects %s", label,
+                          t->name, a, b);
+            goto done;
+        }
+        if ((st = mdc_tensor_to_f32(t, params + p.offset, p.numel))) {
+            mdc_fail(st, "%s: %s", label, mdc_detail());
+            goto done;
+        }
+        for (size_t i = p.numel; i < p.alloc; i++) params[p.offset + i] = 0; /* wte padding rows */
+    }
+    if (lm_head) {
+        mdc_param_tensor p;
+        mdc_gpt2_tensor_at(cfg, mdc_gpt2_tensor_find(cfg, "wte"), &p);
+        tmp = malloc(p.numel * sizeof *tmp);
+        if (!tmp) {
+            st = mdc_fail(MDC_ERR_OOM_HOST, "%s", label);
+            goto done;
+        }
+        if (lm_head->numel != p.numel || mdc_tensor_to_f32(lm_head, tmp, p.numel) ||
+            memcmp(tmp, params + p.offset, p.numel * sizeof *tmp)) {
+            st = mdc_fail(MDC_ERR_UNSUPPORTED, "%s: tensor '%s' differs from wte: the model ties the LM head "
+                          "to the token embedding", label, lm_head->name);
+            goto done;
+        }
+    }
+done:
+    free(tmp);
+    free(src);
+    return st;
+}
+
+mdc_status mdc_gpt2_load_weights(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label) {
+    const char *fmt = mdc_tensorfile_get_meta(tf, "minidc.format");
+    return load(m, tf, label, fmt && !strcmp(fmt, "checkpoint-1") ? "adam." : NULL);
+}
+
+mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char *prefix, int hf_names,
+                                mdc_tensorfile *tf) {
+    const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
+    for (int k = 0; k < mdc_gpt2_tensor_count(cfg); k++) {
+        mdc_param_tensor p;
+        mdc_status st = mdc_gpt2_tensor_at(cfg, k, &p);
+        if (st) return st;
+        char name[128];
+        snprintf(name, sizeof name, "%s%s", prefix, hf_names ? mdc_gpt2_hf_name(&p) : p.name);
+        int64_t shape[2] = {p.shape[0], p.shape[1]};
+        if ((st = mdc_tensorfile_add(tf, name, MDC_TD_F32, p.ndim, shape, base + p.offset))) return st;
+    }
+    return MDC_OK;
+}
+
+mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *tf) {
+    const struct {
+        const char *key;
+        int v;
+    } kv[] = {{"n_vocab", cfg->V}, {"n_ctx", cfg->T}, {"n_layer", cfg->L}, {"n_head", cfg->H}, {"n_embd", cfg->C}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%d", kv[i].v);
+        mdc_status st = mdc_tensorfile_set_meta(tf, kv[i].key, v);
+        if (st) return st;
+    }
+    return MDC_OK;
+}
+
+mdc_status mdc_gpt2_read_weights(const char *path, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg) {
+    mdc_status st = mdc_safetensors_read(path, tf);
+    if (st) return st;
+    st = mdc_gpt2_config_from_weights(*tf, path, heads, cfg);
+    if (st) {
+        mdc_tensorfile_free(*tf);
+        *tf = NULL;
+    }
+    return st;
+}
+
+mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path) {
+    mdc_tensorfile *tf = NULL;
+    mdc_status st = mdc_tensorfile_new(&tf);
+    if (!st) st = mdc_gpt2_set_config_meta(mdc_gpt2_get_config(m), tf);
+    if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
+    if (!st) st = mdc_safetensors_write(path, tf);
+    mdc_tensorfile_free(tf);
+    return st;
+}
+
+static mdc_status set_u64(mdc_tensorfile *tf, const char *key, uint64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    return mdc_tensorfile_set_meta(tf, key, buf);
+}
+
+static mdc_status get_u64(const mdc_tensorfile *tf, const char *label, const char *key, uint64_t *out) {
+    const char *v = mdc_tensorfile_get_meta(tf, key);
+    char *end;
+    if (!v) return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ has no '%s'", label, key);
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || end == v || v[0] == '-')
+        return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ '%s' = '%s' is not an integer", label, key, v);
+    *out = x;
+    return MDC_OK;
+}
+
+mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *s) {
+    mdc_tensorfile *tf = NULL;
+    mdc_status st = mdc_tensorfile_new(&tf);
+    if (!st) st = mdc_tensorfile_set_meta(tf, "minidc.format", "checkpoint-1");
+    if (!st) st = mdc_gpt2_set_config_meta(mdc_gpt2_get_config(m), tf);
+    if (!st) st = set_u64(tf, "step", s->step);
+    if (!st) st = set_u64(tf, "data_position", s->data_position);
+    if (!st) st = set_u64(tf, "seed", s->seed);
+    if (!st) st = set_u64(tf, "adam_step", (uint64_t)mdc_gpt2_adam_step(m));
+    if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
+    if (!st && mdc_gpt2_adam_m(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_m(m), "adam.m.", 1, tf);
+    if (!st && mdc_gpt2_adam_v(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_v(m), "adam.v.", 1, tf);
+    if (!st) st = mdc_safetensors_write(path, tf);
+    mdc_tensorfile_free(tf);
+    return st;
+}
+
+/* Copies the "adam.X.<name>" tensors into the moment allocation `dst`. */
+static mdc_status load_moment(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *prefix,
+                              float *dst) {
+    const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
+    for (int k = 0; k < mdc_gpt2_tensor_count(cfg); k++) {
+        mdc_param_tensor p;
+        mdc_gpt2_tensor_at(cfg, k, &p);
+        char name[128];
+        snprintf(name, sizeof name, "%s%s", prefix, mdc_gpt2_hf_name(&p));
+        const mdc_tensor *t = mdc_tensorfile_find(tf, name);
+        if (!t) return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint has no tensor '%s'", label, name);
+        mdc_status st = mdc_tensor_to_f32(t, dst + p.offset, p.numel);
+        if (st) return mdc_fail(st, "%s: %s", label, mdc_detail());
+        for (size_t i = p.numel; i < p.alloc; i++) dst[p.offset + i] = 0;
+    }
+    return MDC_OK;
+}
+
+mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_gpt2 *m, mdc_train_state *s) {
+    const char *fmt = mdc_tensorfile_get_meta(tf, "minidc.format");
+    if (!fmt || strcmp(fmt, "checkpoint-1"))
+        return mdc_fail(MDC_ERR_FORMAT, "%s: not a minidc checkpoint (__metadata__ minidc.format is %s%s%s)",
+                        label, fmt ? "'" : "", fmt ? fmt : "missing", fmt ? "'" : "");
+    const mdc_gpt2_config *mc = mdc_gpt2_get_config(m);
+    mdc_gpt2_config fc;
+    mdc_status st = mdc_gpt2_config_from_weights(tf, label, 0, &fc);
+    if (st) return st;
+    const struct {
+        const char *name;
+        int file, model;
+    } f[] = {{"n_vocab", fc.V, mc->V}, {"n_ctx", fc.T, mc->T}, {"n_layer", fc.L, mc->L},
+             {"n_head", fc.H, mc->H}, {"n_embd", fc.C, mc->C}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].file != f[i].model)
+            return mdc_fail(MDC_ERR_MISMATCH, "%s: checkpoint %s = %d but the model has %d", label, f[i].name,
+                            f[i].file, f[i].model);
+    uint64_t adam_step;
+    if ((st = get_u64(tf, label, "step", &s->step)) || (st = get_u64(tf, label, "data_position", &s->data_position)) ||
+        (st = get_u64(tf, label, "seed", &s->seed)) || (st = get_u64(tf, label, "adam_step", &adam_step)))
+        return st;
+    if (adam_step > (uint64_t)1 << 30)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu out of range", label, (unsigned long long)adam_step);
+    if ((st = load(m, tf, label, "adam."))) return st;
+    if (adam_step == 0) return MDC_OK;
+    if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
+    if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m)))) return st;
+    return load_moment(m, tf, label, "adam.v.", mdc_gpt2_adam_v(m));
+}

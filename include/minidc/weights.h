@@ -1,0 +1,73 @@
+/* GPT-2 weights and training checkpoints in safetensors, with Hugging Face names and layouts.
+ *
+ * Loading accepts a checkpoint saved by `transformers` unchanged: names with or without the
+ * "transformer." prefix, "wte.weight"/"wpe.weight" (HF) or "wte"/"wpe" (minidc's table), Conv1D
+ * weights as [in, out], F32/F16/BF16/F64 data. The causal-mask buffers "h.N.attn.bias" and
+ * "h.N.attn.masked_bias" of older HF checkpoints are skipped; "lm_head.weight" must equal wte
+ * (the model ties them). Any other unknown tensor, a missing one, or a shape mismatch is an
+ * error naming the tensor (and both shapes). Saving writes HF names ("wte.weight", ...) in F32
+ * with __metadata__ n_vocab, n_ctx, n_layer, n_head, n_embd (HF config.json names), so the
+ * config can be inferred back. Details: docs/tensor-files.md. */
+#ifndef MINIDC_WEIGHTS_H
+#define MINIDC_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "minidc/model.h"
+#include "minidc/tensorfile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The Hugging Face name of parameter tensor `p` ("wte" -> "wte.weight", "wpe" -> "wpe.weight",
+ * others unchanged), without the "transformer." prefix. */
+const char *mdc_gpt2_hf_name(const mdc_param_tensor *p);
+
+/* Infers the config from the tensors' shapes: V and C from wte [V, C], T from wpe [T, C],
+ * L from the highest h.N present + 1. H is `heads` if > 0, else __metadata__ "n_head"; with
+ * neither, MDC_ERR_INVALID asks for --heads. Vp is computed. The result is checked with
+ * mdc_gpt2_config_check. `label` (the path) names the file in errors. */
+mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *label, int heads,
+                                        mdc_gpt2_config *cfg);
+
+/* Copies the weights of `tf` into the model's parameters (wte padding rows set to 0).
+ * Every model tensor must be present exactly once (with or without the prefix). */
+mdc_status mdc_gpt2_load_weights(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label);
+
+/* Appends one tensor per parameter, read from `base` (the parameter, gradient or Adam
+ * allocation, laid out as the parameters), named prefix + name where name is the HF name if
+ * hf_names else minidc's table name. Shapes are the HF shapes; wte padding is not written. */
+mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char *prefix, int hf_names,
+                                mdc_tensorfile *tf);
+
+/* Sets the config __metadata__ (n_vocab, n_ctx, n_layer, n_head, n_embd). */
+mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *tf);
+
+/* Reads a weights file and returns its tensors and the inferred config (heads as above). */
+mdc_status mdc_gpt2_read_weights(const char *path, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg);
+/* Writes the model's parameters to a safetensors file (HF names, F32, config metadata). */
+mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path);
+
+/* ---- training checkpoints (train --save / --resume) --------------------------------------
+ * One safetensors file: the parameters under their HF names (so the file is also a weights
+ * file for `minidc forward`), AdamW's moments as "adam.m.<name>" and "adam.v.<name>" (when
+ * the optimizer has stepped), and __metadata__ "minidc.format" = "checkpoint-1", the config,
+ * and the integers of mdc_train_state in decimal. */
+typedef struct {
+    uint64_t step;           /* optimizer steps taken (also the model's AdamW t) */
+    uint64_t data_position;  /* mdc_loader_position() after the last step */
+    uint64_t seed;           /* the run's --seed */
+} mdc_train_state;
+
+mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *st);
+/* Restores parameters, AdamW moments and step into a model created with the checkpoint's
+ * config (read it with mdc_gpt2_read_weights first, or use mdc_checkpoint_read). A config
+ * mismatch names the field and both values. */
+mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_gpt2 *m,
+                               mdc_train_state *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,263 @@
+/* minidc forward: one forward (and backward) of the serial GPT-2 on given weights and tokens,
+ * dumping logits, loss and every gradient, and optionally N AdamW steps on the same batch, so
+ * any other implementation (PyTorch, a GPU run) can be compared with it tensor by tensor.
+ *
+ *   minidc forward --weights W.safetensors --tokens X.npy [--targets Y.npy] --dump OUT.safetensors
+ *                  [--heads H] [--steps N --lr LR --weight-decay WD --beta1 B1 --beta2 B2
+ *                   --eps EPS --grad-clip G] [device options]
+ *
+ * The dump holds F32 tensors: "logits" (B,T,V) (padding columns dropped), and with targets
+ * "loss" (scalar), "losses" (B,T) and "grad.<name>" for each parameter (minidc's table names:
+ * wte, wpe, h.N.ln_1.weight, ...; HF shapes). With --steps N: "steps.loss" (N+1) = the loss
+ * before each of the N AdamW steps and after the last, and "final.<name>" = the parameters
+ * after N steps. Exit status: 0 ok, 1 failure, 2 bad usage. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "minidc/datasets.h"
+#include "minidc/device.h"
+#include "minidc/kernels.h"
+#include "minidc/model.h"
+#include "minidc/tensorfile.h"
+#include "minidc/weights.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: minidc forward --weights W.safetensors --tokens X.npy [--targets Y.npy]\n"
+            "                      --dump OUT.safetensors [--heads H] [--steps N] [AdamW options]\n"
+            "  --weights FILE     GPT-2 weights with Hugging Face names (config inferred from shapes)\n"
+            "  --heads H          attention heads (default: __metadata__ n_head of the weights)\n"
+            "  --tokens FILE      .npy of token ids, shape (B,T) or (T,), any integer dtype\n"
+            "  --targets FILE     .npy of next-token ids, same shape: adds loss and gradients\n"
+            "  --dump FILE        safetensors output: logits, loss, losses, grad.<name>\n"
+            "  --steps N          then N AdamW steps on the same batch: steps.loss, final.<name>\n"
+            "  --lr, --weight-decay, --beta1, --beta2, --eps, --grad-clip   AdamW (model.h defaults)\n"
+            "%s",
+            mdc_device_options_help());
+}
+
+static int parse_float(const char *opt, const char *v, float *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v) {
+        fprintf(stderr, "minidc forward: %s needs a number, got '%s'\n", opt, v);
+        return 0;
+    }
+    *out = (float)x;
+    return 1;
+}
+
+static int parse_int(const char *opt, const char *v, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < 0 || x > 1 << 30) {
+        fprintf(stderr, "minidc forward: %s needs a non-negative integer, got '%s'\n", opt, v);
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
+/* Reads token ids from .npy: (B,T) or (T,), each in [0, V). */
+static mdc_status read_ids(const char *path, int V, int **ids, int *B, int *T) {
+    mdc_tensor t;
+    *ids = NULL;
+    mdc_status st = mdc_npy_read(path, &t);
+    if (st) return st;
+    if (t.ndim != 1 && t.ndim != 2) {
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: shape has %d dims; token ids are (B,T) or (T,)", path, t.ndim);
+        goto done;
+    }
+    *B = t.ndim == 2 ? (int)t.shape[0] : 1;
+    *T = (int)t.shape[t.ndim - 1];
+    if (t.numel == 0 || t.shape[0] > 1 << 20 || t.shape[t.ndim - 1] > 1 << 20) {
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: %zu token ids; need a non-empty (B,T)", path, t.numel);
+        goto done;
+    }
+    *ids = malloc(t.numel * sizeof **ids);
+    if (!*ids) {
+        st = mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
+        goto done;
+    }
+    if ((st = mdc_tensor_to_i32(&t, *ids, t.numel))) goto done;
+    for (size_t i = 0; i < t.numel; i++)
+        if ((*ids)[i] < 0 || (*ids)[i] >= V) {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: id %d at index %zu is outside the vocabulary [0, %d)", path,
+                          (*ids)[i], i, V);
+            goto done;
+        }
+done:
+    if (st) {
+        free(*ids);
+        *ids = NULL;
+    }
+    mdc_tensor_clear(&t);
+    return st;
+}
+
+int mdc_cmd_forward(int argc, char **argv) {
+    const char *wpath = NULL, *xpath = NULL, *ypath = NULL, *dump = NULL;
+    int heads = 0, steps = 0;
+    mdc_adamw_config opt;
+    mdc_adamw_config_default(&opt);
+    mdc_device_options dopt;
+    mdc_device_options_default(&dopt);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = mdc_device_options_parse(&dopt, argc, argv, &i);
+        if (r < 0) {
+            fprintf(stderr, "minidc forward: %s\n", mdc_detail());
+            return 2;
+        }
+        if (r > 0) {
+            i--; /* the parser advanced past the option; the loop adds one */
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "minidc forward: unknown option or missing value: '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        int ok = 1;
+        if (!strcmp(a, "--weights")) wpath = v;
+        else if (!strcmp(a, "--tokens")) xpath = v;
+        else if (!strcmp(a, "--targets")) ypath = v;
+        else if (!strcmp(a, "--dump")) dump = v;
+        else if (!strcmp(a, "--heads")) ok = parse_int(a, v, &heads);
+        else if (!strcmp(a, "--steps")) ok = parse_int(a, v, &steps);
+        else if (!strcmp(a, "--lr")) ok = parse_float(a, v, &opt.lr);
+        else if (!strcmp(a, "--weight-decay")) ok = parse_float(a, v, &opt.weight_decay);
+        else if (!strcmp(a, "--beta1")) ok = parse_float(a, v, &opt.beta1);
+        else if (!strcmp(a, "--beta2")) ok = parse_float(a, v, &opt.beta2);
+        else if (!strcmp(a, "--eps")) ok = parse_float(a, v, &opt.eps);
+        else if (!strcmp(a, "--grad-clip")) ok = parse_float(a, v, &opt.grad_clip);
+        else {
+            fprintf(stderr, "minidc forward: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!ok) return 2;
+        i++;
+    }
+    if (!wpath || !xpath || !dump) {
+        fprintf(stderr, "minidc forward: --weights, --tokens and --dump are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (steps > 0 && !ypath) {
+        fprintf(stderr, "minidc forward: --steps needs --targets\n");
+        return 2;
+    }
+
+    int rc = 1, B = 0, T = 0, By = 0, Ty = 0;
+    int *x = NULL, *y = NULL;
+    float *buf = NULL, *step_loss = NULL;
+    mdc_tensorfile *wt = NULL, *out = NULL;
+    mdc_device *dev = NULL;
+    mdc_gpt2 *m = NULL;
+    mdc_gpt2_config cfg;
+    mdc_status st;
+#define TRY(expr)                   \
+    do {                            \
+        if ((st = (expr))) goto fail; \
+    } while (0)
+    st = mdc_gpt2_read_weights(wpath, heads, &wt, &cfg);
+    if (st == MDC_ERR_INVALID) {
+        fprintf(stderr, "minidc forward: %s\n", mdc_detail());
+        return 2;
+    }
+    if (st) goto fail;
+    TRY(read_ids(xpath, cfg.V, &x, &B, &T));
+    if (ypath) {
+        TRY(read_ids(ypath, cfg.V, &y, &By, &Ty));
+        if (By != B || Ty != T) {
+            st = mdc_fail(MDC_ERR_MISMATCH, "%s is (%d,%d) but %s is (%d,%d)", ypath, By, Ty, xpath, B, T);
+            goto fail;
+        }
+    }
+    if (T > cfg.T) {
+        fprintf(stderr, "minidc forward: %s has sequences of %d tokens, longer than the context %d of %s\n",
+                xpath, T, cfg.T, wpath);
+        rc = 2;
+        goto done;
+    }
+    mdc_kernels_init();
+    TRY(mdc_device_create(&dev, &dopt, 0));
+    TRY(mdc_gpt2_create(&m, dev, &cfg, B, T));
+    TRY(mdc_gpt2_load_weights(m, wt, wpath));
+    mdc_tensorfile_free(wt);
+    wt = NULL;
+
+    float loss = -1;
+    TRY(mdc_gpt2_forward(m, x, y, B, T, &loss));
+    TRY(mdc_tensorfile_new(&out));
+    TRY(mdc_gpt2_set_config_meta(&cfg, out));
+    /* logits without the padding columns */
+    buf = malloc((size_t)B * T * cfg.V * sizeof *buf);
+    if (!buf) {
+        st = mdc_fail(MDC_ERR_OOM_HOST, "logits");
+        goto fail;
+    }
+    const float *lg = mdc_gpt2_logits(m);
+    for (size_t r = 0; r < (size_t)B * T; r++) memcpy(buf + r * cfg.V, lg + r * cfg.Vp, cfg.V * sizeof *buf);
+    int64_t lshape[3] = {B, T, cfg.V}, bt[2] = {B, T};
+    TRY(mdc_tensorfile_add(out, "logits", MDC_TD_F32, 3, lshape, buf));
+    if (y) {
+        TRY(mdc_tensorfile_add(out, "loss", MDC_TD_F32, 0, NULL, &loss));
+        TRY(mdc_tensorfile_add(out, "losses", MDC_TD_F32, 2, bt, mdc_gpt2_losses(m)));
+        TRY(mdc_gpt2_zero_grad(m));
+        TRY(mdc_gpt2_backward(m));
+        TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_grads(m), "grad.", 0, out));
+    }
+    if (steps > 0) {
+        step_loss = malloc((size_t)(steps + 1) * sizeof *step_loss);
+        if (!step_loss) {
+            st = mdc_fail(MDC_ERR_OOM_HOST, "steps");
+            goto fail;
+        }
+        step_loss[0] = loss;
+        for (int k = 0; k < steps; k++) {
+            if (k > 0) {
+                TRY(mdc_gpt2_zero_grad(m));
+                TRY(mdc_gpt2_forward(m, x, y, B, T, &step_loss[k]));
+                TRY(mdc_gpt2_backward(m));
+            }
+            TRY(mdc_gpt2_update(m, &opt, NULL));
+        }
+        TRY(mdc_gpt2_forward(m, x, y, B, T, &step_loss[steps]));
+        int64_t ns[1] = {steps + 1};
+        TRY(mdc_tensorfile_add(out, "steps.loss", MDC_TD_F32, 1, ns, step_loss));
+        TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "final.", 0, out));
+    }
+    TRY(mdc_safetensors_write(dump, out));
+    printf("minidc forward: V=%d (padded %d) T=%d L=%d H=%d C=%d, batch %dx%d", cfg.V, cfg.Vp, cfg.T, cfg.L,
+           cfg.H, cfg.C, B, T);
+    if (y) printf(", loss %.6f", loss);
+    if (steps > 0) printf(", after %d AdamW steps %.6f", steps, step_loss[steps]);
+    printf("; %d tensors in %s\n", out->count, dump);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "minidc forward: %s: %s\n  hint: %s\n", mdc_strerror(st), mdc_detail(), mdc_hint(st));
+    rc = 1;
+done:
+#undef TRY
+    free(step_loss);
+    free(buf);
+    free(x);
+    free(y);
+    mdc_tensorfile_free(out);
+    mdc_tensorfile_free(wt);
+    mdc_gpt2_free(m);
+    mdc_device_free(dev);
+    return rc;
+}
