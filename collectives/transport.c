@@ -404,6 +404,28 @@ mdc_status mdc_waitall(mdc_request **reqs, int n) {
         pause_politely(spin);
     }
     if (st == MDC_OK) {
+        /* MPI reports a message longer than its receive, not a shorter one: compare what
+         * arrived with what each receive expected, so a size mismatch never passes silently. */
+        k = 0;
+        for (int i = 0; i < n && st == MDC_OK; i++) {
+            if (!reqs[i]) continue;
+            if (!reqs[i]->is_send) {
+                size_t got = 0;
+                for (int j = 0; j < reqs[i]->nmreq; j++) {
+                    int c = 0;
+                    MPI_Get_count(&stat[k + j], MPI_BYTE, &c);
+                    got += (size_t)c;
+                }
+                size_t hdr = t->dev ? sizeof(mdc_msg_stamp) : 0, want = reqs[i]->bytes + hdr;
+                if (got != want)
+                    st = mdc_fail(MDC_ERR_MISMATCH, "rank %d: expected %zu bytes from rank %d, got %zu "
+                                  "(sizes differ between ranks?)", t->rank, reqs[i]->bytes,
+                                  reqs[i]->peer_world, got > hdr ? got - hdr : 0);
+            }
+            k += reqs[i]->nmreq;
+        }
+    }
+    if (st == MDC_OK) {
         /* Charge in the order given: the clock is a max, so only the idle/comm split could
          * depend on the order, and it is fixed by the caller's order. */
         k = 0;

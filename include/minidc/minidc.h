@@ -5,6 +5,7 @@
 #include "minidc/status.h"
 #include "minidc/device.h"
 #include "minidc/collectives.h"
+#include "minidc/algorithms.h"
 #include "minidc/runtime.h"
 #include "minidc/kernels.h"
 #include "minidc/model.h"

@@ -1,0 +1,58 @@
+/* mdc_allgather / mdc_allgatherv: argument checks, algorithm choice, run. The equal-block form
+ * runs the per-rank-count algorithms with counts[i] = count, packed. */
+#include "coll_internal.h"
+
+typedef mdc_status (*ag_fn)(const void *, void *, const size_t *, const size_t *, mdc_dtype, mdc_group *);
+static const struct { const char *name; ag_fn fn; } algos[] = {
+    {"ring", mdc_allgather_ring},
+    {"recursive_doubling", mdc_allgather_recursive_doubling},
+    {"bruck", mdc_allgather_bruck},
+};
+
+static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const size_t *counts,
+                      const size_t *displs, mdc_dtype t, mdc_group *g) {
+    int p = mdc_group_size(g), me = mdc_group_rank(g);
+    size_t total = 0, ext = 0;
+    mdc_status st;
+    for (int i = 0; i < p; i++) {
+        if ((st = mdc_i_check_count(w, g, "counts[i]", counts[i], t, (size_t)p))) return st;
+        if (displs && (st = mdc_i_check_count(w, g, "displs[i]", displs[i], t, 2))) return st;
+        size_t e = (displs ? displs[i] : total) + counts[i];
+        if (counts[i] && e > ext) ext = e;
+        total += counts[i];
+    }
+    int inplace = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf;
+    if ((st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, ext)) ||
+        (!inplace && (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, counts[me]))))
+        return st;
+    if (total == 0) return MDC_OK;
+    const char *name = mdc_coll_algo_at(MDC_COLL_ALLGATHER, mdc_i_pick(MDC_COLL_ALLGATHER, total * mdc_dtype_size(t), g))->name;
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
+        if (!strcmp(name, algos[i].name)) return mdc_i_after(g, algos[i].fn(sendbuf, recvbuf, counts, displs, t, g));
+    return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: no algorithm '%s'", w, name);
+}
+
+mdc_status mdc_allgatherv(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
+                          mdc_dtype t, mdc_group *g) {
+    const char *w = "mdc_allgatherv";
+    mdc_status st;
+    if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||
+        (st = mdc_i_check_buf(w, g, "counts", counts, 1)))
+        return st;
+    return run(w, sendbuf, recvbuf, counts, displs, t, g);
+}
+
+mdc_status mdc_allgather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g) {
+    const char *w = "mdc_allgather";
+    mdc_status st;
+    if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||
+        (st = mdc_i_check_count(w, g, "count", count, t, (size_t)mdc_group_size(g))))
+        return st;
+    int p = mdc_group_size(g);
+    size_t *counts = malloc(sizeof(size_t) * (size_t)p);
+    if (!counts) return mdc_fail(MDC_ERR_OOM_HOST, "%s: counts", w);
+    for (int i = 0; i < p; i++) counts[i] = count;
+    st = run(w, sendbuf, recvbuf, counts, NULL, t, g);
+    free(counts);
+    return st;
+}

@@ -1,0 +1,63 @@
+/* Rabenseifner's allreduce: recursive-halving reduce-scatter + recursive-doubling allgather.
+ *
+ * Algorithm: fold a non-power-of-two group onto p2 ranks (even rank 2i sends its vector to 2i+1,
+ *   which reduces even OP odd). The vector is cut into p2 balanced blocks; recursive halving
+ *   (distance p2/2 ... 1, lower new rank OP higher) leaves new rank i with block i reduced;
+ *   recursive doubling (distance 1 ... p2/2) gathers every block everywhere; odd folded ranks
+ *   return the result to their even partner.
+ * Source: Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005 (MPICH allreduce reduce_scatter
+ *   allgather).
+ * Restrictions: none.
+ * Cost: 2 lg p alpha + 2(p-1)/p n beta + (p-1)/p n gamma; a non-power of two adds
+ *   2 (alpha + n beta) + n gamma. */
+#include "coll_internal.h"
+
+mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t count,
+                                      mdc_dtype t, mdc_op op, mdc_group *g) {
+    if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
+    int p = mdc_group_size(g), me = mdc_group_rank(g);
+    size_t esz = mdc_dtype_size(t), bytes = count * esz;
+    if (p == 1 || count == 0) {
+        if (sendbuf != recvbuf && bytes) memcpy(recvbuf, sendbuf, bytes);
+        return MDC_OK;
+    }
+    const int tag = MDC_I_TAG(MDC_COLL_ALLREDUCE, 16);
+    int p2 = mdc_i_pow2_floor(p), rem = p - p2;
+    size_t *off = malloc(sizeof(size_t) * (size_t)(4 * p2 + 2));
+    char *tmp = malloc(bytes);
+    if (!off || !tmp) {
+        free(off);
+        free(tmp);
+        return mdc_fail(MDC_ERR_OOM_HOST, "allreduce rabenseifner: scratch of %zu bytes", bytes);
+    }
+    size_t *len = off + p2, *bnd = len + p2, *bndb = bnd + p2 + 1;
+    mdc_i_partition(count, p2, off, len);
+    for (int i = 0; i < p2; i++) {
+        bnd[i] = off[i];
+        bndb[i] = off[i] * esz;
+    }
+    bnd[p2] = count;
+    bndb[p2] = bytes;
+    mdc_status st = MDC_OK;
+    if (me < 2 * rem && me % 2 == 0) {
+        st = mdc_send(sendbuf, bytes, me + 1, tag, g);
+        if (!st) st = mdc_recv(recvbuf, bytes, me + 1, tag + 3, g);
+        goto done;
+    }
+    const void *cur = sendbuf;
+    if (me < 2 * rem) {
+        st = mdc_recv(tmp, bytes, me - 1, tag, g);
+        if (st) goto done;
+        mdc_i_reduce(g, recvbuf, tmp, sendbuf, count, t, op);
+        cur = recvbuf;
+    }
+    int nr = mdc_i_newrank(me, rem);
+    st = mdc_i_halving_rs(g, rem, p2, nr, cur, recvbuf, tmp, bnd, t, op, tag + 1);
+    if (!st) st = mdc_i_doubling_ag(g, rem, p2, nr, recvbuf, bndb, tag + 2);
+    if (!st && me < 2 * rem) st = mdc_send(recvbuf, bytes, me - 1, tag + 3, g);
+done:
+    if (!st) mdc_reduce_finish(recvbuf, count, t, op, p);
+    free(tmp);
+    free(off);
+    return st;
+}

@@ -1,0 +1,55 @@
+/* Dispatchers of mdc_alltoall, mdc_alltoallv and mdc_barrier: argument checks, algorithm
+ * choice, run. */
+#include "coll_internal.h"
+
+mdc_status mdc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g) {
+    const char *w = "mdc_alltoall";
+    mdc_status st;
+    if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||
+        (st = mdc_i_check_count(w, g, "count", count, t, (size_t)mdc_group_size(g))))
+        return st;
+    size_t all = count * (size_t)mdc_group_size(g);
+    if ((st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, all)) || (st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, all)))
+        return st;
+    if (count == 0) return MDC_OK;
+    const char *name = mdc_coll_algo_at(MDC_COLL_ALLTOALL, mdc_i_pick(MDC_COLL_ALLTOALL, all * mdc_dtype_size(t), g))->name;
+    if (!strcmp(name, "bruck")) return mdc_i_after(g, mdc_alltoall_bruck(sendbuf, recvbuf, count, t, g));
+    return mdc_i_after(g, mdc_alltoall_pairwise(sendbuf, recvbuf, count, t, g));
+}
+
+mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                         void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                         mdc_dtype t, mdc_group *g) {
+    const char *w = "mdc_alltoallv";
+    mdc_status st;
+    if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||
+        (st = mdc_i_check_buf(w, g, "recvcounts", recvcounts, 1)) ||
+        (st = mdc_i_check_buf(w, g, "rdispls", rdispls, 1)))
+        return st;
+    int p = mdc_group_size(g), inplace = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf;
+    if (!inplace && ((st = mdc_i_check_buf(w, g, "sendcounts", sendcounts, 1)) ||
+                     (st = mdc_i_check_buf(w, g, "sdispls", sdispls, 1))))
+        return st;
+    size_t sall = 0, rall = 0;
+    for (int i = 0; i < p; i++) {
+        if ((st = mdc_i_check_count(w, g, "recvcounts[i]", recvcounts[i], t, (size_t)p)) ||
+            (st = mdc_i_check_count(w, g, "rdispls[i]", rdispls[i], t, 2)))
+            return st;
+        if (recvcounts[i] && (st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, recvcounts[i]))) return st;
+        rall += recvcounts[i];
+        if (inplace) continue;
+        if ((st = mdc_i_check_count(w, g, "sendcounts[i]", sendcounts[i], t, (size_t)p)) ||
+            (st = mdc_i_check_count(w, g, "sdispls[i]", sdispls[i], t, 2)))
+            return st;
+        if (sendcounts[i] && (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, sendcounts[i]))) return st;
+        sall += sendcounts[i];
+    }
+    (void)mdc_i_pick(MDC_COLL_ALLTOALLV, (inplace ? rall : sall) * mdc_dtype_size(t), g);
+    return mdc_i_after(g, mdc_alltoallv_pairwise(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, t, g));
+}
+
+mdc_status mdc_barrier(mdc_group *g) {
+    mdc_status st = mdc_i_check_group("mdc_barrier", g);
+    if (st) return st;
+    return mdc_i_after(g, mdc_barrier_dissemination(g));
+}

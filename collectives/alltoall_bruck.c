@@ -1,0 +1,44 @@
+/* Bruck all-to-all.
+ *
+ * Algorithm: rotate the send blocks so that position j holds the block for rank r + j. At
+ *   distance k = 1, 2, 4, ..., pack every block whose position has bit k set, send the pack to
+ *   r + k and replace those positions with the pack received from r - k. After ceil(lg p)
+ *   steps position j holds the block rank r - j sent to r; un-rotate into place.
+ * Source: Bruck et al. 1997; Thakur, Rabenseifner & Gropp 2005 (MPICH alltoall bruck).
+ * Restrictions: none; trades bandwidth (each block travels up to lg p hops) for latency, so it
+ *   wins for short blocks. Scratch: the rotated buffer and two packs of about half of it.
+ * Cost: ceil(lg p) alpha + n/2 lg p beta, n = one rank's send buffer. */
+#include "coll_internal.h"
+
+mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
+                              mdc_group *g) {
+    int p = mdc_group_size(g), me = mdc_group_rank(g);
+    size_t bs = count * mdc_dtype_size(t);
+    if (bs == 0) return MDC_OK;
+    const char *src = sendbuf == MDC_IN_PLACE ? recvbuf : sendbuf;
+    char *out = recvbuf;
+    if (p == 1) {
+        if (src != out) memcpy(out, src, bs);
+        return MDC_OK;
+    }
+    size_t half = (size_t)(p / 2 + 1) * bs;
+    char *rot = malloc((size_t)p * bs + 2 * half);
+    if (!rot) return mdc_fail(MDC_ERR_OOM_HOST, "alltoall bruck: scratch of %zu bytes", (size_t)p * bs + 2 * half);
+    char *spk = rot + (size_t)p * bs, *rpk = spk + half;
+    for (int j = 0; j < p; j++) memcpy(rot + (size_t)j * bs, src + (size_t)((me + j) % p) * bs, bs);
+    mdc_status st = MDC_OK;
+    for (int k = 1; k < p && !st; k <<= 1) {
+        size_t n = 0;
+        for (int j = 1; j < p; j++)
+            if (j & k) memcpy(spk + (n++) * bs, rot + (size_t)j * bs, bs);
+        st = mdc_i_xchg(g, spk, n * bs, (me + k) % p, rpk, n * bs, mdc_i_mod(me - k, p),
+                        MDC_I_TAG(MDC_COLL_ALLTOALL, 8));
+        n = 0;
+        for (int j = 1; j < p && !st; j++)
+            if (j & k) memcpy(rot + (size_t)j * bs, rpk + (n++) * bs, bs);
+    }
+    if (!st)
+        for (int j = 0; j < p; j++) memcpy(out + (size_t)mdc_i_mod(me - j, p) * bs, rot + (size_t)j * bs, bs);
+    free(rot);
+    return st;
+}

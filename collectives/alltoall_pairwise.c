@@ -1,0 +1,34 @@
+/* Pairwise-exchange all-to-all.
+ *
+ * Algorithm: copy the own block; then p - 1 steps: at step s rank r sends its block for r + s
+ *   to r + s and receives r - s's block for r, straight into place. In place, the send blocks
+ *   are first copied to scratch (they are overwritten as blocks arrive).
+ * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH alltoall pairwise).
+ * Restrictions: none.
+ * Cost: (p-1) alpha + n beta, n = one rank's send buffer (p blocks). */
+#include "coll_internal.h"
+
+mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
+                                 mdc_group *g) {
+    int p = mdc_group_size(g), me = mdc_group_rank(g);
+    size_t bs = count * mdc_dtype_size(t);
+    if (bs == 0) return MDC_OK;
+    char *tmp = NULL, *out = recvbuf;
+    const char *src = sendbuf;
+    if (sendbuf == MDC_IN_PLACE || sendbuf == recvbuf) {
+        if (p == 1) return MDC_OK;
+        mdc_status st = mdc_i_alloc((void **)&tmp, (size_t)p * bs, "alltoall pairwise");
+        if (st) return st;
+        memcpy(tmp, recvbuf, (size_t)p * bs);
+        src = tmp;
+    }
+    memcpy(out + (size_t)me * bs, src + (size_t)me * bs, bs);
+    mdc_status st = MDC_OK;
+    for (int s = 1; s < p && !st; s++) {
+        int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
+        st = mdc_i_xchg(g, src + (size_t)dst * bs, bs, dst, out + (size_t)from * bs, bs, from,
+                        MDC_I_TAG(MDC_COLL_ALLTOALL, 0));
+    }
+    free(tmp);
+    return st;
+}

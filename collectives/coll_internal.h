@@ -1,0 +1,111 @@
+/* Internal helpers shared by the collective algorithms (not installed, not public API).
+ * Names start with mdc_i_. Every helper returns mdc_status and frees what it allocates. */
+#ifndef MINIDC_COLL_INTERNAL_H
+#define MINIDC_COLL_INTERNAL_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/algorithms.h"
+#include "minidc/collectives.h"
+
+/* Tags: each collective owns 64 tags (coll * 64 + phase) so phases of composite algorithms
+ * (hierarchical, reduce + broadcast) never match each other's messages. */
+#define MDC_I_TAG(coll, phase) ((int)(coll) * 64 + (phase))
+
+/* out[i] = a[i] OP b[i] (a is the left operand); out may equal a or b, never overlap partly. */
+void mdc_i_reduce3(void *out, const void *a, const void *b, size_t n, mdc_dtype t, mdc_op op);
+/* The same, charged to the group's device as a local reduction (gamma term). */
+void mdc_i_reduce(mdc_group *g, void *out, const void *a, const void *b, size_t n, mdc_dtype t, mdc_op op);
+
+/* Scratch memory: malloc that records MDC_ERR_OOM_HOST in the detail; free with free(). */
+static inline mdc_status mdc_i_alloc(void **out, size_t bytes, const char *what) {
+    *out = malloc(bytes ? bytes : 1);
+    if (!*out) return mdc_fail(MDC_ERR_OOM_HOST, "%s: scratch of %zu bytes", what, bytes);
+    return MDC_OK;
+}
+
+/* Sends sbytes to dst and receives rbytes from src at the same time; a side with 0 bytes is
+ * skipped (both ends know the size, so the schedule stays matched). */
+mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
+                      size_t rbytes, int src, int tag);
+
+/* Group index of member i of a member list (NULL list = the group in order). */
+static inline int mdc_i_member(const int *mem, int i) { return mem ? mem[i] : i; }
+static inline int mdc_i_mod(long a, int n) { return (int)(((a % n) + n) % n); }
+
+/* Ring reduce-scatter over the n members `mem` (this rank is member `pos`), in NCCL's order:
+ * block c (elements [off[c], off[c]+len[c]) of src) starts at member c+1 and is accumulated
+ * one member at a time around the ring (partial OP own), ending at member c, where the result
+ * goes to dst (len[pos] elements). Partial results of forwarded blocks go to work + off[b] when
+ * work is not NULL (allreduce: the receive buffer), else to internal scratch. src may equal
+ * work; dst may overlap src (in-place reduce_scatter). n == 1 copies src block 0 to dst. */
+mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const void *src,
+                         void *work, void *dst, const size_t *off, const size_t *len,
+                         mdc_dtype t, mdc_op op, int tag);
+/* Ring allgather over members: member c's block is off[c], len[c] BYTES of buf; each member
+ * already holds its own block. Step s: send block pos-s to the next member, receive pos-s-1. */
+mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf,
+                         const size_t *off, const size_t *len, int tag);
+
+/* Binomial tree on ranks relative to root (rel = (rank - root) mod p). Block j (BYTES off[j],
+ * len[j], contiguous and increasing in j) belongs to relative rank j; the subtree of rel covers
+ * relative ranks [rel, rel + lowbit(rel)) clipped to p (the root covers all). `base` holds this
+ * rank's subtree: byte off[j] - off[rel] of base is block j. Gather: every rank already holds
+ * its own block there; the root ends with all. Scatter: the root holds all; every rank ends
+ * with its subtree's blocks. */
+mdc_status mdc_i_binomial_gather(mdc_group *g, int root, void *base, const size_t *off,
+                                 const size_t *len, int tag);
+mdc_status mdc_i_binomial_scatter(mdc_group *g, int root, void *base, const size_t *off,
+                                  const size_t *len, int tag);
+/* Binomial reduce to `root` without the AVG division: acc (count elements, may be NULL on
+ * non-roots: scratch is used) gets the partial result over this rank's subtree, combined in
+ * relative rank order: acc(subtree [r, r+2m)) = acc([r, r+m)) OP acc([r+m, r+2m)). */
+mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *acc,
+                                 size_t count, mdc_dtype t, mdc_op op, int tag);
+
+/* Balanced partition of count elements into n blocks: block c has count/n elements, plus one
+ * for c < count % n; off/len get element offsets and lengths (n entries each). */
+void mdc_i_partition(size_t count, int n, size_t *off, size_t *len);
+
+/* Folding a non-power-of-two group onto p2 = largest power of two <= p (Rabenseifner): the
+ * first 2*rem ranks pair up (2i, 2i+1), the even one hands its data to the odd one, which
+ * becomes new rank i; rank r >= 2*rem becomes new rank r - rem. */
+static inline int mdc_i_pow2_floor(int p) {
+    int p2 = 1;
+    while (p2 * 2 <= p) p2 *= 2;
+    return p2;
+}
+static inline int mdc_i_newrank(int r, int rem) { return r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem; }
+static inline int mdc_i_oldrank(int nr, int rem) { return nr < rem ? 2 * nr + 1 : nr + rem; }
+/* First original rank whose data new rank nr carries (nr == p2 gives p). */
+static inline int mdc_i_first_old(int nr, int rem) { return nr < rem ? 2 * nr : nr + rem; }
+
+/* Recursive halving among the p2 new ranks: element range of new rank i is [bnd[i], bnd[i+1]).
+ * Starts from src (full vector), partial results in work (full size); at the end work holds new
+ * rank nr's range reduced over all p2. Pairs combine lower new rank OP higher. tmp: scratch of
+ * at least half the vector (the largest half range). */
+mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *src, void *work,
+                            void *tmp, const size_t *bnd, mdc_dtype t, mdc_op op, int tag);
+/* Recursive doubling allgather among the p2 new ranks on buf; new rank i's range is the BYTES
+ * [bnd[i], bnd[i+1]); each holds its own range. */
+mdc_status mdc_i_doubling_ag(mdc_group *g, int rem, int p2, int nr, void *buf, const size_t *bnd, int tag);
+
+/* Virtual-node layout of a group: returns the number of nodes when every node holds the same
+ * number of members (*per_node), else -1; node_of[i] (may be NULL) gets member i's node index,
+ * nodes numbered by first appearance. */
+int mdc_i_node_layout(const mdc_group *g, int *per_node, int *node_of);
+
+/* Dispatcher support (coll_select.c): the algorithm index to run, after forcing and env. */
+int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g);
+/* After a failed algorithm: on a mismatch, tell the peers so they stop instead of waiting. */
+mdc_status mdc_i_after(mdc_group *g, mdc_status st);
+/* Shared argument checks; `what` names the collective in the detail. */
+mdc_status mdc_i_check_group(const char *what, const mdc_group *g);
+mdc_status mdc_i_check_count(const char *what, const mdc_group *g, const char *arg, size_t count,
+                             mdc_dtype t, size_t times);
+mdc_status mdc_i_check_dtype_op(const char *what, const mdc_group *g, mdc_dtype t, int op);
+mdc_status mdc_i_check_root(const char *what, const mdc_group *g, int root);
+mdc_status mdc_i_check_buf(const char *what, const mdc_group *g, const char *arg, const void *buf, size_t count);
+
+#endif

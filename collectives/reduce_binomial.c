@@ -1,0 +1,48 @@
+/* Binomial-tree reduce.
+ *
+ * Algorithm: ranks relative to the root (rel = (r - root) mod p). At distance d = 1, 2, 4, ...
+ *   a rank with bit d set sends its partial to rel - d and stops; otherwise it receives rel + d's
+ *   partial (if that rank exists) and computes own OP child. So the partial of the subtree
+ *   [r, r+2d) is partial([r, r+d)) OP partial([r+d, r+2d)): a balanced tree in relative order.
+ * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH reduce binomial).
+ * Restrictions: none; every step moves the whole vector.
+ * Cost: lg p (alpha + n beta + n gamma). */
+#include "coll_internal.h"
+
+mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *acc,
+                                 size_t count, mdc_dtype t, mdc_op op, int tag) {
+    int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
+    size_t esz = mdc_dtype_size(t), bytes = count * esz;
+    char *tmp = NULL, *own = NULL;
+    const char *cur = src;
+    mdc_status st = MDC_OK;
+    for (int mask = 1; mask < p; mask <<= 1) {
+        if (rel & mask) {
+            st = mdc_send(cur, bytes, mdc_i_mod(rel - mask + root, p), tag, g);
+            break;
+        }
+        if (rel + mask >= p) continue;
+        if (!tmp && (st = mdc_i_alloc((void **)&tmp, bytes, "binomial reduce"))) break;
+        if (!acc && !own && (st = mdc_i_alloc((void **)&own, bytes, "binomial reduce"))) break;
+        st = mdc_recv(tmp, bytes, mdc_i_mod(rel + mask + root, p), tag, g);
+        if (st) break;
+        char *out = acc ? acc : own;
+        mdc_i_reduce(g, out, cur, tmp, count, t, op);
+        cur = out;
+    }
+    if (!st && rel == 0 && cur != acc && bytes) memcpy(acc, cur, bytes);
+    free(tmp);
+    free(own);
+    return st;
+}
+
+mdc_status mdc_reduce_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
+                               mdc_op op, int root, mdc_group *g) {
+    int me = mdc_group_rank(g), p = mdc_group_size(g);
+    if (count == 0) return MDC_OK;
+    if (sendbuf == MDC_IN_PLACE || sendbuf == recvbuf) sendbuf = recvbuf; /* root's data in recvbuf */
+    mdc_status st = mdc_i_binomial_reduce(g, root, sendbuf, me == root ? recvbuf : NULL, count, t,
+                                          op, MDC_I_TAG(MDC_COLL_REDUCE, 0));
+    if (!st && me == root) mdc_reduce_finish(recvbuf, count, t, op, p);
+    return st;
+}

@@ -1,0 +1,46 @@
+/* Pairwise-exchange reduce-scatter (per-rank counts).
+ *
+ * Algorithm: p - 1 steps; at step s rank r sends its input block r + s to rank r + s and
+ *   receives rank r - s's input block r, accumulating acc = acc OP received, starting from its
+ *   own block: out_r = ((x_r OP x_{r-1}) OP x_{r-2}) ... OP x_{r+1} (indices mod p).
+ * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH reduce_scatter pairwise).
+ * Restrictions: none; in place accumulates in scratch (the input blocks are still to be sent).
+ * Cost: (p-1) alpha + (p-1)/p n (beta + gamma). */
+#include "coll_internal.h"
+
+mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const size_t *counts,
+                                       mdc_dtype t, mdc_op op, mdc_group *g) {
+    int p = mdc_group_size(g), me = mdc_group_rank(g);
+    size_t esz = mdc_dtype_size(t), mine = counts[me] * esz;
+    int inplace = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf;
+    const char *src = inplace ? recvbuf : sendbuf;
+    size_t *off = malloc(sizeof(size_t) * (size_t)p), o = 0;
+    if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "reduce_scatter pairwise: offsets");
+    for (int i = 0; i < p; i++) {
+        off[i] = o * esz;
+        o += counts[i];
+    }
+    char *rtmp = NULL, *acc = inplace ? NULL : recvbuf;
+    mdc_status st = MDC_OK;
+    if (o == 0) goto done;
+    if (p == 1) {
+        if (!inplace) memcpy(recvbuf, src, mine);
+        goto done;
+    }
+    if ((st = mdc_i_alloc((void **)&rtmp, mine, "reduce_scatter pairwise")) ||
+        (inplace && (st = mdc_i_alloc((void **)&acc, mine, "reduce_scatter pairwise"))))
+        goto done;
+    for (int s = 1; s < p && !st; s++) {
+        int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
+        st = mdc_i_xchg(g, src + off[dst], counts[dst] * esz, dst, rtmp, mine, from,
+                        MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 16));
+        if (!st) mdc_i_reduce(g, acc, s == 1 ? src + off[me] : acc, rtmp, counts[me], t, op);
+    }
+    if (!st && inplace && mine) memcpy(recvbuf, acc, mine);
+    if (!st) mdc_reduce_finish(recvbuf, counts[me], t, op, p);
+done:
+    free(rtmp);
+    if (acc != recvbuf) free(acc);
+    free(off);
+    return st;
+}
