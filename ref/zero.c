@@ -146,12 +146,10 @@ mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) 
     mdc_status st = mdc_reduce_scatter(MDC_IN_PLACE, buf, b->block, MDC_F32, MDC_SUM, dp->g);
     if (st) return st;
     if (dp->dc.zero == 1) { /* the reduced shard goes back into the (full) gradient array */
-        dp_bucket mine = *b;
         for (int u = b->lo; u <= b->hi; u++) {
             size_t lo, n = piece(dp, u, dp->r, &lo);
             memcpy(G + dp->uoff[u] + lo, buf + (dp->shoff[u] - dp->shoff[b->lo]), n * sizeof(float));
         }
-        (void)mine;
         return MDC_OK;
     }
     /* ZeRO-2/3: accumulate into the gradient shard; the full gradient is dropped (zeroed for
