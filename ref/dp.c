@@ -311,17 +311,17 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
                  "(Psi/N = %.2f; padding N S - Psi = %zu floats over %d units), %d buckets\n",
             names[f.zero], f.N, f.psi, f.shard, (double)f.psi / f.N, f.shard * (size_t)f.N - f.psi, f.units,
             f.buckets);
-    fprintf(out, "memory per rank after a step (device allocator)   formula        = formula value   padded (S)     measured\n");
+    fprintf(out, "memory per rank after a step, bytes     formula             formula value  padded (S for Psi/N)  measured (allocator)\n");
     static const char *const cat[3] = {"parameters", "gradients", "optimizer (Adam m, v)"};
     size_t tm = 0, tw = 0;
     double tf = 0;
     for (int i = 0; i < 3; i++) {
-        fprintf(out, "  %-46s %-14s %14s %14s %14s %s\n", cat[i], forms[f.zero][i], mib(a, f.mem_formula[i]),
-                mib(b, (double)f.mem_want[i]), mib(c, (double)f.mem[i]), f.mem[i] == f.mem_want[i] ? "ok" : "DIFFERS");
+        fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s\n", cat[i], forms[f.zero][i], f.mem_formula[i], f.mem_want[i],
+                f.mem[i], f.mem[i] == f.mem_want[i] ? "ok" : "DIFFERS");
         tm += f.mem[i], tw += f.mem_want[i], tf += f.mem_formula[i];
     }
-    fprintf(out, "  %-46s %-14s %14s %14s %14s %s\n", "total", total[f.zero], mib(a, tf), mib(b, (double)tw),
-            mib(c, (double)tm), tm == tw ? "ok" : "DIFFERS");
+    fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s (%s)\n", "total", total[f.zero], tf, tw, tm,
+            tm == tw ? "ok" : "DIFFERS", mib(a, (double)tm));
     fprintf(out, "  peaks during the step: parameters %s, gradients %s, optimizer %s, comm buffers %s\n",
             mib(a, (double)f.peak[0]), mib(b, (double)f.peak[1]), mib(c, (double)f.peak[2]),
             mib(d, (double)f.comm_peak));
