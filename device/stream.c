@@ -3,7 +3,9 @@
 
 void mdc_dev_stream_begin(mdc_device *dev, mdc_dev_stream *s) {
     mdc_dev_counters *c = mdc_dev_i_counters(dev);
-    s->saved_now = c->now, s->saved_comm = c->t_comm, s->saved_idle = c->t_idle;
+    s->saved_now = c->now;
+    s->saved_split[0] = c->t_compute, s->saved_split[1] = c->t_memory;
+    s->saved_split[2] = c->t_comm, s->saved_split[3] = c->t_idle;
     if (s->free_at > c->now) c->now = s->free_at; /* queued behind the stream's last op */
     s->start = c->now;
     s->active = 1;
@@ -15,7 +17,9 @@ void mdc_dev_stream_end(mdc_device *dev, mdc_dev_stream *s) {
     s->busy += c->now - s->start;
     s->total_busy += c->now - s->start;
     s->free_at = c->now;
-    c->now = s->saved_now, c->t_comm = s->saved_comm, c->t_idle = s->saved_idle;
+    c->now = s->saved_now;
+    c->t_compute = s->saved_split[0], c->t_memory = s->saved_split[1];
+    c->t_comm = s->saved_split[2], c->t_idle = s->saved_split[3];
     s->active = 0;
 }
 

@@ -99,6 +99,11 @@ int main(int argc, char **argv) {
                      "zero %d mem[%d]: padded %zu vs formula %.1f", z, i, f.mem_want[i], f.mem_formula[i]);
         }
         TU_EQ_DBL(f.step_bytes, f.step_bytes_want);
+        /* the comm stream keeps virtual = compute + memory + communication + idle */
+        mdc_dev_counters c;
+        mdc_dev_get_counters(rt.dev, &c);
+        TU_NEAR(c.now, c.t_compute + c.t_memory + c.t_comm + c.t_idle, 1e-12);
+        TU_CHECK(N == 1 || c.t_overlap > 0, "zero %d: no overlap reported", z);
         if (N % 3 == 0) TU_CHECK(f.shard * (size_t)N > f.psi, "N=3 must pad (%zu)", f.shard);
         mdc_dp_report(dp, stdout);
         /* resume on the same layout from gathered state: bit-identical continuation */

@@ -4,9 +4,10 @@
  *   mdc_dev_stream_begin(dev, s)  the device's clock moves to the comm stream: now becomes
  *                                 max(now, s->free_at) (the stream runs one thing at a time);
  *   ... collectives charge messages as usual ...
- *   mdc_dev_stream_end(dev, s)    s->free_at = now; the compute clock and the comm/idle
- *                                 counters are restored to their values at begin: the stream's
- *                                 time is kept in s->busy, not in the device split;
+ *   mdc_dev_stream_end(dev, s)    s->free_at = now; the compute clock and its split (compute,
+ *                                 memory, communication, idle) are restored to their values at
+ *                                 begin: the stream's time (messages, waits and the collective's
+ *                                 reduction kernels) is kept in s->busy, not in the split;
  *   mdc_dev_stream_join(dev, s)   compute waits for the stream: now = max(now, s->free_at);
  *                                 the wait is counted as communication (exposed), and
  *                                 busy - wait is reported as overlap (mdc_dev_add_overlap).
@@ -24,7 +25,7 @@ extern "C" {
 typedef struct {
     double free_at;        /* virtual time the stream finishes its last operation */
     double busy;           /* stream time (comm + idle inside it) since the last join */
-    double saved_now, saved_comm, saved_idle, start; /* set by begin */
+    double saved_now, saved_split[4], start; /* set by begin: the clock and its split */
     int active;
     double total_busy, total_exposed; /* over the stream's life */
 } mdc_dev_stream;
