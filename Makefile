@@ -82,3 +82,7 @@ install: all
 
 clean:
 	rm -rf build build-san
+
+# kernels/: sqrtf compiles to the sqrtps instruction (correctly rounded like sqrtf; only errno is
+# not set) so the AdamW loop vectorizes. Not -ffast-math: no rounding changes (kernels/internal.h).
+$(BUILD)/obj/kernels/%.o: CFLAGS += -fno-math-errno

@@ -10,10 +10,26 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 void openblas_set_num_threads(int n); /* declared by some cblas.h, not all */
+char *openblas_get_corename(void);
+
+void mdc_kernels_fix_blas_core(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv("MINIDC_NO_REEXEC")) return;
+    const char *core = openblas_get_corename();
+    if (!core || strcasecmp(core, "Prescott")) return;
+    __builtin_cpu_init();
+    const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+    if (!want) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: run on */
+}
 
 enum { MIN_BLOCK = 96 };
 

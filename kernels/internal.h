@@ -3,6 +3,18 @@
 #ifndef MINIDC_KERNELS_INTERNAL_H
 #define MINIDC_KERNELS_INTERNAL_H
 
+/* Vectorization without changing a single rounding (these are not -ffast-math: no
+ * reassociation, no contraction, no finite-math or signed-zero assumptions):
+ * - no-trapping-math: lets GCC if-convert float selects (x < c ? c : x) into vector blends;
+ *   nothing here reads FP exception flags;
+ * - (the Makefile adds -fno-math-errno for kernels/: sqrtf becomes sqrtps, correctly rounded
+ *   like sqrtf; this pragma cannot set it);
+ * - vect-cost-model=dynamic: -O3's cost model, so loops may get runtime alias checks and
+ *   epilogues (the -O2 "very cheap" model refuses them).
+ * Sums stay in source order unless a loop says `omp simd reduction`, which fixes its own
+ * order at compile time (independent of the thread count). */
+#pragma GCC optimize("no-trapping-math", "vect-cost-model=dynamic")
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -31,7 +43,9 @@ void mdc_k_sgemm1(int transA, int transB, int M, int N, int K, float alpha, cons
  * |r| <= ln2/2 (truncation error < 5e-9 relative), scale by 2^n through the exponent bits.
  * IEEE operations only, so the result is the same on every run and thread count. */
 static inline float mdc_k_exp(float x) {
-    float xc = x < -87.0f ? -87.0f : (x > 88.3f ? 88.3f : x);
+    /* quiet comparisons (no FE_INVALID on NaN): GCC if-converts and vectorizes them under
+     * the default -ftrapping-math, where it leaves x < c as a branch */
+    float xc = __builtin_isless(x, -87.0f) ? -87.0f : (__builtin_isgreater(x, 88.3f) ? 88.3f : x);
     const float big = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float n = (xc * 1.44269504088896341f + big) - big;
     float r = xc - n * 0.693145751953125f;  /* ln2 high part (exact product) */
@@ -48,7 +62,7 @@ static inline float mdc_k_exp(float x) {
     float s;
     memcpy(&s, &e, sizeof s);
     float y = p * s;
-    return x < -87.3f ? 0.0f : y;
+    return __builtin_isless(x, -87.3f) ? 0.0f : y;
 }
 
 #endif

@@ -13,6 +13,7 @@ typedef struct {
 
 static const bench_entry benches[] = {
     {"device", mdc_bench_device, "throttle accuracy and accounting cost per charged call"},
+    {"train", mdc_bench_train, "GPT-2 training step: tokens/s, MFU, peak RSS (vs PyTorch via tools/bench.sh)"},
     {NULL, NULL, NULL},
 };
 

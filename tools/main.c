@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "minidc/kernels.h"
 
 typedef struct {
     const char *name;
@@ -26,6 +27,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    mdc_kernels_fix_blas_core(argv); /* may re-execute with OPENBLAS_CORETYPE set */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -33,6 +33,15 @@ extern "C" {
  * thread count the kernels will use. */
 int mdc_kernels_init(void);
 
+/* Debian 12's OpenBLAS 0.3.21 does not know CPUs newer than itself (this host: family 6 model
+ * 207, Emerald Rapids) and falls back to its Prescott (SSE3) kernels, 3-6x slower. If
+ * OPENBLAS_CORETYPE is unset, OpenBLAS chose Prescott and the CPU has AVX-512 (AVX2), this
+ * sets OPENBLAS_CORETYPE=SkylakeX (Haswell) and re-executes the program from /proc/self/exe
+ * with the same argv, since OpenBLAS reads the variable when it is loaded. Call it first in
+ * main(), before MPI_Init. Returns if there was nothing to do (or the exec failed: then the
+ * program runs on, slower). MINIDC_NO_REEXEC=1 turns it off. */
+void mdc_kernels_fix_blas_core(char **argv);
+
 /* ---- embedding (kernels/encoder.c) ---------------------------------------------------- */
 /* out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]. Token ids must be in [0, Vp). */
 void mdc_encoder_forward(mdc_device *dev,
@@ -118,7 +127,7 @@ void mdc_lmhead_backward(mdc_device *dev,
 /* Materializes the T x T probabilities per head (two sgemm per head). */
 void mdc_attention_forward(mdc_device *dev,
                            float *out,       // (B,T,C)
-                           float *att,       // (B,NH,T,T) probabilities, saved; upper part 0
+                           float *att,       // (B,NH,T,T) probabilities, saved (s > t: 0 or not written)
                            const float *qkv, // (B,T,3C)
                            int B, int T, int C, int NH);
 void mdc_attention_backward(mdc_device *dev,
