@@ -4,6 +4,7 @@
 #   RANKS    "-" runs it as a plain process; "1,2,3" runs it under $MPIEXEC -n P for each P
 #   TIMEOUT  seconds per run; a timeout is a failure, never a hang
 # Exit status 77 means skipped. The last line is "N passed, N failed[, N skipped]".
+# (stdin is /dev/null: mpiexec would otherwise eat the rest of the list)
 # Usage: tests/run.sh [PATTERN]  (only tests whose name matches the grep pattern)
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
