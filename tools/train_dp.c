@@ -285,7 +285,8 @@ int mdc_cmd_train_dp(int argc, char **argv) {
     mdc_train_state ts = {0, 0, (uint64_t)o.seed};
     if (o.resume) {
         if ((st = load_checkpoint(&rt, dp, ser, &cfg, o.resume, &ts))) mdc_runtime_die(&rt, st, 1, 1);
-        if (ts.seed != (uint64_t)o.seed && r == 0)
+        if (ts.seed == 0) ts.seed = (uint64_t)o.seed; /* serial `minidc train --save` records no seed */
+        else if (ts.seed != (uint64_t)o.seed && r == 0)
             printf("resume: the checkpoint's seed %llu replaces --seed %d (the data stream continues)\n",
                    (unsigned long long)ts.seed, o.seed);
         if (ld) mdc_loader_seek(ld, ts.data_position);
