@@ -1,6 +1,7 @@
 """The PyTorch side of `minidc bench train`: the same GPT-2 training step (forward, backward,
 global-norm clipping, AdamW) on CPU, 2 threads, in PyTorch's best setting on this machine
-(OMP_WAIT_POLICY=PASSIVE, multi-tensor AdamW). Prints one line: ms per step (median).
+(OMP_WAIT_POLICY=PASSIVE, multi-tensor AdamW). Prints one line: wall ms per step and CPU ms per step divided by the thread count (medians; the
+second is what the step costs when the cores are shared with other work).
 Usage: /usr/bin/python3 tests/bench_torch.py --config tiny|small|gpt2 [--batch 4] [--seq T] [--steps N]
 OPENBLAS_CORETYPE is set as minidc sets it (Debian's OpenBLAS 0.3.21 falls back to its
 Prescott kernels on CPUs newer than itself), so both sides use the same BLAS kernels."""
@@ -78,9 +79,9 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
     x = torch.randint(0, V, (a.batch, T))
     y = torch.randint(0, V, (a.batch, T))
-    times = []
+    times, cpu = [], []
     for s in range(steps + 1):  # the first step warms up
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -88,8 +89,10 @@ def main():
         opt.step()
         if s:
             times.append(time.perf_counter() - t0)
+            cpu.append((time.process_time() - c0) / 2)
     times.sort()
-    print("%.3f" % (1e3 * times[len(times) // 2]))
+    cpu.sort()
+    print("%.3f %.3f" % (1e3 * times[len(times) // 2], 1e3 * cpu[len(cpu) // 2]))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ echo "== minidc bench device"
 # both on 2 threads, OMP_WAIT_POLICY=PASSIVE.
 echo "== minidc bench train (training step, B=4, 2 threads; PyTorch in the same run)"
 for cfg in tiny small gpt2; do
-    tms=$(OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench_torch.py --config $cfg 2>/dev/null || echo 0)
-    OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE "$BUILD/minidc" bench train --config $cfg --torch-ms "${tms:-0}" || exit 1
+    r=$(OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench_torch.py --config $cfg 2>/dev/null) || r="0 0"
+    OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE "$BUILD/minidc" bench train --config $cfg \
+        --torch-ms "${r% *}" --torch-cpu-ms "${r#* }" || exit 1
 done
 # ---- end kernels ---------------------------------------------------------------------------
