@@ -88,6 +88,12 @@ int main(int argc, char **argv) {
             double dm = rel_diff(&cfg, gm, mdc_gpt2_adam_m(ser));
             printf("zero %d N %d: max relative parameter difference %.3g, Adam m %.3g\n", z, N, d, dm);
             TU_CHECK(d <= 1e-5, "zero %d: parameters differ from serial by %.3g relative", z, d);
+            double d2 = 0, n2 = 0;
+            for (size_t j = 0; j < P; j++) {
+                double e = (double)got[j] - mdc_gpt2_params(ser)[j];
+                d2 += e * e, n2 += (double)mdc_gpt2_params(ser)[j] * mdc_gpt2_params(ser)[j];
+            }
+            TU_CHECK(sqrt(d2 / n2) <= 1e-5, "zero %d: normwise parameter difference %.3g", z, sqrt(d2 / n2));
             TU_CHECK(dm <= 1e-5, "zero %d: Adam m differs from serial by %.3g relative", z, dm);
         }
         mdc_dp_figures f;
