@@ -303,7 +303,7 @@ int mdc_cmd_train_dp(int argc, char **argv) {
                "%d ranks x %d micro-batch(es) x %d sequences; %s; %d thread(s) per rank\n",
                cfg.V, cfg.Vp, cfg.T, cfg.L, cfg.H, cfg.C, mdc_gpt2_param_count(&cfg), B, T, N, o.accum, mb,
                names[o.zero], threads);
-        printf("data: %s%s\n", o.data ? o.data : "generated repeat task (period 2..8)",
+        printf("data: %s%s\n", o.data ? o.data : "generated repeat task (period 2..8, 32 symbols)",
                o.resume ? " (resumed)" : "");
     }
     size_t myoff = (size_t)r * rows * T, P = mdc_gpt2_param_floats(&cfg);
