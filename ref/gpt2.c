@@ -198,9 +198,50 @@ struct mdc_gpt2 {
     mdc_param_tensor *tensors;
     int ntensors;
     float loss;
+    /* dp branch: data-parallel hooks (model.h, "hooks for the data-parallel schemes") */
+    unsigned flags;
+    mdc_gpt2_hooks hooks;
 };
 
+/* dp branch: parameters/gradients in plain host memory when a flag says so (not charged). */
+static mdc_status state_alloc(mdc_gpt2 *m, float **p, size_t bytes, mdc_mem_category cat, const char *name,
+                              unsigned host_flag) {
+    if (!(m->flags & host_flag)) return mdc_dev_alloc(m->dev, (void **)p, bytes, cat, name);
+    *p = calloc(1, bytes ? bytes : 1);
+    return *p ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "host memory for '%s' (%zu bytes)", name, bytes);
+}
+static void state_free(mdc_gpt2 *m, float *p, unsigned host_flag) {
+    if (m->flags & host_flag) free(p);
+    else mdc_dev_free(m->dev, p);
+}
+#define HOOK(ev, unit)                                                                     \
+    do {                                                                                   \
+        if (m->hooks.fn) {                                                                 \
+            mdc_status hook_st_ = m->hooks.fn(m->hooks.ctx, (ev), (unit));                 \
+            if (hook_st_) return hook_st_;                                                 \
+        }                                                                                  \
+    } while (0)
+
+int mdc_gpt2_unit_count(const mdc_gpt2_config *cfg) { return cfg->L + 2; }
+
+void mdc_gpt2_unit_range(const mdc_gpt2_config *cfg, int unit, size_t *offset, size_t *count) {
+    size_t emb = ((size_t)cfg->Vp + (size_t)cfg->T) * (size_t)cfg->C, lf = layer_floats(cfg);
+    if (unit <= 0) *offset = 0, *count = emb;
+    else if (unit <= cfg->L) *offset = emb + (size_t)(unit - 1) * lf, *count = lf;
+    else *offset = emb + (size_t)cfg->L * lf, *count = 2 * (size_t)cfg->C;
+}
+
+void mdc_gpt2_set_hooks(mdc_gpt2 *m, const mdc_gpt2_hooks *h) {
+    if (h) m->hooks = *h;
+    else memset(&m->hooks, 0, sizeof m->hooks);
+}
+
 mdc_status mdc_gpt2_create(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg_in, int B, int T) {
+    return mdc_gpt2_create_flags(out, dev, cfg_in, B, T, 0);
+}
+
+mdc_status mdc_gpt2_create_flags(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg_in, int B, int T,
+                                  unsigned flags) {
     *out = NULL;
     mdc_gpt2_config cfg = *cfg_in;
     mdc_status st = mdc_gpt2_config_check(&cfg);
@@ -213,6 +254,7 @@ mdc_status mdc_gpt2_create(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_confi
     if (!m) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_gpt2_create: out of host memory");
     m->cfg = cfg;
     m->dev = dev;
+    m->flags = flags; /* dp branch */
     m->maxB = B;
     m->maxT = T;
     m->ntensors = mdc_gpt2_tensor_count(&cfg);
@@ -220,7 +262,8 @@ mdc_status mdc_gpt2_create(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_confi
     if (!m->tensors) { st = mdc_fail(MDC_ERR_OOM_HOST, "mdc_gpt2_create: out of host memory"); goto fail; }
     for (int i = 0; i < m->ntensors; i++) mdc_gpt2_tensor_at(&cfg, i, &m->tensors[i]);
     m->a = layout_acts(&cfg, B, T);
-    st = mdc_dev_alloc(dev, (void **)&m->params, mdc_gpt2_param_floats(&cfg) * sizeof(float), MDC_MEM_PARAMS, "params");
+    st = state_alloc(m, &m->params, mdc_gpt2_param_floats(&cfg) * sizeof(float), MDC_MEM_PARAMS, "params",
+                     MDC_GPT2_HOST_PARAMS); /* dp branch: flag */
     if (st) goto fail;
     st = mdc_dev_alloc(dev, (void **)&m->acts, m->a.total * sizeof(float), MDC_MEM_ACTS, "activations");
     if (st) goto fail;
@@ -236,8 +279,8 @@ fail:
 
 void mdc_gpt2_free(mdc_gpt2 *m) {
     if (!m) return;
-    mdc_dev_free(m->dev, m->params);
-    mdc_dev_free(m->dev, m->grads);
+    state_free(m, m->params, MDC_GPT2_HOST_PARAMS); /* dp branch: flags */
+    state_free(m, m->grads, MDC_GPT2_HOST_GRADS);
     mdc_dev_free(m->dev, m->m);
     mdc_dev_free(m->dev, m->v);
     mdc_dev_free(m->dev, m->acts);
@@ -340,9 +383,12 @@ mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, 
     float *P = m->params;
     const acts_layout *a = &m->a;
     /* strides of per-layer buffers are set for maxB x maxT; smaller batches use a prefix */
+    HOOK(MDC_HOOK_PRE_FORWARD, 0); /* dp branch */
     mdc_encoder_forward(d, m->acts + a->encoded, m->inputs, P, P + m->tensors[1].offset, B, T, C);
+    HOOK(MDC_HOOK_POST_FORWARD, 0);
     float *x = m->acts + a->encoded;
     for (int l = 0; l < L; l++) {
+        HOOK(MDC_HOOK_PRE_FORWARD, 1 + l); /* dp branch */
         float *ln1 = act(m, a->ln1, l), *qkv = act(m, a->qkv, l), *atty = act(m, a->atty, l);
         float *res2 = act(m, a->res2, l), *ln2 = act(m, a->ln2, l), *fch = act(m, a->fch, l);
         float *fchg = act(m, a->fchg, l), *res3 = act(m, a->res3, l);
@@ -358,9 +404,11 @@ mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, 
         mdc_gelu_forward(d, fchg, fch, N * 4 * C);
         mdc_matmul_residual_forward(d, res3, res2, fchg, lp(m, P, l, FCPW), lp(m, P, l, FCPB), n, 4 * C, C);
         x = res3;
+        HOOK(MDC_HOOK_POST_FORWARD, 1 + l); /* dp branch */
     }
     float *lnf = m->acts + a->lnf, *logits = m->acts + a->logits;
     int nt = m->ntensors;
+    HOOK(MDC_HOOK_PRE_FORWARD, L + 1); /* dp branch: the head (ln_f and the tied wte) */
     mdc_layernorm_forward(d, lnf, m->acts + a->lnf_mean, m->acts + a->lnf_rstd, x,
                           P + m->tensors[nt - 2].offset, P + m->tensors[nt - 1].offset, n, C);
     mdc_lmhead_forward(d, logits, lnf, P, n, C, c->Vp);
@@ -374,12 +422,13 @@ mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, 
         m->loss = -1.0f;
     }
     if (loss) *loss = m->loss;
+    HOOK(MDC_HOOK_POST_FORWARD, L + 1); /* dp branch */
     return MDC_OK;
 }
 
 mdc_status mdc_gpt2_zero_grad(mdc_gpt2 *m) {
     size_t bytes = mdc_gpt2_param_floats(&m->cfg) * sizeof(float);
-    if (!m->grads) return mdc_dev_alloc(m->dev, (void **)&m->grads, bytes, MDC_MEM_GRADS, "grads");
+    if (!m->grads) return state_alloc(m, &m->grads, bytes, MDC_MEM_GRADS, "grads", MDC_GPT2_HOST_GRADS); /* dp: flag */
     memset(m->grads, 0, bytes);
     return MDC_OK;
 }
@@ -404,6 +453,7 @@ mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss) {
     float *logits = m->acts + a->logits, *dres = m->acts + a->dres, *dln = m->acts + a->dln;
     float *datty = m->acts + a->datty, *dbig = m->acts + a->dbig, *dbig2 = m->acts + a->dbig2;
     /* dlogits in place of the logits */
+    HOOK(MDC_HOOK_PRE_BACKWARD, L + 1); /* dp branch */
     mdc_crossentropy_backward(d, logits, logits, m->acts + a->lse, m->targets, dloss, n, c->V, c->Vp);
     memset(dln, 0, N * C * sizeof(float));
     mdc_lmhead_backward(d, dln, G, logits, m->acts + a->lnf, P, n, C, c->Vp);
@@ -411,7 +461,9 @@ mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss) {
     float *xL = L > 0 ? act(m, a->res3, L - 1) : m->acts + a->encoded;
     mdc_layernorm_backward(d, dres, G + m->tensors[nt - 2].offset, G + m->tensors[nt - 1].offset, dln,
                            xL, P + m->tensors[nt - 2].offset, m->acts + a->lnf_mean, m->acts + a->lnf_rstd, n, C);
+    HOOK(MDC_HOOK_POST_BACKWARD, L + 1); /* dp branch: ln_f's grads complete (wte's not yet) */
     for (int l = L - 1; l >= 0; l--) {
+        HOOK(MDC_HOOK_PRE_BACKWARD, 1 + l); /* dp branch */
         float *x = l > 0 ? act(m, a->res3, l - 1) : m->acts + a->encoded;
         float *ln1 = act(m, a->ln1, l), *qkv = act(m, a->qkv, l), *atty = act(m, a->atty, l);
         float *res2 = act(m, a->res2, l), *ln2 = act(m, a->ln2, l), *fch = act(m, a->fch, l);
@@ -437,9 +489,12 @@ mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss) {
         mdc_matmul_backward(d, dln, lp(m, G, l, QKVW), lp(m, G, l, QKVB), dbig, ln1, lp(m, P, l, QKVW), n, C, 3 * C);
         mdc_layernorm_backward(d, dres, lp(m, G, l, LN1W), lp(m, G, l, LN1B), dln, x, lp(m, P, l, LN1W),
                                act(m, a->ln1_mean, l), act(m, a->ln1_rstd, l), n, C);
+        HOOK(MDC_HOOK_POST_BACKWARD, 1 + l); /* dp branch */
     }
+    HOOK(MDC_HOOK_PRE_BACKWARD, 0); /* dp branch */
     mdc_encoder_backward(d, G, G + m->tensors[1].offset, dres, m->inputs, B, T, C);
     m->have_targets = 0; /* the logits are gone */
+    HOOK(MDC_HOOK_POST_BACKWARD, 0); /* dp branch: wte and wpe complete */
     return MDC_OK;
 }
 

@@ -10,6 +10,7 @@
 #include "minidc/kernels.h"
 #include "minidc/model.h"
 #include "train_hooks.h"
+#include "train_dp.h" /* dp branch */
 
 static const char usage_text[] =
     "usage: minidc train [options]\n"
@@ -35,7 +36,8 @@ static uint64_t mix(uint64_t x) {
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
-static void generated_batch(int *inputs, int *targets, int B, int T, int V, uint64_t seed, int step) {
+/* dp branch: not static, tools/train_dp.c generates the same batches */
+void mdc_train_generated_batch(int *inputs, int *targets, int B, int T, int V, uint64_t seed, int step) {
     for (int b = 0; b < B; b++) {
         uint64_t r = mix(seed ^ mix(((uint64_t)step << 20) + (uint64_t)b));
         int period = 2 + (int)(r % 7), pat[8];
@@ -72,6 +74,8 @@ static int parse_float(const char *opt, const char *v, float *out) {
 }
 
 int mdc_cmd_train(int argc, char **argv) {
+    /* dp branch: --dp/--zero/--check-serial or several MPI ranks: the data-parallel driver */
+    if (mdc_train_dp_wanted(argc, argv)) return mdc_cmd_train_dp(argc, argv);
     const char *config = "tiny", *data = NULL, *save = NULL, *resume = NULL;
     int V = 0, T = 0, L = 0, H = 0, C = 0, B = 0, seq = 0, steps = 100, seed = 1, quiet = 0;
     mdc_adamw_config opt;
@@ -169,7 +173,7 @@ int mdc_cmd_train(int argc, char **argv) {
         if (dl) {
             if ((st = mdc_train_data_next(dl, inputs, targets))) goto fail;
         } else {
-            generated_batch(inputs, targets, B, seq, cfg.V, (uint64_t)seed, s);
+            mdc_train_generated_batch(inputs, targets, B, seq, cfg.V, (uint64_t)seed, s);
         }
         double t0 = mdc_wall_time();
         if ((st = mdc_gpt2_forward(m, inputs, targets, B, seq, &loss))) goto fail;

@@ -148,6 +148,36 @@ void mdc_adamw_config_default(mdc_adamw_config *c);
  * mdc_clip_scale, then updates every tensor. Does not zero the gradients. */
 mdc_status mdc_gpt2_update(mdc_gpt2 *m, const mdc_adamw_config *opt, float *grad_norm);
 
+/* ---- hooks for the data-parallel schemes (added by the dp branch: ref/dp.c, ref/zero.c) -----
+ * Units: 0 = the embedding (wte, wpe), 1..L = the transformer blocks, L+1 = the head (ln_f;
+ * the tied LM head also reads wte, unit 0). Each unit is one contiguous range of the flat
+ * parameter layout (mdc_gpt2_unit_range). The hook is called with:
+ *   PRE_FORWARD(u)   before unit u's parameters are read in forward (L+1: also wte)
+ *   POST_FORWARD(u)  after the last forward read of unit u's parameters
+ *   PRE_BACKWARD(u)  before backward reads unit u's parameters (L+1: also wte, and the LM
+ *                    head starts adding to wte's gradient)
+ *   POST_BACKWARD(u) when unit u's gradients are complete for this micro-batch (wte's only at
+ *                    unit 0, which comes last)
+ * A non-zero status from the hook stops forward/backward and is returned. */
+typedef enum {
+    MDC_HOOK_PRE_FORWARD = 0, MDC_HOOK_POST_FORWARD, MDC_HOOK_PRE_BACKWARD, MDC_HOOK_POST_BACKWARD
+} mdc_gpt2_hook_event;
+typedef struct {
+    mdc_status (*fn)(void *ctx, mdc_gpt2_hook_event ev, int unit); /* NULL: no hooks */
+    void *ctx;
+} mdc_gpt2_hooks;
+/* Sets (copies) the hooks; NULL removes them. */
+void mdc_gpt2_set_hooks(mdc_gpt2 *m, const mdc_gpt2_hooks *h);
+/* L + 2 units; unit u covers floats [*offset, *offset + *count) of the parameter allocation. */
+int mdc_gpt2_unit_count(const mdc_gpt2_config *cfg);
+void mdc_gpt2_unit_range(const mdc_gpt2_config *cfg, int unit, size_t *offset, size_t *count);
+/* Creation flags: the parameters (HOST_PARAMS) and/or gradients (HOST_GRADS) live in plain host
+ * memory that is NOT charged to the emulated HBM; a ZeRO scheme then owns residency and charges
+ * what is really resident (shards, gathered units, buckets) with mdc_dev_alloc. */
+enum { MDC_GPT2_HOST_PARAMS = 1u, MDC_GPT2_HOST_GRADS = 2u };
+mdc_status mdc_gpt2_create_flags(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg, int B, int T,
+                                 unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,144 @@
+/* DDP and ZeRO 1/2/3 against the serial model, on a config whose parameter count (8768) and
+ * units are not divisible by 3: per-step loss and gradient norm, parameters after 3 steps of 2
+ * micro-batches, and the figures (memory in use = formula with padding; bytes sent per step =
+ * the exact count) — for every stage, on 1, 2, 3, 4 ranks. ZeRO-3 runs with poisoned (NaN)
+ * non-resident parameters, so a use of an ungathered unit shows up as a NaN loss. Also
+ * resumes from gathered state on the same layout: bit-identical continuation. */
+#include "testutil.h"
+
+#include "minidc/dp.h"
+#include "minidc/kernels.h"
+
+enum { B = 24, ACCUM = 2, STEPS = 3 };
+static const mdc_gpt2_config CFG = {65, 0, 8, 2, 2, 16};
+
+static void batch(int *in, int *tg, int step, int V, int T) {
+    for (int i = 0; i < B * T; i++) {
+        uint64_t x = (uint64_t)step * 1000003u + (uint64_t)i * 7919u;
+        x ^= x >> 13, x *= 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+        in[i] = (int)(x % (uint64_t)V);
+        tg[i] = (int)((x >> 20) % (uint64_t)V);
+    }
+}
+
+/* max_i |a_i - b_i| / max_i |b_i| over the whole vector (see docs/data-parallel.md: a
+ * per-tensor relative difference is dominated by attn.c_attn.bias's key part, whose exact
+ * gradient is 0, so AdamW turns rounding noise into +-lr steps) */
+static double rel_diff(const mdc_gpt2_config *c, const float *a, const float *b) {
+    double d = 0, n = 0;
+    for (size_t j = 0; j < mdc_gpt2_param_floats(c); j++) {
+        d = fmax(d, fabs((double)a[j] - b[j]));
+        n = fmax(n, fabs((double)b[j]));
+        if (isnan(a[j]) || isnan(b[j])) d = INFINITY;
+    }
+    return n > 0 ? d / n : d;
+}
+
+int main(int argc, char **argv) {
+    mdc_runtime rt;
+    MDC_CHECK(mdc_runtime_init(&rt, &argc, &argv));
+    mdc_kernels_init();
+    MDC_CHECK(mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "ring"));
+    MDC_CHECK(mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, "ring"));
+    MDC_CHECK(mdc_coll_set_algo(MDC_COLL_ALLGATHER, "ring"));
+    int N = rt.size, r = rt.rank;
+    mdc_gpt2_config cfg = CFG;
+    MDC_CHECK(mdc_gpt2_config_check(&cfg));
+    int T = cfg.T, mb = B / N / ACCUM;
+    size_t P = mdc_gpt2_param_floats(&cfg);
+    int *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
+    float *got = malloc(P * sizeof(float)), *gm = malloc(P * sizeof(float)), *gv = malloc(P * sizeof(float));
+    mdc_adamw_config opt;
+    mdc_adamw_config_default(&opt);
+    opt.lr = 1e-3f;
+    /* the serial reference on rank 0, on its own (unaccounted) device */
+    mdc_device *sdev = NULL;
+    mdc_gpt2 *ser = NULL;
+    float sloss[STEPS], snorm[STEPS];
+    if (r == 0) {
+        MDC_CHECK(mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1,
+                                         MDC_EMULATE_OFF, 1, 0));
+        MDC_CHECK(mdc_gpt2_create(&ser, sdev, &cfg, B, T));
+        mdc_gpt2_init(ser, 5);
+        for (int s = 0; s < STEPS; s++) {
+            batch(in, tg, s, cfg.V, T);
+            MDC_CHECK(mdc_gpt2_forward(ser, in, tg, B, T, &sloss[s]));
+            MDC_CHECK(mdc_gpt2_zero_grad(ser));
+            MDC_CHECK(mdc_gpt2_backward(ser));
+            MDC_CHECK(mdc_gpt2_update(ser, &opt, &snorm[s]));
+        }
+    }
+    for (int z = 0; z <= 3; z++) {
+        mdc_dp_config dc = {z, mb, ACCUM, T, 3000 * sizeof(float), 1};
+        mdc_dp *dp;
+        MDC_CHECK(mdc_dp_create(&dp, rt.world, &cfg, &dc, 5));
+        float loss, norm;
+        for (int s = 0; s < STEPS; s++) {
+            batch(in, tg, s, cfg.V, T);
+            size_t off = (size_t)r * (B / N) * T;
+            MDC_CHECK(mdc_dp_step(dp, in + off, tg + off, &opt, &loss, &norm));
+            if (r == 0) {
+                TU_NEAR(loss, sloss[s], 1e-6);
+                TU_NEAR(norm, snorm[s], 1e-5);
+            }
+        }
+        MDC_CHECK(mdc_dp_gather_state(dp, got, gm, gv, 0));
+        if (r == 0) {
+            double d = rel_diff(&cfg, got, mdc_gpt2_params(ser));
+            double dm = rel_diff(&cfg, gm, mdc_gpt2_adam_m(ser));
+            printf("zero %d N %d: max relative parameter difference %.3g, Adam m %.3g\n", z, N, d, dm);
+            TU_CHECK(d <= 1e-5, "zero %d: parameters differ from serial by %.3g relative", z, d);
+            double d2 = 0, n2 = 0;
+            for (size_t j = 0; j < P; j++) {
+                double e = (double)got[j] - mdc_gpt2_params(ser)[j];
+                d2 += e * e, n2 += (double)mdc_gpt2_params(ser)[j] * mdc_gpt2_params(ser)[j];
+            }
+            TU_CHECK(sqrt(d2 / n2) <= 1e-5, "zero %d: normwise parameter difference %.3g", z, sqrt(d2 / n2));
+            TU_CHECK(dm <= 1e-5, "zero %d: Adam m differs from serial by %.3g relative", z, dm);
+        }
+        mdc_dp_figures f;
+        mdc_dp_get_figures(dp, &f);
+        for (int i = 0; i < 3; i++) {
+            TU_CHECK(f.mem[i] == f.mem_want[i], "zero %d mem[%d]: measured %zu, formula %zu", z, i, f.mem[i], f.mem_want[i]);
+            /* the padding: at most N-1 floats per unit, times 4 or 8 bytes */
+            TU_CHECK(fabs((double)f.mem_want[i] - f.mem_formula[i]) <= 8.0 * f.units * (N - 1),
+                     "zero %d mem[%d]: padded %zu vs formula %.1f", z, i, f.mem_want[i], f.mem_formula[i]);
+        }
+        TU_EQ_DBL(f.step_bytes, f.step_bytes_want);
+        /* the comm stream keeps virtual = compute + memory + communication + idle */
+        mdc_dev_counters c;
+        mdc_dev_get_counters(rt.dev, &c);
+        TU_NEAR(c.now, c.t_compute + c.t_memory + c.t_comm + c.t_idle, 1e-12);
+        TU_CHECK(N == 1 || c.t_overlap > 0, "zero %d: no overlap reported", z);
+        if (N % 3 == 0) TU_CHECK(f.shard * (size_t)N > f.psi, "N=3 must pad (%zu)", f.shard);
+        mdc_dp_report(dp, stdout);
+        /* resume on the same layout from gathered state: bit-identical continuation */
+        MDC_CHECK(mdc_dp_gather_state(dp, got, gm, gv, 0));
+        int t = mdc_dp_adam_step(dp);
+        MDC_CHECK(mdc_bcast(got, P, MDC_F32, 0, rt.world));
+        MDC_CHECK(mdc_bcast(gm, P, MDC_F32, 0, rt.world));
+        MDC_CHECK(mdc_bcast(gv, P, MDC_F32, 0, rt.world));
+        mdc_dp *dp2;
+        MDC_CHECK(mdc_dp_create(&dp2, rt.world, &cfg, &dc, 99));
+        MDC_CHECK(mdc_dp_load_state(dp2, got, gm, gv, t));
+        float l1, l2, n1, n2;
+        batch(in, tg, STEPS, cfg.V, T);
+        size_t off = (size_t)r * (B / N) * T;
+        MDC_CHECK(mdc_dp_step(dp, in + off, tg + off, &opt, &l1, &n1));
+        MDC_CHECK(mdc_dp_step(dp2, in + off, tg + off, &opt, &l2, &n2));
+        TU_CHECK(memcmp(&l1, &l2, 4) == 0 && memcmp(&n1, &n2, 4) == 0, "resumed step differs: %.9g %.9g", l1, l2);
+        float *a = malloc(P * sizeof(float)), *b2 = malloc(P * sizeof(float));
+        MDC_CHECK(mdc_dp_gather_state(dp, a, NULL, NULL, 0));
+        MDC_CHECK(mdc_dp_gather_state(dp2, b2, NULL, NULL, 0));
+        if (r == 0) tu_cmp_f32("resumed parameters", b2, a, P);
+        free(a), free(b2);
+        mdc_dp_free(dp2);
+        mdc_dp_free(dp);
+    }
+    mdc_gpt2_free(ser);
+    mdc_device_free(sdev);
+    free(in), free(tg), free(got), free(gm), free(gv);
+    int rc = tu_finish("test_dp");
+    mdc_runtime_finalize(&rt);
+    return rc;
+}
