@@ -40,9 +40,10 @@ deps:
 deps-check:
 	@tools/deps.sh check
 
-$(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard $(dir $<)*.h)
+# -MMD: each object also depends on every header it includes (written to a .d file beside it).
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) -c $< -o $@
+	$(MPICC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libminidc.a: $(LIB_OBJ)
 	@rm -f $@
@@ -57,9 +58,9 @@ $(BUILD)/libminidc_mpi.so: $(BUILD)/obj/collectives/interposer.o $(LIB_OBJ)
 $(BUILD)/minidc: $(TOOL_OBJ) $(BUILD)/libminidc.a
 	$(MPICC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libminidc.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libminidc.a $(HEADERS)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libminidc.a
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libminidc.a $(LDLIBS)
+	$(MPICC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/libminidc.a $(LDLIBS)
 
 tests: all $(TESTS)
 
@@ -86,3 +87,5 @@ clean:
 # kernels/: sqrtf compiles to the sqrtps instruction (correctly rounded like sqrtf; only errno is
 # not set) so the AdamW loop vectorizes. Not fast-math: no rounding changes (kernels/internal.h).
 $(BUILD)/obj/kernels/%.o: CFLAGS += -fno-math-errno
+
+-include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/tests/*.d)
