@@ -44,7 +44,7 @@ mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t 
             if (pos[j + 1] > pos[j]) memcpy((char *)recvbuf + dsp[b], rb + pos[j], pos[j + 1] - pos[j]);
         }
 done:
-    free(rb);
+    mdc_i_free(rb);
     free(pos);
     return st;
 }

@@ -59,7 +59,7 @@ mdc_status mdc_allgather_recursive_doubling(const void *sendbuf, void *recvbuf, 
         for (int i = 0; i < p; i++)
             if (counts[i]) memcpy((char *)recvbuf + displs[i] * esz, pk + off[i], counts[i] * esz);
 done:
-    if (pk != recvbuf) free(pk);
+    if (pk != recvbuf) mdc_i_free(pk);
     free(off);
     return st;
 }

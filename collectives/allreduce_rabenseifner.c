@@ -24,11 +24,12 @@ mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t
     const int tag = MDC_I_TAG(MDC_COLL_ALLREDUCE, 16);
     int p2 = mdc_i_pow2_floor(p), rem = p - p2;
     size_t *off = malloc(sizeof(size_t) * (size_t)(4 * p2 + 2));
-    char *tmp = malloc(bytes);
-    if (!off || !tmp) {
+    char *tmp = NULL;
+    if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "allreduce rabenseifner: offsets");
+    mdc_status st = mdc_i_alloc((void **)&tmp, bytes, "allreduce rabenseifner");
+    if (st) {
         free(off);
-        free(tmp);
-        return mdc_fail(MDC_ERR_OOM_HOST, "allreduce rabenseifner: scratch of %zu bytes", bytes);
+        return st;
     }
     size_t *len = off + p2, *bnd = len + p2, *bndb = bnd + p2 + 1;
     mdc_i_partition(count, p2, off, len);
@@ -38,7 +39,6 @@ mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t
     }
     bnd[p2] = count;
     bndb[p2] = bytes;
-    mdc_status st = MDC_OK;
     if (me < 2 * rem && me % 2 == 0) {
         st = mdc_send(sendbuf, bytes, me + 1, tag, g);
         if (!st) st = mdc_recv(recvbuf, bytes, me + 1, tag + 3, g);
@@ -57,7 +57,7 @@ mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t
     if (!st && me < 2 * rem) st = mdc_send(recvbuf, bytes, me - 1, tag + 3, g);
 done:
     if (!st) mdc_reduce_finish(recvbuf, count, t, op, p);
-    free(tmp);
+    mdc_i_free(tmp);
     free(off);
     return st;
 }

@@ -48,6 +48,6 @@ mdc_status mdc_allreduce_recursive_doubling(const void *sendbuf, void *recvbuf, 
     if (!st && me < 2 * rem) st = mdc_send(recvbuf, bytes, me - 1, tag + 2, g);
 done:
     if (!st) mdc_reduce_finish(recvbuf, count, t, op, p);
-    free(tmp);
+    mdc_i_free(tmp);
     return st;
 }

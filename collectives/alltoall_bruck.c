@@ -22,11 +22,11 @@ mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, 
         return MDC_OK;
     }
     size_t half = (size_t)(p / 2 + 1) * bs;
-    char *rot = malloc((size_t)p * bs + 2 * half);
-    if (!rot) return mdc_fail(MDC_ERR_OOM_HOST, "alltoall bruck: scratch of %zu bytes", (size_t)p * bs + 2 * half);
+    char *rot;
+    mdc_status st = mdc_i_alloc((void **)&rot, (size_t)p * bs + 2 * half, "alltoall bruck");
+    if (st) return st;
     char *spk = rot + (size_t)p * bs, *rpk = spk + half;
     for (int j = 0; j < p; j++) memcpy(rot + (size_t)j * bs, src + (size_t)((me + j) % p) * bs, bs);
-    mdc_status st = MDC_OK;
     for (int k = 1; k < p && !st; k <<= 1) {
         size_t n = 0;
         for (int j = 1; j < p; j++)
@@ -39,6 +39,6 @@ mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, 
     }
     if (!st)
         for (int j = 0; j < p; j++) memcpy(out + (size_t)mdc_i_mod(me - j, p) * bs, rot + (size_t)j * bs, bs);
-    free(rot);
+    mdc_i_free(rot);
     return st;
 }

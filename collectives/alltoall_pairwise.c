@@ -29,6 +29,6 @@ mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t coun
         st = mdc_i_xchg(g, src + (size_t)dst * bs, bs, dst, out + (size_t)from * bs, bs, from,
                         MDC_I_TAG(MDC_COLL_ALLTOALL, 0));
     }
-    free(tmp);
+    mdc_i_free(tmp);
     return st;
 }

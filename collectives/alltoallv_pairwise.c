@@ -40,6 +40,6 @@ mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts,
                         out + rdispls[from] * esz, recvcounts[from] * esz, from,
                         MDC_I_TAG(MDC_COLL_ALLTOALLV, 0));
     }
-    free(tmp);
+    mdc_i_free(tmp);
     return st;
 }

@@ -18,12 +18,14 @@ void mdc_i_reduce3(void *out, const void *a, const void *b, size_t n, mdc_dtype 
 /* The same, charged to the group's device as a local reduction (gamma term). */
 void mdc_i_reduce(mdc_group *g, void *out, const void *a, const void *b, size_t n, mdc_dtype t, mdc_op op);
 
-/* Scratch memory: malloc that records MDC_ERR_OOM_HOST in the detail; free with free(). */
-static inline mdc_status mdc_i_alloc(void **out, size_t bytes, const char *what) {
-    *out = malloc(bytes ? bytes : 1);
-    if (!*out) return mdc_fail(MDC_ERR_OOM_HOST, "%s: scratch of %zu bytes", what, bytes);
-    return MDC_OK;
-}
+/* Scratch memory: large blocks come from a small process-wide cache (coll_util.c), so a
+ * collective called again with the same sizes reuses pages that are already mapped instead of
+ * paying a page fault per 4 KiB of fresh scratch on every call. Records MDC_ERR_OOM_HOST in the
+ * detail on failure. Free with mdc_i_free (which also takes plain malloc'ed pointers and NULL). */
+mdc_status mdc_i_alloc(void **out, size_t bytes, const char *what);
+void mdc_i_free(void *p);
+/* Frees the cached scratch blocks not in use (mdc_transport_free calls it). */
+void mdc_i_scratch_release(void);
 
 /* Sends sbytes to dst and receives rbytes from src at the same time; a side with 0 bytes is
  * skipped (both ends know the size, so the schedule stays matched). */

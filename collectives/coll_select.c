@@ -70,11 +70,11 @@ static const mdc_algo_info scatter_algos[] = {
     A("binomial", "mdc_scatter_binomial", "binomial tree from the root, subtrees split", "lg p a + (p-1)/p n b"),
 };
 static const mdc_algo_info alltoall_algos[] = {
-    A("pairwise", "mdc_alltoall_pairwise", "p-1 steps: send to r+s, receive from r-s", "(p-1) a + n b"),
-    A("bruck", "mdc_alltoall_bruck", "ceil(lg p) steps at distance 2^k, packed blocks", "lg p a + n/2 lg p b"),
+    A("pairwise", "mdc_alltoall_pairwise", "p-1 steps: send to r+s, receive from r-s", "(p-1) a + (p-1)/p n b + n/p c"),
+    A("bruck", "mdc_alltoall_bruck", "ceil(lg p) steps at distance 2^k, packed blocks", "lg p a + n/2 lg p b + (2 + lg p) n c"),
 };
 static const mdc_algo_info alltoallv_algos[] = {
-    A("pairwise", "mdc_alltoallv_pairwise", "p-1 steps: send to r+s, receive from r-s", "(p-1) a + n b"),
+    A("pairwise", "mdc_alltoallv_pairwise", "p-1 steps: send to r+s, receive from r-s", "(p-1) a + (p-1)/p n b + n/p c"),
 };
 static const mdc_algo_info barrier_algos[] = {
     A("dissemination", "mdc_barrier_dissemination", "ceil(lg p) rounds: signal r+2^k, wait for r-2^k", "lg p a"),
@@ -203,6 +203,7 @@ double mdc_coll_cost_params(mdc_coll c, const char *algo, int p, size_t bytes, c
     double lg2 = lg_ceil(p2), f = (P - 1) / P;
     int multi = m->ranks_per_node > 0 && m->ranks_per_node < p;
     double a = multi ? m->alpha_inter : m->alpha, b = multi ? m->beta_inter : m->beta, g = m->gamma;
+    double cp = 2.0 / 3.0 * g; /* local copy per byte: reads and writes it (a reduction: 3 bytes) */
     const char *name = tables[c].list[i].name;
     switch (c) {
     case MDC_COLL_ALLREDUCE:
@@ -238,9 +239,10 @@ double mdc_coll_cost_params(mdc_coll c, const char *algo, int p, size_t bytes, c
     case MDC_COLL_GATHER:
     case MDC_COLL_SCATTER: return lg * a + f * n * b;
     case MDC_COLL_ALLTOALL:
-        if (!strcmp(name, "bruck")) return lg * a + n / 2 * lg * b;
-        return (P - 1) * a + n * b;
-    case MDC_COLL_ALLTOALLV: return (P - 1) * a + n * b;
+        /* Bruck: rotate in, pack and unpack about n/2 per step, rotate out. */
+        if (!strcmp(name, "bruck")) return lg * a + n / 2 * lg * b + (2 + lg) * n * cp;
+        return (P - 1) * a + f * n * b + n / P * cp; /* the own block is copied, not sent */
+    case MDC_COLL_ALLTOALLV: return (P - 1) * a + f * n * b + n / P * cp;
     case MDC_COLL_BARRIER: return lg * a;
     default: break;
     }
@@ -265,10 +267,31 @@ void mdc_coll_group_params(const mdc_group *g, mdc_cost_params *out) {
         out->beta_inter = s->net_bw > 0 ? 1.0 / s->net_bw : 1e-9;
         out->gamma = s->hbm_bw > 0 ? 3.0 / s->hbm_bw : 1e-10;
     } else {
-        out->alpha = out->alpha_inter = 2e-6;
-        out->beta = out->beta_inter = 1.0 / 8e9;
-        out->gamma = 1.0 / 4e9;
+        int rpn = out->ranks_per_node;
+        mdc_coll_host_params(p, out);
+        out->ranks_per_node = rpn;
     }
+}
+
+/* What `auto` optimizes: 0 = the group's links (the emulated device's when there is one),
+ * 1 = this host's wall clock (mdc_coll_set_pick / MINIDC_PICK=host|device). */
+static int pick_host = -1;
+
+void mdc_coll_set_pick(const char *basis) { pick_host = basis && !strcmp(basis, "host"); }
+
+const char *mdc_coll_get_pick(void) {
+    if (pick_host < 0) {
+        const char *v = getenv("MINIDC_PICK");
+        pick_host = v && !strcmp(v, "host");
+    }
+    return pick_host ? "host" : "device";
+}
+
+void mdc_coll_host_params(int p, mdc_cost_params *out) {
+    out->alpha = out->alpha_inter = 2e-6;
+    out->beta = out->beta_inter = 1.0 / 8e9;
+    out->gamma = 1.0 / 4e9;
+    out->ranks_per_node = p; /* every rank is on this host: one link class */
 }
 
 int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g) {
@@ -276,7 +299,10 @@ int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g) {
     if (forced[c]) return forced[c] - 1;
     if (tables[c].n == 1) return 0;
     mdc_cost_params m;
-    mdc_coll_group_params(g, &m);
+    if (!strcmp(mdc_coll_get_pick(), "host"))
+        mdc_coll_host_params(mdc_group_size(g), &m);
+    else
+        mdc_coll_group_params(g, &m);
     int best = 0;
     double bc = HUGE_VAL;
     for (int i = 0; i < tables[c].n; i++) {

@@ -1,6 +1,89 @@
 /* Small helpers the algorithms share: a paired send/receive that skips empty sides, and the
  * balanced block partition. */
+#include <pthread.h>
+
 #include "coll_internal.h"
+
+/* ---- scratch cache ------------------------------------------------------------------------
+ * Blocks of at least CACHE_MIN bytes (glibc serves those with fresh mmap'ed pages, which fault
+ * on first touch) are kept after use in one of CACHE_SLOTS slots, up to CACHE_MAX bytes in all,
+ * and handed out again for a request that fits. Smaller blocks are plain malloc. Thread-safe. */
+#define CACHE_SLOTS 4
+#define CACHE_MIN (64u << 10)
+#define CACHE_MAX ((size_t)512 << 20)
+
+static struct {
+    void *p;
+    size_t cap;
+    int busy;
+} slots[CACHE_SLOTS];
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t cached_bytes(void) {
+    size_t s = 0;
+    for (int i = 0; i < CACHE_SLOTS; i++) s += slots[i].cap;
+    return s;
+}
+
+mdc_status mdc_i_alloc(void **out, size_t bytes, const char *what) {
+    *out = NULL;
+    if (bytes >= CACHE_MIN && bytes <= CACHE_MAX) {
+        pthread_mutex_lock(&slots_lock);
+        int best = -1, empty = -1, big = -1;
+        for (int i = 0; i < CACHE_SLOTS; i++) {
+            if (slots[i].busy) continue;
+            if (!slots[i].p) {
+                if (empty < 0) empty = i;
+            } else if (slots[i].cap >= bytes) {
+                if (best < 0 || slots[i].cap < slots[best].cap) best = i;
+            } else if (big < 0 || slots[i].cap > slots[big].cap) {
+                big = i;
+            }
+        }
+        if (best < 0) { /* grow the largest free block that is too small, or fill an empty slot */
+            int i = big >= 0 ? big : empty;
+            if (i >= 0 && cached_bytes() - slots[i].cap + bytes <= CACHE_MAX) {
+                free(slots[i].p);
+                slots[i].p = malloc(bytes);
+                slots[i].cap = slots[i].p ? bytes : 0;
+                if (slots[i].p) best = i;
+            }
+        }
+        if (best >= 0) {
+            slots[best].busy = 1;
+            *out = slots[best].p;
+        }
+        pthread_mutex_unlock(&slots_lock);
+        if (*out) return MDC_OK;
+    }
+    *out = malloc(bytes ? bytes : 1);
+    if (!*out) return mdc_fail(MDC_ERR_OOM_HOST, "%s: scratch of %zu bytes", what, bytes);
+    return MDC_OK;
+}
+
+void mdc_i_free(void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&slots_lock);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (slots[i].p == p && slots[i].busy) {
+            slots[i].busy = 0;
+            pthread_mutex_unlock(&slots_lock);
+            return;
+        }
+    pthread_mutex_unlock(&slots_lock);
+    free(p);
+}
+
+void mdc_i_scratch_release(void) {
+    pthread_mutex_lock(&slots_lock);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (!slots[i].busy) {
+            free(slots[i].p);
+            slots[i].p = NULL;
+            slots[i].cap = 0;
+        }
+    pthread_mutex_unlock(&slots_lock);
+}
 
 mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
                       size_t rbytes, int src, int tag) {

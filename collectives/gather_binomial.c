@@ -73,7 +73,7 @@ mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count,
         memcpy(recvbuf, base + (size_t)(p - root) * bs, (size_t)root * bs);
     }
 done:
-    if (base != recvbuf) free(base);
+    if (base != recvbuf) mdc_i_free(base);
     free(off);
     return st;
 }

@@ -31,8 +31,8 @@ mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *
         cur = out;
     }
     if (!st && rel == 0 && cur != acc && bytes) memcpy(acc, cur, bytes);
-    free(tmp);
-    free(own);
+    mdc_i_free(tmp);
+    mdc_i_free(own);
     return st;
 }
 

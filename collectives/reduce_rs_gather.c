@@ -42,7 +42,7 @@ mdc_status mdc_reduce_rs_gather(const void *sendbuf, void *recvbuf, size_t count
     if (!st) st = mdc_i_binomial_gather(g, root, base, offb, lenb, MDC_I_TAG(MDC_COLL_REDUCE, 9));
     if (!st && rel == 0) mdc_reduce_finish(recvbuf, count, t, op, p);
 done:
-    if (base != recvbuf) free(base);
+    if (base != recvbuf) mdc_i_free(base);
     free(off);
     free(mem);
     return st;

@@ -39,8 +39,8 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
     if (!st && inplace && mine) memcpy(recvbuf, acc, mine);
     if (!st) mdc_reduce_finish(recvbuf, counts[me], t, op, p);
 done:
-    free(rtmp);
-    if (acc != recvbuf) free(acc);
+    mdc_i_free(rtmp);
+    if (acc != recvbuf) mdc_i_free(acc);
     free(off);
     return st;
 }

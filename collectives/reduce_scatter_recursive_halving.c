@@ -78,8 +78,8 @@ mdc_status mdc_reduce_scatter_recursive_halving(const void *sendbuf, void *recvb
     if (!st && counts[me]) memcpy(recvbuf, work + off[me] * esz, counts[me] * esz);
 done:
     if (!st) mdc_reduce_finish(recvbuf, counts[me], t, op, p);
-    free(work);
-    free(tmp);
+    mdc_i_free(work);
+    mdc_i_free(tmp);
     free(off);
     return st;
 }

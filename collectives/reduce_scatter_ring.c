@@ -46,7 +46,7 @@ mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const voi
         if (step == n - 2 && out != (char *)dst) memmove(dst, out, len[rb] * esz);
         sendp = out;
     }
-    free(tmp);
+    mdc_i_free(tmp);
     return st;
 }
 

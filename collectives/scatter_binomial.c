@@ -69,7 +69,7 @@ mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count
     st = mdc_i_binomial_scatter(g, root, base, off, len, MDC_I_TAG(MDC_COLL_SCATTER, 0));
     if (!st && !inplace) memcpy(recvbuf, base, bs);
 done:
-    if (base != sendbuf) free(base);
+    if (base != sendbuf) mdc_i_free(base);
     free(off);
     return st;
 }

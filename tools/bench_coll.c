@@ -49,7 +49,7 @@ typedef struct {
     const bench_def *def;
     size_t minb, maxb;
     double factor;
-    const char *algo;
+    const char *algo, *pick;
     mdc_dtype t;
     mdc_op op;
     int iters, check, mpich;
@@ -273,6 +273,9 @@ static void usage(FILE *f) {
             "  -e SIZE        largest size (default 64M)\n"
             "  -f FACTOR      size multiplier (default 2)\n"
             "  --algo A       force minidc's algorithm (default auto: the cost model)\n"
+            "  --pick B       what auto optimizes: host (default: this machine's wall clock, the\n"
+            "                 host's alpha-beta-gamma) or device (the emulated device's links, the\n"
+            "                 choice a training run on --device makes)\n"
             "  --dtype T      f32 f64 f16 bf16 i32 i64 u8 (default f32; f16/bf16 have no MPICH column)\n"
             "  --op OP        sum prod min max (default sum)\n"
             "  --iters N      timed iterations per size (default 20 up to 1 MiB, 10 to 16 MiB, then 5)\n"
@@ -296,6 +299,7 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
     o->maxb = 64u << 20;
     o->factor = 2;
     o->algo = NULL;
+    o->pick = "host";
     o->t = MDC_F32;
     o->op = MDC_SUM;
     o->iters = 0;
@@ -308,6 +312,7 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "-e") && v) bad = parse_size(v, &o->maxb), i++;
         else if (!strcmp(a, "-f") && v) o->factor = atof(v), bad = o->factor <= 1, i++;
         else if (!strcmp(a, "--algo") && v) o->algo = v, i++;
+        else if (!strcmp(a, "--pick") && v) o->pick = v, bad = strcmp(v, "host") && strcmp(v, "device"), i++;
         else if (!strcmp(a, "--dtype") && v) {
             int t = mdc_dtype_parse(v);
             bad = t < 0;
@@ -393,6 +398,7 @@ int mdc_bench_coll(int argc, char **argv) {
         mdc_runtime_finalize(&rt);
         return rc < 0 ? 0 : rc;
     }
+    mdc_coll_set_pick(o.pick);
     if (o.algo && (st = mdc_coll_set_algo(o.def->coll, o.algo)) != MDC_OK) mdc_runtime_die(&rt, st, 1, 2);
     int p = rt.size, me = rt.rank;
     size_t ts = mdc_dtype_size(o.t);
@@ -419,9 +425,11 @@ int mdc_bench_coll(int argc, char **argv) {
         MPI_Get_library_version(ver, &len);
         char *nl = strchr(ver, '\n');
         if (nl) *nl = '\0';
-        printf("# minidc bench %s: %d ranks, %s, op %s, algo %s, virtual device %s, "
+        printf("# minidc bench %s: %d ranks, %s, op %s, algo %s%s, virtual device %s, "
                "time = median over iterations of max over ranks\n# reference: %s\n",
                o.def->name, p, mdc_dtype_name(o.t), mdc_op_name(o.op), o.algo ? o.algo : "auto",
+               o.algo ? "" : !strcmp(o.pick, "host") ? " (cost model on this host's links, --pick host)"
+                                                      : " (cost model on the device's links, --pick device)",
                spec->name, ver);
         printf("# busbw factor %.4g; ratio = MPICH time / minidc time (>1: minidc faster)\n",
                o.def->busfactor(p));

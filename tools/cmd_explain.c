@@ -304,6 +304,7 @@ int mdc_cmd_explain(int argc, char **argv) {
     }
     printf("):\n");
     if (inf) printf("  formula  %s\n           = %s\n", inf->cost, model >= 1e30 ? "n/a (does not apply)" : t1);
+    if (inf && strstr(inf->cost, " c")) printf("           (c = 2/3 gamma: a local copy reads and writes each byte)\n");
     printf("  schedule (per step, the slowest rank: alpha + beta x bytes + gamma x reduced) = %s\n", t2);
     mdc_schedule_free(&s);
     return 0;

@@ -99,6 +99,15 @@ double mdc_coll_cost(mdc_coll c, const char *algo, int p, size_t bytes, double a
  * (mdc_device_get_spec), gamma = 3 / HBM bandwidth; without a device, a laptop's: alpha 2 us,
  * beta 1/(8 GB/s), gamma 1/(4 GB/s). */
 void mdc_coll_group_params(const mdc_group *g, mdc_cost_params *out);
+/* The host's parameters for p ranks on this machine (alpha 2 us, beta 1/(8 GB/s), gamma
+ * 1/(4 GB/s), one link class): fixed, so every rank makes the same choice. */
+void mdc_coll_host_params(int p, mdc_cost_params *out);
+/* What `auto` optimizes: "device" (default: the group's links, i.e. the emulated device's
+ * NVLink/network figures, the choice a GPU run would make; the host's figures when there is no
+ * device) or "host" (this machine's wall clock, mdc_coll_host_params, whatever the device).
+ * MINIDC_PICK=host|device sets it from the environment. */
+void mdc_coll_set_pick(const char *basis);
+const char *mdc_coll_get_pick(void);
 
 #ifdef __cplusplus
 }
