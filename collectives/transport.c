@@ -428,7 +428,7 @@ mdc_status mdc_waitall(mdc_request **reqs, int n) {
         if (done) break;
         double waited = mdc_wall_time() - start;
         if (waited < t->spin_s) continue; /* busy poll: this rank's core is its own */
-        if ((spin & 15) == 0) {
+        if (pauses > 64 && (pauses & 15) == 0) { /* a short wait never probes for aborts */
             if (t->aborted || peer_aborted(t)) {
                 st = MDC_ERR_PEER;
                 break;
