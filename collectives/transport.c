@@ -36,6 +36,7 @@ struct mdc_transport {
     double spin_s;     /* busy-poll this long before the first yield (0 when oversubscribed) */
     double yield_s;    /* then yield (no sleeps) until this much of the wait has passed */
     int aborted;       /* a peer told us it failed */
+    struct mdc_request *parked; /* failed requests MPI still holds (freed with the transport) */
     mdc_trace_fn trace;
     void *trace_ctx;
 };
@@ -58,6 +59,7 @@ struct mdc_request {
     size_t bytes;
     mdc_msg_stamp stamp;       /* send: our stamp; receive: filled by the message */
     mdc_link link;
+    struct mdc_request *next_parked;
 };
 
 static mdc_transport *default_transport;
@@ -124,9 +126,18 @@ mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_d
     return MDC_OK;
 }
 
+static void request_free(mdc_request *r);
+static int request_quiesce(mdc_request *r, double seconds);
+
 void mdc_transport_free(mdc_transport *t) {
     if (!t) return;
     if (default_transport == t) default_transport = NULL;
+    while (t->parked) {
+        mdc_request *r = t->parked;
+        t->parked = r->next_parked;
+        /* Still held by MPI after a last chance: leak it rather than let MPI write freed memory. */
+        if (request_quiesce(r, 0.1)) request_free(r);
+    }
     free(t);
     mdc_i_scratch_release();
 }
@@ -263,6 +274,31 @@ static void request_free(mdc_request *r) {
     if (r->pack != r->inl) free(r->pack);
     if (r->mreq != r->mreq_inl) free(r->mreq);
     free(r);
+}
+
+/* After a failed wait: cancels the request's MPI operations that are still pending and waits
+ * up to `seconds` for them to finish (a cancelled receive finishes at once; one already
+ * matched finishes when its data is in). Returns 1 when MPI no longer uses the buffers. */
+static int request_quiesce(mdc_request *r, double seconds) {
+    int left = 0;
+    for (int j = 0; j < r->nmreq; j++)
+        if (r->mreq[j] != MPI_REQUEST_NULL) {
+            int done = 0;
+            MPI_Test(&r->mreq[j], &done, MPI_STATUS_IGNORE);
+            if (!done) MPI_Cancel(&r->mreq[j]);
+        }
+    double end = mdc_wall_time() + seconds;
+    do {
+        left = 0;
+        for (int j = 0; j < r->nmreq; j++)
+            if (r->mreq[j] != MPI_REQUEST_NULL) {
+                int done = 0;
+                MPI_Test(&r->mreq[j], &done, MPI_STATUS_IGNORE);
+                left += !done;
+            }
+        if (left) sched_yield();
+    } while (left && mdc_wall_time() < end);
+    return left == 0;
 }
 
 /* Posts the MPI operations of a request: either one packed message, or the stamp then the
@@ -474,10 +510,19 @@ mdc_status mdc_waitall(mdc_request **reqs, int n) {
                 reqs[i] = NULL;
             }
     } else {
-        /* Leave the MPI requests pending (cancelling sends is unreliable); free our side. */
+        /* MPI may still write into a pending receive's buffer (the inline pack is inside the
+         * request): cancel what is pending before freeing; what MPI will not let go of is
+         * parked on the transport and freed with it. */
+        k = 0;
         for (int i = 0; i < n; i++)
             if (reqs[i]) {
-                request_free(reqs[i]);
+                for (int j = 0; j < reqs[i]->nmreq; j++) reqs[i]->mreq[j] = all[k++];
+                if (request_quiesce(reqs[i], 1.0)) {
+                    request_free(reqs[i]);
+                } else {
+                    reqs[i]->next_parked = t->parked;
+                    t->parked = reqs[i];
+                }
                 reqs[i] = NULL;
             }
     }
