@@ -21,11 +21,15 @@ for p in ${BENCH_COLL_RANKS:-2 4 8}; do
 done
 # ---- kernels: training step vs PyTorch (tools/bench_train.c, tests/bench_torch.py) ----------
 # Each config in its own process (peak RSS per config); PyTorch measured right before minidc,
-# both on 2 threads, OMP_WAIT_POLICY=PASSIVE.
+# both on 2 threads, each in its own best OpenMP wait policy on 2 cores: PyTorch with
+# OMP_WAIT_POLICY=PASSIVE (its default setting is up to 1.8x slower here: its OpenMP threads spin
+# against OpenBLAS's), minidc with libgomp's default (spin ~0.3 ms, then sleep: one thread pool,
+# so the short spin between kernels costs nothing; PASSIVE makes tiny 2x slower by waking
+# threads through the kernel at every parallel region). Multi-rank runs keep PASSIVE.
 echo "== minidc bench train (training step, B=4, 2 threads; PyTorch in the same run)"
 for cfg in tiny small gpt2; do
     r=$(OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench_torch.py --config $cfg 2>/dev/null) || r="0 0"
-    OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE "$BUILD/minidc" bench train --config $cfg \
+    env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 "$BUILD/minidc" bench train --config $cfg \
         --torch-ms "${r% *}" --torch-cpu-ms "${r#* }" || exit 1
 done
 # ---- end kernels ---------------------------------------------------------------------------
