@@ -2,10 +2,10 @@
  *
  * Every rank trains the same 2-layer MLP (x -> relu(x W1) W2, loss = mean squared error to x)
  * on its own batch: real sgemm on the host, each kernel charged to the rank's emulated device;
- * gradients are averaged with a ring allreduce built here from mdc_sendrecv (a stand-in until
- * the training driver and collectives/ take over), then an Adam step. Memory is allocated on
+ * gradients are averaged with mdc_allreduce (op avg; the dispatcher picks the algorithm), then
+ * an Adam step. `minidc train --dp` is the real thing; this shows the device layer alone. Memory is allocated on
  * the device by category, so the report shows parameters, gradients, optimizer state,
- * activations and communication buffers. `make demo` runs it on 4 ranks. */
+ * activations and communication buffers. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,31 +25,6 @@ static void charge_gemm(mdc_device *dev, int m, int n, int k) {
     mdc_dev_kernel(dev, flops, bytes, MDC_PREC_FP32);
 }
 
-/* Ring allreduce (sum) of n floats in place, then divides by p: reduce-scatter then allgather,
- * 2(p-1) steps of n/p elements (Patarasuk & Yuan 2009). tmp holds n/p + 1 floats. */
-static mdc_status ring_allreduce_avg(float *buf, float *tmp, size_t n, mdc_group *g, mdc_device *dev) {
-    int p = mdc_group_size(g), r = mdc_group_rank(g);
-    mdc_status st = MDC_OK;
-#define OFF(i) ((size_t)(((unsigned long long)n * (unsigned)(i)) / (unsigned)p))
-    for (int s = 0; s < p - 1 && !st; s++) {
-        int cs = ((r - s) % p + p) % p, cr = ((r - s - 1) % p + p) % p;
-        size_t ns = OFF(cs + 1) - OFF(cs), nr = OFF(cr + 1) - OFF(cr);
-        st = mdc_sendrecv(buf + OFF(cs), ns * 4, (r + 1) % p, tmp, nr * 4, (r - 1 + p) % p, 1, g);
-        for (size_t i = 0; i < nr; i++) buf[OFF(cr) + i] += tmp[i];
-        mdc_dev_reduce(dev, (double)nr, 4);
-    }
-    for (int s = 0; s < p - 1 && !st; s++) {
-        int cs = ((r + 1 - s) % p + p) % p, cr = ((r - s) % p + p) % p;
-        size_t ns = OFF(cs + 1) - OFF(cs), nr = OFF(cr + 1) - OFF(cr);
-        st = mdc_sendrecv(buf + OFF(cs), ns * 4, (r + 1) % p, buf + OFF(cr), nr * 4, (r - 1 + p) % p, 2, g);
-    }
-#undef OFF
-    float inv = 1.0f / (float)p;
-    for (size_t i = 0; i < n; i++) buf[i] *= inv;
-    mdc_dev_kernel(dev, (double)n, 8.0 * (double)n, MDC_PREC_FP32);
-    return st;
-}
-
 static float lcg_uniform(unsigned long long *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return (float)((*s >> 40) & 0xffffff) / 16777216.0f - 0.5f;
@@ -60,7 +35,7 @@ static mdc_status run(mdc_runtime *rt, const workload_cfg *c, double *loss_out) 
     int H = c->hidden, F = 4 * c->hidden, B = c->batch;
     size_t np = (size_t)H * F * 2; /* W1 (H,F) then W2 (F,H) */
     float *w = NULL, *gr = NULL, *m = NULL, *v = NULL, *x = NULL, *h = NULL, *y = NULL, *dy = NULL,
-          *dh = NULL, *tmp = NULL;
+          *dh = NULL;
     mdc_status st = MDC_OK;
 #define ALLOC(ptr, count, cat, name) \
     if (!st) st = mdc_dev_alloc(dev, (void **)&ptr, (count) * sizeof(float), cat, name)
@@ -68,7 +43,6 @@ static mdc_status run(mdc_runtime *rt, const workload_cfg *c, double *loss_out) 
     ALLOC(gr, np, MDC_MEM_GRADS, "mlp.grads");
     ALLOC(m, np, MDC_MEM_OPTIM, "adam.m");
     ALLOC(v, np, MDC_MEM_OPTIM, "adam.v");
-    ALLOC(tmp, np / (size_t)rt->size + 1, MDC_MEM_COMM, "allreduce.recv");
 #undef ALLOC
     if (st) goto done;
     unsigned long long seed = 42; /* same initial weights on every rank */
@@ -118,7 +92,7 @@ static mdc_status run(mdc_runtime *rt, const workload_cfg *c, double *loss_out) 
         mdc_dev_free(dev, dh);
         x = h = y = dy = dh = NULL;
         /* data parallel: average the gradients, then the same Adam step everywhere */
-        st = ring_allreduce_avg(gr, tmp, np, rt->world, dev);
+        st = mdc_allreduce(MDC_IN_PLACE, gr, np, MDC_F32, MDC_AVG, rt->world);
         const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
         float c1 = 1.0f - powf(b1, (float)(step + 1)), c2 = 1.0f - powf(b2, (float)(step + 1));
         for (size_t i = 0; i < np; i++) {
@@ -135,7 +109,6 @@ done:
     mdc_dev_free(dev, y);
     mdc_dev_free(dev, dy);
     mdc_dev_free(dev, dh);
-    mdc_dev_free(dev, tmp);
     mdc_dev_free(dev, v);
     mdc_dev_free(dev, m);
     mdc_dev_free(dev, gr);
