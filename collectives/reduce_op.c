@@ -25,6 +25,32 @@ static const char *const op_names[MDC_OP_COUNT] = {
 };
 
 size_t mdc_dtype_size(mdc_dtype t) { return (unsigned)t < MDC_DTYPE_COUNT ? dtype_size[t] : 0; }
+
+double mdc_dtype_get(const void *buf, mdc_dtype t, size_t i) {
+    switch (t) {
+    case MDC_F32: return ((const float *)buf)[i];
+    case MDC_F64: return ((const double *)buf)[i];
+    case MDC_F16: return mdc_f16_to_f32(((const uint16_t *)buf)[i]);
+    case MDC_BF16: return mdc_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case MDC_I32: return ((const int32_t *)buf)[i];
+    case MDC_I64: return (double)((const int64_t *)buf)[i];
+    case MDC_U8: return ((const uint8_t *)buf)[i];
+    default: return 0;
+    }
+}
+
+void mdc_dtype_set(void *buf, mdc_dtype t, size_t i, double v) {
+    switch (t) {
+    case MDC_F32: ((float *)buf)[i] = (float)v; break;
+    case MDC_F64: ((double *)buf)[i] = v; break;
+    case MDC_F16: ((uint16_t *)buf)[i] = mdc_f32_to_f16((float)v); break;
+    case MDC_BF16: ((uint16_t *)buf)[i] = mdc_f32_to_bf16((float)v); break;
+    case MDC_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case MDC_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case MDC_U8: ((uint8_t *)buf)[i] = (uint8_t)(int)v; break;
+    default: break;
+    }
+}
 const char *mdc_dtype_name(mdc_dtype t) { return (unsigned)t < MDC_DTYPE_COUNT ? dtype_names[t] : "?"; }
 const char *mdc_op_name(mdc_op op) { return (unsigned)op < MDC_OP_COUNT ? op_names[op] : "?"; }
 

@@ -15,30 +15,6 @@ static int P, R;
 static long ncases, nprinted;
 static char ctx[256]; /* the case being run, for failure messages */
 
-static void put(mdc_dtype t, void *b, size_t i, double v) {
-    switch (t) {
-    case MDC_F32: ((float *)b)[i] = (float)v; break;
-    case MDC_F64: ((double *)b)[i] = v; break;
-    case MDC_F16: ((uint16_t *)b)[i] = mdc_f32_to_f16((float)v); break;
-    case MDC_BF16: ((uint16_t *)b)[i] = mdc_f32_to_bf16((float)v); break;
-    case MDC_I32: ((int32_t *)b)[i] = (int32_t)v; break;
-    case MDC_I64: ((int64_t *)b)[i] = (int64_t)v; break;
-    case MDC_U8: ((uint8_t *)b)[i] = (uint8_t)(int)v; break;
-    default: break;
-    }
-}
-static double get(mdc_dtype t, const void *b, size_t i) {
-    switch (t) {
-    case MDC_F32: return ((const float *)b)[i];
-    case MDC_F64: return ((const double *)b)[i];
-    case MDC_F16: return mdc_f16_to_f32(((const uint16_t *)b)[i]);
-    case MDC_BF16: return mdc_bf16_to_f32(((const uint16_t *)b)[i]);
-    case MDC_I32: return ((const int32_t *)b)[i];
-    case MDC_I64: return (double)((const int64_t *)b)[i];
-    case MDC_U8: return ((const uint8_t *)b)[i];
-    default: return 0;
-    }
-}
 
 /* The crafted input of rank r, element i. */
 static double val(int r, size_t i, mdc_op op, mdc_dtype t) {
@@ -71,7 +47,7 @@ static void expect_elem(void *out, size_t k, int p, size_t i, mdc_op op, mdc_dty
         default: acc = (double)((long long)acc / p); break;
         }
     }
-    put(t, out, k, acc);
+    mdc_dtype_set(out, t, k, acc);
 }
 
 /* Bit-for-bit comparison; prints the case, first bad index and max error. */
@@ -82,14 +58,14 @@ static int cmp(mdc_dtype t, const void *got, const void *want, size_t n, const c
         if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
             if (!bad) first = i;
             bad++;
-            double e = fabs(get(t, got, i) - get(t, want, i));
+            double e = fabs(mdc_dtype_get(got, t, i) - mdc_dtype_get(want, t, i));
             if (e > maxerr || isnan(e)) maxerr = e;
         }
     if (bad) {
         tu_failures++;
         if (nprinted++ < 20)
             fprintf(stderr, "rank %d/%d: %s [%s]: %zu of %zu differ; first at %zu: got %.9g want %.9g; max error %.3g\n",
-                    R, P, what, ctx, bad, n, first, get(t, got, first), get(t, want, first), maxerr);
+                    R, P, what, ctx, bad, n, first, mdc_dtype_get(got, t, first), mdc_dtype_get(want, t, first), maxerr);
     }
     return !bad;
 }
@@ -156,7 +132,7 @@ static void test_allreduce(mdc_group *g, size_t count, const char *gname, int le
             size_t es = mdc_dtype_size(t), nb = count * es;
             char *in = xmalloc(nb), *want = xmalloc(nb), *out = xmalloc(nb);
             for (size_t i = 0; i < count; i++) {
-                put(t, in, i, val(me, i, op, t));
+                mdc_dtype_set(in, t, i, val(me, i, op, t));
                 expect_elem(want, i, p, i, op, t);
             }
             snprintf(ctx, sizeof ctx, "%s allreduce MPICH %s %s count %zu", gname, mdc_dtype_name(t), mdc_op_name(op), count);
@@ -199,7 +175,7 @@ static void test_reduce_scatter(mdc_group *g, size_t base, int v, int level) {
             if (!wanted(level, t, op)) continue;
             size_t es = mdc_dtype_size(t);
             char *in = xmalloc(total * es), *want = xmalloc(mine * es), *out = xmalloc(total * es);
-            for (size_t i = 0; i < total; i++) put(t, in, i, val(me, i, op, t));
+            for (size_t i = 0; i < total; i++) mdc_dtype_set(in, t, i, val(me, i, op, t));
             for (size_t i = 0; i < mine; i++) expect_elem(want, i, p, mine_off + i, op, t);
             snprintf(ctx, sizeof ctx, "reduce_scatter%s MPICH %s %s base %zu", v ? "v" : "", mdc_dtype_name(t), mdc_op_name(op), base);
             if (ask_mpich(level, t, op)) {
@@ -238,7 +214,7 @@ static void test_reduce(mdc_group *g, size_t count, int level) {
             size_t es = mdc_dtype_size(t), nb = count * es;
             char *in = xmalloc(nb), *want = xmalloc(nb), *out = xmalloc(nb);
             for (size_t i = 0; i < count; i++) {
-                put(t, in, i, val(me, i, op, t));
+                mdc_dtype_set(in, t, i, val(me, i, op, t));
                 expect_elem(want, i, p, i, op, t);
             }
             for (int root = 0; root < p; root++) {
@@ -292,9 +268,9 @@ static void test_allgather(mdc_group *g, size_t base, int v) {
         mdc_dtype t = move_types[k];
         size_t es = mdc_dtype_size(t);
         char *in = xmalloc(counts[me] * es), *want = xmalloc(ext * es), *out = xmalloc(ext * es);
-        for (size_t i = 0; i < counts[me]; i++) put(t, in, i, val(me, i, MDC_SUM, t));
+        for (size_t i = 0; i < counts[me]; i++) mdc_dtype_set(in, t, i, val(me, i, MDC_SUM, t));
         for (int j = 0; j < p; j++)
-            for (size_t i = 0; i < counts[j]; i++) put(t, want, displs[j] + i, val(j, i, MDC_SUM, t));
+            for (size_t i = 0; i < counts[j]; i++) mdc_dtype_set(want, t, displs[j] + i, val(j, i, MDC_SUM, t));
         snprintf(ctx, sizeof ctx, "allgather%s MPICH %s base %zu", v ? "v" : "", mdc_dtype_name(t), base);
         /* (MPICH 4.0.2 ignores displs[0] on one rank: skip its check there) */
         if (p > 1) MPI_Allgatherv(in, ic[me], mpi_type(t) != MPI_DATATYPE_NULL ? mpi_type(t) : MPI_UINT16_T, out, ic, id,
@@ -331,7 +307,7 @@ static void test_rooted_moves(mdc_group *g, size_t count, int all_roots) {
         for (int root = 0; root < p; root++) {
             if (!all_roots && root != 0 && root != p - 1) continue;
             /* bcast */
-            for (size_t i = 0; i < count; i++) put(t, want, i, val(root, i, MDC_SUM, t));
+            for (size_t i = 0; i < count; i++) mdc_dtype_set(want, t, i, val(root, i, MDC_SUM, t));
             for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_BCAST); a++) {
                 force(MDC_COLL_BCAST, a);
                 snprintf(ctx, sizeof ctx, "bcast %s %s count %zu root %d", mdc_coll_algo_at(MDC_COLL_BCAST, a)->name,
@@ -349,7 +325,7 @@ static void test_rooted_moves(mdc_group *g, size_t count, int all_roots) {
             }
             /* gather: block j from rank j */
             for (int j = 0; j < p; j++)
-                for (size_t i = 0; i < count; i++) put(t, want, (size_t)j * count + i, val(j, i, MDC_SUM, t));
+                for (size_t i = 0; i < count; i++) mdc_dtype_set(want, t, (size_t)j * count + i, val(j, i, MDC_SUM, t));
             for (int ip = 0; ip < 2; ip++) {
                 snprintf(ctx, sizeof ctx, "gather binomial %s count %zu root %d%s", mdc_dtype_name(t), count, root, ip ? " in place" : "");
                 memset(b1, 0xA5, nb * (size_t)p);
@@ -389,8 +365,8 @@ static void test_alltoall(mdc_group *g, size_t count) {
         char *in = xmalloc(all * es), *want = xmalloc(all * es), *out = xmalloc(all * es);
         for (int j = 0; j < p; j++)
             for (size_t i = 0; i < count; i++) {
-                put(t, in, (size_t)j * count + i, val(me * p + j, i, MDC_SUM, t));
-                put(t, want, (size_t)j * count + i, val(j * p + me, i, MDC_SUM, t));
+                mdc_dtype_set(in, t, (size_t)j * count + i, val(me * p + j, i, MDC_SUM, t));
+                mdc_dtype_set(want, t, (size_t)j * count + i, val(j * p + me, i, MDC_SUM, t));
             }
         if (mpi_type(t) != MPI_DATATYPE_NULL) {
             snprintf(ctx, sizeof ctx, "alltoall MPICH %s count %zu", mdc_dtype_name(t), count);

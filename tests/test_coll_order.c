@@ -26,18 +26,6 @@ static float rnd(int r, size_t i, mdc_dtype t, unsigned salt) {
     if (t == MDC_F16) f = mdc_f16_to_f32(mdc_f32_to_f16(f));
     return f;
 }
-static void put(mdc_dtype t, void *b, size_t i, double v) {
-    if (t == MDC_F32) ((float *)b)[i] = (float)v;
-    else if (t == MDC_F64) ((double *)b)[i] = v;
-    else if (t == MDC_BF16) ((uint16_t *)b)[i] = mdc_f32_to_bf16((float)v);
-    else ((uint16_t *)b)[i] = mdc_f32_to_f16((float)v);
-}
-static double get(mdc_dtype t, const void *b, size_t i) {
-    if (t == MDC_F32) return ((const float *)b)[i];
-    if (t == MDC_F64) return ((const double *)b)[i];
-    if (t == MDC_BF16) return mdc_bf16_to_f32(((const uint16_t *)b)[i]);
-    return mdc_f16_to_f32(((const uint16_t *)b)[i]);
-}
 /* One step of the GPU ring: a + b in f32, rounded to the type. */
 static float add(mdc_dtype t, float a, float b) {
     float s = a + b;
@@ -59,14 +47,14 @@ static int cmp_bits(mdc_dtype t, const void *got, const void *want, size_t n, co
         if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
             if (!bad) first = i;
             bad++;
-            double e = fabs(get(t, got, i) - get(t, want, i));
+            double e = fabs(mdc_dtype_get(got, t, i) - mdc_dtype_get(want, t, i));
             if (e > maxerr) maxerr = e;
         }
     if (bad) {
         tu_failures++;
         if (nprinted++ < 20)
             fprintf(stderr, "rank %d/%d: %s: %zu of %zu differ; first at %zu: got %.9g want %.9g; max error %.3g\n", R, P,
-                    what, bad, n, first, get(t, got, first), get(t, want, first), maxerr);
+                    what, bad, n, first, mdc_dtype_get(got, t, first), mdc_dtype_get(want, t, first), maxerr);
     }
     return !bad;
 }
@@ -75,7 +63,7 @@ static void test_ring_order(mdc_group *g, mdc_dtype t, size_t count, size_t chun
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t es = mdc_dtype_size(t);
     char *in = malloc(count * es + 1), *out = malloc(count * es + 1), *want = malloc(count * es + 1);
-    for (size_t i = 0; i < count; i++) put(t, in, i, rnd(me, i, t, 1));
+    for (size_t i = 0; i < count; i++) mdc_dtype_set(in, t, i, rnd(me, i, t, 1));
     /* The documented partition: loops of p chunks of q = min(chunk, ceil(rem / p)) elements. */
     size_t chunk = chunk_bytes ? (chunk_bytes / es ? chunk_bytes / es : 1) : 0;
     for (size_t base = 0; base < count;) {
@@ -83,7 +71,7 @@ static void test_ring_order(mdc_group *g, mdc_dtype t, size_t count, size_t chun
         if (chunk && chunk < q) q = chunk;
         for (int c = 0; c < p; c++)
             for (size_t i = base + (size_t)c * q; i < base + (size_t)(c + 1) * q && i < count; i++)
-                put(t, want, i, ring_elem(t, p, c, i, 1));
+                mdc_dtype_set(want, t, i, ring_elem(t, p, c, i, 1));
         base += (size_t)p * q;
         if (!chunk) break;
     }
@@ -119,8 +107,8 @@ static void test_rs_ring_order(mdc_group *g, mdc_dtype t, size_t base) {
         total += counts[i];
     }
     char *in = malloc(total * es + 1), *out = malloc(total * es + 1), *want = malloc(total * es + 1);
-    for (size_t i = 0; i < total; i++) put(t, in, i, rnd(me, i, t, 2));
-    for (size_t i = 0; i < counts[me]; i++) put(t, want, i, ring_elem(t, p, me, off + i, 2));
+    for (size_t i = 0; i < total; i++) mdc_dtype_set(in, t, i, rnd(me, i, t, 2));
+    for (size_t i = 0; i < counts[me]; i++) mdc_dtype_set(want, t, i, ring_elem(t, p, me, off + i, 2));
     MDC_CHECK(mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, "ring"));
     MDC_CHECK(mdc_reduce_scatterv(in, out, counts, t, MDC_SUM, g));
     char what[128];
@@ -153,7 +141,7 @@ static void check_tol(mdc_dtype t, mdc_op op, int p, const void *got, size_t n, 
             s /= p;
             tol = tol / p + u * fabs(s);
         }
-        double e = fabs(get(t, got, k) - s);
+        double e = fabs(mdc_dtype_get(got, t, k) - s);
         if (e > maxerr) maxerr = e;
         if (!(e <= tol)) {
             if (!bad) first = k;
@@ -164,7 +152,7 @@ static void check_tol(mdc_dtype t, mdc_op op, int p, const void *got, size_t n, 
         tu_failures++;
         if (nprinted++ < 20)
             fprintf(stderr, "rank %d/%d: %s: %zu of %zu outside the bound; first at %zu (got %.9g); max error %.3g\n", R, P,
-                    what, bad, n, first, get(t, got, first), maxerr);
+                    what, bad, n, first, mdc_dtype_get(got, t, first), maxerr);
     }
 }
 
@@ -179,7 +167,7 @@ static void test_tolerance(mdc_group *g, size_t count) {
             size_t es = mdc_dtype_size(t), all = count * (size_t)p;
             char *in = malloc(all * es), *out = malloc(all * es), *again = malloc(all * es), *r0 = malloc(all * es);
             char what[160];
-            for (size_t i = 0; i < all; i++) put(t, in, i, rnd(me, i, t, 3));
+            for (size_t i = 0; i < all; i++) mdc_dtype_set(in, t, i, rnd(me, i, t, 3));
             for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_ALLREDUCE); a++) {
                 MDC_CHECK(mdc_coll_set_algo(MDC_COLL_ALLREDUCE, mdc_coll_algo_at(MDC_COLL_ALLREDUCE, a)->name));
                 snprintf(what, sizeof what, "allreduce %s %s %s count %zu", mdc_coll_algo_at(MDC_COLL_ALLREDUCE, a)->name,

@@ -63,31 +63,7 @@ static double input_value(const bench_opts *o, int rank, size_t i) {
     return o->t == MDC_U8 ? v : v - 8.0;
 }
 
-static void set_elem(void *buf, mdc_dtype t, size_t i, double v) {
-    switch (t) {
-    case MDC_F32: ((float *)buf)[i] = (float)v; break;
-    case MDC_F64: ((double *)buf)[i] = v; break;
-    case MDC_F16: ((uint16_t *)buf)[i] = mdc_f32_to_f16((float)v); break;
-    case MDC_BF16: ((uint16_t *)buf)[i] = mdc_f32_to_bf16((float)v); break;
-    case MDC_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case MDC_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case MDC_U8: ((uint8_t *)buf)[i] = (uint8_t)(((long)v % 256 + 256) % 256); break;
-    default: break;
-    }
-}
 
-static double get_elem(const void *buf, mdc_dtype t, size_t i) {
-    switch (t) {
-    case MDC_F32: return ((const float *)buf)[i];
-    case MDC_F64: return ((const double *)buf)[i];
-    case MDC_F16: return mdc_f16_to_f32(((const uint16_t *)buf)[i]);
-    case MDC_BF16: return mdc_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case MDC_I32: return ((const int32_t *)buf)[i];
-    case MDC_I64: return (double)((const int64_t *)buf)[i];
-    case MDC_U8: return ((const uint8_t *)buf)[i];
-    default: return 0;
-    }
-}
 
 /* The exact reduction of element i over p ranks (u8 wraps modulo 256, as the type does). */
 static double expected_reduced(const bench_opts *o, int p, size_t i) {
@@ -135,24 +111,24 @@ static void prepare(const bench_opts *o, bench_case *c) {
     size_t n = c->count, p = (size_t)c->p, ts = mdc_dtype_size(o->t);
     switch (o->def->kind) {
     case B_ALLREDUCE:
-        for (size_t i = 0; i < n; i++) set_elem(c->send, o->t, i, input_value(o, c->me, i));
+        for (size_t i = 0; i < n; i++) mdc_dtype_set(c->send, o->t, i, input_value(o, c->me, i));
         memset(c->recv, 0xff, n * ts);
         break;
     case B_REDUCE_SCATTER:
-        for (size_t i = 0; i < n * p; i++) set_elem(c->send, o->t, i, input_value(o, c->me, i));
+        for (size_t i = 0; i < n * p; i++) mdc_dtype_set(c->send, o->t, i, input_value(o, c->me, i));
         memset(c->recv, 0xff, n * ts);
         break;
     case B_ALLGATHER:
-        for (size_t i = 0; i < n; i++) set_elem(c->send, o->t, i, input_value(o, c->me, i));
+        for (size_t i = 0; i < n; i++) mdc_dtype_set(c->send, o->t, i, input_value(o, c->me, i));
         memset(c->recv, 0xff, n * p * ts);
         break;
     case B_ALLTOALL:
-        for (size_t i = 0; i < n * p; i++) set_elem(c->send, o->t, i, input_value(o, c->me, i));
+        for (size_t i = 0; i < n * p; i++) mdc_dtype_set(c->send, o->t, i, input_value(o, c->me, i));
         memset(c->recv, 0xff, n * p * ts);
         break;
     case B_BCAST:
         if (c->me == 0)
-            for (size_t i = 0; i < n; i++) set_elem(c->recv, o->t, i, input_value(o, 0, i));
+            for (size_t i = 0; i < n; i++) mdc_dtype_set(c->recv, o->t, i, input_value(o, 0, i));
         else
             memset(c->recv, 0xff, n * ts);
         break;
@@ -164,24 +140,24 @@ static size_t verify(const bench_opts *o, const bench_case *c) {
     size_t n = c->count, p = (size_t)c->p, bad = 0;
     switch (o->def->kind) {
     case B_ALLREDUCE:
-        for (size_t i = 0; i < n; i++) bad += get_elem(c->recv, o->t, i) != expected_reduced(o, c->p, i);
+        for (size_t i = 0; i < n; i++) bad += mdc_dtype_get(c->recv, o->t, i) != expected_reduced(o, c->p, i);
         break;
     case B_REDUCE_SCATTER:
         for (size_t i = 0; i < n; i++)
-            bad += get_elem(c->recv, o->t, i) != expected_reduced(o, c->p, (size_t)c->me * n + i);
+            bad += mdc_dtype_get(c->recv, o->t, i) != expected_reduced(o, c->p, (size_t)c->me * n + i);
         break;
     case B_ALLGATHER:
         for (size_t j = 0; j < p; j++)
             for (size_t i = 0; i < n; i++)
-                bad += get_elem(c->recv, o->t, j * n + i) != input_value(o, (int)j, i);
+                bad += mdc_dtype_get(c->recv, o->t, j * n + i) != input_value(o, (int)j, i);
         break;
     case B_ALLTOALL:
         for (size_t j = 0; j < p; j++)
             for (size_t i = 0; i < n; i++)
-                bad += get_elem(c->recv, o->t, j * n + i) != input_value(o, (int)j, (size_t)c->me * n + i);
+                bad += mdc_dtype_get(c->recv, o->t, j * n + i) != input_value(o, (int)j, (size_t)c->me * n + i);
         break;
     case B_BCAST:
-        for (size_t i = 0; i < n; i++) bad += get_elem(c->recv, o->t, i) != input_value(o, 0, i);
+        for (size_t i = 0; i < n; i++) bad += mdc_dtype_get(c->recv, o->t, i) != input_value(o, 0, i);
         break;
     }
     return bad;

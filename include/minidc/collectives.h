@@ -25,6 +25,10 @@ typedef enum { MDC_SUM = 0, MDC_PROD, MDC_MIN, MDC_MAX, MDC_AVG, MDC_OP_COUNT } 
 size_t mdc_dtype_size(mdc_dtype t);
 const char *mdc_dtype_name(mdc_dtype t);
 const char *mdc_op_name(mdc_op op);
+/* Element i of a buffer of type t, read as / written from a double (f16/bf16 through f32 with
+ * round-to-nearest-even; integers by C conversion, u8 via int). For tests, tools, benchmarks. */
+double mdc_dtype_get(const void *buf, mdc_dtype t, size_t i);
+void mdc_dtype_set(void *buf, mdc_dtype t, size_t i, double v);
 /* Parses "f32", "bf16", ...; "sum", "avg", ...; returns -1 if unknown. */
 int mdc_dtype_parse(const char *s);
 int mdc_op_parse(const char *s);
