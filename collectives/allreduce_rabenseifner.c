@@ -40,15 +40,14 @@ mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t
     bnd[p2] = count;
     bndb[p2] = bytes;
     if (me < 2 * rem && me % 2 == 0) {
-        st = mdc_send(sendbuf, bytes, me + 1, tag, g);
+        st = mdc_i_send_to_reduce(g, sendbuf, bytes, me + 1, t, tag);
         if (!st) st = mdc_recv(recvbuf, bytes, me + 1, tag + 3, g);
         goto done;
     }
     const void *cur = sendbuf;
     if (me < 2 * rem) {
-        st = mdc_recv(tmp, bytes, me - 1, tag, g);
+        st = mdc_i_recv_reduce(g, tmp, count, me - 1, sendbuf, recvbuf, 1, t, op, tag);
         if (st) goto done;
-        mdc_i_reduce(g, recvbuf, tmp, sendbuf, count, t, op);
         cur = recvbuf;
     }
     int nr = mdc_i_newrank(me, rem);

@@ -24,14 +24,13 @@ mdc_status mdc_allreduce_recursive_doubling(const void *sendbuf, void *recvbuf, 
     mdc_status st = mdc_i_alloc((void **)&tmp, bytes, "allreduce recursive doubling");
     if (st) return st;
     if (me < 2 * rem && me % 2 == 0) {
-        st = mdc_send(sendbuf, bytes, me + 1, tag, g);
+        st = mdc_i_send_to_reduce(g, sendbuf, bytes, me + 1, t, tag);
         if (!st) st = mdc_recv(recvbuf, bytes, me + 1, tag + 2, g);
         goto done;
     }
     if (me < 2 * rem) {
-        st = mdc_recv(tmp, bytes, me - 1, tag, g);
+        st = mdc_i_recv_reduce(g, tmp, count, me - 1, sendbuf, recvbuf, 1, t, op, tag);
         if (st) goto done;
-        mdc_i_reduce(g, recvbuf, tmp, sendbuf, count, t, op);
     } else if (sendbuf != recvbuf) {
         memcpy(recvbuf, sendbuf, bytes);
     }

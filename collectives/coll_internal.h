@@ -32,6 +32,38 @@ void mdc_i_scratch_release(void);
 mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
                       size_t rbytes, int src, int tag);
 
+/* Sliced messages (transport.c): the payload travels as one logical message (one stamp, one
+ * trace entry, one device charge) in MPI pieces of `slice` bytes, so a receiver can use each
+ * piece as it lands (mdc_i_wait_piece) while the next is in flight. Both ends must slice the
+ * same way. mdc_i_abandon cancels and frees requests after a failed wait. */
+mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int peer, int tag,
+                              mdc_group *g, mdc_request **req);
+mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, int tag,
+                              mdc_group *g, mdc_request **req);
+int mdc_i_request_pieces(const mdc_request *r);
+mdc_status mdc_i_wait_piece(mdc_request *r, int k);
+void mdc_i_abandon(mdc_request **reqs, int n);
+
+/* An exchange step of a reducing algorithm: sends sbytes of sbuf to dst while receiving rcount
+ * elements from src into tmp, and reduces them as they land: out[i] = tmp[i] OP own[i] when
+ * incoming_left, else own[i] OP tmp[i] (the same per-element order as exchanging first and
+ * reducing after). Messages above the slice size (mdc_coll_slice) travel sliced, so each slice
+ * is reduced while it is still in cache; both ends decide by the message's size alone. out may
+ * equal tmp or own, and must not overlap sbuf. Charges one reduction of rcount elements. */
+mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *tmp,
+                             size_t rcount, int src, const void *own, void *out, int incoming_left,
+                             mdc_dtype t, mdc_op op, int tag);
+/* The two halves of a one-way reducing step: the sender's side and the receiver's side. */
+static inline mdc_status mdc_i_send_to_reduce(mdc_group *g, const void *buf, size_t bytes, int dst,
+                                              mdc_dtype t, int tag) {
+    return mdc_i_xchg_reduce(g, buf, bytes, dst, NULL, 0, dst, NULL, NULL, 0, t, MDC_SUM, tag);
+}
+static inline mdc_status mdc_i_recv_reduce(mdc_group *g, void *tmp, size_t count, int src,
+                                           const void *own, void *out, int incoming_left,
+                                           mdc_dtype t, mdc_op op, int tag) {
+    return mdc_i_xchg_reduce(g, NULL, 0, src, tmp, count, src, own, out, incoming_left, t, op, tag);
+}
+
 /* Group index of member i of a member list (NULL list = the group in order). */
 static inline int mdc_i_member(const int *mem, int i) { return mem ? mem[i] : i; }
 static inline int mdc_i_mod(long a, int n) { return (int)(((a % n) + n) % n); }

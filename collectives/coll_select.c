@@ -170,20 +170,41 @@ void mdc_coll_set_ring_chunk(size_t bytes) {
     ring_chunk_set = 1;
 }
 
-/* MINIDC_RING_CHUNK=bytes, with an optional k/K (KiB) or m/M (MiB) suffix. */
+/* The byte count in environment variable `name` (optional k/K = KiB, m/M = MiB suffix), or
+ * `dflt` when it is unset or empty. */
+static size_t env_bytes(const char *name, size_t dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end == 'k' || *end == 'K') x <<= 10;
+    else if (*end == 'm' || *end == 'M') x <<= 20;
+    return (size_t)x;
+}
+
 size_t mdc_coll_ring_chunk(void) {
     if (!ring_chunk_set) {
         ring_chunk_set = 1;
-        const char *v = getenv("MINIDC_RING_CHUNK");
-        if (v && *v) {
-            char *end;
-            unsigned long long x = strtoull(v, &end, 10);
-            if (*end == 'k' || *end == 'K') x <<= 10;
-            else if (*end == 'm' || *end == 'M') x <<= 20;
-            ring_chunk = (size_t)x;
-        }
+        ring_chunk = env_bytes("MINIDC_RING_CHUNK", 0);
     }
     return ring_chunk;
+}
+
+/* MINIDC_SLICE=bytes (k/M suffixes; 0 = never slice): the slice of mdc_i_xchg_reduce. */
+static size_t slice;
+static int slice_set;
+
+void mdc_coll_set_slice(size_t bytes) {
+    slice = bytes;
+    slice_set = 1;
+}
+
+size_t mdc_coll_slice(void) {
+    if (!slice_set) {
+        slice_set = 1;
+        slice = env_bytes("MINIDC_SLICE", MDC_DEFAULT_SLICE);
+    }
+    return slice;
 }
 
 /* ---- cost model ------------------------------------------------------------------------- */

@@ -97,6 +97,47 @@ mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, vo
     return mdc_waitall(r, 2);
 }
 
+mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *tmp,
+                             size_t rcount, int src, const void *own, void *out, int incoming_left,
+                             mdc_dtype t, mdc_op op, int tag) {
+    size_t esz = mdc_dtype_size(t), rbytes = rcount * esz;
+    size_t slice = mdc_coll_slice() / esz * esz;
+    mdc_request *r[2] = {NULL, NULL};
+    mdc_status st = MDC_OK;
+    int rsliced = slice && rbytes > slice, ssliced = slice && sbytes > slice;
+    if (rbytes)
+        st = rsliced ? mdc_i_irecv_sliced(tmp, rbytes, slice, src, tag, g, &r[0])
+                     : mdc_irecv(tmp, rbytes, src, tag, g, &r[0]);
+    if (!st && sbytes)
+        st = ssliced ? mdc_i_isend_sliced(sbuf, sbytes, slice, dst, tag, g, &r[1])
+                     : mdc_isend(sbuf, sbytes, dst, tag, g, &r[1]);
+    if (st) return st; /* as mdc_i_xchg: a posted receive stays with MPI */
+    size_t done = 0; /* elements reduced so far */
+    if (rsliced) {
+        int n = mdc_i_request_pieces(r[0]);
+        for (int k = 0; k < n; k++) {
+            if ((st = mdc_i_wait_piece(r[0], k))) {
+                mdc_i_abandon(r, 2);
+                return st;
+            }
+            size_t e = ((size_t)(k + 1) * slice < rbytes ? (size_t)(k + 1) * slice : rbytes) / esz;
+            const char *in = (const char *)tmp + done * esz, *mine = (const char *)own + done * esz;
+            mdc_i_reduce3((char *)out + done * esz, incoming_left ? in : mine, incoming_left ? mine : in,
+                          e - done, t, op);
+            done = e;
+        }
+    }
+    if ((st = mdc_waitall(r, 2))) return st;
+    if (done < rcount) {
+        const char *in = (const char *)tmp + done * esz, *mine = (const char *)own + done * esz;
+        mdc_i_reduce3((char *)out + done * esz, incoming_left ? in : mine, incoming_left ? mine : in,
+                      rcount - done, t, op);
+    }
+    mdc_device *dev = mdc_transport_device(mdc_group_transport(g));
+    if (dev && rcount) mdc_dev_reduce(dev, (double)rcount, (double)esz);
+    return MDC_OK;
+}
+
 void mdc_i_partition(size_t count, int n, size_t *off, size_t *len) {
     size_t q = count / (size_t)n, r = count % (size_t)n, o = 0;
     for (int c = 0; c < n; c++) {

@@ -18,16 +18,15 @@ mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *
     mdc_status st = MDC_OK;
     for (int mask = 1; mask < p; mask <<= 1) {
         if (rel & mask) {
-            st = mdc_send(cur, bytes, mdc_i_mod(rel - mask + root, p), tag, g);
+            st = mdc_i_send_to_reduce(g, cur, bytes, mdc_i_mod(rel - mask + root, p), t, tag);
             break;
         }
         if (rel + mask >= p) continue;
         if (!tmp && (st = mdc_i_alloc((void **)&tmp, bytes, "binomial reduce"))) break;
         if (!acc && !own && (st = mdc_i_alloc((void **)&own, bytes, "binomial reduce"))) break;
-        st = mdc_recv(tmp, bytes, mdc_i_mod(rel + mask + root, p), tag, g);
-        if (st) break;
         char *out = acc ? acc : own;
-        mdc_i_reduce(g, out, cur, tmp, count, t, op);
+        st = mdc_i_recv_reduce(g, tmp, count, mdc_i_mod(rel + mask + root, p), cur, out, 0, t, op, tag);
+        if (st) break;
         cur = out;
     }
     if (!st && rel == 0 && cur != acc && bytes) memcpy(acc, cur, bytes);

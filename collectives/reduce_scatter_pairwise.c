@@ -32,9 +32,9 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
         goto done;
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
-        st = mdc_i_xchg(g, src + off[dst], counts[dst] * esz, dst, rtmp, mine, from,
-                        MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 16));
-        if (!st) mdc_i_reduce(g, acc, s == 1 ? src + off[me] : acc, rtmp, counts[me], t, op);
+        st = mdc_i_xchg_reduce(g, src + off[dst], counts[dst] * esz, dst, rtmp, counts[me], from,
+                               s == 1 ? src + off[me] : acc, acc, 0, t, op,
+                               MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 16));
     }
     if (!st && inplace && mine) memcpy(recvbuf, acc, mine);
     if (!st) mdc_reduce_finish(recvbuf, counts[me], t, op, p);

@@ -21,12 +21,10 @@ mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *s
         int keep = nr < lo + mask ? lo : lo + mask, give = nr < lo + mask ? lo + mask : lo;
         size_t k0 = bnd[keep], kn = bnd[keep + mask] - k0;
         size_t g0 = bnd[give], gn = bnd[give + mask] - g0;
-        mdc_status st = mdc_i_xchg(g, cur + g0 * esz, gn * esz, peer, tmp, kn * esz, peer, tag);
+        /* The lower new rank's data is the left operand. */
+        mdc_status st = mdc_i_xchg_reduce(g, cur + g0 * esz, gn * esz, peer, tmp, kn, peer,
+                                          cur + k0 * esz, w + k0 * esz, nr > pnr, t, op, tag);
         if (st) return st;
-        if (nr < pnr)
-            mdc_i_reduce(g, w + k0 * esz, cur + k0 * esz, tmp, kn, t, op);
-        else
-            mdc_i_reduce(g, w + k0 * esz, tmp, cur + k0 * esz, kn, t, op);
         cur = w;
         lo = keep;
     }
@@ -58,7 +56,7 @@ mdc_status mdc_reduce_scatter_recursive_halving(const void *sendbuf, void *recvb
         goto done;
     }
     if (me < 2 * rem && me % 2 == 0) {
-        st = mdc_send(sendbuf, total * esz, me + 1, tag, g);
+        st = mdc_i_send_to_reduce(g, sendbuf, total * esz, me + 1, t, tag);
         if (!st) st = mdc_recv(recvbuf, counts[me] * esz, me + 1, tag + 2, g);
         goto done;
     }
@@ -67,9 +65,8 @@ mdc_status mdc_reduce_scatter_recursive_halving(const void *sendbuf, void *recvb
         goto done;
     const char *cur = sendbuf;
     if (me < 2 * rem) {
-        st = mdc_recv(tmp, total * esz, me - 1, tag, g);
+        st = mdc_i_recv_reduce(g, tmp, total, me - 1, sendbuf, work, 1, t, op, tag);
         if (st) goto done;
-        mdc_i_reduce(g, work, tmp, sendbuf, total, t, op);
         cur = work;
     }
     st = mdc_i_halving_rs(g, rem, p2, mdc_i_newrank(me, rem), cur, work, tmp, bnd, t, op, tag + 1);

@@ -31,8 +31,6 @@ mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const voi
     for (int step = 0; step < n - 1; step++) {
         int sb = mdc_i_mod(pos - step - 1, n), rb = mdc_i_mod(pos - step - 2, n);
         char *rbuf = tmp + (work ? 0 : (size_t)(step & 1) * maxlen * esz);
-        st = mdc_i_xchg(g, sendp, len[sb] * esz, next, rbuf, len[rb] * esz, prev, tag);
-        if (st) break;
         const char *own = s + off[rb] * esz;
         char *out;
         if (step == n - 2) { /* rb == pos: the finished block goes to dst */
@@ -42,7 +40,8 @@ mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const voi
         } else {
             out = work ? (char *)work + off[rb] * esz : rbuf;
         }
-        mdc_i_reduce(g, out, rbuf, own, len[rb], t, op);
+        st = mdc_i_xchg_reduce(g, sendp, len[sb] * esz, next, rbuf, len[rb], prev, own, out, 1, t, op, tag);
+        if (st) break;
         if (step == n - 2 && out != (char *)dst) memmove(dst, out, len[rb] * esz);
         sendp = out;
     }

@@ -2,14 +2,18 @@
  *
  * Each message carries the sender's virtual-time stamp (mdc_msg_stamp) so the receiver's
  * emulated clock can become max(own, arrival). Small messages pack stamp and payload into one
- * MPI message; large ones send the stamp first, then the payload, with the same tag (MPI's
- * non-overtaking rule keeps them paired). Without a device (the interposer) no stamps travel.
+ * MPI message; large ones send a header (stamp and payload size) first, then the payload in
+ * pieces, with the same tag (MPI's non-overtaking rule keeps them in order). Without a device
+ * (the interposer) no stamps travel, and only sliced messages carry a header. A receiver checks
+ * the header's size before waiting for the pieces, so a size mismatch is an error, not a wait
+ * for a piece that never comes.
  *
  * Waiting is polite: MPI_Testall, then sched_yield, then short sleeps, so runs with more ranks
  * than cores stay fast (MPICH's own waits busy-poll). A wait longer than the timeout, or an
  * abort message from a failing peer, ends the wait with an error instead of a hang. */
 #include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +51,21 @@ struct mdc_group {
     int *ranks;
 };
 
+/* The first MPI message of a message sent in pieces. */
+typedef struct {
+    mdc_msg_stamp stamp;
+    uint64_t bytes;
+} piece_header;
+
 struct mdc_request {
     mdc_transport *t;
     int is_send, peer_world, npieces;
-    MPI_Request *mreq;         /* npieces (+1 for a separate stamp) MPI requests */
+    size_t piece;              /* payload bytes per piece when npieces > 0 */
+    size_t got;                /* receive: bytes of pieces already completed by a piece wait */
+    int hdr;                   /* pieces mode: mreq[0] is the header */
+    int hdr_checked;           /* receive: the header arrived and its size matched */
+    piece_header ph;
+    MPI_Request *mreq;         /* npieces (+hdr) MPI requests */
     int nmreq;
     void *user;                /* receive: where the payload goes */
     unsigned char *pack;       /* packed message buffer (small messages): inl or malloc'ed */
@@ -251,7 +266,9 @@ static int mpi_tag(const mdc_group *g, int tag) {
     return g->t->tag_base + g->tag_space * TAGS_PER_SPACE + tag;
 }
 
-static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_send) {
+/* slice > 0: the payload travels in pieces of `slice` bytes (at least one piece, even of 0
+ * bytes) that a receiver can consume one by one (mdc_i_wait_piece). */
+static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_send, size_t slice) {
     mdc_request *r = malloc(sizeof *r); /* not calloc: the inline buffer needs no zeroing */
     if (!r) return NULL;
     memset(r, 0, offsetof(mdc_request, inl));
@@ -260,7 +277,10 @@ static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_sen
     r->peer_world = g->ranks[peer];
     r->bytes = bytes;
     r->link = mdc_transport_link(g->t, g->t->rank, r->peer_world);
-    r->npieces = bytes > PACK_LIMIT ? (int)((bytes + PIECE_BYTES - 1) / PIECE_BYTES) : 0;
+    r->piece = slice ? (slice < PIECE_BYTES ? slice : PIECE_BYTES) : PIECE_BYTES;
+    r->npieces = slice || bytes > PACK_LIMIT ? (int)((bytes + r->piece - 1) / r->piece) : 0;
+    if (slice && r->npieces == 0) r->npieces = 1;
+    r->hdr = r->npieces && (g->t->dev || slice);
     r->mreq = r->npieces + 1 <= 2 ? r->mreq_inl : calloc((size_t)r->npieces + 1, sizeof *r->mreq);
     if (!r->mreq) {
         free(r);
@@ -301,8 +321,8 @@ static int request_quiesce(mdc_request *r, double seconds) {
     return left == 0;
 }
 
-/* Posts the MPI operations of a request: either one packed message, or the stamp then the
- * payload in pieces of at most PIECE_BYTES. */
+/* Posts the MPI operations of a request: either one packed message, or the header (when
+ * there is one) then the payload in pieces of r->piece bytes. */
 static mdc_status request_post(mdc_request *r, void *payload, int tag) {
     mdc_transport *t = r->t;
     int stamps = t->dev != NULL;
@@ -329,14 +349,16 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
         r->nmreq = 1;
     } else {
         int k = 0;
-        if (stamps) {
+        if (r->hdr) {
+            r->ph.stamp = r->stamp;
+            r->ph.bytes = r->bytes;
             if (r->is_send)
-                rc = MPI_Isend(&r->stamp, (int)hdr, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
+                rc = MPI_Isend(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
             else
-                rc = MPI_Irecv(&r->stamp, (int)hdr, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
+                rc = MPI_Irecv(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
         }
-        for (size_t off = 0; rc == MPI_SUCCESS && off < r->bytes; off += PIECE_BYTES) {
-            size_t n = r->bytes - off < PIECE_BYTES ? r->bytes - off : PIECE_BYTES;
+        for (int i = 0; rc == MPI_SUCCESS && i < r->npieces; i++) {
+            size_t off = (size_t)i * r->piece, n = r->bytes - off < r->piece ? r->bytes - off : r->piece;
             if (r->is_send)
                 rc = MPI_Isend((char *)payload + off, (int)n, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
             else
@@ -350,11 +372,12 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
     return MDC_OK;
 }
 
-mdc_status mdc_isend(const void *buf, size_t bytes, int peer, int tag, mdc_group *g, mdc_request **req) {
+static mdc_status isend(const void *buf, size_t bytes, size_t slice, int peer, int tag, mdc_group *g,
+                        mdc_request **req) {
     *req = NULL;
     mdc_status st = check_p2p(buf, bytes, peer, tag, g, "mdc_isend");
     if (st) return st;
-    mdc_request *r = request_new(g, peer, bytes, 1);
+    mdc_request *r = request_new(g, peer, bytes, 1, slice);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "send request");
     if (g->t->trace) g->t->trace(g->t->trace_ctx, 1, g->me, peer, bytes, tag);
     if (g->t->dev) r->stamp = mdc_dev_msg_depart(g->t->dev, (double)bytes, r->link);
@@ -367,11 +390,12 @@ mdc_status mdc_isend(const void *buf, size_t bytes, int peer, int tag, mdc_group
     return MDC_OK;
 }
 
-mdc_status mdc_irecv(void *buf, size_t bytes, int peer, int tag, mdc_group *g, mdc_request **req) {
+static mdc_status irecv(void *buf, size_t bytes, size_t slice, int peer, int tag, mdc_group *g,
+                        mdc_request **req) {
     *req = NULL;
     mdc_status st = check_p2p(buf, bytes, peer, tag, g, "mdc_irecv");
     if (st) return st;
-    mdc_request *r = request_new(g, peer, bytes, 0);
+    mdc_request *r = request_new(g, peer, bytes, 0, slice);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "receive request");
     if (g->t->trace) g->t->trace(g->t->trace_ctx, 0, g->me, peer, bytes, tag);
     r->user = buf;
@@ -382,6 +406,21 @@ mdc_status mdc_irecv(void *buf, size_t bytes, int peer, int tag, mdc_group *g, m
     }
     *req = r;
     return MDC_OK;
+}
+
+mdc_status mdc_isend(const void *buf, size_t bytes, int peer, int tag, mdc_group *g, mdc_request **req) {
+    return isend(buf, bytes, 0, peer, tag, g, req);
+}
+mdc_status mdc_irecv(void *buf, size_t bytes, int peer, int tag, mdc_group *g, mdc_request **req) {
+    return irecv(buf, bytes, 0, peer, tag, g, req);
+}
+mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int peer, int tag,
+                              mdc_group *g, mdc_request **req) {
+    return isend(buf, bytes, slice ? slice : 1, peer, tag, g, req);
+}
+mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, int tag,
+                              mdc_group *g, mdc_request **req) {
+    return irecv(buf, bytes, slice ? slice : 1, peer, tag, g, req);
 }
 
 /* Polite pause number `n` of a wait (after the busy-poll phase): yield, then once the wait
@@ -418,6 +457,7 @@ static mdc_status request_finish(mdc_request *r) {
         memcpy(&r->stamp, r->pack, sizeof r->stamp);
         if (r->bytes) memcpy(r->user, r->pack + sizeof r->stamp, r->bytes);
     }
+    if (!r->is_send && r->hdr) r->stamp = r->ph.stamp;
     if (t->dev) {
         if (r->is_send)
             mdc_dev_msg_sent(t->dev, r->stamp.done);
@@ -425,6 +465,92 @@ static mdc_status request_finish(mdc_request *r) {
             mdc_dev_msg_arrive(t->dev, r->stamp, (double)r->bytes, r->link);
     }
     request_free(r);
+    return st;
+}
+
+/* Waits politely until the `n` MPI requests in `all` are complete (statuses in `stat`): busy
+ * poll while the core is this rank's own, then yield, then sleep; probes for a peer's abort
+ * message and the timeout now and then. On failure the requests may still be pending. */
+static mdc_status wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status *stat) {
+    double start = mdc_wall_time();
+    long pauses = 0;
+    for (long spin = 0;; spin++) {
+        int done = 0;
+        if (MPI_Testall(n, all, &done, stat) != MPI_SUCCESS)
+            return mdc_fail(MDC_ERR_MISMATCH, "rank %d: a message did not match its receive "
+                            "(sizes differ between ranks?)", t->rank);
+        if (done) return MDC_OK;
+        double waited = mdc_wall_time() - start;
+        if (waited < t->spin_s) continue; /* busy poll: this rank's core is its own */
+        if (pauses > 64 && (pauses & 15) == 0) { /* a short wait never probes for aborts */
+            if (t->aborted || peer_aborted(t)) return MDC_ERR_PEER;
+            if (waited > t->timeout)
+                return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: waited %.0f s for a peer (MINIDC_TIMEOUT)",
+                                t->rank, t->timeout);
+        }
+        pause_politely(pauses++, waited < t->yield_s);
+    }
+}
+
+static size_t status_bytes(MPI_Status *s) {
+    int c = 0;
+    MPI_Get_count(s, MPI_BYTE, &c);
+    return c > 0 ? (size_t)c : 0;
+}
+
+void mdc_i_abandon(mdc_request **reqs, int n) {
+    /* MPI may still write into a pending receive's buffer (the inline pack is inside the
+     * request): cancel what is pending before freeing; what MPI will not let go of is parked
+     * on the transport and freed with it. */
+    for (int i = 0; i < n; i++)
+        if (reqs[i]) {
+            mdc_transport *t = reqs[i]->t;
+            if (request_quiesce(reqs[i], 1.0)) {
+                request_free(reqs[i]);
+            } else {
+                reqs[i]->next_parked = t->parked;
+                t->parked = reqs[i];
+            }
+            reqs[i] = NULL;
+        }
+}
+
+/* Bytes of the message that are not payload: the stamp of a packed message, or the header. */
+static size_t header_bytes(const mdc_request *r) {
+    if (r->npieces) return r->hdr ? sizeof(piece_header) : 0;
+    return r->t->dev ? sizeof(mdc_msg_stamp) : 0;
+}
+
+static mdc_status size_mismatch(const mdc_request *r, size_t got) {
+    return mdc_fail(MDC_ERR_MISMATCH, "rank %d: expected %zu bytes from rank %d, got %zu "
+                    "(sizes differ between ranks?)", r->t->rank, r->bytes, r->peer_world, got);
+}
+
+/* Receive in pieces: waits for the header and checks the size it announces. */
+static mdc_status check_header(mdc_request *r) {
+    if (r->is_send || !r->hdr || r->hdr_checked) return MDC_OK;
+    MPI_Status s;
+    mdc_status st = wait_mpi(r->t, &r->mreq[0], 1, &s);
+    if (st) return st;
+    size_t n = status_bytes(&s);
+    r->got += n;
+    if (n != sizeof r->ph || r->ph.bytes != r->bytes)
+        return size_mismatch(r, n == sizeof r->ph ? (size_t)r->ph.bytes : 0);
+    r->hdr_checked = 1;
+    return MDC_OK;
+}
+
+int mdc_i_request_pieces(const mdc_request *r) { return r->npieces ? r->npieces : 1; }
+
+mdc_status mdc_i_wait_piece(mdc_request *r, int k) {
+    if (r->npieces == 0 || k < 0 || k >= r->npieces) return MDC_ERR_INVALID;
+    mdc_status st = check_header(r);
+    if (st) return st;
+    MPI_Request *m = &r->mreq[r->hdr + k];
+    if (*m == MPI_REQUEST_NULL) return MDC_OK;
+    MPI_Status s;
+    st = wait_mpi(r->t, m, 1, &s);
+    if (st == MDC_OK && !r->is_send) r->got += status_bytes(&s);
     return st;
 }
 
@@ -446,85 +572,44 @@ mdc_status mdc_waitall(mdc_request **reqs, int n) {
         if (stat != stackstat) free(stat);
         return mdc_fail(MDC_ERR_OOM_HOST, "waitall of %d requests", total);
     }
+    mdc_status st = MDC_OK;
+    for (int i = 0; i < n && st == MDC_OK; i++)
+        if (reqs[i]) st = check_header(reqs[i]);
     int k = 0;
     for (int i = 0; i < n; i++)
         if (reqs[i])
             for (int j = 0; j < reqs[i]->nmreq; j++) all[k++] = reqs[i]->mreq[j];
-    mdc_status st = MDC_OK;
-    double start = mdc_wall_time();
-    long pauses = 0;
-    for (long spin = 0;; spin++) {
-        int done = 0;
-        int rc = MPI_Testall(total, all, &done, stat);
-        if (rc != MPI_SUCCESS) {
-            st = mdc_fail(MDC_ERR_MISMATCH, "rank %d: a message did not match its receive "
-                          "(sizes differ between ranks?)", t->rank);
-            break;
-        }
-        if (done) break;
-        double waited = mdc_wall_time() - start;
-        if (waited < t->spin_s) continue; /* busy poll: this rank's core is its own */
-        if (pauses > 64 && (pauses & 15) == 0) { /* a short wait never probes for aborts */
-            if (t->aborted || peer_aborted(t)) {
-                st = MDC_ERR_PEER;
-                break;
-            }
-            if (waited > t->timeout) {
-                st = mdc_fail(MDC_ERR_TIMEOUT, "rank %d: waited %.0f s for a peer (MINIDC_TIMEOUT)",
-                              t->rank, t->timeout);
-                break;
-            }
-        }
-        pause_politely(pauses++, waited < t->yield_s);
-    }
+    if (st == MDC_OK) st = wait_mpi(t, all, total, stat);
     if (st == MDC_OK) {
         /* MPI reports a message longer than its receive, not a shorter one: compare what
-         * arrived with what each receive expected, so a size mismatch never passes silently. */
+         * arrived with what each receive expected, so a size mismatch never passes silently.
+         * (A request already complete has an empty status: its bytes are in ->got.) */
         k = 0;
         for (int i = 0; i < n && st == MDC_OK; i++) {
             if (!reqs[i]) continue;
             if (!reqs[i]->is_send) {
-                size_t got = 0;
-                for (int j = 0; j < reqs[i]->nmreq; j++) {
-                    int c = 0;
-                    MPI_Get_count(&stat[k + j], MPI_BYTE, &c);
-                    got += (size_t)c;
-                }
-                size_t hdr = t->dev ? sizeof(mdc_msg_stamp) : 0, want = reqs[i]->bytes + hdr;
-                if (got != want)
-                    st = mdc_fail(MDC_ERR_MISMATCH, "rank %d: expected %zu bytes from rank %d, got %zu "
-                                  "(sizes differ between ranks?)", t->rank, reqs[i]->bytes,
-                                  reqs[i]->peer_world, got > hdr ? got - hdr : 0);
+                size_t got = reqs[i]->got;
+                for (int j = 0; j < reqs[i]->nmreq; j++) got += status_bytes(&stat[k + j]);
+                size_t hdr = header_bytes(reqs[i]), want = reqs[i]->bytes + hdr;
+                if (got != want) st = size_mismatch(reqs[i], got > hdr ? got - hdr : 0);
             }
             k += reqs[i]->nmreq;
         }
     }
+    k = 0;
+    for (int i = 0; i < n; i++)
+        if (reqs[i])
+            for (int j = 0; j < reqs[i]->nmreq; j++) reqs[i]->mreq[j] = all[k++];
     if (st == MDC_OK) {
         /* Charge in the order given: the clock is a max, so only the idle/comm split could
          * depend on the order, and it is fixed by the caller's order. */
-        k = 0;
         for (int i = 0; i < n; i++)
             if (reqs[i]) {
-                for (int j = 0; j < reqs[i]->nmreq; j++) reqs[i]->mreq[j] = all[k++];
                 request_finish(reqs[i]);
                 reqs[i] = NULL;
             }
     } else {
-        /* MPI may still write into a pending receive's buffer (the inline pack is inside the
-         * request): cancel what is pending before freeing; what MPI will not let go of is
-         * parked on the transport and freed with it. */
-        k = 0;
-        for (int i = 0; i < n; i++)
-            if (reqs[i]) {
-                for (int j = 0; j < reqs[i]->nmreq; j++) reqs[i]->mreq[j] = all[k++];
-                if (request_quiesce(reqs[i], 1.0)) {
-                    request_free(reqs[i]);
-                } else {
-                    reqs[i]->next_parked = t->parked;
-                    t->parked = reqs[i];
-                }
-                reqs[i] = NULL;
-            }
+        mdc_i_abandon(reqs, n);
     }
     if (all != stackbuf) free(all);
     if (stat != stackstat) free(stat);

@@ -451,6 +451,7 @@ static void test_barrier(mdc_group *g) {
 int main(int argc, char **argv) {
     mdc_runtime rt;
     MDC_CHECK(mdc_runtime_init(&rt, &argc, &argv));
+    tu_coll_options(argc, argv);
     P = rt.size;
     R = rt.rank;
     double t0 = MPI_Wtime();

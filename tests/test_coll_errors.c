@@ -17,6 +17,7 @@
 int main(int argc, char **argv) {
     mdc_runtime rt;
     MDC_CHECK(mdc_runtime_init(&rt, &argc, &argv));
+    tu_coll_options(argc, argv);
     mdc_group *g = rt.world;
     int p = rt.size, me = rt.rank;
     float buf[64] = {0}, out[64 * 8] = {0};

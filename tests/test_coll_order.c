@@ -210,6 +210,7 @@ static void test_tolerance(mdc_group *g, size_t count) {
 int main(int argc, char **argv) {
     mdc_runtime rt;
     MDC_CHECK(mdc_runtime_init(&rt, &argc, &argv));
+    tu_coll_options(argc, argv);
     P = rt.size;
     R = rt.rank;
     const mdc_dtype types[] = {MDC_F32, MDC_BF16, MDC_F16};

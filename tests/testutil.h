@@ -55,6 +55,13 @@ static inline int tu_cmp_f32(const char *what, const float *got, const float *wa
     return bad == 0;
 }
 
+/* Collective tests take `--slice BYTES` (after the device options): the slice of reducing
+ * exchange steps (mdc_coll_set_slice), so the sliced path runs on the tests' small counts. */
+static inline void tu_coll_options(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--slice")) mdc_coll_set_slice((size_t)strtoull(argv[i + 1], NULL, 10));
+}
+
 /* Ends a test: prints the verdict, returns the process exit code. */
 static inline int tu_finish(const char *name) {
     if (tu_failures) fprintf(stderr, "%s: %d check(s) failed\n", name, tu_failures);

@@ -128,6 +128,11 @@ const char *mdc_coll_choose(mdc_coll c, size_t bytes, const mdc_group *g);
 /* Ring allreduce chunk size in bytes (0 = one chunk per rank); MINIDC_RING_CHUNK env. */
 void mdc_coll_set_ring_chunk(size_t bytes);
 size_t mdc_coll_ring_chunk(void);
+/* Slice size of reducing exchange steps (bytes; MINIDC_SLICE, default MDC_DEFAULT_SLICE): a
+ * message larger than this travels in slices reduced as they land. Results do not depend on it. */
+#define MDC_DEFAULT_SLICE (256u << 10)
+void mdc_coll_set_slice(size_t bytes);
+size_t mdc_coll_slice(void);
 
 mdc_status mdc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
 /* recvbuf gets block `rank` of `count` elements; sendbuf holds size*count (in place: recvbuf
