@@ -5,9 +5,11 @@
  *       [--op sum] [--iters N] [--check] [--device h100]
  *
  * Sizes are nccl-tests' S: allreduce and broadcast the vector, reduce_scatter and allgather the
- * full buffer of p blocks, alltoall one rank's send buffer. Time: before each iteration every
- * rank meets in minidc's (polite) barrier, then times the call; the reported time is the
- * median over iterations of the maximum over ranks. algbw = S / time; busbw = algbw x
+ * full buffer of p blocks, alltoall one rank's send buffer. Time: before each call every
+ * rank meets in minidc's (polite) barrier, then times the call; minidc's and MPICH's calls
+ * alternate, iteration by iteration, so both see the same machine (the development machine is
+ * shared: its speed drifts within seconds); the reported time is the median over iterations
+ * of the maximum over ranks. algbw = S / time; busbw = algbw x
  * nccl-tests' factor (AllReduce 2(p-1)/p; ReduceScatter, AllGather, AlltoAll (p-1)/p;
  * Broadcast 1). #wrong counts wrong elements over all ranks (integer-valued inputs, so the
  * exact answer does not depend on summation order); --check verifies every iteration instead
@@ -193,35 +195,45 @@ static int cmp_dbl(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Times `iters` calls (ours if which == 0, MPICH's if 1): median over iterations of the max
- * over ranks, seconds. With --check, also counts wrong elements of every call into *wrong. */
-static double time_calls(const bench_opts *o, bench_case *c, int which, size_t *wrong, mdc_status *st) {
-    double *t = calloc((size_t)o->iters, sizeof *t), *tmax = calloc((size_t)o->iters, sizeof *tmax);
-    if (!t || !tmax) {
-        free(t);
-        free(tmax);
-        *st = MDC_ERR_OOM_HOST;
-        return 0;
-    }
-    for (int it = 0; it < o->iters && *st == MDC_OK; it++) {
-        if (o->check && which == 0) prepare(o, c);
-        *st = mdc_barrier(c->g);
-        if (*st) break;
-        double t0 = MPI_Wtime();
-        if (which == 0)
-            *st = run_minidc(o, c);
-        else if (run_mpich(o, c) != MPI_SUCCESS)
-            *st = mdc_fail(MDC_ERR_MPI, "MPICH's %s failed", o->def->name);
-        t[it] = MPI_Wtime() - t0;
-        if (o->check && which == 0 && *st == MDC_OK) *wrong += verify(o, c);
-    }
-    /* Every rank ran the same iterations unless one failed; a failing rank aborts below. */
-    MPI_Allreduce(t, tmax, o->iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    qsort(tmax, (size_t)o->iters, sizeof *tmax, cmp_dbl);
-    double med = o->iters % 2 ? tmax[o->iters / 2] : 0.5 * (tmax[o->iters / 2 - 1] + tmax[o->iters / 2]);
-    free(t);
+static double median_of_max(double *t, int n) {
+    double *tmax = calloc((size_t)n, sizeof *tmax);
+    if (!tmax) return 0;
+    /* Every rank ran the same iterations unless one failed; a failing rank aborts after. */
+    MPI_Allreduce(t, tmax, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    qsort(tmax, (size_t)n, sizeof *tmax, cmp_dbl);
+    double med = n % 2 ? tmax[n / 2] : 0.5 * (tmax[n / 2 - 1] + tmax[n / 2]);
     free(tmax);
     return med;
+}
+
+/* Times `iters` calls of ours and, when o->mpich, as many of MPICH's, alternating: median
+ * over iterations of the max over ranks, seconds, into *ours and *theirs. With --check, also
+ * counts wrong elements of every call of ours into *wrong. */
+static void time_calls(const bench_opts *o, bench_case *c, double *ours, double *theirs,
+                       size_t *wrong, mdc_status *st) {
+    double *t = calloc(2 * (size_t)o->iters, sizeof *t), *tm = t + o->iters;
+    *ours = *theirs = 0;
+    if (!t) {
+        *st = MDC_ERR_OOM_HOST;
+        return;
+    }
+    for (int it = 0; it < o->iters && *st == MDC_OK; it++) {
+        if (o->check) prepare(o, c);
+        if ((*st = mdc_barrier(c->g))) break;
+        double t0 = MPI_Wtime();
+        *st = run_minidc(o, c);
+        t[it] = MPI_Wtime() - t0;
+        if (*st) break;
+        if (o->check) *wrong += verify(o, c);
+        if (!o->mpich) continue;
+        if ((*st = mdc_barrier(c->g))) break;
+        t0 = MPI_Wtime();
+        if (run_mpich(o, c) != MPI_SUCCESS) *st = mdc_fail(MDC_ERR_MPI, "MPICH's %s failed", o->def->name);
+        tm[it] = MPI_Wtime() - t0;
+    }
+    *ours = median_of_max(t, o->iters);
+    if (o->mpich) *theirs = median_of_max(tm, o->iters);
+    free(t);
 }
 
 /* ---- options ----------------------------------------------------------------------------- */
@@ -433,15 +445,11 @@ int mdc_bench_coll(int argc, char **argv) {
         st = run_minidc(&oi, &c);
         if (st) mdc_runtime_die(&rt, st, 0, 1);
         wrong += verify(&oi, &c);
-        double t_ours = time_calls(&oi, &c, 0, &wrong, &st);
+        if (o.mpich && run_mpich(&oi, &c) != MPI_SUCCESS) /* MPICH's warm-up */
+            mdc_runtime_die(&rt, mdc_fail(MDC_ERR_MPI, "MPICH's %s failed", o.def->name), 0, 1);
+        double t_ours, t_mpich;
+        time_calls(&oi, &c, &t_ours, &t_mpich, &wrong, &st);
         if (st) mdc_runtime_die(&rt, st, 0, 1);
-        double t_mpich = 0;
-        if (o.mpich) {
-            if (run_mpich(&oi, &c) != MPI_SUCCESS) /* warm-up */
-                mdc_runtime_die(&rt, mdc_fail(MDC_ERR_MPI, "MPICH's %s failed", o.def->name), 0, 1);
-            t_mpich = time_calls(&oi, &c, 1, &wrong, &st);
-            if (st) mdc_runtime_die(&rt, st, 0, 1);
-        }
         /* Virtual time of one call on a zeroed clock. */
         MDC_CHECK(mdc_barrier(rt.world));
         mdc_dev_reset_counters(rt.dev);
