@@ -97,6 +97,14 @@ mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, vo
     return mdc_waitall(r, 2);
 }
 
+/* Elements [from, to) of an exchange-and-reduce step: out = in OP own (or own OP in). */
+static void reduce_range(void *out, const void *in, const void *own, size_t from, size_t to,
+                         int incoming_left, mdc_dtype t, mdc_op op) {
+    size_t esz = mdc_dtype_size(t);
+    const char *a = (const char *)in + from * esz, *b = (const char *)own + from * esz;
+    mdc_i_reduce3((char *)out + from * esz, incoming_left ? a : b, incoming_left ? b : a, to - from, t, op);
+}
+
 mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *tmp,
                              size_t rcount, int src, const void *own, void *out, int incoming_left,
                              mdc_dtype t, mdc_op op, int tag) {
@@ -113,26 +121,17 @@ mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int 
                      : mdc_isend(sbuf, sbytes, dst, tag, g, &r[1]);
     if (st) return st; /* as mdc_i_xchg: a posted receive stays with MPI */
     size_t done = 0; /* elements reduced so far */
-    if (rsliced) {
-        int n = mdc_i_request_pieces(r[0]);
-        for (int k = 0; k < n; k++) {
-            if ((st = mdc_i_wait_piece(r[0], k))) {
-                mdc_i_abandon(r, 2);
-                return st;
-            }
-            size_t e = ((size_t)(k + 1) * slice < rbytes ? (size_t)(k + 1) * slice : rbytes) / esz;
-            const char *in = (const char *)tmp + done * esz, *mine = (const char *)own + done * esz;
-            mdc_i_reduce3((char *)out + done * esz, incoming_left ? in : mine, incoming_left ? mine : in,
-                          e - done, t, op);
-            done = e;
+    for (int k = 0; rsliced && k < mdc_i_request_pieces(r[0]); k++) {
+        if ((st = mdc_i_wait_piece(r[0], k))) {
+            mdc_i_abandon(r, 2);
+            return st;
         }
+        size_t e = ((size_t)(k + 1) * slice < rbytes ? (size_t)(k + 1) * slice : rbytes) / esz;
+        reduce_range(out, tmp, own, done, e, incoming_left, t, op);
+        done = e;
     }
     if ((st = mdc_waitall(r, 2))) return st;
-    if (done < rcount) {
-        const char *in = (const char *)tmp + done * esz, *mine = (const char *)own + done * esz;
-        mdc_i_reduce3((char *)out + done * esz, incoming_left ? in : mine, incoming_left ? mine : in,
-                      rcount - done, t, op);
-    }
+    if (done < rcount) reduce_range(out, tmp, own, done, rcount, incoming_left, t, op);
     mdc_device *dev = mdc_transport_device(mdc_group_transport(g));
     if (dev && rcount) mdc_dev_reduce(dev, (double)rcount, (double)esz);
     return MDC_OK;

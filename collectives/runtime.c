@@ -1,6 +1,7 @@
 /* Program start-up: MPI, device, transport, world group. */
 #include <mpi.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "minidc/runtime.h"
@@ -104,7 +105,12 @@ void mdc_runtime_die(mdc_runtime *rt, mdc_status st, int all_ranks_same, int cod
         mdc_runtime_finalize(rt);
         exit(code);
     }
-    /* Peers may be blocked in a collective with us: do not wait for them in MPI_Finalize. */
+    /* Peers may be blocked in a collective with us: do not wait for them in MPI_Finalize.
+     * MPI_Abort makes Hydra kill every rank at once, which can drop output still in the
+     * pipes (this message, 1 run in ~10): give it, and the peers' reports of our abort
+     * message, 0.2 s to get out first. */
+    struct timespec pause = {0, 200000000L};
+    nanosleep(&pause, NULL);
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }
