@@ -168,6 +168,7 @@ static void run_case(mdc_runtime *rt, mdc_coll c, const char *algo, size_t count
 int main(int argc, char **argv) {
     mdc_runtime rt;
     MDC_CHECK(mdc_runtime_init(&rt, &argc, &argv));
+    tu_coll_options(argc, argv);
     int p = rt.size;
     if (p > 64) {
         printf("skip: at most 64 ranks\n");
