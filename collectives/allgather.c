@@ -48,10 +48,8 @@ mdc_status mdc_allgather(const void *sendbuf, void *recvbuf, size_t count, mdc_d
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||
         (st = mdc_i_check_count(w, g, "count", count, t, (size_t)mdc_group_size(g))))
         return st;
-    int p = mdc_group_size(g);
-    size_t *counts = malloc(sizeof(size_t) * (size_t)p);
-    if (!counts) return mdc_fail(MDC_ERR_OOM_HOST, "%s: counts", w);
-    for (int i = 0; i < p; i++) counts[i] = count;
+    size_t *counts;
+    if ((st = mdc_i_equal_counts(w, g, count, &counts))) return st;
     st = run(w, sendbuf, recvbuf, counts, NULL, t, g);
     free(counts);
     return st;

@@ -17,10 +17,7 @@ mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t), bytes = count * esz;
-    if (p == 1 || count == 0) {
-        if (sendbuf != recvbuf && bytes) memcpy(recvbuf, sendbuf, bytes);
-        return MDC_OK;
-    }
+    if (mdc_i_allreduce_trivial(sendbuf, recvbuf, count, t, g)) return MDC_OK;
     const int tag = MDC_I_TAG(MDC_COLL_ALLREDUCE, 16);
     int p2 = mdc_i_pow2_floor(p), rem = p - p2;
     size_t *off = malloc(sizeof(size_t) * (size_t)(4 * p2 + 2));

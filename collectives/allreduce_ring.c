@@ -36,10 +36,7 @@ mdc_status mdc_allreduce_ring(const void *sendbuf, void *recvbuf, size_t count, 
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t);
-    if (p == 1 || count == 0) {
-        if (sendbuf != recvbuf && count) memcpy(recvbuf, sendbuf, count * esz);
-        return MDC_OK;
-    }
+    if (mdc_i_allreduce_trivial(sendbuf, recvbuf, count, t, g)) return MDC_OK;
     size_t cb = mdc_coll_ring_chunk(), chunk = cb ? (cb / esz ? cb / esz : 1) : 0;
     size_t *off = malloc(4 * sizeof(size_t) * (size_t)p);
     if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "allreduce ring: offsets");

@@ -49,7 +49,8 @@ void mdc_i_abandon(mdc_request **reqs, int n);
  * incoming_left, else own[i] OP tmp[i] (the same per-element order as exchanging first and
  * reducing after). Messages above the slice size (mdc_coll_slice) travel sliced, so each slice
  * is reduced while it is still in cache; both ends decide by the message's size alone. out may
- * equal tmp or own, and must not overlap sbuf. Charges one reduction of rcount elements. */
+ * equal tmp or own; if it overlaps sbuf, the reduction waits for the send. Charges one
+ * reduction of rcount elements. */
 mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *tmp,
                              size_t rcount, int src, const void *own, void *out, int incoming_left,
                              mdc_dtype t, mdc_op op, int tag);
@@ -62,6 +63,15 @@ static inline mdc_status mdc_i_recv_reduce(mdc_group *g, void *tmp, size_t count
                                            const void *own, void *out, int incoming_left,
                                            mdc_dtype t, mdc_op op, int tag) {
     return mdc_i_xchg_reduce(g, NULL, 0, src, tmp, count, src, own, out, incoming_left, t, op, tag);
+}
+
+/* An allreduce with one rank or nothing to reduce: the result is the input (copied unless in
+ * place, sendbuf already resolved from MDC_IN_PLACE). Returns 1 when that applied. */
+static inline int mdc_i_allreduce_trivial(const void *sendbuf, void *recvbuf, size_t count,
+                                          mdc_dtype t, mdc_group *g) {
+    if (mdc_group_size(g) > 1 && count > 0) return 0;
+    if (sendbuf != recvbuf && count) memcpy(recvbuf, sendbuf, count * mdc_dtype_size(t));
+    return 1;
 }
 
 /* Group index of member i of a member list (NULL list = the group in order). */
@@ -101,6 +111,9 @@ mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *
 /* Balanced partition of count elements into n blocks: block c has count/n elements, plus one
  * for c < count % n; off/len get element offsets and lengths (n entries each). */
 void mdc_i_partition(size_t count, int n, size_t *off, size_t *len);
+/* *out = a malloc'ed array of the group size, every entry `count` (the equal-block forms of
+ * the per-rank-count collectives); `what` names the caller in the out-of-memory detail. */
+mdc_status mdc_i_equal_counts(const char *what, const mdc_group *g, size_t count, size_t **out);
 
 /* Folding a non-power-of-two group onto p2 = largest power of two <= p (Rabenseifner): the
  * first 2*rem ranks pair up (2i, 2i+1), the even one hands its data to the odd one, which

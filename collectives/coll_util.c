@@ -120,8 +120,13 @@ mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int 
         st = ssliced ? mdc_i_isend_sliced(sbuf, sbytes, slice, dst, tag, g, &r[1])
                      : mdc_isend(sbuf, sbytes, dst, tag, g, &r[1]);
     if (st) return st; /* as mdc_i_xchg: a posted receive stays with MPI */
+    /* Reducing into what is still being sent would change the message under MPI's feet (the
+     * in-place 2-rank ring reduce-scatter writes its result over the block it sends): then
+     * the pieces are only received as they land, and reduced once the send is done. */
+    const char *sb = sbuf, *ob = out;
+    int early = rsliced && !(sbytes && ob < sb + sbytes && sb < ob + rbytes);
     size_t done = 0; /* elements reduced so far */
-    for (int k = 0; rsliced && k < mdc_i_request_pieces(r[0]); k++) {
+    for (int k = 0; early && k < mdc_i_request_pieces(r[0]); k++) {
         if ((st = mdc_i_wait_piece(r[0], k))) {
             mdc_i_abandon(r, 2);
             return st;
@@ -134,6 +139,14 @@ mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int 
     if (done < rcount) reduce_range(out, tmp, own, done, rcount, incoming_left, t, op);
     mdc_device *dev = mdc_transport_device(mdc_group_transport(g));
     if (dev && rcount) mdc_dev_reduce(dev, (double)rcount, (double)esz);
+    return MDC_OK;
+}
+
+mdc_status mdc_i_equal_counts(const char *what, const mdc_group *g, size_t count, size_t **out) {
+    int p = mdc_group_size(g);
+    *out = malloc(sizeof(size_t) * (size_t)p);
+    if (!*out) return mdc_fail(MDC_ERR_OOM_HOST, "%s: counts", what);
+    for (int i = 0; i < p; i++) (*out)[i] = count;
     return MDC_OK;
 }
 

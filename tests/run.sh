@@ -40,6 +40,8 @@ run_one() { # name ranks timeout args...
     local launch=()
     [ "$p" != "-" ] && launch=("$MPIEXEC" -n "$p")
     local tag=${name//\//_}.$p
+    # a test listed twice with different arguments: each run has its own log and name
+    if [ $# -gt 0 ]; then local a="$*"; tag="$tag.${a//[^A-Za-z0-9._-]/_}"; name="$name $*"; fi
     local t0=$(date +%s.%N)
     # stdin from /dev/null: mpiexec forwards stdin to rank 0 and would eat the rest of the list
     timeout -k 5 $((to * slow)) "${launch[@]}" "${cmd[@]}" "$@" </dev/null >"$log/$tag.out" 2>&1
@@ -54,7 +56,7 @@ run_one() { # name ranks timeout args...
         local why="exit $rc"; [ $rc = 124 ] || [ $rc = 137 ] && why="TIMEOUT after $((to * slow))s"
         printf 'not ok  %-28s %-6s %6.2fs  (%s; log %s)\n' "$name" "$ranks" "$dt" "$why" "$log/$tag.out"
         tail -n 15 "$log/$tag.out" | sed 's/^/    # /'
-        fail=$((fail + 1)); failed_names="$failed_names $name.$p"
+        fail=$((fail + 1)); failed_names="$failed_names ${name// /_}.$p"
     fi
 }
 for list in tests/*.list; do
