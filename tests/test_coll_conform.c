@@ -469,6 +469,14 @@ int main(int argc, char **argv) {
         test_reduce_scatter(rt.world, b, 1, lv[c] == FULL ? LIGHT : lv[c]);
     }
     LAP("reduce_scatter");
+    /* Blocks of 1 MiB: above the default slice (256 KiB), so every reducing algorithm runs its
+     * sliced path in its default form (every case in place and not). */
+    const size_t big = 262147;
+    test_allreduce(rt.world, big, "world", GROUP);
+    test_reduce_scatter(rt.world, big, 0, GROUP);
+    test_reduce_scatter(rt.world, big, 1, GROUP);
+    test_reduce(rt.world, big, GROUP);
+    LAP("1 MiB blocks");
     for (int c = 0; c < nc; c++) test_reduce(rt.world, counts[c], lv[c]);
     LAP("reduce");
     for (int c = 0; c < nc; c++) {
