@@ -42,19 +42,40 @@ static mdc_status reduce_bucket(mdc_dp *dp, const dp_bucket *b) {
     return st;
 }
 
+/* ZeRO-3: unit u must be resident now. If it was prefetched, compute waits for the gather
+ * stream (in virtual time; the data is already there); else it is gathered here. Then, with
+ * prefetch, unit `next` (-1: none) is gathered on the gather stream, overlapping u's compute
+ * (its messages still queue on the same links as the reductions'). Results and bytes sent do
+ * not change; peak parameter memory holds one more unit. One rank has nothing to prefetch. */
+static mdc_status zero3_use(mdc_dp *dp, int u, int next) {
+    mdc_status st = MDC_OK;
+    if (dp->prefetched[u]) {
+        mdc_dev_stream_join(dp->dev, &dp->gather_stream);
+        dp->prefetched[u] = 0;
+    } else {
+        st = mdc_zero_i_gather(dp, u); /* a no-op if still resident (wte, the head) */
+    }
+    if (st || !dp->dc.prefetch || dp->N == 1 || next < 0 || next >= dp->nunits || dp->gathered[next]) return st;
+    mdc_dev_stream_begin(dp->dev, &dp->gather_stream);
+    st = mdc_zero_i_gather(dp, next);
+    mdc_dev_stream_end(dp->dev, &dp->gather_stream);
+    if (!st) dp->prefetched[next] = 1;
+    return st;
+}
+
 static mdc_status hook(void *ctx, mdc_gpt2_hook_event ev, int u) {
     mdc_dp *dp = ctx;
     int head = dp->nunits - 1, z = dp->dc.zero;
     mdc_status st = MDC_OK;
     switch (ev) {
     case MDC_HOOK_PRE_FORWARD:
-        if (z == 3) st = mdc_zero_i_gather(dp, u); /* the head's wte (unit 0) is still gathered */
+        if (z == 3) st = zero3_use(dp, u, u + 1); /* the head's wte (unit 0) is still gathered */
         break;
     case MDC_HOOK_POST_FORWARD:
         if (z == 3 && u != 0 && u != head) mdc_zero_i_release(dp, u);
         break;
     case MDC_HOOK_PRE_BACKWARD:
-        if (z == 3) st = mdc_zero_i_gather(dp, u); /* no-op for the head and the embedding */
+        if (z == 3) st = zero3_use(dp, u, u - 1); /* no-op for the head and the embedding */
         if (!st && z >= 2) st = mdc_zero_i_live(dp, u);
         if (!st && z >= 2 && u == head) st = mdc_zero_i_live(dp, 0); /* the LM head adds to wte's grad */
         break;
@@ -170,6 +191,7 @@ mdc_status mdc_dp_step(mdc_dp *dp, const int *inputs, const int *targets, const 
         if ((st = mdc_gpt2_backward_scaled(dp->m, dloss))) return st;
     }
     mdc_dev_stream_join(dp->dev, &dp->stream); /* the last bucket's reduction must be done */
+    mdc_dev_stream_join(dp->dev, &dp->gather_stream); /* (no prefetch outlives a step) */
     /* the loss sum and the ZeRO shards' sum of squares, in one allreduce padded to N slots
      * each (so its byte count is the ring's exact 2(N-1)/N) */
     double *sc = calloc(2 * (size_t)N, sizeof(double));
@@ -340,6 +362,8 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
                      "gathered for forward and the blocks again for backward, and reduce-scattered once\n",
                 dp->dc.accum);
     fprintf(out, "virtual time (whole run): compute %.3f ms, communication %.3f ms exposed + %.3f ms hidden under "
-                 "backward (overlap), idle %.3f ms; total %.3f ms\n",
-            f.t_compute * 1e3, f.t_comm * 1e3, f.t_overlap * 1e3, f.t_idle * 1e3, f.now * 1e3);
+                 "%s (overlap), idle %.3f ms; total %.3f ms\n",
+            f.t_compute * 1e3, f.t_comm * 1e3, f.t_overlap * 1e3,
+            dp->dc.prefetch && dp->dc.zero == 3 ? "compute (bucket reductions, prefetched gathers)" : "backward",
+            f.t_idle * 1e3, f.now * 1e3);
 }

@@ -28,10 +28,13 @@ struct mdc_dp {
     int next_buf;
     float *shard_p, *shard_g, *shard_m, *shard_v; /* ZeRO shards (which exist depends on stage) */
     float **gathered;  /* ZeRO-3: per unit, the gathered buffer while resident (MDC_MEM_PARAMS) */
+    char *prefetched;  /* ZeRO-3 with prefetch: per unit, gathered on the comm stream, not joined */
     void **live;       /* ZeRO-2/3: per unit, the full gradient's residency while live (GRADS) */
     int micro, t;
     double loss_sum;   /* this rank's sum of per-position losses over the step */
     mdc_dev_stream stream;
+    mdc_dev_stream gather_stream; /* ZeRO-3 prefetch: its own stream (as FSDP's all-gather
+                                   * stream), so using a unit never waits for a reduction */
     double step_bytes; /* sent in the last step */
     size_t mem_after[3];
 };

@@ -84,7 +84,8 @@ mdc_status mdc_zero_i_alloc(mdc_dp *dp) {
     if (z == 3) {
         if ((st = mdc_dev_alloc(dp->dev, (void **)&dp->shard_p, sb, MDC_MEM_PARAMS, "zero.param_shard"))) return st;
         dp->gathered = calloc((size_t)dp->nunits, sizeof(float *));
-        if (!dp->gathered) return mdc_fail(MDC_ERR_OOM_HOST, "zero");
+        dp->prefetched = calloc((size_t)dp->nunits, 1);
+        if (!dp->gathered || !dp->prefetched) return mdc_fail(MDC_ERR_OOM_HOST, "zero");
         float *P = mdc_gpt2_params(dp->m);
         mdc_zero_i_full_to_shard(dp, dp->r, P, dp->shard_p);
         if (dp->dc.poison)
@@ -98,7 +99,7 @@ void mdc_zero_i_free(mdc_dp *dp) {
         if (dp->gathered) mdc_dev_free(dp->dev, dp->gathered[u]);
         if (dp->live) mdc_dev_free(dp->dev, dp->live[u]);
     }
-    free(dp->gathered), free(dp->live);
+    free(dp->gathered), free(dp->live), free(dp->prefetched);
     mdc_dev_free(dp->dev, dp->shard_p), mdc_dev_free(dp->dev, dp->shard_g);
     mdc_dev_free(dp->dev, dp->shard_m), mdc_dev_free(dp->dev, dp->shard_v);
 }

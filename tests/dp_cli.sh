@@ -41,6 +41,11 @@ expect_ok "save a checkpoint (C=16)" 2 --dp 2 --zero 1 $small --steps 1 --save "
 expect_error "checkpoint of another shape" "n_embd = 16 but the model has 32" 2 --dp 2 --zero 1 \
     --vocab 65 --ctx 8 --layers 2 --heads 2 --channels 32 --batch 12 --steps 1 --resume "$tmp/c16.st"
 expect_error "a rank failing mid-run" "failing on purpose" 3 --dp 3 --zero 2 $small --steps 4 --fail-at 1:2
+expect_error "--prefetch without ZeRO-3" "prefetch is for --zero 3" 2 --dp 2 --zero 1 --prefetch $small --steps 1
+expect_ok "ZeRO-3 with --prefetch and --check-serial" 3 --dp 3 --zero 3 --prefetch $small --steps 3 --check-serial
+grep -q "check-serial: .* ok" "$tmp/out" || { echo "FAIL: check-serial with --prefetch"; cat "$tmp/out"; fail=1; }
+grep -q "hidden under compute (bucket reductions, prefetched gathers)" "$tmp/out" ||
+    { echo "FAIL: the report does not say prefetched gathers are overlapped"; cat "$tmp/out"; fail=1; }
 
 # ---- resume: bit-identical to the uninterrupted run with the same layout --------------------
 for z in 0 3; do

@@ -34,13 +34,16 @@ static const char usage_text[] =
     "  --accum K           micro-batches per step (gradient accumulation, default 1);\n"
     "                      --batch must be divisible by dp x K\n"
     "  --bucket-mb X       gradient bucket size in MiB (default: min(25, parameter MiB / 4))\n"
+    "  --prefetch          ZeRO-3: gather the next unit on the comm stream while this one\n"
+    "                      computes (forward and backward, one unit ahead)\n"
     "  --check-serial      rank 0 also trains the serial model on the same global batch and\n"
     "                      reports the loss difference per step and the largest relative\n"
     "                      parameter difference at the end (must be <= 1e-5)\n"
     "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit)\n";
 
 int mdc_train_dp_wanted(int argc, char **argv) {
-    static const char *const opts[] = {"--dp", "--zero", "--accum", "--bucket-mb", "--check-serial", "--fail-at"};
+    static const char *const opts[] = {"--dp", "--zero", "--accum", "--bucket-mb", "--check-serial", "--prefetch",
+                                       "--fail-at"};
     for (int i = 1; i < argc; i++)
         for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
             if (!strcmp(argv[i], opts[k])) return 1;
@@ -54,7 +57,7 @@ int mdc_train_dp_wanted(int argc, char **argv) {
 
 typedef struct {
     const char *config, *data, *save, *resume;
-    int V, T, L, H, C, B, seq, steps, seed, quiet, dp, zero, accum, check, fail_rank, fail_step;
+    int V, T, L, H, C, B, seq, steps, seed, quiet, dp, zero, accum, check, prefetch, fail_rank, fail_step;
     double bucket_mb;
     mdc_adamw_config opt;
 } options;
@@ -93,6 +96,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return MDC_OK; }
         else if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
         else if (!strcmp(a, "--check-serial")) { o->check = 1; continue; }
+        else if (!strcmp(a, "--prefetch")) { o->prefetch = 1; continue; }
         else if (!strcmp(a, "--config")) o->config = v;
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--save")) o->save = v;
@@ -143,6 +147,9 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
         return mdc_fail(MDC_ERR_INVALID, "--dp %d but the job has %d rank(s): run mpiexec.mpich -n %d (one rank per "
                         "data-parallel replica)", o->dp, nranks, o->dp);
     if (o->zero < 0 || o->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0 (DDP), 1, 2 or 3", o->zero);
+    if (o->prefetch && o->zero != 3)
+        return mdc_fail(MDC_ERR_INVALID, "--prefetch is for --zero 3 (the stage that gathers parameters), not --zero %d",
+                        o->zero);
     if (o->B <= 0) return mdc_fail(MDC_ERR_INVALID, "--batch %d must be positive", o->B);
     if (o->accum <= 0) return mdc_fail(MDC_ERR_INVALID, "--accum %d must be positive", o->accum);
     if (o->B % (o->dp * o->accum))
@@ -281,7 +288,7 @@ int mdc_cmd_train_dp(int argc, char **argv) {
         lc.rank = 0, lc.nranks = 1;
         if (r == 0 && o.check && (st = mdc_loader_open(&ld_all, o.data, &lc))) mdc_runtime_die(&rt, st, 0, 1);
     }
-    mdc_dp_config dc = {o.zero, mb, o.accum, T, (size_t)(o.bucket_mb * 1048576.0), 1};
+    mdc_dp_config dc = {o.zero, mb, o.accum, T, (size_t)(o.bucket_mb * 1048576.0), 1, o.prefetch};
     if ((st = mdc_dp_create(&dp, rt.world, &cfg, &dc, (uint64_t)o.seed))) mdc_runtime_die(&rt, st, 1, 1);
     if (r == 0 && o.check) {
         if ((st = scratch_model(&rt, &cfg, B, T, &sdev, &ser))) mdc_runtime_die(&rt, st, 0, 1);

@@ -47,6 +47,8 @@ typedef struct {
     int seq;             /* T */
     size_t bucket_bytes; /* 0 = default: min(25 MiB, parameter bytes / 4) */
     int poison;          /* ZeRO-3: fill parameter ranges that are not resident with NaN */
+    int prefetch;        /* ZeRO-3: gather the next unit on the comm stream while this one
+                          * computes (FSDP's forward_prefetch + BACKWARD_PRE, one unit ahead) */
 } mdc_dp_config;
 
 typedef struct mdc_dp mdc_dp;
