@@ -364,6 +364,8 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
     fprintf(out, "virtual time (whole run): compute %.3f ms, communication %.3f ms exposed + %.3f ms hidden under "
                  "%s (overlap), idle %.3f ms; total %.3f ms\n",
             f.t_compute * 1e3, f.t_comm * 1e3, f.t_overlap * 1e3,
-            dp->dc.prefetch && dp->dc.zero == 3 ? "compute (bucket reductions, prefetched gathers)" : "backward",
+            dp->dc.zero == 1 || dp->dc.zero == 2 ? "backward and the update (bucket allgathers)"
+            : dp->dc.prefetch && dp->dc.zero == 3 && dp->N > 1 ? "compute (bucket reductions, prefetched gathers)"
+                                                               : "backward",
             f.t_idle * 1e3, f.now * 1e3);
 }

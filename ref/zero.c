@@ -169,8 +169,9 @@ mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) 
 /* Calls fn on each run of this rank's shard that lies in one tensor:
  * flat offset, length, shard offset, the tensor's decay flag. */
 typedef void (*seg_fn)(mdc_dp *dp, size_t flat, size_t n, size_t sh, int decay, void *ctx);
-static void for_each_segment(mdc_dp *dp, seg_fn fn, void *ctx) {
-    for (int u = 0; u < dp->nunits; u++) {
+/* Calls fn on this rank's shard segments of units ulo..uhi, split at tensor boundaries. */
+static void for_each_segment_in(mdc_dp *dp, int ulo, int uhi, seg_fn fn, void *ctx) {
+    for (int u = ulo; u <= uhi; u++) {
         size_t lo, n = piece(dp, u, dp->r, &lo);
         size_t a = dp->uoff[u] + lo, e = a + n;
         for (int i = 0; i < dp->ntensors && a < e; i++) {
@@ -181,6 +182,10 @@ static void for_each_segment(mdc_dp *dp, seg_fn fn, void *ctx) {
             fn(dp, s0, s1 - s0, dp->shoff[u] + (s0 - dp->uoff[u] - lo), t->decay, ctx);
         }
     }
+}
+
+static void for_each_segment(mdc_dp *dp, seg_fn fn, void *ctx) {
+    for_each_segment_in(dp, 0, dp->nunits - 1, fn, ctx);
 }
 
 static const float *grad_ptr(mdc_dp *dp, size_t flat, size_t sh) {
@@ -217,21 +222,28 @@ static void seg_adamw(mdc_dp *dp, size_t flat, size_t n, size_t sh, int decay, v
 mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm) {
     upd_ctx c = {o, mdc_clip_scale(norm, o->grad_clip)};
     dp->t++;
-    for_each_segment(dp, seg_adamw, &c);
-    if (dp->dc.zero == 2) memset(dp->shard_g, 0, dp->S * sizeof(float)); /* next step accumulates */
     if (dp->dc.zero == 3) {
+        for_each_segment(dp, seg_adamw, &c);
         memset(dp->shard_g, 0, dp->S * sizeof(float));
         return MDC_OK; /* the shards are the parameters; units are gathered when used */
     }
-    /* ZeRO-1/2: every rank's updated piece, bucket by bucket, into the replicated parameters */
+    /* ZeRO-1/2, bucket by bucket: update this rank's piece, then allgather everyone's into the
+     * replicated parameters on the comm stream (double-buffered), so the allgather of one
+     * bucket overlaps the update of the next. AdamW is elementwise: the order of the buckets
+     * changes no result. The step ends when the last allgather is done. */
     float *P = mdc_gpt2_params(dp->m);
-    for (int i = 0; i < dp->nbuckets; i++) {
+    mdc_status st = MDC_OK;
+    for (int i = 0; i < dp->nbuckets && !st; i++) {
         const dp_bucket *b = &dp->b[i];
-        float *buf = dp->bucket_buf[0];
+        for_each_segment_in(dp, b->lo, b->hi, seg_adamw, &c);
+        float *buf = dp->bucket_buf[i & 1];
+        mdc_dev_stream_begin(dp->dev, &dp->stream);
         mdc_dp_i_pack(dp, b, buf, P, dp->r);
-        mdc_status st = mdc_allgather(MDC_IN_PLACE, buf, b->block, MDC_F32, dp->g);
-        if (st) return st;
-        mdc_dp_i_unpack(dp, b, buf, P, -1);
+        st = mdc_allgather(MDC_IN_PLACE, buf, b->block, MDC_F32, dp->g);
+        if (!st) mdc_dp_i_unpack(dp, b, buf, P, -1);
+        mdc_dev_stream_end(dp->dev, &dp->stream);
     }
-    return MDC_OK;
+    mdc_dev_stream_join(dp->dev, &dp->stream);
+    if (dp->dc.zero == 2) memset(dp->shard_g, 0, dp->S * sizeof(float)); /* next step accumulates */
+    return st;
 }
