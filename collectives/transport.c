@@ -474,7 +474,7 @@ static mdc_status request_finish(mdc_request *r) {
 static mdc_status wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status *stat) {
     double start = mdc_wall_time();
     long pauses = 0;
-    for (long spin = 0;; spin++) {
+    for (;;) {
         int done = 0;
         if (MPI_Testall(n, all, &done, stat) != MPI_SUCCESS)
             return mdc_fail(MDC_ERR_MISMATCH, "rank %d: a message did not match its receive "
@@ -543,7 +543,9 @@ static mdc_status check_header(mdc_request *r) {
 int mdc_i_request_pieces(const mdc_request *r) { return r->npieces ? r->npieces : 1; }
 
 mdc_status mdc_i_wait_piece(mdc_request *r, int k) {
-    if (r->npieces == 0 || k < 0 || k >= r->npieces) return MDC_ERR_INVALID;
+    if (r->npieces == 0 || k < 0 || k >= r->npieces)
+        return mdc_fail(MDC_ERR_INVALID, "rank %d: piece %d of a message to/from rank %d that has %d", r->t->rank, k,
+                        r->peer_world, r->npieces);
     mdc_status st = check_header(r);
     if (st) return st;
     MPI_Request *m = &r->mreq[r->hdr + k];

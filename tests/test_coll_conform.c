@@ -12,7 +12,7 @@
 #include "testutil.h"
 
 static int P, R;
-static long ncases, nprinted;
+static long ncases;
 static char ctx[256]; /* the case being run, for failure messages */
 
 
@@ -52,22 +52,9 @@ static void expect_elem(void *out, size_t k, int p, size_t i, mdc_op op, mdc_dty
 
 /* Bit-for-bit comparison; prints the case, first bad index and max error. */
 static int cmp(mdc_dtype t, const void *got, const void *want, size_t n, const char *what) {
-    size_t es = mdc_dtype_size(t), bad = 0, first = 0;
-    double maxerr = 0;
-    for (size_t i = 0; i < n; i++)
-        if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
-            if (!bad) first = i;
-            bad++;
-            double e = fabs(mdc_dtype_get(got, t, i) - mdc_dtype_get(want, t, i));
-            if (e > maxerr || isnan(e)) maxerr = e;
-        }
-    if (bad) {
-        tu_failures++;
-        if (nprinted++ < 20)
-            fprintf(stderr, "rank %d/%d: %s [%s]: %zu of %zu differ; first at %zu: got %.9g want %.9g; max error %.3g\n",
-                    R, P, what, ctx, bad, n, first, mdc_dtype_get(got, t, first), mdc_dtype_get(want, t, first), maxerr);
-    }
-    return !bad;
+    char w[512];
+    snprintf(w, sizeof w, "rank %d/%d: %s [%s]", R, P, what, ctx);
+    return tu_cmp_bits(t, got, want, n, w);
 }
 
 static void ok(mdc_status st) {

@@ -13,7 +13,6 @@
 #include "testutil.h"
 
 static int P, R;
-static long nprinted;
 
 /* Input of rank r, element i, in [-1, 1], quantized to type t. */
 static float rnd(int r, size_t i, mdc_dtype t, unsigned salt) {
@@ -41,22 +40,9 @@ static float ring_elem(mdc_dtype t, int p, int c, size_t i, unsigned salt) {
 }
 
 static int cmp_bits(mdc_dtype t, const void *got, const void *want, size_t n, const char *what) {
-    size_t es = mdc_dtype_size(t), bad = 0, first = 0;
-    double maxerr = 0;
-    for (size_t i = 0; i < n; i++)
-        if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
-            if (!bad) first = i;
-            bad++;
-            double e = fabs(mdc_dtype_get(got, t, i) - mdc_dtype_get(want, t, i));
-            if (e > maxerr) maxerr = e;
-        }
-    if (bad) {
-        tu_failures++;
-        if (nprinted++ < 20)
-            fprintf(stderr, "rank %d/%d: %s: %zu of %zu differ; first at %zu: got %.9g want %.9g; max error %.3g\n", R, P,
-                    what, bad, n, first, mdc_dtype_get(got, t, first), mdc_dtype_get(want, t, first), maxerr);
-    }
-    return !bad;
+    char w[512];
+    snprintf(w, sizeof w, "rank %d/%d: %s", R, P, what);
+    return tu_cmp_bits(t, got, want, n, w);
 }
 
 static void test_ring_order(mdc_group *g, mdc_dtype t, size_t count, size_t chunk_bytes) {
@@ -150,7 +136,7 @@ static void check_tol(mdc_dtype t, mdc_op op, int p, const void *got, size_t n, 
     }
     if (bad) {
         tu_failures++;
-        if (nprinted++ < 20)
+        if (tu_printed++ < 20)
             fprintf(stderr, "rank %d/%d: %s: %zu of %zu outside the bound; first at %zu (got %.9g); max error %.3g\n", R, P,
                     what, bad, n, first, mdc_dtype_get(got, t, first), maxerr);
     }

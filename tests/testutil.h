@@ -36,23 +36,31 @@ static int tu_failures;
 #define TU_CONTAINS(hay, needle) \
     TU_CHECK(strstr((hay), (needle)) != NULL, "'%s' does not contain '%s'", (hay), (needle))
 
-/* Compares n floats bit for bit; reports the first bad index and the max error. */
-static inline int tu_cmp_f32(const char *what, const float *got, const float *want, size_t n) {
-    size_t bad = 0, first = (size_t)-1;
+static long tu_printed; /* mismatch reports printed; the first 20 are, then they are counted */
+
+/* Compares n elements of type t bit for bit; on a difference counts a failure and reports the
+ * case, how many differ, the first bad index with both values, and the max error. */
+static inline int tu_cmp_bits(mdc_dtype t, const void *got, const void *want, size_t n, const char *what) {
+    size_t es = mdc_dtype_size(t), bad = 0, first = 0;
     double maxerr = 0;
     for (size_t i = 0; i < n; i++)
-        if (memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-            if (first == (size_t)-1) first = i;
+        if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
+            if (!bad) first = i;
             bad++;
-            double e = fabs((double)got[i] - (double)want[i]);
+            double e = fabs(mdc_dtype_get(got, t, i) - mdc_dtype_get(want, t, i));
             if (e > maxerr || isnan(e)) maxerr = e;
         }
     if (bad) {
-        fprintf(stderr, "%s: %zu of %zu differ; first at %zu: got %.9g want %.9g; max error %.3g\n",
-                what, bad, n, first, got[first], want[first], maxerr);
         tu_failures++;
+        if (tu_printed++ < 20)
+            fprintf(stderr, "%s: %zu of %zu differ; first at %zu: got %.9g want %.9g; max error %.3g\n", what, bad, n,
+                    first, mdc_dtype_get(got, t, first), mdc_dtype_get(want, t, first), maxerr);
     }
-    return bad == 0;
+    return !bad;
+}
+
+static inline int tu_cmp_f32(const char *what, const float *got, const float *want, size_t n) {
+    return tu_cmp_bits(MDC_F32, got, want, n, what);
 }
 
 /* Collective tests take `--slice BYTES` (after the device options): the slice of reducing
