@@ -2,20 +2,26 @@
  *
  * Algorithm: p - 1 steps around the ring 0 -> 1 -> ... -> p-1 -> 0. At step s rank r sends
  *   block (r - s) mod p to r + 1 and receives block (r - s - 1) mod p from r - 1, straight into
- *   its place in the receive buffer (no scratch, no copies but the own block).
+ *   its place in the receive buffer (no scratch, no copies but the own block). Step 0 sends
+ *   the own block from the send buffer and copies it into place while the messages travel.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH allgather ring); NCCL's ring allgather.
  * Restrictions: none (any p, per-rank counts and displacements, in place).
  * Cost: (p-1) alpha + (p-1)/p n beta, n = the full output. */
 #include "coll_internal.h"
 
 mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf,
-                         const size_t *off, const size_t *len, int tag) {
-    if (n == 1) return MDC_OK;
+                         const size_t *off, const size_t *len, const void *own, int tag) {
     char *b = buf;
+    if (n == 1) {
+        if (own && len[pos] && own != b + off[pos]) memmove(b + off[pos], own, len[pos]);
+        return MDC_OK;
+    }
     int next = mdc_i_member(mem, (pos + 1) % n), prev = mdc_i_member(mem, (pos - 1 + n) % n);
     for (int step = 0; step < n - 1; step++) {
         int sb = mdc_i_mod(pos - step, n), rb = mdc_i_mod(pos - step - 1, n);
-        mdc_status st = mdc_i_xchg(g, b + off[sb], len[sb], next, b + off[rb], len[rb], prev, tag);
+        const void *from = step == 0 && own ? own : b + off[sb];
+        mdc_status st = mdc_i_xchg_copy(g, from, len[sb], next, b + off[rb], len[rb], prev, tag,
+                                        b + off[pos], from, step == 0 && own ? len[pos] : 0);
         if (st) return st;
     }
     return MDC_OK;
@@ -33,10 +39,8 @@ mdc_status mdc_allgather_ring(const void *sendbuf, void *recvbuf, const size_t *
         len[i] = counts[i] * esz;
         o += counts[i];
     }
-    char *mine = (char *)recvbuf + off[me];
-    if (sendbuf != MDC_IN_PLACE && sendbuf != recvbuf && sendbuf != mine && len[me])
-        memmove(mine, sendbuf, len[me]);
-    mdc_status st = mdc_i_ring_ag(g, NULL, p, me, recvbuf, off, len, MDC_I_TAG(MDC_COLL_ALLGATHER, 0));
+    const void *own = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf ? NULL : sendbuf;
+    mdc_status st = mdc_i_ring_ag(g, NULL, p, me, recvbuf, off, len, own, MDC_I_TAG(MDC_COLL_ALLGATHER, 0));
     free(off);
     return st;
 }

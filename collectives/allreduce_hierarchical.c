@@ -89,9 +89,9 @@ mdc_status mdc_allreduce_hierarchical(const void *sendbuf, void *recvbuf, size_t
     if (!st && len[li]) {
         st = mdc_i_ring_rs(g, inter, N, ni, recvbuf, recvbuf, rb + o2b[ni], o2, l2, t, op,
                            MDC_I_TAG(MDC_COLL_ALLREDUCE, 33));
-        if (!st) st = mdc_i_ring_ag(g, inter, N, ni, recvbuf, o2b, l2b, MDC_I_TAG(MDC_COLL_ALLREDUCE, 34));
+        if (!st) st = mdc_i_ring_ag(g, inter, N, ni, recvbuf, o2b, l2b, NULL, MDC_I_TAG(MDC_COLL_ALLREDUCE, 34));
     }
-    if (!st) st = mdc_i_ring_ag(g, intra, G, li, recvbuf, offb, lenb, MDC_I_TAG(MDC_COLL_ALLREDUCE, 35));
+    if (!st) st = mdc_i_ring_ag(g, intra, G, li, recvbuf, offb, lenb, NULL, MDC_I_TAG(MDC_COLL_ALLREDUCE, 35));
     if (!st) mdc_reduce_finish(recvbuf, count, t, op, p);
     free(off);
     free(node_of);

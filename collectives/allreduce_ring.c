@@ -52,7 +52,7 @@ mdc_status mdc_allreduce_ring(const void *sendbuf, void *recvbuf, size_t count, 
         /* Partials go straight into recvbuf; the allgather then overwrites every chunk. */
         st = mdc_i_ring_rs(g, NULL, p, me, sendbuf, recvbuf, (char *)recvbuf + offb[me], off, len,
                            t, op, MDC_I_TAG(MDC_COLL_ALLREDUCE, 0));
-        if (!st) st = mdc_i_ring_ag(g, NULL, p, me, recvbuf, offb, lenb, MDC_I_TAG(MDC_COLL_ALLREDUCE, 1));
+        if (!st) st = mdc_i_ring_ag(g, NULL, p, me, recvbuf, offb, lenb, NULL, MDC_I_TAG(MDC_COLL_ALLREDUCE, 1));
     }
     if (!st) mdc_reduce_finish(recvbuf, count, t, op, p);
     free(off);

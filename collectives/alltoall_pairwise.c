@@ -1,7 +1,7 @@
 /* Pairwise-exchange all-to-all.
  *
- * Algorithm: copy the own block; then p - 1 steps: at step s rank r sends its block for r + s
- *   to r + s and receives r - s's block for r, straight into place. In place, the send blocks
+ * Algorithm: p - 1 steps: at step s rank r sends its block for r + s to r + s and receives
+ *   r - s's block for r, straight into place; the own block is copied during step 1. In place, the send blocks
  *   are first copied to scratch (they are overwritten as blocks arrive).
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH alltoall pairwise).
  * Restrictions: none.
@@ -22,12 +22,14 @@ mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t coun
         memcpy(tmp, recvbuf, (size_t)p * bs);
         src = tmp;
     }
-    memcpy(out + (size_t)me * bs, src + (size_t)me * bs, bs);
+    char *mine = out + (size_t)me * bs;
+    if (p == 1) memcpy(mine, src, bs);
     mdc_status st = MDC_OK;
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
-        st = mdc_i_xchg(g, src + (size_t)dst * bs, bs, dst, out + (size_t)from * bs, bs, from,
-                        MDC_I_TAG(MDC_COLL_ALLTOALL, 0));
+        st = mdc_i_xchg_copy(g, src + (size_t)dst * bs, bs, dst, out + (size_t)from * bs, bs, from,
+                             MDC_I_TAG(MDC_COLL_ALLTOALL, 0), mine, src + (size_t)me * bs,
+                             s == 1 ? bs : 0);
     }
     mdc_i_free(tmp);
     return st;

@@ -30,7 +30,7 @@ mdc_status mdc_bcast_scatter_allgather(void *buf, size_t count, mdc_dtype t, int
     }
     mdc_status st = mdc_i_binomial_scatter(g, root, (char *)buf + off[rel], off, len,
                                            MDC_I_TAG(MDC_COLL_BCAST, 8));
-    if (!st) st = mdc_i_ring_ag(g, mem, p, rel, buf, off, len, MDC_I_TAG(MDC_COLL_BCAST, 9));
+    if (!st) st = mdc_i_ring_ag(g, mem, p, rel, buf, off, len, NULL, MDC_I_TAG(MDC_COLL_BCAST, 9));
     free(off);
     free(mem);
     return st;

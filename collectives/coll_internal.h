@@ -31,6 +31,12 @@ void mdc_i_scratch_release(void);
  * skipped (both ends know the size, so the schedule stays matched). */
 mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
                       size_t rbytes, int src, int tag);
+/* mdc_i_xchg that also copies cbytes from csrc to cdst (the own block of an allgather or an
+ * all-to-all) once both messages are posted, so the copy runs while the peers' handshakes and
+ * copies are under way instead of before them. cdst must not overlap sbuf or rbuf. */
+mdc_status mdc_i_xchg_copy(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
+                           size_t rbytes, int src, int tag, void *cdst, const void *csrc,
+                           size_t cbytes);
 
 /* Sliced messages (transport.c): the payload travels as one logical message (one stamp, one
  * trace entry, one device charge) in MPI pieces of `slice` bytes, so a receiver can use each
@@ -87,10 +93,12 @@ static inline int mdc_i_mod(long a, int n) { return (int)(((a % n) + n) % n); }
 mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const void *src,
                          void *work, void *dst, const size_t *off, const size_t *len,
                          mdc_dtype t, mdc_op op, int tag);
-/* Ring allgather over members: member c's block is off[c], len[c] BYTES of buf; each member
- * already holds its own block. Step s: send block pos-s to the next member, receive pos-s-1. */
+/* Ring allgather over members: member c's block is off[c], len[c] BYTES of buf. Step s: send
+ * block pos-s to the next member, receive pos-s-1. Each member holds its own block already,
+ * or (own != NULL) has it at `own`: step 0 then sends from there and copies it into place
+ * during the exchange. */
 mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf,
-                         const size_t *off, const size_t *len, int tag);
+                         const size_t *off, const size_t *len, const void *own, int tag);
 
 /* Binomial tree on ranks relative to root (rel = (rank - root) mod p). Block j (BYTES off[j],
  * len[j], contiguous and increasing in j) belongs to relative rank j; the subtree of rel covers

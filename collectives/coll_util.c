@@ -85,8 +85,9 @@ void mdc_i_scratch_release(void) {
     pthread_mutex_unlock(&slots_lock);
 }
 
-mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                      size_t rbytes, int src, int tag) {
+mdc_status mdc_i_xchg_copy(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
+                           size_t rbytes, int src, int tag, void *cdst, const void *csrc,
+                           size_t cbytes) {
     mdc_request *r[2] = {NULL, NULL};
     mdc_status st = MDC_OK;
     if (rbytes) st = mdc_irecv(rbuf, rbytes, src, tag, g, &r[0]);
@@ -94,7 +95,13 @@ mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, vo
     /* If the send could not be posted (an MPI failure, named in the detail), the posted
      * receive stays with MPI: waiting on it could hang, and the transport is unusable anyway. */
     if (st) return st;
+    if (cbytes && cdst != csrc) memmove(cdst, csrc, cbytes);
     return mdc_waitall(r, 2);
+}
+
+mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
+                      size_t rbytes, int src, int tag) {
+    return mdc_i_xchg_copy(g, sbuf, sbytes, dst, rbuf, rbytes, src, tag, NULL, NULL, 0);
 }
 
 /* Elements [from, to) of an exchange-and-reduce step: out = in OP own (or own OP in). */
