@@ -14,6 +14,7 @@
  * internally. It is the one MPI collective minidc calls here, once per communicator, and is
  * freed with it (attribute delete callback) or at MPI_Finalize. Documented in docs/interposer.md. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,13 +54,19 @@ static int is_verbose(void) {
     return verbose;
 }
 
+/* Every message names the process by its MPI_COMM_WORLD rank, as mpiexec's output does. */
+static int world_rank(void) {
+    int r = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
 /* Says once per function (when verbose) that minidc ran it. */
 static void note_used(int f, size_t bytes, const mdc_group *g) {
     if (!is_verbose() || said_used[f]) return;
     said_used[f] = 1;
     fprintf(stderr, "minidc interposer: rank %d: %s runs on minidc (%s, %zu bytes, %d ranks)\n",
-            mdc_group_rank(g), fname[f], mdc_coll_choose(fcoll[f], bytes, g), bytes,
-            mdc_group_size(g));
+            world_rank(), fname[f], mdc_coll_choose(fcoll[f], bytes, g), bytes, mdc_group_size(g));
 }
 
 /* Says once per function (when verbose) why it went to MPICH; returns 0. */
@@ -72,9 +79,8 @@ static int fallback(int f, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(why, sizeof why, fmt, ap);
         va_end(ap);
-        int r = 0;
-        PMPI_Comm_rank(MPI_COMM_WORLD, &r);
-        fprintf(stderr, "minidc interposer: rank %d: %s falls through to MPICH: %s\n", r, fname[f], why);
+        fprintf(stderr, "minidc interposer: rank %d: %s falls through to MPICH: %s\n", world_rank(),
+                fname[f], why);
     }
     return 0;
 }
@@ -191,22 +197,63 @@ static int reduction_ok(int f, MPI_Datatype type, MPI_Op op, mdc_dtype *dt, mdc_
 
 /* A minidc failure: reported through the communicator's error handler, as MPICH would. */
 static int failed(MPI_Comm comm, int f, mdc_status st) {
-    int r = 0;
-    PMPI_Comm_rank(comm, &r);
-    fprintf(stderr, "minidc interposer: rank %d: %s: %s: %s\n", r, fname[f], mdc_strerror(st), mdc_detail());
+    fprintf(stderr, "minidc interposer: rank %d: %s: %s: %s\n", world_rank(), fname[f], mdc_strerror(st),
+            mdc_detail());
     PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
     return MPI_ERR_OTHER;
 }
 
-#define RUN(comm, f, call)                                       \
-    do {                                                         \
-        mdc_status st_ = (call);                                 \
-        return st_ == MDC_OK ? MPI_SUCCESS : failed(comm, f, st_); \
+/* A negative count is the caller's error. MPICH 4.0.2 does not always report it (a negative
+ * MPI_Allreduce count trips an assertion inside its memcpy), so it is reported here, on the
+ * communicator's error handler, as MPI_ERR_COUNT. */
+static int negative(MPI_Comm comm, int f, const char *what, int v) {
+    fprintf(stderr, "minidc interposer: rank %d: %s: %s is %d, a negative count\n", world_rank(),
+            fname[f], what, v);
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
+    return MPI_ERR_COUNT;
+}
+
+/* MPICH reports a failed MPI_Test/MPI_Testall (a message longer than its receive: the ranks'
+ * counts differ) on MPI_COMM_WORLD's error handler, not the request's communicator: fatal by
+ * default, with no word of which sizes differed. While minidc runs a call, world returns
+ * errors instead, so the transport's own error (rank, sizes) is what the caller sees; the
+ * program's handler is back before the call returns. Counted, for threads running
+ * collectives on different communicators at once. */
+static pthread_mutex_t world_lock = PTHREAD_MUTEX_INITIALIZER;
+static int world_users;
+static MPI_Errhandler world_saved = MPI_ERRHANDLER_NULL;
+
+static void world_returns(void) {
+    pthread_mutex_lock(&world_lock);
+    if (world_users++ == 0 && PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &world_saved) == MPI_SUCCESS)
+        PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    pthread_mutex_unlock(&world_lock);
+}
+
+static void world_restore(void) {
+    pthread_mutex_lock(&world_lock);
+    if (--world_users == 0 && world_saved != MPI_ERRHANDLER_NULL) {
+        PMPI_Comm_set_errhandler(MPI_COMM_WORLD, world_saved);
+        PMPI_Errhandler_free(&world_saved);
+        world_saved = MPI_ERRHANDLER_NULL;
+    }
+    pthread_mutex_unlock(&world_lock);
+}
+
+/* Runs a minidc call (an expression giving mdc_status) with world returning errors. */
+#define SERVE(st, call)   \
+    do {                  \
+        world_returns();  \
+        (st) = (call);    \
+        world_restore();  \
     } while (0)
 
-static int nonneg(int f, int count) {
-    return count >= 0 ? 1 : fallback(f, "negative count (MPICH reports the error)");
-}
+#define RUN(comm, f, call)                                          \
+    do {                                                            \
+        mdc_status st_;                                             \
+        SERVE(st_, call);                                           \
+        return st_ == MDC_OK ? MPI_SUCCESS : failed(comm, f, st_); \
+    } while (0)
 
 /* ---- reductions ---------------------------------------------------------------------- */
 
@@ -216,7 +263,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
-    if (!nonneg(f, count) || !reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+    if (count < 0) return negative(comm, f, "count", count);
+    if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     note_used(f, (size_t)count * mdc_dtype_size(dt), g);
     RUN(comm, f, mdc_allreduce(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
@@ -229,7 +277,8 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
-    if (!nonneg(f, count) || !reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+    if (count < 0) return negative(comm, f, "count", count);
+    if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
         return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     note_used(f, (size_t)count * mdc_dtype_size(dt), g);
     RUN(comm, f, mdc_reduce(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
@@ -242,7 +291,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
-    if (!nonneg(f, recvcount) || !reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+    if (recvcount < 0) return negative(comm, f, "recvcount", recvcount);
+    if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
         return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
     note_used(f, (size_t)recvcount * (size_t)mdc_group_size(g) * mdc_dtype_size(dt), g);
     RUN(comm, f, mdc_reduce_scatter(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
@@ -255,31 +305,31 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
+    int size = 0;
+    PMPI_Comm_size(comm, &size);
+    for (int i = 0; i < size; i++)
+        if (recvcounts[i] < 0) return negative(comm, f, "a recvcounts entry", recvcounts[i]);
     if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
         return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
     int n = mdc_group_size(g);
     size_t *counts = malloc((size_t)n * sizeof *counts), total = 0;
     if (!counts) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
     for (int i = 0; i < n; i++) {
-        if (recvcounts[i] < 0) {
-            free(counts);
-            fallback(f, "negative count (MPICH reports the error)");
-            return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
-        }
         counts[i] = (size_t)recvcounts[i];
         total += counts[i];
     }
     note_used(f, total * mdc_dtype_size(dt), g);
-    mdc_status st = mdc_reduce_scatterv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf,
-                                        recvbuf, counts, dt, mop, g);
+    mdc_status st;
+    SERVE(st, mdc_reduce_scatterv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
+                                  counts, dt, mop, g));
     free(counts);
     return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
 }
 
 /* ---- data movement: predefined types travel as bytes ---------------------------------- */
 
-/* Checks a send/receive type pair: both plain, and `sbytes == rbytes` when both matter.
- * Returns the receive type's size, or 0 after a note. */
+/* Checks a send/receive type pair (counts already checked non-negative): both plain, and
+ * `sbytes == rbytes` when both matter. Returns the receive type's size, or 0 after a note. */
 static size_t pair_ok(int f, const void *sendbuf, int scount, MPI_Datatype stype, int rcount,
                       MPI_Datatype rtype, int check_send, int check_recv) {
     size_t rs = check_recv ? plain_size(rtype) : 1, ss = 1;
@@ -287,12 +337,10 @@ static size_t pair_ok(int f, const void *sendbuf, int scount, MPI_Datatype stype
     if (check_send && sendbuf != MPI_IN_PLACE) {
         ss = plain_size(stype);
         if (!ss) return fallback(f, "send datatype is derived or not contiguous");
-        if (scount < 0) return fallback(f, "negative count (MPICH reports the error)");
         if (check_recv && (size_t)scount * ss != (size_t)rcount * rs)
             return fallback(f, "send and receive sizes differ (%zu vs %zu bytes)",
                             (size_t)scount * ss, (size_t)rcount * rs);
     }
-    if (check_recv && rcount < 0) return fallback(f, "negative count (MPICH reports the error)");
     return check_recv ? rs : ss;
 }
 
@@ -301,7 +349,8 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
     size_t s = plain_size(type);
     mdc_group *g;
     if (!s) fallback(f, "datatype is derived or not contiguous");
-    if (!s || !nonneg(f, count) || !(g = group_of(comm, f)))
+    if (count < 0) return negative(comm, f, "count", count);
+    if (!s || !(g = group_of(comm, f)))
         return PMPI_Bcast(buf, count, type, root, comm);
     note_used(f, (size_t)count * s, g);
     RUN(comm, f, mdc_bcast(buf, (size_t)count * s, MDC_U8, root, g));
@@ -310,6 +359,8 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
 int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLGATHER;
+    if (sendbuf != MPI_IN_PLACE && scount < 0) return negative(comm, f, "sendcount", scount);
+    if (rcount < 0) return negative(comm, f, "recvcount", rcount);
     size_t s = pair_ok(f, sendbuf, scount, stype, rcount, rtype, 1, 1);
     mdc_group *g;
     if (!s || !(g = group_of(comm, f)))
@@ -322,6 +373,11 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
 int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
                    const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLGATHERV;
+    int size = 0;
+    PMPI_Comm_size(comm, &size);
+    if (sendbuf != MPI_IN_PLACE && scount < 0) return negative(comm, f, "sendcount", scount);
+    for (int i = 0; i < size; i++)
+        if (rcounts[i] < 0) return negative(comm, f, "a recvcounts entry", rcounts[i]);
     size_t rs = plain_size(rtype), ss = sendbuf == MPI_IN_PLACE ? rs : plain_size(stype);
     mdc_group *g = NULL;
     if (!rs || !ss) fallback(f, "datatype is derived or not contiguous");
@@ -331,22 +387,23 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
     size_t *c = malloc(2 * (size_t)n * sizeof *c), total = 0;
     int ok = c != NULL;
     for (int i = 0; ok && i < n; i++) {
-        if (rcounts[i] < 0 || displs[i] < 0) ok = fallback(f, "negative count or displacement");
+        if (displs[i] < 0) ok = fallback(f, "negative displacement");
         else {
             c[i] = (size_t)rcounts[i] * rs;
             c[n + i] = (size_t)displs[i] * rs;
             total += c[i];
         }
     }
-    if (ok && sendbuf != MPI_IN_PLACE && (scount < 0 || (size_t)scount * ss != c[me]))
+    if (ok && sendbuf != MPI_IN_PLACE && (size_t)scount * ss != c[me])
         ok = fallback(f, "send size differs from this rank's receive count");
     if (!ok) {
         free(c);
         return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
     }
     note_used(f, total, g);
-    mdc_status st = mdc_allgatherv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, c,
-                                   c + n, MDC_U8, g);
+    mdc_status st;
+    SERVE(st, mdc_allgatherv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, c, c + n,
+                             MDC_U8, g));
     free(c);
     return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
 }
@@ -362,12 +419,14 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     int me = 0;
     PMPI_Comm_rank(comm, &me);
     int at_root = me == root;
+    if (sendbuf != MPI_IN_PLACE && scount < 0) return negative(comm, f, "sendcount", scount);
+    if (at_root && rcount < 0) return negative(comm, f, "recvcount", rcount);
     /* The block size in bytes, as every rank sees it: from the send side except in place. */
     size_t ss = sendbuf == MPI_IN_PLACE ? 0 : plain_size(stype);
     size_t rs = at_root ? plain_size(rtype) : 0;
     size_t b = sendbuf == MPI_IN_PLACE ? (size_t)rcount * rs : (size_t)scount * ss;
-    int ok = scount >= 0 && (sendbuf == MPI_IN_PLACE ? rs > 0 : ss > 0) &&
-             (!at_root || (rs > 0 && rcount >= 0 && (size_t)rcount * rs == b));
+    int ok = (sendbuf == MPI_IN_PLACE ? rs > 0 : ss > 0) &&
+             (!at_root || (rs > 0 && (size_t)rcount * rs == b));
     if (!ok || !(g = group_of(comm, f))) {
         if (!ok) fallback(f, "datatype is derived, not contiguous, or sizes differ");
         return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
@@ -383,11 +442,12 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
     int me = 0;
     PMPI_Comm_rank(comm, &me);
     int at_root = me == root, inplace = at_root && recvbuf == MPI_IN_PLACE;
+    if (!inplace && rcount < 0) return negative(comm, f, "recvcount", rcount);
+    if (at_root && scount < 0) return negative(comm, f, "sendcount", scount);
     size_t rs = inplace ? 0 : plain_size(rtype);
     size_t ss = at_root ? plain_size(stype) : 0;
     size_t b = inplace ? (size_t)scount * ss : (size_t)rcount * rs;
-    int ok = (inplace ? ss > 0 : rs > 0 && rcount >= 0) &&
-             (!at_root || (ss > 0 && scount >= 0 && (size_t)scount * ss == b));
+    int ok = (inplace ? ss > 0 : rs > 0) && (!at_root || (ss > 0 && (size_t)scount * ss == b));
     if (!ok || !(g = group_of(comm, f))) {
         if (!ok) fallback(f, "datatype is derived, not contiguous, or sizes differ");
         return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
@@ -400,6 +460,8 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
 int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
                  MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLTOALL;
+    if (sendbuf != MPI_IN_PLACE && scount < 0) return negative(comm, f, "sendcount", scount);
+    if (rcount < 0) return negative(comm, f, "recvcount", rcount);
     size_t s = pair_ok(f, sendbuf, scount, stype, rcount, rtype, 1, 1);
     mdc_group *g;
     if (!s || !(g = group_of(comm, f)))
@@ -413,7 +475,12 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
                   void *recvbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                   MPI_Comm comm) {
     const int f = F_ALLTOALLV;
-    int inplace = sendbuf == MPI_IN_PLACE;
+    int inplace = sendbuf == MPI_IN_PLACE, size = 0;
+    PMPI_Comm_size(comm, &size);
+    for (int i = 0; i < size; i++) {
+        if (rcounts[i] < 0) return negative(comm, f, "a recvcounts entry", rcounts[i]);
+        if (!inplace && scounts[i] < 0) return negative(comm, f, "a sendcounts entry", scounts[i]);
+    }
     size_t rs = plain_size(rtype), ss = inplace ? rs : plain_size(stype);
     mdc_group *g = NULL;
     if (!rs || !ss) fallback(f, "datatype is derived or not contiguous");
@@ -423,8 +490,8 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
     size_t *c = malloc(4 * (size_t)n * sizeof *c), total = 0;
     int ok = c != NULL;
     for (int i = 0; ok && i < n; i++) {
-        if (rcounts[i] < 0 || rdispls[i] < 0 || (!inplace && (scounts[i] < 0 || sdispls[i] < 0))) {
-            ok = fallback(f, "negative count or displacement");
+        if (rdispls[i] < 0 || (!inplace && sdispls[i] < 0)) {
+            ok = fallback(f, "negative displacement");
             break;
         }
         c[i] = inplace ? 0 : (size_t)scounts[i] * ss;
@@ -438,9 +505,9 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
         return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
     }
     note_used(f, total, g);
-    mdc_status st = mdc_alltoallv(inplace ? MDC_IN_PLACE : sendbuf, inplace ? c + 2 * n : c,
-                                  inplace ? c + 3 * n : c + n, recvbuf, c + 2 * n, c + 3 * n,
-                                  MDC_U8, g);
+    mdc_status st;
+    SERVE(st, mdc_alltoallv(inplace ? MDC_IN_PLACE : sendbuf, inplace ? c + 2 * n : c,
+                            inplace ? c + 3 * n : c + n, recvbuf, c + 2 * n, c + 3 * n, MDC_U8, g));
     free(c);
     return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
 }

@@ -14,6 +14,10 @@ int mdc_coll_is_reduction(mdc_coll c) {
 
 mdc_status mdc_schedule_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce,
                             size_t off, size_t len, const char *what) {
+    if (s->nmsgs == MDC_SCHEDULE_MAX_MSGS)
+        return mdc_fail(MDC_ERR_INVALID, "%s %s on %d ranks: more than %zu messages, too many to "
+                        "list (fewer ranks, a smaller count or a larger ring chunk)",
+                        mdc_coll_name(s->coll), s->algo, s->p, MDC_SCHEDULE_MAX_MSGS);
     if (s->nmsgs == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
         mdc_sched_msg *m = realloc(s->msgs, cap * sizeof *m);

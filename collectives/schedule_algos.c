@@ -22,6 +22,16 @@ static int lg_ceil(int p) {
     while ((1 << l) < p) l++;
     return l;
 }
+/* Blocks in the largest subtree a binomial tree's root receives from one child: the child at
+ * distance d brings min(d, p - d) blocks. */
+static int largest_subtree(int p) {
+    int m = 0;
+    for (int d = 1; d < p; d *= 2) {
+        int t = p - d < d ? p - d : d;
+        if (t > m) m = t;
+    }
+    return m;
+}
 /* Rabenseifner's fold (collectives/coll_internal.h): pairs (2i, 2i+1) for i < rem. */
 static int oldrank(int nr, int rem) { return nr < rem ? 2 * nr + 1 : nr + rem; }
 static int first_old(int nr, int rem) { return nr < rem ? 2 * nr : nr + rem; }
@@ -461,8 +471,11 @@ static mdc_status b_rs_ring(mdc_schedule *s) {
 static mdc_status b_rs_halving(mdc_schedule *s) {
     int p = s->p, p2 = pow2_floor(p), rem = p - p2, step = 0;
     size_t esz = mdc_dtype_size(s->t), total = total_of(s);
-    formula(s, (double)(p2 - 1) / p2 * (double)(total * esz) + (rem ? (double)(total * esz) : 0),
-            "(p2-1)/p2 n%s  (p2 = %d, equal blocks)", rem ? " + n (the fold, even ranks)" : "", p2);
+    if (rem) /* no rank both folds and halves: the folding ones send the most */
+        formula(s, (double)(total * esz), "n  (the even ranks below 2(p-p2) fold all of it; the rest "
+                "(p-1)/p n)");
+    else
+        formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
     if (!total || p == 1) return MDC_OK;
     size_t *off = malloc(sizeof(size_t) * (size_t)(p + p2 + 1));
     if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "schedule");
@@ -526,8 +539,15 @@ static mdc_status b_ag_ring(mdc_schedule *s) {
 static mdc_status b_ag_rd(mdc_schedule *s) {
     int p = s->p, p2 = pow2_floor(p), rem = p - p2, step = 0;
     size_t esz = mdc_dtype_size(s->t), total = total_of(s);
-    formula(s, (double)(p2 - 1) / p2 * (double)(total * esz) + (rem ? (double)(total * esz) : 0),
-            "(p2-1)/p2 n%s  (p2 = %d, equal blocks)", rem ? " + n (unfold)" : "", p2);
+    /* Survivor 0 sends the most: it starts with two blocks (its own and the folded one), and at
+     * distance d its group holds d + min(d, rem) blocks; then it unfolds n to its even rank. */
+    int f = 0;
+    for (int d = 1; d < p2; d *= 2) f += d < rem ? d : rem;
+    if (rem)
+        formula(s, (double)(p2 - 1 + f) / p * (double)(total * esz) + (double)(total * esz),
+                "(p2-1+f)/p n + n  (p2 = %d, f = %d folded blocks, unfold; equal blocks)", p2, f);
+    else
+        formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
     size_t *off = malloc(sizeof(size_t) * (size_t)(p + p2 + 1));
     if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "schedule");
     size_t *bnd = off + p, o = 0;
@@ -612,7 +632,7 @@ static mdc_status b_bcast_scatter_ag(mdc_schedule *s) {
 
 static mdc_status b_reduce_binomial(mdc_schedule *s) {
     int step = 0;
-    formula(s, (double)(s->count * mdc_dtype_size(s->t)), "n  (one message per non-root)");
+    formula(s, s->p > 1 ? (double)(s->count * mdc_dtype_size(s->t)) : 0, "n  (one message per non-root)");
     if (!s->count) return MDC_OK;
     return binomial_reduce(s, &step, s->root, s->count, "");
 }
@@ -622,7 +642,9 @@ static mdc_status b_reduce_binomial(mdc_schedule *s) {
 static mdc_status b_reduce_rs_gather(mdc_schedule *s) {
     int p = s->p, step = 0;
     size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
-    formula(s, (double)(p - 1) / p * (double)n * 2, "~2(p-1)/p n  (ring (p-1)/p n, plus a subtree in the gather)");
+    int m = largest_subtree(p);
+    formula(s, (double)(p - 1 + m) / p * (double)n, "(p-1+m)/p n  (ring (p-1)/p n, then the gather's "
+            "largest subtree, m = %d blocks)", m);
     if (!s->count) return MDC_OK;
     size_t *off = malloc(2 * sizeof(size_t) * (size_t)p);
     int *mem = malloc(sizeof(int) * (size_t)p);
@@ -646,7 +668,10 @@ static mdc_status b_reduce_rs_gather(mdc_schedule *s) {
 static mdc_status rooted_blocks(mdc_schedule *s, int scatter) {
     int p = s->p, step = 0;
     size_t bs = s->count * mdc_dtype_size(s->t);
-    formula(s, (double)(p - 1) * (double)bs, "(p-1)/p n  (the root %s)", scatter ? "sends" : "receives");
+    int m = largest_subtree(p);
+    if (scatter) formula(s, (double)(p - 1) * (double)bs, "(p-1)/p n  (the root sends)");
+    else formula(s, (double)m * (double)bs, "m/p n  (m = %d: the root's largest subtree; the root "
+                 "receives (p-1)/p n)", m);
     if (!bs) return MDC_OK;
     size_t *off = malloc(2 * sizeof(size_t) * (size_t)p);
     if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "schedule");

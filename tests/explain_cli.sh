@@ -22,6 +22,39 @@ for c in allreduce reduce_scatter allgather bcast reduce gather scatter alltoall
         done
     done
 done
+# The bytes formula printed next to "bytes sent per rank" must equal the busiest rank's bytes
+# for equal blocks (720720 elements divide by every p here), fold and subtrees included.
+for c in allreduce reduce_scatter allgather bcast reduce gather scatter alltoall alltoallv; do
+    for a in $("$bin" explain $c --list | awk 'NR > 1 && NF && $1 != "cost:" {print $1}'); do
+        for p in 1 2 3 4 5 6 7 8 9 12 16; do
+            out=$("$bin" explain $c --algo $a -n $p --count 720720 --summary --gpus-per-node 4 2>&1)
+            most=$(echo "$out" | grep "bytes sent per rank" | grep -oE "r[0-9]+ [0-9]+" | awk '$2 > m {m = $2} END {print m + 0}')
+            said=$(echo "$out" | grep -oE "= [0-9]+ bytes \(n" | grep -oE "[0-9]+")
+            [ "$most" = "$said" ] ||
+                { echo "explain $c --algo $a -n $p: busiest rank sends $most, formula says ${said:-nothing}"; fail=1; }
+        done
+    done
+done
 "$bin" explain allreduce --algo nosuch -n 4 >/dev/null 2>&1 && { echo "an unknown algorithm was accepted"; fail=1; }
+# Malformed and out-of-range numbers: exit 2 and a message naming the option and the value.
+for bad in "--count abc" "--count 4x" "--count -1" "--count 18446744073709551615" "-n 4x" "-n 0" \
+           "-n 5000" "--root abc" "--chunk 1.5" "--element -2" "--counts 1,2,3,4,5" "--counts 1,2,3," \
+           "--counts 1,,2,3" "--gpus-per-node 0" "--count"; do
+    opt=${bad%% *}
+    out=$("$bin" explain allreduce $bad 2>&1)
+    rc=$?
+    { [ $rc = 2 ] && echo "$out" | grep -q -- "$opt"; } ||
+        { echo "explain allreduce $bad: expected exit 2 naming $opt, got $rc:"; echo "$out" | head -3; fail=1; }
+done
+# A realistic count is explained at once: the summation is computed per block of the schedule,
+# not per element (16 M elements took minutes before; the test's timeout catches a regression).
+out=$("$bin" explain allreduce --algo ring -n 8 --count 16777216 --summary 2>&1) ||
+    { echo "explain of 16 M elements failed:"; echo "$out" | tail -3; fail=1; }
+echo "$out" | grep -qF 'out[14680064..16777215] = ((((((x0 + x1) + x2) + x3) + x4) + x5) + x6) + x7' ||
+    { echo "16 M elements: the last chunk's summation is missing"; echo "$out" | grep 'out\['; fail=1; }
+# A schedule too large to list is refused with a reason, not built until memory runs out.
+out=$("$bin" explain allreduce --algo ring --chunk 4 --count 16777216 2>&1)
+[ $? = 2 ] && echo "$out" | grep -q "too many to list" ||
+    { echo "a 16 M-message schedule was not refused:"; echo "$out" | head -3; fail=1; }
 [ $fail = 0 ] && echo "explain_cli: ok"
 exit $fail

@@ -2,7 +2,8 @@
 # The interposer: the same MPI program (tests/interposer_app.c) run with and without
 # LD_PRELOAD=libminidc_mpi.so writes identical results (integer-valued inputs, so summation
 # order cannot matter), minidc really ran the collectives (MINIDC_VERBOSE=1 says so once per
-# function), and a derived datatype and a user op went to MPICH (said once, too).
+# function), and a derived datatype and a user op went to MPICH (said once, too); erroneous
+# calls fail with minidc's error, not a hang or MPICH's generic one.
 set -u
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
@@ -61,5 +62,21 @@ if [ -d "$tmp/mpich4" ]; then
         [ $fail = 0 ] && echo "n=4: identical with MINIDC_SLICE=64"
     fi
 fi
+# Erroneous calls: every rank exits non-zero, within the timeout, and the error names the
+# function, the rank and what is wrong (not MPICH's generic "See the MPI_ERROR field" or an
+# assertion inside its memcpy).
+for bad in "negative:MPI_Allreduce: count is -1, a negative count" \
+           "longer:MPI_Allreduce: mismatch: rank " \
+           "one-negative:rank 1: MPI_Bcast: count is -1, a negative count"; do
+    kind=${bad%%:*} want=${bad#*:}
+    if timeout 60 "$MPIEXEC" -n 3 -genv LD_PRELOAD "$preload" -genv MINIDC_TIMEOUT 20 \
+            "$app" --bad "$kind" >"$tmp/bad.log" 2>&1; then
+        echo "--bad $kind: the job succeeded"; fail=1
+    elif ! grep -qF "$want" "$tmp/bad.log"; then
+        echo "--bad $kind: no '$want' in its output:"; head -n 8 "$tmp/bad.log"; fail=1
+    else
+        echo "--bad $kind: fails with '$want'"
+    fi
+done
 [ $fail = 0 ] && echo "interposer: ok"
 exit $fail

@@ -3,7 +3,8 @@
  * sub-communicator), plus calls it must hand to MPICH (a derived datatype, a user op), and
  * writes each rank's results to DIR/rank<R>.txt. Inputs are integer-valued, so every result
  * is exact whatever the summation order: the files must be identical with and without
- * LD_PRELOAD=libminidc_mpi.so. Uses only MPI (no minidc). */
+ * LD_PRELOAD=libminidc_mpi.so. `--bad KIND` makes one erroneous call instead (a negative count,
+ * counts that differ between ranks). Uses only MPI (no minidc). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -150,6 +151,16 @@ static void movement(MPI_Comm comm, const char *tag) {
     memset(b, 0, sizeof(int) * (size_t)tot);
     snprintf(name, sizeof name, "%s allgatherv int", tag);
     MPI_Allgatherv(a, rc[r], MPI_INT, b, rc, dsp, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)tot);
+    /* Blocks placed in reverse rank order, with gaps; then the same in place. */
+    for (int i = p - 1, o = 0; i >= 0; i--) dsp[i] = o, o += rc[i] + 2;
+    int span = dsp[0] + rc[0] + 2;
+    memset(b, 0, sizeof(int) * (size_t)span);
+    snprintf(name, sizeof name, "%s allgatherv reversed", tag);
+    MPI_Allgatherv(a, rc[r], MPI_INT, b, rc, dsp, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)span);
+    for (int i = 0; i < span; i++) b[i] = i >= dsp[r] && i < dsp[r] + rc[r] ? me * 3 + i : 0;
+    snprintf(name, sizeof name, "%s allgatherv in place", tag);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, rc, dsp, MPI_INT, comm);
+    put(name, b, sizeof(int) * (size_t)span);
     snprintf(name, sizeof name, "%s alltoall int", tag);
     MPI_Alltoall(a, n, MPI_INT, b, n, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)(n * p));
     for (int i = 0; i < n * p; i++) b[i] = me * 1000 + i;
@@ -165,6 +176,11 @@ static void movement(MPI_Comm comm, const char *tag) {
     memset(b, 0, sizeof(int) * (size_t)ro);
     snprintf(name, sizeof name, "%s alltoallv int", tag);
     MPI_Alltoallv(a, sc, sd, MPI_INT, b, rcv, rd, MPI_INT, comm), put(name, b, sizeof(int) * (size_t)ro);
+    /* In place: the counts are symmetric ((i + r) % 3 both ways), as MPI requires. */
+    for (int i = 0; i < ro; i++) b[i] = me * 100 + i;
+    snprintf(name, sizeof name, "%s alltoallv in place", tag);
+    MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, b, rcv, rd, MPI_INT, comm);
+    put(name, b, sizeof(int) * (size_t)ro);
     snprintf(name, sizeof name, "%s barrier", tag);
     MPI_Barrier(comm), put(name, "", 0);
     free(a);
@@ -193,8 +209,16 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     if (argc < 2 || np > 64) {
-        fprintf(stderr, "usage: interposer_app DIR (at most 64 ranks)\n");
+        fprintf(stderr, "usage: interposer_app DIR | --bad negative|longer|one-negative (at most 64 ranks)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (!strcmp(argv[1], "--bad") && argc > 2) { /* erroneous calls: the job must fail, loudly */
+        int a[16] = {0}, b[16];
+        if (!strcmp(argv[2], "negative")) MPI_Allreduce(a, b, -1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (!strcmp(argv[2], "longer")) MPI_Allreduce(a, b, me ? 10 : 12, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (!strcmp(argv[2], "one-negative")) MPI_Bcast(a, me == 1 ? -1 : 4, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return 0;
     }
     char path[512];
     snprintf(path, sizeof path, "%s/rank%d.txt", argv[1], me);
@@ -211,6 +235,21 @@ int main(int argc, char **argv) {
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     movement(dup, "dup");
     MPI_Comm_free(&dup);
+    /* MPI_Comm_create_group: every rank but 0, in reverse order (only members call it). */
+    if (me > 0) {
+        MPI_Group world, rev;
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        int ranks[64];
+        for (int i = 0; i < np - 1; i++) ranks[i] = np - 1 - i;
+        MPI_Group_incl(world, np - 1, ranks, &rev);
+        MPI_Comm cg;
+        MPI_Comm_create_group(MPI_COMM_WORLD, rev, 7, &cg);
+        reductions(cg, "create_group");
+        movement(cg, "create_group");
+        MPI_Comm_free(&cg);
+        MPI_Group_free(&rev);
+        MPI_Group_free(&world);
+    }
     fallthrough(MPI_COMM_WORLD);
     fclose(out);
     MPI_Finalize();

@@ -7,10 +7,14 @@
  * summation expression of an element in the exact order the code adds (tests/test_explain.c
  * checks both against the real algorithm); bytes sent per rank next to the formula; and the
  * alpha-beta-gamma time on a device preset's link. Never calls MPI_Init. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "minidc/algorithms.h"
 #include "minidc/schedule.h"
@@ -21,7 +25,7 @@ static void usage(FILE *f) {
             "  COLL           allreduce reduce_scatter allgather bcast reduce gather scatter\n"
             "                 alltoall alltoallv barrier\n"
             "  --algo A       algorithm (default: the cost model's choice; --list shows them)\n"
-            "  -n P           ranks (default 4)\n"
+            "  -n P           ranks, 1..1024 (default 4)\n"
             "  --count K      elements per rank: the vector (allreduce, bcast, reduce, gather,\n"
             "                 scatter) or one block (reduce_scatter, allgather, alltoall); default 8\n"
             "  --counts a,b,..  per-rank counts (reduce_scatter, allgather, alltoallv)\n"
@@ -36,27 +40,33 @@ static void usage(FILE *f) {
             "  --list         list the algorithms of COLL with their cost formulas\n");
 }
 
+/* Counts above this (2^40 elements, 4 TiB of f32 per rank) are refused: byte counts must not
+ * overflow, and no one explains a larger call. */
+#define MAX_COUNT ((size_t)1 << 40)
+
+/* "a,b,c": exactly p counts, each in 0..MAX_COUNT. */
 static int parse_counts(const char *s, int p, size_t **out) {
     size_t *c = calloc((size_t)p, sizeof *c);
     if (!c) return -1;
-    int i = 0;
-    for (const char *q = s; *q && i < p; i++) {
-        char *end;
-        long v = strtol(q, &end, 10);
-        if (end == q || v < 0) break;
-        c[i] = (size_t)v;
-        q = *end == ',' ? end + 1 : end;
-        if (!*end) {
-            i++;
-            break;
+    const char *q = s;
+    for (int i = 0; i < p; i++) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = isdigit((unsigned char)*q) ? strtoull(q, &end, 10) : ULLONG_MAX;
+        if (v > MAX_COUNT || errno || *end != (i + 1 < p ? ',' : '\0')) {
+            free(c);
+            return -1;
         }
-    }
-    if (i != p) {
-        free(c);
-        return -1;
+        c[i] = (size_t)v;
+        q = end + 1;
     }
     *out = c;
     return 0;
+}
+
+static int cmp_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
 }
 
 static void human_bytes(char *buf, size_t len, double b) {
@@ -129,26 +139,33 @@ int mdc_cmd_explain(int argc, char **argv) {
     size_t count = 8, chunk = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--algo") && v) algo = v, i++;
-        else if (!strcmp(a, "-n") && v) p = atoi(v), bad = p < 1, i++;
-        else if (!strcmp(a, "--count") && v) count = (size_t)strtoull(v, NULL, 10), bad = v[0] == '-', i++;
-        else if (!strcmp(a, "--counts") && v) counts_arg = v, i++;
-        else if (!strcmp(a, "--element") && v) element = atoll(v), bad = element < 0, i++;
-        else if (!strcmp(a, "--chunk") && v) chunk = (size_t)strtoull(v, NULL, 10), bad = v[0] == '-', i++;
-        else if (!strcmp(a, "--root") && v) root = atoi(v), i++;
-        else if (!strcmp(a, "--dtype") && v) dt = mdc_dtype_parse(v), bad = dt < 0, i++;
-        else if (!strcmp(a, "--op") && v) op = mdc_op_parse(v), bad = op < 0, i++;
-        else if (!strcmp(a, "--device") && v) device = v, i++;
-        else if (!strcmp(a, "--gpus-per-node") && v) gpn = atoi(v), bad = gpn < 1, i++;
-        else if (!strcmp(a, "--summary")) summary = 1;
-        else if (!strcmp(a, "--list")) list = 1;
-        else bad = 1;
-        if (bad) {
-            fprintf(stderr, "minidc explain: bad option or value: %s %s\n", a, v ? v : "");
+        int ok = 1, takes = 1;
+        long long ll = 0;
+        if (!strcmp(a, "--algo") && v) algo = v;
+        else if (!strcmp(a, "-n")) ok = mdc_arg_int("explain", a, v, 1, 1024, &p);
+        else if (!strcmp(a, "--count")) ok = mdc_arg_size("explain", a, v, MAX_COUNT, &count);
+        else if (!strcmp(a, "--counts") && v) counts_arg = v;
+        else if (!strcmp(a, "--element")) ok = mdc_arg_ll("explain", a, v, 0, MAX_COUNT, &ll), element = ll;
+        else if (!strcmp(a, "--chunk")) ok = mdc_arg_size("explain", a, v, MAX_COUNT, &chunk);
+        else if (!strcmp(a, "--root")) ok = mdc_arg_int("explain", a, v, 0, 1 << 30, &root);
+        else if (!strcmp(a, "--dtype") && v) dt = mdc_dtype_parse(v), ok = dt >= 0;
+        else if (!strcmp(a, "--op") && v) op = mdc_op_parse(v), ok = op >= 0;
+        else if (!strcmp(a, "--device") && v) device = v;
+        else if (!strcmp(a, "--gpus-per-node")) ok = mdc_arg_int("explain", a, v, 1, 1 << 30, &gpn);
+        else if (!strcmp(a, "--summary")) summary = 1, takes = 0;
+        else if (!strcmp(a, "--list")) list = 1, takes = 0;
+        else {
+            fprintf(stderr, "minidc explain: unknown option or missing value: %s\n", a);
             usage(stderr);
             return 2;
         }
+        if (!ok) {
+            if (!strcmp(a, "--dtype") || !strcmp(a, "--op"))
+                fprintf(stderr, "minidc explain: %s: unknown value '%s'\n", a, v);
+            usage(stderr);
+            return 2;
+        }
+        i += takes;
     }
     if (list) {
         printf("%s algorithms:\n", mdc_coll_name(c));
@@ -168,7 +185,8 @@ int mdc_cmd_explain(int argc, char **argv) {
         .alpha_inter = spec.net_latency, .beta_inter = 1.0 / spec.net_bw, .ranks_per_node = gpn};
     size_t *counts = NULL;
     if (counts_arg && parse_counts(counts_arg, p, &counts)) {
-        fprintf(stderr, "minidc explain: --counts needs %d non-negative integers, comma separated\n", p);
+        fprintf(stderr, "minidc explain: --counts needs %d integers in 0..%zu, comma separated, got '%s'\n",
+                p, MAX_COUNT, counts_arg);
         return 2;
     }
     if (counts) {
@@ -237,17 +255,34 @@ int mdc_cmd_explain(int argc, char **argv) {
             mdc_schedule_free(&s);
             return 2;
         }
-        /* Consecutive elements with the same expression print as one range. */
+        /* An element's expression depends only on which messages carry it: it is constant
+         * between consecutive edges of the messages' element ranges (and of the ranks' results),
+         * so one expression per segment, consecutive equal segments printed as one range. */
         char *prev = malloc(cap);
-        if (!prev) {
-            free(e);
+        size_t nedge = 0, *edge = malloc((2 * s.nmsgs + (size_t)p + 2) * sizeof *edge);
+        if (!prev || !edge) {
+            free(prev), free(edge), free(e);
             mdc_schedule_free(&s);
             return 1;
         }
+        edge[nedge++] = first;
+        edge[nedge++] = last + 1;
+        for (size_t i = 0; i < s.nmsgs; i++) {
+            size_t lo = s.msgs[i].off, hi = s.msgs[i].off + s.msgs[i].len;
+            if (!s.msgs[i].len) continue;
+            if (lo > first && lo <= last) edge[nedge++] = lo;
+            if (hi > first && hi <= last) edge[nedge++] = hi;
+        }
+        if (c == MDC_COLL_REDUCE_SCATTER)
+            for (size_t r = 0, o = 0; r < (size_t)p; r++)
+                if ((o += s.counts[r]) > first && o <= last) edge[nedge++] = o;
+        qsort(edge, nedge, sizeof *edge, cmp_size);
         prev[0] = '\0';
         size_t start = first;
         int prev_rank = -1, shown = 0;
-        for (size_t el = first; el <= last + 1 && shown < 64; el++) {
+        for (size_t k = 0; k < nedge && shown < 64; k++) {
+            size_t el = edge[k];
+            if (k > 0 && el == edge[k - 1]) continue;
             int r = el <= last ? mdc_schedule_result_rank(&s, el) : -1;
             if (el <= last && mdc_schedule_expr(&s, r, el, e, cap)) break;
             if (el > first && (el > last || r != prev_rank || strcmp(e, prev))) {
@@ -271,6 +306,7 @@ int mdc_cmd_explain(int argc, char **argv) {
                 prev_rank = r;
             }
         }
+        free(edge);
         free(prev);
         if (element < 0) printf("  (--element I for one element)\n");
         if (c == MDC_COLL_ALLREDUCE) printf("  every rank ends with the same bits\n");

@@ -1,7 +1,9 @@
 /* The copy rate MPI point-to-point gives on this host (docs/performance.md, "What still limits
  * it"): every rank sends S MiB to the next and receives from the previous, waiting politely
  * (test + sched_yield, as minidc's transport does). Prints the median over 9 shifts of the
- * slowest rank's time. Not part of minidc: a plain MPI program.
+ * slowest rank's time. Not part of minidc: a plain MPI program that measures MPI itself, the
+ * reference the benchmark's figures are read against (DESIGN.md rule 1 governs minidc's own
+ * sources; like the benchmark's MPICH column, this calls MPI directly on purpose).
  *   mpicc.mpich -O2 docs/examples/ringshift.c -o /tmp/ringshift
  *   mpiexec.mpich -n 2 /tmp/ringshift 16; mpiexec.mpich -n 4 /tmp/ringshift 16 */
 #include <mpi.h>

@@ -102,7 +102,13 @@ size_t mdc_schedule_msgs_sent(const mdc_schedule *s, int rank);
  * plus gamma x the bytes it reduces. */
 double mdc_schedule_time(const mdc_schedule *s, const mdc_cost_params *m);
 
-/* Appends a message (builders, tests). Grows the arrays; MDC_ERR_OOM_HOST on failure. */
+/* A schedule holds at most this many messages (about 100 MB): beyond it, listing them teaches
+ * nothing and a laptop runs out of memory (e.g. a ring allreduce of 16 M elements in 4-byte
+ * chunks). */
+#define MDC_SCHEDULE_MAX_MSGS ((size_t)1 << 20)
+
+/* Appends a message (builders, tests). Grows the arrays; MDC_ERR_OOM_HOST on failure,
+ * MDC_ERR_INVALID past MDC_SCHEDULE_MAX_MSGS. */
 mdc_status mdc_schedule_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce,
                             size_t off, size_t len, const char *what);
 
