@@ -53,3 +53,10 @@ int mdc_arg_double(const char *cmd, const char *opt, const char *v, double *out)
     *out = x;
     return 1;
 }
+
+int mdc_arg_float(const char *cmd, const char *opt, const char *v, float *out) {
+    double x;
+    if (!mdc_arg_double(cmd, opt, v, &x)) return 0;
+    *out = (float)x;
+    return 1;
+}

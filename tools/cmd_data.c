@@ -4,10 +4,12 @@
  *   minidc data info FILE.bin [--show K]           header, vocabulary, first K tokens decoded
  *   minidc data tasks                              the generated tasks */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "minidc/datasets.h"
 #include "minidc/tensorfile.h"
@@ -19,18 +21,6 @@ static void usage(FILE *f) {
             "       minidc data info FILE.bin [--show K]\n"
             "       minidc data tasks\n"
             "Token shards and vocabularies: docs/datasets.md\n");
-}
-
-/* Parses a non-negative integer option value; -1 on error (message printed). */
-static long long parse_count(const char *opt, const char *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || end == v || x < 0) {
-        fprintf(stderr, "minidc data: %s needs a non-negative integer, got '%s'\n", opt, v);
-        return -1;
-    }
-    return x;
 }
 
 static int fail(mdc_status st) {
@@ -64,8 +54,8 @@ static int cmd_generate(int argc, char **argv) {
     long long seed = 1, ntok = 1000000;
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--tokens")) && i + 1 < argc) {
-            long long v = parse_count(argv[i], argv[i + 1]);
-            if (v < 0) return 2;
+            long long v;
+            if (!mdc_arg_ll("data", argv[i], argv[i + 1], 0, LLONG_MAX, &v)) return 2;
             if (!strcmp(argv[i], "--seed")) seed = v; else ntok = v;
             i++;
         } else if (argv[i][0] == '-') {
@@ -113,7 +103,7 @@ static int cmd_info(int argc, char **argv) {
     long long show = 64;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--show") && i + 1 < argc) {
-            if ((show = parse_count("--show", argv[++i])) < 0) return 2;
+            if (!mdc_arg_ll("data", "--show", argv[++i], 0, LLONG_MAX, &show)) return 2;
         } else if (argv[i][0] != '-' && !path) path = argv[i];
         else {
             usage(stderr);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "minidc/datasets.h"
 #include "minidc/device.h"
@@ -37,30 +38,6 @@ static void usage(FILE *f) {
             "  --lr, --weight-decay, --beta1, --beta2, --eps, --grad-clip   AdamW (model.h defaults)\n"
             "%s",
             mdc_device_options_help());
-}
-
-static int parse_float(const char *opt, const char *v, float *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || end == v) {
-        fprintf(stderr, "minidc forward: %s needs a number, got '%s'\n", opt, v);
-        return 0;
-    }
-    *out = (float)x;
-    return 1;
-}
-
-static int parse_int(const char *opt, const char *v, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < 0 || x > 1 << 30) {
-        fprintf(stderr, "minidc forward: %s needs a non-negative integer, got '%s'\n", opt, v);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
 }
 
 /* Reads token ids from .npy: (B,T) or (T,), each in [0, V). */
@@ -132,14 +109,14 @@ int mdc_cmd_forward(int argc, char **argv) {
         else if (!strcmp(a, "--tokens")) xpath = v;
         else if (!strcmp(a, "--targets")) ypath = v;
         else if (!strcmp(a, "--dump")) dump = v;
-        else if (!strcmp(a, "--heads")) ok = parse_int(a, v, &heads);
-        else if (!strcmp(a, "--steps")) ok = parse_int(a, v, &steps);
-        else if (!strcmp(a, "--lr")) ok = parse_float(a, v, &opt.lr);
-        else if (!strcmp(a, "--weight-decay")) ok = parse_float(a, v, &opt.weight_decay);
-        else if (!strcmp(a, "--beta1")) ok = parse_float(a, v, &opt.beta1);
-        else if (!strcmp(a, "--beta2")) ok = parse_float(a, v, &opt.beta2);
-        else if (!strcmp(a, "--eps")) ok = parse_float(a, v, &opt.eps);
-        else if (!strcmp(a, "--grad-clip")) ok = parse_float(a, v, &opt.grad_clip);
+        else if (!strcmp(a, "--heads")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &heads);
+        else if (!strcmp(a, "--steps")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &steps);
+        else if (!strcmp(a, "--lr")) ok = mdc_arg_float("forward", a, v, &opt.lr);
+        else if (!strcmp(a, "--weight-decay")) ok = mdc_arg_float("forward", a, v, &opt.weight_decay);
+        else if (!strcmp(a, "--beta1")) ok = mdc_arg_float("forward", a, v, &opt.beta1);
+        else if (!strcmp(a, "--beta2")) ok = mdc_arg_float("forward", a, v, &opt.beta2);
+        else if (!strcmp(a, "--eps")) ok = mdc_arg_float("forward", a, v, &opt.eps);
+        else if (!strcmp(a, "--grad-clip")) ok = mdc_arg_float("forward", a, v, &opt.grad_clip);
         else {
             fprintf(stderr, "minidc forward: unknown option '%s'\n", a);
             usage(stderr);

@@ -1,11 +1,12 @@
 /* minidc train: single-process training of the serial GPT-2 reference on one emulated device.
  * Without --data it trains on a generated task (below), so `minidc train --config tiny` needs
  * no files. One progress line per step; the device report at the end. Exit 2 on bad options. */
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "minidc/kernels.h"
 #include "minidc/model.h"
@@ -51,28 +52,6 @@ void mdc_train_generated_batch(int *inputs, int *targets, int B, int T, int V, u
     }
 }
 
-static int parse_int(const char *opt, const char *v, int *out) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || errno || *end || end == v || x < -2147483647L || x > 2147483647L) {
-        fprintf(stderr, "minidc train: %s needs an integer, got '%s'\n", opt, v ? v : "(nothing)");
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
-}
-static int parse_float(const char *opt, const char *v, float *out) {
-    char *end;
-    double x = v ? strtod(v, &end) : 0;
-    if (!v || *end || end == v) {
-        fprintf(stderr, "minidc train: %s needs a number, got '%s'\n", opt, v ? v : "(nothing)");
-        return 0;
-    }
-    *out = (float)x;
-    return 1;
-}
-
 int mdc_cmd_train(int argc, char **argv) {
     /* dp branch: --dp/--zero/--check-serial or several MPI ranks: the data-parallel driver */
     if (mdc_train_dp_wanted(argc, argv)) return mdc_cmd_train_dp(argc, argv);
@@ -100,18 +79,18 @@ int mdc_cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--save")) save = v, i++, ok = v != NULL;
         else if (!strcmp(a, "--resume")) resume = v, i++, ok = v != NULL;
         else if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (!strcmp(a, "--vocab")) ok = parse_int(a, v, &V), i++;
-        else if (!strcmp(a, "--ctx")) ok = parse_int(a, v, &T), i++;
-        else if (!strcmp(a, "--layers")) ok = parse_int(a, v, &L), i++;
-        else if (!strcmp(a, "--heads")) ok = parse_int(a, v, &H), i++;
-        else if (!strcmp(a, "--channels")) ok = parse_int(a, v, &C), i++;
-        else if (!strcmp(a, "--batch")) ok = parse_int(a, v, &B), i++;
-        else if (!strcmp(a, "--seq")) ok = parse_int(a, v, &seq), i++;
-        else if (!strcmp(a, "--steps")) ok = parse_int(a, v, &steps), i++;
-        else if (!strcmp(a, "--seed")) ok = parse_int(a, v, &seed), i++;
-        else if (!strcmp(a, "--lr")) ok = parse_float(a, v, &opt.lr), i++;
-        else if (!strcmp(a, "--weight-decay")) ok = parse_float(a, v, &opt.weight_decay), i++;
-        else if (!strcmp(a, "--grad-clip")) ok = parse_float(a, v, &opt.grad_clip), i++;
+        else if (!strcmp(a, "--vocab")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &V), i++;
+        else if (!strcmp(a, "--ctx")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &T), i++;
+        else if (!strcmp(a, "--layers")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &L), i++;
+        else if (!strcmp(a, "--heads")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &H), i++;
+        else if (!strcmp(a, "--channels")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &C), i++;
+        else if (!strcmp(a, "--batch")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &B), i++;
+        else if (!strcmp(a, "--seq")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &seq), i++;
+        else if (!strcmp(a, "--steps")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &steps), i++;
+        else if (!strcmp(a, "--seed")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &seed), i++;
+        else if (!strcmp(a, "--lr")) ok = mdc_arg_float("train", a, v, &opt.lr), i++;
+        else if (!strcmp(a, "--weight-decay")) ok = mdc_arg_float("train", a, v, &opt.weight_decay), i++;
+        else if (!strcmp(a, "--grad-clip")) ok = mdc_arg_float("train", a, v, &opt.grad_clip), i++;
         else {
             fprintf(stderr, "minidc train: unknown option '%s' (minidc train --help)\n", a);
             return 2;

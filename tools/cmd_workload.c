@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "minidc/minidc.h"
 
@@ -116,17 +117,6 @@ done:
     return st;
 }
 
-static int parse_int(const char *opt, const char *v, int lo, int hi, int *out) {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "minidc workload: %s: expected an integer in %d..%d, got '%s'\n", opt, lo, hi, v);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
-}
-
 int mdc_cmd_workload(int argc, char **argv) {
     mdc_runtime rt;
     mdc_status st = mdc_runtime_init(&rt, &argc, &argv);
@@ -134,9 +124,9 @@ int mdc_cmd_workload(int argc, char **argv) {
     workload_cfg c = {256, 128, 3};
     for (int i = 1; i < argc; i++) {
         int ok = 0;
-        if (!strcmp(argv[i], "--hidden") && i + 1 < argc) ok = parse_int("--hidden", argv[++i], 1, 1 << 14, &c.hidden);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) ok = parse_int("--batch", argv[++i], 1, 1 << 16, &c.batch);
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) ok = parse_int("--steps", argv[++i], 1, 1000, &c.steps);
+        if (!strcmp(argv[i], "--hidden") && i + 1 < argc) ok = mdc_arg_int("workload", "--hidden", argv[++i], 1, 1 << 14, &c.hidden);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) ok = mdc_arg_int("workload", "--batch", argv[++i], 1, 1 << 16, &c.batch);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) ok = mdc_arg_int("workload", "--steps", argv[++i], 1, 1000, &c.steps);
         else if (!strcmp(argv[i], "--help")) {
             if (rt.rank == 0)
                 printf("usage: mpiexec.mpich -n P minidc workload [--hidden H] [--batch B] [--steps S] [device options]\n"
