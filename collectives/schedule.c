@@ -34,13 +34,21 @@ mdc_status mdc_schedule_add(mdc_schedule *s, int step, int src, int dst, size_t 
     m->off = off;
     m->len = len;
     snprintf(m->what, sizeof m->what, "%s", what ? what : "");
-    if (step >= s->nsteps) {
-        char (*ph)[80] = realloc(s->phase, (size_t)(step + 1) * sizeof *ph);
-        if (!ph) return mdc_fail(MDC_ERR_OOM_HOST, "schedule phases");
-        for (int k = s->nsteps; k <= step; k++) ph[k][0] = '\0';
+    return mdc_schedule_step(s, step);
+}
+
+mdc_status mdc_schedule_step(mdc_schedule *s, int step) {
+    if (step < s->nsteps) return MDC_OK;
+    if (step >= s->phase_cap) {
+        int cap = s->phase_cap ? s->phase_cap : 16;
+        while (cap <= step) cap *= 2;
+        char (*ph)[80] = realloc(s->phase, (size_t)cap * sizeof *ph);
+        if (!ph) return mdc_fail(MDC_ERR_OOM_HOST, "schedule of %d steps", step + 1);
         s->phase = ph;
-        s->nsteps = step + 1;
+        s->phase_cap = cap;
     }
+    for (int k = s->nsteps; k <= step; k++) s->phase[k][0] = '\0';
+    s->nsteps = step + 1;
     return MDC_OK;
 }
 

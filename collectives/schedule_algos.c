@@ -60,14 +60,7 @@ static mdc_status add(mdc_schedule *s, int step, int src, int dst, size_t bytes,
 
 static void phase(mdc_schedule *s, int step, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void phase(mdc_schedule *s, int step, const char *fmt, ...) {
-    if (step >= s->nsteps) {
-        /* Make room by adding nothing: mdc_schedule_add grows phases with steps. */
-        char (*ph)[80] = realloc(s->phase, (size_t)(step + 1) * sizeof *ph);
-        if (!ph) return;
-        for (int k = s->nsteps; k <= step; k++) ph[k][0] = '\0';
-        s->phase = ph;
-        s->nsteps = step + 1;
-    }
+    if (mdc_schedule_step(s, step)) return; /* out of memory: the step's mdc_schedule_add fails too */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->phase[step], sizeof s->phase[step], fmt, ap);

@@ -51,8 +51,8 @@ typedef struct {
     size_t chunk_bytes;    /* ring allreduce chunk (0: one chunk per rank) */
     int ranks_per_node;    /* hierarchical: ranks r / ranks_per_node share a node */
     size_t vec;            /* elements of the logical vector (reductions) */
-    int nsteps;
-    char (*phase)[80];     /* nsteps labels: "reduce-scatter 1/3" */
+    int nsteps, phase_cap;
+    char (*phase)[80];     /* nsteps labels: "reduce-scatter 1/3" (phase_cap allocated) */
     mdc_sched_msg *msgs;
     size_t nmsgs, cap;
     char bytes_formula[96];/* bytes sent per rank, as a formula of p and n (text) */
@@ -106,6 +106,10 @@ double mdc_schedule_time(const mdc_schedule *s, const mdc_cost_params *m);
  * nothing and a laptop runs out of memory (e.g. a ring allreduce of 16 M elements in 4-byte
  * chunks). */
 #define MDC_SCHEDULE_MAX_MSGS ((size_t)1 << 20)
+
+/* Makes steps 0..step exist (empty labels for new ones), growing the labels geometrically:
+ * a schedule can have hundreds of thousands of steps. MDC_ERR_OOM_HOST on failure. */
+mdc_status mdc_schedule_step(mdc_schedule *s, int step);
 
 /* Appends a message (builders, tests). Grows the arrays; MDC_ERR_OOM_HOST on failure,
  * MDC_ERR_INVALID past MDC_SCHEDULE_MAX_MSGS. */
