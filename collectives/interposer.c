@@ -32,6 +32,10 @@ typedef struct cached {
 
 static int keyval = MPI_KEYVAL_INVALID;
 static cached *live; /* every cached state, for MPI_Finalize */
+/* Guards keyval and live for threads starting collectives on different communicators at once
+ * (MPI_THREAD_MULTIPLE). Never held across an MPI collective: PMPI_Comm_dup on two
+ * communicators in two threads could then wait on each other across processes. */
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static int verbose = -1;
 
 enum { F_ALLREDUCE, F_RSB, F_RS, F_ALLGATHER, F_ALLGATHERV, F_BCAST, F_REDUCE, F_GATHER,
@@ -86,11 +90,13 @@ static int fallback(int f, const char *fmt, ...) {
 }
 
 static void cached_free(cached *c) {
+    pthread_mutex_lock(&state_lock);
     for (cached **p = &live; *p; p = &(*p)->next)
         if (*p == c) {
             *p = c->next;
             break;
         }
+    pthread_mutex_unlock(&state_lock);
     mdc_group_free(c->g);
     mdc_transport_free(c->t);
     int fin = 0;
@@ -114,8 +120,11 @@ static mdc_group *group_of(MPI_Comm comm, int f) {
         fallback(f, "intercommunicator");
         return NULL;
     }
-    if (keyval == MPI_KEYVAL_INVALID &&
-        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL) != MPI_SUCCESS) {
+    pthread_mutex_lock(&state_lock);
+    int kv_ok = keyval != MPI_KEYVAL_INVALID ||
+                PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL) == MPI_SUCCESS;
+    pthread_mutex_unlock(&state_lock);
+    if (!kv_ok) {
         fallback(f, "could not create an attribute key");
         return NULL;
     }
@@ -142,8 +151,10 @@ static mdc_group *group_of(MPI_Comm comm, int f) {
         return NULL;
     }
     c->user = comm;
+    pthread_mutex_lock(&state_lock);
     c->next = live;
     live = c;
+    pthread_mutex_unlock(&state_lock);
     PMPI_Comm_set_attr(comm, keyval, c);
     return c->g;
 }
