@@ -24,7 +24,11 @@
 #include "coll_internal.h"
 #include "minidc/collectives.h"
 
-#define PACK_LIMIT (16u << 10)     /* payloads up to this travel in one MPI message */
+/* Payloads up to this travel in one MPI message with their stamp. Packing costs a copy at
+ * each end, a separate header costs one more small message: on this host (2026-11-30) a
+ * 16 KiB payload packed took 9.5 us for a 2-rank allgather, sent as header + payload 6.8-7.1 us
+ * (MPICH 5.7); 8 KiB and below were equal either way. */
+#define PACK_LIMIT (4u << 10)
 #define PACK_INLINE 1024           /* packed messages up to this use the request's own buffer */
 #define PIECE_BYTES (1u << 30)     /* MPI counts are int: larger payloads go in pieces */
 #define TAGS_PER_SPACE 4096        /* user tags per group tag space */
