@@ -10,7 +10,8 @@
  *
  * Why a duplicate: MPI requires collective traffic never to match the application's
  * point-to-point receives (an MPI_ANY_TAG receive on the same communicator would steal a
- * minidc message). PMPI_Comm_dup gives the transport its own context, as MPICH does
+ * minidc message). PMPI_Comm_create of the communicator's own group gives the transport its
+ * own context, as MPICH does
  * internally. It is the one MPI collective minidc calls here, once per communicator, and is
  * freed with it (attribute delete callback) or at MPI_Finalize. Documented in docs/interposer.md. */
 #include <mpi.h>
@@ -33,7 +34,7 @@ typedef struct cached {
 static int keyval = MPI_KEYVAL_INVALID;
 static cached *live; /* every cached state, for MPI_Finalize */
 /* Guards keyval and live for threads starting collectives on different communicators at once
- * (MPI_THREAD_MULTIPLE). Never held across an MPI collective: PMPI_Comm_dup on two
+ * (MPI_THREAD_MULTIPLE). Never held across an MPI collective: PMPI_Comm_create on two
  * communicators in two threads could then wait on each other across processes. */
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static int verbose = -1;
@@ -112,7 +113,7 @@ static int delete_fn(MPI_Comm comm, int kv, void *val, void *extra) {
 }
 
 /* The minidc world group of `comm`, created on first use; NULL (after a note) if the
- * communicator is not one minidc can serve. Collective on first use (PMPI_Comm_dup). */
+ * communicator is not one minidc can serve. Collective on first use (PMPI_Comm_create). */
 static mdc_group *group_of(MPI_Comm comm, int f) {
     if (comm == MPI_COMM_NULL) return NULL;
     int inter = 0;
@@ -134,9 +135,24 @@ static mdc_group *group_of(MPI_Comm comm, int f) {
     if (flag && c) return c->g;
     c = calloc(1, sizeof *c);
     if (!c) return fallback(f, "out of host memory"), NULL;
-    if (PMPI_Comm_dup(comm, &c->dup) != MPI_SUCCESS) {
+    /* A communicator of comm's own group: a new context like a dup, but no attributes are
+     * copied, so the program's copy callbacks never see it. Its failure (MPICH out of
+     * contexts: every rank agrees on that) returns instead of aborting, and the call falls
+     * through to MPICH. */
+    MPI_Group grp;
+    MPI_Errhandler h;
+    int rc = PMPI_Comm_group(comm, &grp);
+    if (rc == MPI_SUCCESS) {
+        PMPI_Comm_get_errhandler(comm, &h);
+        PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+        rc = PMPI_Comm_create(comm, grp, &c->dup);
+        PMPI_Comm_set_errhandler(comm, h);
+        PMPI_Errhandler_free(&h);
+        PMPI_Group_free(&grp);
+    }
+    if (rc != MPI_SUCCESS || c->dup == MPI_COMM_NULL) {
         free(c);
-        fallback(f, "PMPI_Comm_dup failed");
+        fallback(f, "could not create a private communicator (out of MPI contexts?)");
         return NULL;
     }
     PMPI_Comm_set_errhandler(c->dup, MPI_ERRORS_RETURN);

@@ -23,6 +23,17 @@ static void put(const char *name, const void *buf, size_t bytes) {
     fprintf(out, "\n");
 }
 
+/* Counts attribute copies: the interposer's private communicators must not copy the program's
+ * attributes (only the program's own MPI_Comm_dup does, the same with and without it). */
+static int copies;
+static int count_copy(MPI_Comm c, int kv, void *extra, void *val_in, void *val_out, int *flag) {
+    (void)c, (void)kv, (void)extra;
+    copies++;
+    *(void **)val_out = val_in;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
 static void my_sum(void *in, void *inout, int *len, MPI_Datatype *t) {
     (void)t;
     for (int i = 0; i < *len; i++) ((int *)inout)[i] += ((int *)in)[i];
@@ -224,6 +235,9 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/rank%d.txt", argv[1], me);
     out = fopen(path, "w");
     if (!out) MPI_Abort(MPI_COMM_WORLD, 2);
+    int kv;
+    MPI_Comm_create_keyval(count_copy, MPI_COMM_NULL_DELETE_FN, &kv, NULL);
+    MPI_Comm_set_attr(MPI_COMM_WORLD, kv, &copies);
     reductions(MPI_COMM_WORLD, "world");
     movement(MPI_COMM_WORLD, "world");
     /* A sub-communicator (odd and even ranks, reversed order) and a freed duplicate. */
@@ -251,6 +265,8 @@ int main(int argc, char **argv) {
         MPI_Group_free(&world);
     }
     fallthrough(MPI_COMM_WORLD);
+    put("attribute copies", &copies, sizeof copies);
+    MPI_Comm_free_keyval(&kv);
     fclose(out);
     MPI_Finalize();
     return 0;
