@@ -8,12 +8,12 @@
  * communicator, without a device (no virtual-time stamps travel). Anything else goes to
  * MPICH's own PMPI_* function, saying why once on stderr when MINIDC_VERBOSE=1.
  *
- * Why a duplicate: MPI requires collective traffic never to match the application's
+ * Why a private communicator: MPI requires collective traffic never to match the application's
  * point-to-point receives (an MPI_ANY_TAG receive on the same communicator would steal a
  * minidc message). PMPI_Comm_create of the communicator's own group gives the transport its
- * own context, as MPICH does
- * internally. It is the one MPI collective minidc calls here, once per communicator, and is
- * freed with it (attribute delete callback) or at MPI_Finalize. Documented in docs/interposer.md. */
+ * own context, as MPICH does internally. It is the one MPI collective minidc calls here, once
+ * per communicator, and is freed with it (attribute delete callback) or at MPI_Finalize.
+ * Documented in docs/interposer.md. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdarg.h>
