@@ -19,9 +19,10 @@ mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf
     int next = mdc_i_member(mem, (pos + 1) % n), prev = mdc_i_member(mem, (pos - 1 + n) % n);
     for (int step = 0; step < n - 1; step++) {
         int sb = mdc_i_mod(pos - step, n), rb = mdc_i_mod(pos - step - 1, n);
-        const void *from = step == 0 && own ? own : b + off[sb];
+        int first = step == 0 && own; /* sb == pos: the own block, sent from `own` */
+        const void *from = first ? own : b + off[sb];
         mdc_status st = mdc_i_xchg_copy(g, from, len[sb], next, b + off[rb], len[rb], prev, tag,
-                                        b + off[pos], from, step == 0 && own ? len[pos] : 0);
+                                        b + off[pos], from, first ? len[pos] : 0);
         if (st) return st;
     }
     return MDC_OK;

@@ -1,7 +1,8 @@
 /* Pairwise-exchange all-to-all.
  *
  * Algorithm: p - 1 steps: at step s rank r sends its block for r + s to r + s and receives
- *   r - s's block for r, straight into place; the own block is copied during step 1. In place, the send blocks
+ *   r - s's block for r, straight into place; the own block is copied during step 1. In
+ *   place, the send blocks
  *   are first copied to scratch (they are overwritten as blocks arrive).
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH alltoall pairwise).
  * Restrictions: none.

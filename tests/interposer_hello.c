@@ -1,8 +1,8 @@
 /* The program of docs/interposer.md: one MPI_Allreduce of 4 doubles and one MPI_Bcast, rank 0
- * prints the results. A plain MPI program (not part of minidc), run with and without
- * LD_PRELOAD=build/libminidc_mpi.so:
- *   mpicc.mpich -o /tmp/hello docs/examples/interposer_hello.c
- *   mpiexec.mpich -n 4 /tmp/hello */
+ * prints the results. A plain MPI program (not part of minidc, so it lives with the tests), run
+ * with and without LD_PRELOAD=build/libminidc_mpi.so:
+ *   make build/tests/interposer_hello
+ *   mpiexec.mpich -n 4 build/tests/interposer_hello */
 #include <mpi.h>
 #include <stdio.h>
 

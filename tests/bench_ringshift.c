@@ -2,10 +2,10 @@
  * it"): every rank sends S MiB to the next and receives from the previous, waiting politely
  * (test + sched_yield, as minidc's transport does). Prints the median over 9 shifts of the
  * slowest rank's time. Not part of minidc: a plain MPI program that measures MPI itself, the
- * reference the benchmark's figures are read against (DESIGN.md rule 1 governs minidc's own
- * sources; like the benchmark's MPICH column, this calls MPI directly on purpose).
- *   mpicc.mpich -O2 docs/examples/ringshift.c -o /tmp/ringshift
- *   mpiexec.mpich -n 2 /tmp/ringshift 16; mpiexec.mpich -n 4 /tmp/ringshift 16 */
+ * reference the benchmark's figures are read against, so it lives with the tests (DESIGN.md
+ * rule 1: MPI called directly only there and in benchmark comparisons). make builds it.
+ *   make build/tests/bench_ringshift
+ *   mpiexec.mpich -n 2 build/tests/bench_ringshift 16; mpiexec.mpich -n 4 build/tests/bench_ringshift 16 */
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
