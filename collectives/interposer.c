@@ -51,10 +51,12 @@ static const mdc_coll fcoll[F_COUNT] = {
     MDC_COLL_ALLTOALL, MDC_COLL_ALLTOALLV, MDC_COLL_BARRIER};
 static unsigned char said_used[F_COUNT], said_fallback[F_COUNT];
 
-static int is_verbose(void) {
+/* MINIDC_VERBOSE=1: each function says once per process that it runs on minidc, and once why
+ * it went to MPICH; 2: every call says so (which of a program's calls minidc ran). */
+static int verbosity(void) {
     if (verbose < 0) {
         const char *v = getenv("MINIDC_VERBOSE");
-        verbose = v && *v && strcmp(v, "0") != 0;
+        verbose = v && *v ? atoi(v) > 1 ? 2 : strcmp(v, "0") != 0 : 0;
     }
     return verbose;
 }
@@ -66,18 +68,36 @@ static int world_rank(void) {
     return r;
 }
 
-/* Says once per function (when verbose) that minidc ran it. */
-static void note_used(int f, size_t bytes, const mdc_group *g) {
-    if (!is_verbose() || said_used[f]) return;
+/* What a reduction runs as, for the verbose line. */
+typedef struct {
+    MPI_Datatype type;
+    mdc_dtype dt;
+    mdc_op op;
+    int mult;
+} reduction_as;
+
+/* Says (when verbose) that minidc runs the call: once per function, or every call. */
+static void note_used(int f, size_t bytes, const mdc_group *g, const reduction_as *r) {
+    int v = verbosity();
+    if (!v || (v == 1 && said_used[f])) return;
     said_used[f] = 1;
-    fprintf(stderr, "minidc interposer: rank %d: %s runs on minidc (%s, %zu bytes, %d ranks)\n",
-            world_rank(), fname[f], mdc_coll_choose(fcoll[f], bytes, g), bytes, mdc_group_size(g));
+    char how[MPI_MAX_OBJECT_NAME + 64] = "";
+    if (r) {
+        char name[MPI_MAX_OBJECT_NAME] = "?";
+        int len = 0;
+        PMPI_Type_get_name(r->type, name, &len);
+        snprintf(how, sizeof how, ", %s %s as %s%s", name, mdc_op_name(r->op),
+                 r->mult > 1 ? "2 x " : "", mdc_dtype_name(r->dt));
+    }
+    fprintf(stderr, "minidc interposer: rank %d: %s runs on minidc (%s, %zu bytes, %d ranks%s)\n",
+            world_rank(), fname[f], mdc_coll_choose(fcoll[f], bytes, g), bytes, mdc_group_size(g), how);
 }
 
-/* Says once per function (when verbose) why it went to MPICH; returns 0. */
+/* Says (when verbose) why the call went to MPICH: once per function, or every call; returns 0. */
 static int fallback(int f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fallback(int f, const char *fmt, ...) {
-    if (is_verbose() && !said_fallback[f]) {
+    int v = verbosity();
+    if (v == 2 || (v == 1 && !said_fallback[f])) {
         said_fallback[f] = 1;
         char why[200];
         va_list ap;
@@ -189,18 +209,70 @@ static size_t plain_size(MPI_Datatype t) {
     return size > 0 && lb == 0 && extent == size ? (size_t)size : 0;
 }
 
-/* The minidc type for reducing an MPI type, or -1. Sizes are checked, not assumed. */
-static int reduce_dtype(MPI_Datatype t) {
-    int s = 0;
-    if (!plain_size(t)) return -1;
-    PMPI_Type_size(t, &s);
-    if (t == MPI_FLOAT) return MDC_F32;
-    if (t == MPI_DOUBLE) return MDC_F64;
-    if (t == MPI_UINT8_T || t == MPI_UNSIGNED_CHAR) return s == 1 ? MDC_U8 : -1;
-    if (t == MPI_INT || t == MPI_LONG || t == MPI_LONG_LONG || t == MPI_LONG_LONG_INT ||
-        t == MPI_INT32_T || t == MPI_INT64_T)
-        return s == 4 ? MDC_I32 : s == 8 ? MDC_I64 : -1;
-    return -1;
+/* How minidc reduces a predefined MPI type: as `mult` elements of `dt` per MPI element, for
+ * the ops in `ops` (bit per mdc_op). Types are matched by name and mapped by their size, never
+ * assumed (a Fortran REAL compiled as 8 bytes reduces as f64).
+ * - Floating point (float, double, Fortran REAL, DOUBLE PRECISION, REAL4/8): every op.
+ * - Signed integers of 4 and 8 bytes (int, long, long long, int32/64_t, Fortran INTEGER,
+ *   INTEGER4/8, MPI_AINT, MPI_OFFSET, MPI_COUNT): every op. uint8_t / unsigned char: every op.
+ * - Other integers of 1, 4 and 8 bytes (signed char, int8_t, INTEGER1, unsigned, unsigned
+ *   long (long), uint32/64_t): sum and prod only, on the same-sized type minidc has. Both
+ *   wrap modulo 2^bits, so the bits are those of the unsigned/signed result; min and max
+ *   compare differently and go to MPICH.
+ * - Complex (C float/double _Complex, Fortran COMPLEX, DOUBLE COMPLEX, COMPLEX8/16, C++):
+ *   sum only, as 2 floats (doubles) per element: real and imaginary parts add separately,
+ *   each in the algorithm's documented order. prod goes to MPICH. */
+typedef struct {
+    int dt, mult;
+    unsigned ops;
+} reducible;
+
+#define ALL_OPS ((1u << MDC_SUM) | (1u << MDC_PROD) | (1u << MDC_MIN) | (1u << MDC_MAX))
+#define WRAP_OPS ((1u << MDC_SUM) | (1u << MDC_PROD))
+
+static int is_one_of(MPI_Datatype t, const MPI_Datatype *list, int n) {
+    for (int i = 0; i < n; i++)
+        if (list[i] != MPI_DATATYPE_NULL && t == list[i]) return 1;
+    return 0;
+}
+
+static reducible reduce_dtype(MPI_Datatype t) {
+    static const MPI_Datatype floats[] = {MPI_FLOAT, MPI_DOUBLE, MPI_REAL, MPI_DOUBLE_PRECISION,
+                                          MPI_REAL4, MPI_REAL8};
+    static const MPI_Datatype ints[] = {MPI_INT, MPI_LONG, MPI_LONG_LONG, MPI_LONG_LONG_INT,
+                                        MPI_INT32_T, MPI_INT64_T, MPI_INTEGER, MPI_INTEGER4,
+                                        MPI_INTEGER8, MPI_AINT, MPI_OFFSET, MPI_COUNT};
+    static const MPI_Datatype u8s[] = {MPI_UINT8_T, MPI_UNSIGNED_CHAR};
+    static const MPI_Datatype wraps[] = {MPI_SIGNED_CHAR, MPI_INT8_T, MPI_INTEGER1, MPI_UNSIGNED,
+                                         MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG, MPI_UINT32_T,
+                                         MPI_UINT64_T};
+    static const MPI_Datatype complexes[] = {MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX,
+                                             MPI_COMPLEX, MPI_DOUBLE_COMPLEX, MPI_COMPLEX8,
+                                             MPI_COMPLEX16, MPI_CXX_FLOAT_COMPLEX,
+                                             MPI_CXX_DOUBLE_COMPLEX};
+#define N_(a) ((int)(sizeof(a) / sizeof(a[0])))
+    reducible r = {-1, 1, 0};
+    size_t s = plain_size(t);
+    if (!s) return r;
+    if (is_one_of(t, floats, N_(floats))) {
+        r.dt = s == 4 ? MDC_F32 : s == 8 ? MDC_F64 : -1;
+        r.ops = ALL_OPS;
+    } else if (is_one_of(t, ints, N_(ints))) {
+        r.dt = s == 4 ? MDC_I32 : s == 8 ? MDC_I64 : -1;
+        r.ops = ALL_OPS;
+    } else if (is_one_of(t, u8s, N_(u8s))) {
+        r.dt = s == 1 ? MDC_U8 : -1;
+        r.ops = ALL_OPS;
+    } else if (is_one_of(t, wraps, N_(wraps))) {
+        r.dt = s == 1 ? MDC_U8 : s == 4 ? MDC_I32 : s == 8 ? MDC_I64 : -1;
+        r.ops = WRAP_OPS;
+    } else if (is_one_of(t, complexes, N_(complexes))) {
+        r.dt = s == 8 ? MDC_F32 : s == 16 ? MDC_F64 : -1;
+        r.mult = 2;
+        r.ops = 1u << MDC_SUM;
+    }
+#undef N_
+    return r;
 }
 
 static int reduce_op(MPI_Op op) {
@@ -211,14 +283,26 @@ static int reduce_op(MPI_Op op) {
     return -1;
 }
 
-/* Maps a reduction's type and op, or falls through (returns 0). */
-static int reduction_ok(int f, MPI_Datatype type, MPI_Op op, mdc_dtype *dt, mdc_op *mop) {
-    int d = reduce_dtype(type), o = reduce_op(op);
-    if (d < 0) return fallback(f, "datatype is not one minidc reduces (float, double, int, long, "
-                                  "long long, int32/64_t, uint8_t)");
+/* Maps a reduction's type and op (count becomes count * *mult elements of *dt), or falls
+ * through (returns 0). */
+static int reduction_ok(int f, MPI_Datatype type, MPI_Op op, mdc_dtype *dt, mdc_op *mop,
+                        int *mult) {
+    reducible d = reduce_dtype(type);
+    int o = reduce_op(op), len = 0;
+    char name[MPI_MAX_OBJECT_NAME] = "?";
+    if (verbosity() && (d.dt < 0 || o < 0 || !(d.ops & (1u << o)))) {
+        PMPI_Type_get_name(type, name, &len);
+        if (!len) snprintf(name, sizeof name, "(derived, unnamed)");
+    }
+    if (d.dt < 0) return fallback(f, "datatype %s is not one minidc reduces (floating point, "
+                                     "integers of 1, 4 or 8 bytes, complex)", name);
     if (o < 0) return fallback(f, "not a predefined op minidc has (sum, prod, min, max)");
-    *dt = (mdc_dtype)d;
+    if (!(d.ops & (1u << o)))
+        return fallback(f, "%s of %s (minidc does sum and prod of unsigned and 1-byte signed "
+                           "integers, sum of complex)", mdc_op_name((mdc_op)o), name);
+    *dt = (mdc_dtype)d.dt;
     *mop = (mdc_op)o;
+    *mult = d.mult;
     return 1;
 }
 
@@ -290,12 +374,14 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
+    int mult;
     if (count < 0) return negative(comm, f, "count", count);
-    if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+    if (!reduction_ok(f, type, op, &dt, &mop, &mult) || !(g = group_of(comm, f)))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-    note_used(f, (size_t)count * mdc_dtype_size(dt), g);
-    RUN(comm, f, mdc_allreduce(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
-                               (size_t)count, dt, mop, g));
+    size_t n = (size_t)count * (size_t)mult;
+    note_used(f, n * mdc_dtype_size(dt), g, &(reduction_as){type, dt, mop, mult});
+    RUN(comm, f, mdc_allreduce(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, n, dt,
+                               mop, g));
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
@@ -304,12 +390,14 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
+    int mult;
     if (count < 0) return negative(comm, f, "count", count);
-    if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+    if (!reduction_ok(f, type, op, &dt, &mop, &mult) || !(g = group_of(comm, f)))
         return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-    note_used(f, (size_t)count * mdc_dtype_size(dt), g);
-    RUN(comm, f, mdc_reduce(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
-                            (size_t)count, dt, mop, root, g));
+    size_t n = (size_t)count * (size_t)mult;
+    note_used(f, n * mdc_dtype_size(dt), g, &(reduction_as){type, dt, mop, mult});
+    RUN(comm, f, mdc_reduce(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, n, dt, mop,
+                            root, g));
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
@@ -318,12 +406,15 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
+    int mult;
     if (recvcount < 0) return negative(comm, f, "recvcount", recvcount);
-    if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+    if (!reduction_ok(f, type, op, &dt, &mop, &mult) || !(g = group_of(comm, f)))
         return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-    note_used(f, (size_t)recvcount * (size_t)mdc_group_size(g) * mdc_dtype_size(dt), g);
-    RUN(comm, f, mdc_reduce_scatter(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
-                                    (size_t)recvcount, dt, mop, g));
+    size_t n = (size_t)recvcount * (size_t)mult;
+    note_used(f, n * (size_t)mdc_group_size(g) * mdc_dtype_size(dt), g,
+              &(reduction_as){type, dt, mop, mult});
+    RUN(comm, f, mdc_reduce_scatter(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, n,
+                                    dt, mop, g));
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
@@ -332,20 +423,20 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
-    int size = 0;
+    int size = 0, mult;
     PMPI_Comm_size(comm, &size);
     for (int i = 0; i < size; i++)
         if (recvcounts[i] < 0) return negative(comm, f, "a recvcounts entry", recvcounts[i]);
-    if (!reduction_ok(f, type, op, &dt, &mop) || !(g = group_of(comm, f)))
+    if (!reduction_ok(f, type, op, &dt, &mop, &mult) || !(g = group_of(comm, f)))
         return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
     int n = mdc_group_size(g);
     size_t *counts = malloc((size_t)n * sizeof *counts), total = 0;
     if (!counts) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
     for (int i = 0; i < n; i++) {
-        counts[i] = (size_t)recvcounts[i];
+        counts[i] = (size_t)recvcounts[i] * (size_t)mult;
         total += counts[i];
     }
-    note_used(f, total * mdc_dtype_size(dt), g);
+    note_used(f, total * mdc_dtype_size(dt), g, &(reduction_as){type, dt, mop, mult});
     mdc_status st;
     SERVE(st, mdc_reduce_scatterv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf,
                                   counts, dt, mop, g));
@@ -379,7 +470,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
     if (count < 0) return negative(comm, f, "count", count);
     if (!s || !(g = group_of(comm, f)))
         return PMPI_Bcast(buf, count, type, root, comm);
-    note_used(f, (size_t)count * s, g);
+    note_used(f, (size_t)count * s, g, NULL);
     RUN(comm, f, mdc_bcast(buf, (size_t)count * s, MDC_U8, root, g));
 }
 
@@ -393,7 +484,7 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
     if (!s || !(g = group_of(comm, f)))
         return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     size_t b = (size_t)rcount * s;
-    note_used(f, b * (size_t)mdc_group_size(g), g);
+    note_used(f, b * (size_t)mdc_group_size(g), g, NULL);
     RUN(comm, f, mdc_allgather(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, g));
 }
 
@@ -427,7 +518,7 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
         free(c);
         return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
     }
-    note_used(f, total, g);
+    note_used(f, total, g, NULL);
     mdc_status st;
     SERVE(st, mdc_allgatherv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, c, c + n,
                              MDC_U8, g));
@@ -458,7 +549,7 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
         if (!ok) fallback(f, "datatype is derived, not contiguous, or sizes differ");
         return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     }
-    note_used(f, b * (size_t)mdc_group_size(g), g);
+    note_used(f, b * (size_t)mdc_group_size(g), g, NULL);
     RUN(comm, f, mdc_gather(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, root, g));
 }
 
@@ -479,7 +570,7 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
         if (!ok) fallback(f, "datatype is derived, not contiguous, or sizes differ");
         return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     }
-    note_used(f, b * (size_t)mdc_group_size(g), g);
+    note_used(f, b * (size_t)mdc_group_size(g), g, NULL);
     /* minidc's in place for scatter is recvbuf == MDC_IN_PLACE at the root (MPI's meaning). */
     RUN(comm, f, mdc_scatter(sendbuf, inplace ? (void *)MDC_IN_PLACE : recvbuf, b, MDC_U8, root, g));
 }
@@ -494,7 +585,7 @@ int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recv
     if (!s || !(g = group_of(comm, f)))
         return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     size_t b = (size_t)rcount * s;
-    note_used(f, b * (size_t)mdc_group_size(g), g);
+    note_used(f, b * (size_t)mdc_group_size(g), g, NULL);
     RUN(comm, f, mdc_alltoall(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, g));
 }
 
@@ -531,7 +622,7 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
         free(c);
         return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
     }
-    note_used(f, total, g);
+    note_used(f, total, g, NULL);
     mdc_status st;
     SERVE(st, mdc_alltoallv(inplace ? MDC_IN_PLACE : sendbuf, inplace ? c + 2 * n : c,
                             inplace ? c + 3 * n : c + n, recvbuf, c + 2 * n, c + 3 * n, MDC_U8, g));
@@ -543,7 +634,7 @@ int MPI_Barrier(MPI_Comm comm) {
     const int f = F_BARRIER;
     mdc_group *g = group_of(comm, f);
     if (!g) return PMPI_Barrier(comm);
-    note_used(f, 0, g);
+    note_used(f, 0, g, NULL);
     RUN(comm, f, mdc_barrier(g));
 }
 

@@ -62,6 +62,32 @@ if [ -d "$tmp/mpich4" ]; then
         [ $fail = 0 ] && echo "n=4: identical with MINIDC_SLICE=64"
     fi
 fi
+# MINIDC_VERBOSE=2 says what every call ran as: the Fortran, unsigned and complex types run on
+# minidc (complex sums as pairs of reals), and what minidc cannot do exactly goes to MPICH.
+if [ -d "$tmp/mpich3" ]; then
+    mkdir -p "$tmp/v2"
+    if ! timeout 120 "$MPIEXEC" -n 3 -genv LD_PRELOAD "$preload" -genv MINIDC_VERBOSE 2 \
+            "$app" "$tmp/v2" >"$tmp/v2.log" 2>&1; then
+        echo "n=3: the program failed with MINIDC_VERBOSE=2:"; tail -n 20 "$tmp/v2.log"; fail=1
+    else
+        for r in 0 1 2; do
+            diff -q "$tmp/mpich3/rank$r.txt" "$tmp/v2/rank$r.txt" >/dev/null ||
+                { echo "n=3 rank $r: results differ with MINIDC_VERBOSE=2"; fail=1; }
+        done
+        for want in "MPI_Allreduce runs on minidc (.*MPI_DOUBLE_COMPLEX sum as 2 x f64)" \
+                    "MPI_Reduce_scatter runs on minidc (.*MPI_C_COMPLEX sum as 2 x f32)" \
+                    "MPI_Reduce runs on minidc (.*MPI_UINT64_T prod as i64)" \
+                    "MPI_Allreduce runs on minidc (.*MPI_INT8_T sum as u8)" \
+                    "MPI_Reduce_scatter_block runs on minidc (.*MPI_DOUBLE_PRECISION sum as f64)" \
+                    "MPI_Allreduce runs on minidc (.*MPI_INTEGER max as i32)" \
+                    "MPI_Allreduce falls through to MPICH: max of MPI_UNSIGNED " \
+                    "MPI_Reduce falls through to MPICH: prod of MPI_C_DOUBLE_COMPLEX "; do
+            n=$(grep -c "rank 0: $want" "$tmp/v2.log")
+            [ "$n" -ge 2 ] || { echo "n=3: expected a 'rank 0: $want' line per communicator, got $n"; fail=1; }
+        done
+        [ $fail = 0 ] && echo "n=3: MINIDC_VERBOSE=2 names the type and op of every reduction"
+    fi
+fi
 # Erroneous calls: every rank exits non-zero, within the timeout, and the error names the
 # function, the rank and what is wrong (not MPICH's generic "See the MPI_ERROR field" or an
 # assertion inside its memcpy).

@@ -117,6 +117,83 @@ static void reductions(MPI_Comm comm, const char *tag) {
     free(dd);
 }
 
+/* The other predefined types minidc reduces (Fortran names, unsigned and 1-byte integers by
+ * their wrapping sum and prod, complex sums as pairs of floats), and combinations it hands to
+ * MPICH (max of unsigned, prod of complex). Wrapping sums are exact in any order, so values
+ * near the top of the range test the wrap-around too. */
+static void more_types(MPI_Comm comm, const char *tag) {
+    int p, r;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &r);
+    enum { N = 23 };
+    char name[96];
+    float rf[2 * N], rfo[2 * N];
+    double rd[2 * N], rdo[2 * N];
+    int32_t ia[N], iao[N];
+    int64_t ib[N], ibo[N];
+    uint32_t ua[N], uao[N];
+    uint64_t ub[N], ubo[N];
+    int8_t ic[N], ico[N];
+    MPI_Aint ad[N], ado[N];
+    for (int i = 0; i < N; i++) {
+        ia[i] = (int32_t)val(me, i, 0);
+        ib[i] = (int64_t)val(me, i, 0) * 1024;
+        ua[i] = 4294967295u - (uint32_t)(me * 5 + i);
+        ub[i] = 18446744073709551615ull - (uint64_t)(me * 3 + i * 7);
+        ic[i] = (int8_t)(120 + (me + i) % 7);
+        ad[i] = (MPI_Aint)val(me, i, 0) * 1000;
+    }
+    struct { const char *n; MPI_Datatype t; void *in, *out; size_t sz; } ts[] = {
+        {"REAL", MPI_REAL, rf, rfo, sizeof(float)},
+        {"DOUBLE PRECISION", MPI_DOUBLE_PRECISION, rd, rdo, sizeof(double)},
+        {"INTEGER", MPI_INTEGER, ia, iao, 4},
+        {"INTEGER8", MPI_INTEGER8, ib, ibo, 8},
+        {"aint", MPI_AINT, ad, ado, sizeof(MPI_Aint)},
+        {"unsigned", MPI_UNSIGNED, ua, uao, 4},
+        {"uint64", MPI_UINT64_T, ub, ubo, 8},
+        {"int8", MPI_INT8_T, ic, ico, 1},
+        {"signed char", MPI_SIGNED_CHAR, ic, ico, 1},
+        {"float complex", MPI_C_FLOAT_COMPLEX, rf, rfo, 2 * sizeof(float)},
+        {"double complex", MPI_C_DOUBLE_COMPLEX, rd, rdo, 2 * sizeof(double)},
+        {"COMPLEX", MPI_COMPLEX, rf, rfo, 2 * sizeof(float)},
+        {"DOUBLE COMPLEX", MPI_DOUBLE_COMPLEX, rd, rdo, 2 * sizeof(double)},
+    };
+    MPI_Op ops[4] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+    const char *opn[4] = {"sum", "prod", "min", "max"};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+        int cplx = strstr(ts[k].n, "omplex") || strstr(ts[k].n, "OMPLEX");
+        for (int o = 0; o < 4; o++) {
+            if (cplx && (o == 2 || o == 3)) continue; /* MPI defines no min/max of complex */
+            /* Floats: integer values, small ones for products, so any order is exact. */
+            for (int i = 0; i < 2 * N; i++) rf[i] = (float)val(me, i, o == 1), rd[i] = val(me, i + 5, o == 1);
+            memset(ts[k].out, 0, ts[k].sz * N);
+            snprintf(name, sizeof name, "%s allreduce %s %s", tag, ts[k].n, opn[o]);
+            MPI_Allreduce(ts[k].in, ts[k].out, N, ts[k].t, ops[o], comm);
+            put(name, ts[k].out, ts[k].sz * N);
+            int root = p - 1;
+            memset(ts[k].out, 0, ts[k].sz * N);
+            snprintf(name, sizeof name, "%s reduce %s %s root %d", tag, ts[k].n, opn[o], root);
+            MPI_Reduce(ts[k].in, ts[k].out, N, ts[k].t, ops[o], root, comm);
+            if (r == root) put(name, ts[k].out, ts[k].sz * N);
+        }
+        /* Uneven blocks, some empty: the element count scales per block for complex. */
+        int rc[64], tot = 0;
+        for (int i = 0; i < p; i++) rc[i] = (i * 2 + 1) % 3, tot += rc[i];
+        if (tot <= N) {
+            memset(ts[k].out, 0, ts[k].sz * N);
+            snprintf(name, sizeof name, "%s reduce_scatter %s sum", tag, ts[k].n);
+            MPI_Reduce_scatter(ts[k].in, ts[k].out, rc, ts[k].t, MPI_SUM, comm);
+            put(name, ts[k].out, ts[k].sz * (size_t)rc[r]);
+        }
+        if (p <= N) {
+            memset(ts[k].out, 0, ts[k].sz * N);
+            snprintf(name, sizeof name, "%s reduce_scatter_block %s sum", tag, ts[k].n);
+            MPI_Reduce_scatter_block(ts[k].in, ts[k].out, N / p, ts[k].t, MPI_SUM, comm);
+            put(name, ts[k].out, ts[k].sz * (size_t)(N / p));
+        }
+    }
+}
+
 static void movement(MPI_Comm comm, const char *tag) {
     int p, r;
     MPI_Comm_size(comm, &p);
@@ -239,11 +316,13 @@ int main(int argc, char **argv) {
     MPI_Comm_create_keyval(count_copy, MPI_COMM_NULL_DELETE_FN, &kv, NULL);
     MPI_Comm_set_attr(MPI_COMM_WORLD, kv, &copies);
     reductions(MPI_COMM_WORLD, "world");
+    more_types(MPI_COMM_WORLD, "world");
     movement(MPI_COMM_WORLD, "world");
     /* A sub-communicator (odd and even ranks, reversed order) and a freed duplicate. */
     MPI_Comm sub, dup;
     MPI_Comm_split(MPI_COMM_WORLD, me % 2, -me, &sub);
     reductions(sub, "split");
+    more_types(sub, "split");
     movement(sub, "split");
     MPI_Comm_free(&sub);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
