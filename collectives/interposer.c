@@ -2,11 +2,12 @@
  *
  * LD_PRELOAD=build/libminidc_mpi.so mpiexec.mpich -n 4 ./app
  *
- * Each intercepted MPI_* function checks that the call is one minidc can do exactly
- * (an intracommunicator, contiguous predefined datatypes, a predefined op on a type minidc
- * reduces), then runs the minidc collective over a transport on a private duplicate of the
- * communicator, without a device (no virtual-time stamps travel). Anything else goes to
- * MPICH's own PMPI_* function, saying why once on stderr when MINIDC_VERBOSE=1.
+ * Each intercepted MPI_* function checks that the call is one minidc can do exactly (an
+ * intracommunicator; for reductions a predefined op on a predefined type minidc reduces; data
+ * movement takes any datatype, derived ones packed), then runs the minidc collective over a
+ * transport on a private duplicate of the communicator, without a device (no virtual-time
+ * stamps travel). Anything else goes to MPICH's own PMPI_* function, saying why on stderr
+ * when MINIDC_VERBOSE is set (1: once per function, 2: every call).
  *
  * Why a private communicator: MPI requires collective traffic never to match the application's
  * point-to-point receives (an MPI_ANY_TAG receive on the same communicator would steal a
@@ -15,6 +16,7 @@
  * per communicator, and is freed with it (attribute delete callback) or at MPI_Finalize.
  * Documented in docs/interposer.md. */
 #include <mpi.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -314,14 +316,25 @@ static int failed(MPI_Comm comm, int f, mdc_status st) {
     return MPI_ERR_OTHER;
 }
 
+/* The caller's error (or a resource minidc lacks), reported on the communicator's error
+ * handler with `code`, as MPICH reports its own. */
+static int report(MPI_Comm comm, int f, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int report(MPI_Comm comm, int f, int code, const char *fmt, ...) {
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "minidc interposer: rank %d: %s: %s\n", world_rank(), fname[f], why);
+    PMPI_Comm_call_errhandler(comm, code);
+    return code;
+}
+
 /* A negative count is the caller's error. MPICH 4.0.2 does not always report it (a negative
  * MPI_Allreduce count trips an assertion inside its memcpy), so it is reported here, on the
  * communicator's error handler, as MPI_ERR_COUNT. */
 static int negative(MPI_Comm comm, int f, const char *what, int v) {
-    fprintf(stderr, "minidc interposer: rank %d: %s: %s is %d, a negative count\n", world_rank(),
-            fname[f], what, v);
-    PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
-    return MPI_ERR_COUNT;
+    return report(comm, f, MPI_ERR_COUNT, "%s is %d, a negative count", what, v);
 }
 
 /* MPICH reports a failed MPI_Test/MPI_Testall (a message longer than its receive: the ranks'
@@ -444,190 +457,334 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
     return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
 }
 
-/* ---- data movement: predefined types travel as bytes ---------------------------------- */
+/* ---- data movement: any datatype travels as bytes ------------------------------------
+ * A predefined type is contiguous: `count` elements are `count * size` plain bytes, used where
+ * they are. A derived type is packed into contiguous scratch before the collective and
+ * unpacked after (PMPI_Pack / PMPI_Unpack, local calls): MPICH's packed form of `count`
+ * elements is their type signature's bytes in order, which is what a predefined type with the
+ * same signature holds. So every rank runs a data-movement call on minidc, whatever types the
+ * ranks pass: MPI lets a root use a derived type while the other ranks use predefined ones
+ * (equal type signatures), and deciding per rank would send the root to MPICH and the others
+ * to minidc, and hang. Only an intercommunicator (the same on every rank) goes to MPICH.
+ * Negative displacements are legal too (the buffer pointer need not be the lowest address):
+ * for plain types the lowest block becomes the base of minidc's byte offsets. */
 
-/* Checks a send/receive type pair (counts already checked non-negative): both plain, and
- * `sbytes == rbytes` when both matter. Returns the receive type's size, or 0 after a note. */
-static size_t pair_ok(int f, const void *sendbuf, int scount, MPI_Datatype stype, int rcount,
-                      MPI_Datatype rtype, int check_send, int check_recv) {
-    size_t rs = check_recv ? plain_size(rtype) : 1, ss = 1;
-    if (check_recv && !rs) return fallback(f, "receive datatype is derived or not contiguous");
-    if (check_send && sendbuf != MPI_IN_PLACE) {
-        ss = plain_size(stype);
-        if (!ss) return fallback(f, "send datatype is derived or not contiguous");
-        if (check_recv && (size_t)scount * ss != (size_t)rcount * rs)
-            return fallback(f, "send and receive sizes differ (%zu vs %zu bytes)",
-                            (size_t)scount * ss, (size_t)rcount * rs);
-    }
-    return check_recv ? rs : ss;
+/* Bytes of one element's type signature, and its extent (the stride of consecutive elements). */
+static size_t type_size(MPI_Datatype t) {
+    int s = 0;
+    PMPI_Type_size(t, &s);
+    return s > 0 ? (size_t)s : 0;
+}
+
+static MPI_Aint type_extent(MPI_Datatype t) {
+    MPI_Aint lb = 0, ext = 0;
+    PMPI_Type_get_extent(t, &lb, &ext);
+    return ext;
+}
+
+/* Scratch for packed data (at least 1 byte), or NULL after reporting MPI_ERR_NO_MEM in *rc. */
+static char *scratch(MPI_Comm comm, int f, size_t bytes, int *rc) {
+    char *p = malloc(bytes ? bytes : 1);
+    if (!p) *rc = report(comm, f, MPI_ERR_NO_MEM, "no memory to pack a derived datatype (%zu bytes)", bytes);
+    return p;
+}
+
+/* Packs `count` elements of `t` at `buf` into `out` (`bytes` = their signature bytes), or the
+ * reverse; MPI's pack counts are ints, so larger derived-type buffers are refused, clearly. */
+static int pack(MPI_Comm comm, int f, const void *buf, size_t count, MPI_Datatype t, void *out,
+                size_t bytes, int unpack) {
+    if (!bytes) return MPI_SUCCESS;
+    if (count > INT_MAX || bytes > INT_MAX)
+        return report(comm, f, MPI_ERR_COUNT, "%zu bytes of a derived datatype (minidc packs at "
+                      "most 2 GiB per buffer)", bytes);
+    int pos = 0;
+    int rc = unpack ? PMPI_Unpack(out, (int)bytes, &pos, (void *)buf, (int)count, t, comm)
+                    : PMPI_Pack(buf, (int)count, t, out, (int)bytes, &pos, comm);
+    if (rc != MPI_SUCCESS)
+        return report(comm, f, rc, "PMPI_%s of a derived datatype failed", unpack ? "Unpack" : "Pack");
+    return MPI_SUCCESS;
+}
+
+/* The element at index `i` of a buffer of type `t`. */
+static void *elem(const void *buf, MPI_Datatype t, long long i) {
+    return (char *)buf + (MPI_Aint)i * type_extent(t);
+}
+
+/* Sizes that differ between a rank's send and receive sides: the program's error (the type
+ * signatures must match). */
+static int size_mismatch(MPI_Comm comm, int f, size_t sent, size_t block) {
+    return report(comm, f, MPI_ERR_TRUNCATE, "this rank sends %zu bytes but receives blocks of %zu "
+                  "(send and receive type signatures must match)", sent, block);
+}
+
+/* Finishes a call: minidc's status, then unpacking (when rc is still success) and freeing. */
+static int finish(MPI_Comm comm, int f, mdc_status st, char *a, char *b) {
+    int rc = st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+    free(a);
+    free(b);
+    return rc;
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
     const int f = F_BCAST;
-    size_t s = plain_size(type);
     mdc_group *g;
-    if (!s) fallback(f, "datatype is derived or not contiguous");
     if (count < 0) return negative(comm, f, "count", count);
-    if (!s || !(g = group_of(comm, f)))
-        return PMPI_Bcast(buf, count, type, root, comm);
-    note_used(f, (size_t)count * s, g, NULL);
-    RUN(comm, f, mdc_bcast(buf, (size_t)count * s, MDC_U8, root, g));
+    if (!(g = group_of(comm, f))) return PMPI_Bcast(buf, count, type, root, comm);
+    size_t b = (size_t)count * type_size(type);
+    int plain = plain_size(type) > 0, rc = MPI_SUCCESS;
+    int at_root = root == mdc_group_rank(g);
+    char *pk = NULL;
+    if (!plain && (!(pk = scratch(comm, f, b, &rc)) ||
+                   (at_root && (rc = pack(comm, f, buf, (size_t)count, type, pk, b, 0))))) {
+        free(pk);
+        return rc;
+    }
+    note_used(f, b, g, NULL);
+    mdc_status st;
+    SERVE(st, mdc_bcast(plain ? buf : pk, b, MDC_U8, root, g));
+    if (st == MDC_OK && pk && !at_root) rc = pack(comm, f, buf, (size_t)count, type, pk, b, 1);
+    return rc ? (free(pk), rc) : finish(comm, f, st, pk, NULL);
 }
 
 int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLGATHER;
-    if (sendbuf != MPI_IN_PLACE && scount < 0) return negative(comm, f, "sendcount", scount);
-    if (rcount < 0) return negative(comm, f, "recvcount", rcount);
-    size_t s = pair_ok(f, sendbuf, scount, stype, rcount, rtype, 1, 1);
+    int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
     mdc_group *g;
-    if (!s || !(g = group_of(comm, f)))
+    if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
+    if (rcount < 0) return negative(comm, f, "recvcount", rcount);
+    if (!(g = group_of(comm, f)))
         return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
-    size_t b = (size_t)rcount * s;
-    note_used(f, b * (size_t)mdc_group_size(g), g, NULL);
-    RUN(comm, f, mdc_allgather(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, g));
+    int n = mdc_group_size(g), me = mdc_group_rank(g), rplain = plain_size(rtype) > 0;
+    size_t b = (size_t)rcount * type_size(rtype), all = b * (size_t)n;
+    if (!inplace && (size_t)scount * type_size(stype) != b)
+        return size_mismatch(comm, f, (size_t)scount * type_size(stype), b);
+    /* The own block: sent as is (plain), packed, or (in place, plain) left where it is. */
+    const void *own = inplace ? elem(recvbuf, rtype, (long long)me * rcount) : sendbuf;
+    MPI_Datatype otype = inplace ? rtype : stype;
+    int opack = inplace ? !rplain : plain_size(stype) == 0;
+    char *sp = NULL, *rp = NULL;
+    if ((opack && (!(sp = scratch(comm, f, b, &rc)) ||
+                   (rc = pack(comm, f, own, (size_t)(inplace ? rcount : scount), otype, sp, b, 0)))) ||
+        (!rplain && !(rp = scratch(comm, f, all, &rc)))) {
+        free(sp);
+        free(rp);
+        return rc;
+    }
+    note_used(f, all, g, NULL);
+    mdc_status st;
+    SERVE(st, mdc_allgather(sp ? sp : inplace ? MDC_IN_PLACE : sendbuf, rp ? rp : recvbuf, b, MDC_U8, g));
+    if (st == MDC_OK && rp) rc = pack(comm, f, recvbuf, (size_t)rcount * (size_t)n, rtype, rp, all, 1);
+    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
+}
+
+/* Byte offsets of the blocks of a v-collective (counts[i] elements at element displacement
+ * displs[i]) for minidc: in place in the caller's buffer for a plain type (from the lowest
+ * block, returned as the base), else one after another in scratch (base NULL: the caller
+ * allocates `*total` bytes). len/off get n entries each. */
+static char *v_layout(void *buf, MPI_Datatype t, int plain, const int counts[], const int displs[],
+                      int n, size_t *len, size_t *off, size_t *total) {
+    size_t s = type_size(t);
+    long long low = 0;
+    for (int i = 0; plain && i < n; i++)
+        if (displs[i] < low) low = displs[i];
+    *total = 0;
+    for (int i = 0; i < n; i++) {
+        len[i] = (size_t)counts[i] * s;
+        off[i] = plain ? (size_t)(displs[i] - low) * s : *total;
+        *total += len[i];
+    }
+    return plain ? (char *)buf + low * (long long)s : NULL;
+}
+
+/* Packs (or unpacks) the blocks of a v-collective between the caller's buffer and scratch. */
+static int v_pack(MPI_Comm comm, int f, void *buf, MPI_Datatype t, const int counts[],
+                  const int displs[], int n, char *pk, const size_t *len, const size_t *off, int unpack) {
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < n && !rc; i++)
+        rc = pack(comm, f, elem(buf, t, displs[i]), (size_t)counts[i], t, pk + off[i], len[i], unpack);
+    return rc;
 }
 
 int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
                    const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLGATHERV;
-    int size = 0;
+    int size = 0, inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
     PMPI_Comm_size(comm, &size);
-    if (sendbuf != MPI_IN_PLACE && scount < 0) return negative(comm, f, "sendcount", scount);
+    if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
     for (int i = 0; i < size; i++)
         if (rcounts[i] < 0) return negative(comm, f, "a recvcounts entry", rcounts[i]);
-    size_t rs = plain_size(rtype), ss = sendbuf == MPI_IN_PLACE ? rs : plain_size(stype);
-    mdc_group *g = NULL;
-    if (!rs || !ss) fallback(f, "datatype is derived or not contiguous");
-    if (!rs || !ss || !(g = group_of(comm, f)))
-        return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
-    int n = mdc_group_size(g), me = mdc_group_rank(g);
+    mdc_group *g = group_of(comm, f);
+    if (!g) return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
+    int n = mdc_group_size(g), me = mdc_group_rank(g), rplain = plain_size(rtype) > 0;
     size_t *c = malloc(2 * (size_t)n * sizeof *c), total = 0;
-    int ok = c != NULL;
-    for (int i = 0; ok && i < n; i++) {
-        if (displs[i] < 0) ok = fallback(f, "negative displacement");
-        else {
-            c[i] = (size_t)rcounts[i] * rs;
-            c[n + i] = (size_t)displs[i] * rs;
-            total += c[i];
-        }
-    }
-    if (ok && sendbuf != MPI_IN_PLACE && (size_t)scount * ss != c[me])
-        ok = fallback(f, "send size differs from this rank's receive count");
-    if (!ok) {
+    if (!c) return report(comm, f, MPI_ERR_NO_MEM, "no memory for %d counts", n);
+    char *base = v_layout(recvbuf, rtype, rplain, rcounts, displs, n, c, c + n, &total);
+    size_t mine = c[me];
+    if (!inplace && (size_t)scount * type_size(stype) != mine) {
         free(c);
-        return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
+        return size_mismatch(comm, f, (size_t)scount * type_size(stype), mine);
+    }
+    const void *own = inplace ? elem(recvbuf, rtype, displs[me]) : sendbuf;
+    MPI_Datatype otype = inplace ? rtype : stype;
+    int opack = inplace ? !rplain : plain_size(stype) == 0;
+    char *sp = NULL, *rp = NULL;
+    if ((opack && (!(sp = scratch(comm, f, mine, &rc)) ||
+                   (rc = pack(comm, f, own, (size_t)(inplace ? rcounts[me] : scount), otype, sp, mine, 0)))) ||
+        (!rplain && !(rp = scratch(comm, f, total, &rc)))) {
+        free(sp);
+        free(rp);
+        free(c);
+        return rc;
     }
     note_used(f, total, g, NULL);
     mdc_status st;
-    SERVE(st, mdc_allgatherv(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, c, c + n,
+    SERVE(st, mdc_allgatherv(sp ? sp : inplace ? MDC_IN_PLACE : sendbuf, rp ? rp : base, c, c + n,
                              MDC_U8, g));
+    if (st == MDC_OK && rp) rc = v_pack(comm, f, recvbuf, rtype, rcounts, displs, n, rp, c, c + n, 1);
     free(c);
-    return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
 }
 
 /* Rooted: the root's side (recvbuf of gather, sendbuf of scatter) is significant only at the
- * root, so only the root checks it. Each rank decides from its own arguments without
- * communicating, so all ranks agree only if they all use predefined types or all derived
- * ones; mixing them in one call is a documented limitation (docs/interposer.md). */
+ * root, so only the root reads it; every rank knows the block size from its own side. */
 int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
                MPI_Datatype rtype, int root, MPI_Comm comm) {
     const int f = F_GATHER;
     mdc_group *g;
-    int me = 0;
+    int me = 0, rc = MPI_SUCCESS;
     PMPI_Comm_rank(comm, &me);
-    int at_root = me == root;
-    if (sendbuf != MPI_IN_PLACE && scount < 0) return negative(comm, f, "sendcount", scount);
+    int at_root = me == root, inplace = sendbuf == MPI_IN_PLACE;
+    if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
     if (at_root && rcount < 0) return negative(comm, f, "recvcount", rcount);
-    /* The block size in bytes, as every rank sees it: from the send side except in place. */
-    size_t ss = sendbuf == MPI_IN_PLACE ? 0 : plain_size(stype);
-    size_t rs = at_root ? plain_size(rtype) : 0;
-    size_t b = sendbuf == MPI_IN_PLACE ? (size_t)rcount * rs : (size_t)scount * ss;
-    int ok = (sendbuf == MPI_IN_PLACE ? rs > 0 : ss > 0) &&
-             (!at_root || (rs > 0 && (size_t)rcount * rs == b));
-    if (!ok || !(g = group_of(comm, f))) {
-        if (!ok) fallback(f, "datatype is derived, not contiguous, or sizes differ");
+    if (!(g = group_of(comm, f)))
         return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    int n = mdc_group_size(g), rplain = !at_root || plain_size(rtype) > 0;
+    size_t sb = inplace ? 0 : (size_t)scount * type_size(stype);
+    size_t b = at_root ? (size_t)rcount * type_size(rtype) : sb, all = b * (size_t)n;
+    if (at_root && !inplace && sb != b) return size_mismatch(comm, f, sb, b);
+    const void *own = inplace ? elem(recvbuf, rtype, (long long)root * rcount) : sendbuf;
+    int opack = inplace ? !rplain : plain_size(stype) == 0;
+    char *sp = NULL, *rp = NULL;
+    if ((opack && (!(sp = scratch(comm, f, b, &rc)) ||
+                   (rc = pack(comm, f, own, (size_t)(inplace ? rcount : scount), inplace ? rtype : stype,
+                              sp, b, 0)))) ||
+        (!rplain && !(rp = scratch(comm, f, all, &rc)))) {
+        free(sp);
+        free(rp);
+        return rc;
     }
-    note_used(f, b * (size_t)mdc_group_size(g), g, NULL);
-    RUN(comm, f, mdc_gather(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, root, g));
+    note_used(f, all, g, NULL);
+    mdc_status st;
+    SERVE(st, mdc_gather(sp ? sp : inplace ? MDC_IN_PLACE : sendbuf, rp ? rp : recvbuf, b, MDC_U8, root, g));
+    if (st == MDC_OK && rp) rc = pack(comm, f, recvbuf, (size_t)rcount * (size_t)n, rtype, rp, all, 1);
+    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
 }
 
 int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm) {
     const int f = F_SCATTER;
     mdc_group *g;
-    int me = 0;
+    int me = 0, rc = MPI_SUCCESS;
     PMPI_Comm_rank(comm, &me);
     int at_root = me == root, inplace = at_root && recvbuf == MPI_IN_PLACE;
     if (!inplace && rcount < 0) return negative(comm, f, "recvcount", rcount);
     if (at_root && scount < 0) return negative(comm, f, "sendcount", scount);
-    size_t rs = inplace ? 0 : plain_size(rtype);
-    size_t ss = at_root ? plain_size(stype) : 0;
-    size_t b = inplace ? (size_t)scount * ss : (size_t)rcount * rs;
-    int ok = (inplace ? ss > 0 : rs > 0) && (!at_root || (ss > 0 && (size_t)scount * ss == b));
-    if (!ok || !(g = group_of(comm, f))) {
-        if (!ok) fallback(f, "datatype is derived, not contiguous, or sizes differ");
+    if (!(g = group_of(comm, f)))
         return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    int n = mdc_group_size(g);
+    size_t rb = inplace ? 0 : (size_t)rcount * type_size(rtype);
+    size_t b = at_root ? (size_t)scount * type_size(stype) : rb, all = b * (size_t)n;
+    if (at_root && !inplace && rb != b) return size_mismatch(comm, f, b, rb);
+    int spack = at_root && plain_size(stype) == 0, rpack = !inplace && plain_size(rtype) == 0;
+    char *sp = NULL, *rp = NULL;
+    if ((spack && (!(sp = scratch(comm, f, all, &rc)) ||
+                   (rc = pack(comm, f, sendbuf, (size_t)scount * (size_t)n, stype, sp, all, 0)))) ||
+        (rpack && !(rp = scratch(comm, f, b, &rc)))) {
+        free(sp);
+        free(rp);
+        return rc;
     }
-    note_used(f, b * (size_t)mdc_group_size(g), g, NULL);
+    note_used(f, all, g, NULL);
     /* minidc's in place for scatter is recvbuf == MDC_IN_PLACE at the root (MPI's meaning). */
-    RUN(comm, f, mdc_scatter(sendbuf, inplace ? (void *)MDC_IN_PLACE : recvbuf, b, MDC_U8, root, g));
+    mdc_status st;
+    SERVE(st, mdc_scatter(sp ? sp : sendbuf, inplace ? (void *)MDC_IN_PLACE : rp ? rp : recvbuf, b,
+                          MDC_U8, root, g));
+    if (st == MDC_OK && rp) rc = pack(comm, f, recvbuf, (size_t)rcount, rtype, rp, b, 1);
+    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
 }
 
 int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
                  MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLTOALL;
-    if (sendbuf != MPI_IN_PLACE && scount < 0) return negative(comm, f, "sendcount", scount);
-    if (rcount < 0) return negative(comm, f, "recvcount", rcount);
-    size_t s = pair_ok(f, sendbuf, scount, stype, rcount, rtype, 1, 1);
+    int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
     mdc_group *g;
-    if (!s || !(g = group_of(comm, f)))
+    if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
+    if (rcount < 0) return negative(comm, f, "recvcount", rcount);
+    if (!(g = group_of(comm, f)))
         return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
-    size_t b = (size_t)rcount * s;
-    note_used(f, b * (size_t)mdc_group_size(g), g, NULL);
-    RUN(comm, f, mdc_alltoall(sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf, recvbuf, b, MDC_U8, g));
+    int n = mdc_group_size(g), rplain = plain_size(rtype) > 0;
+    size_t b = (size_t)rcount * type_size(rtype), all = b * (size_t)n;
+    if (!inplace && (size_t)scount * type_size(stype) != b)
+        return size_mismatch(comm, f, (size_t)scount * type_size(stype), b);
+    /* In place with a derived type: the whole buffer is packed as the send side. */
+    int spack = inplace ? !rplain : plain_size(stype) == 0;
+    char *sp = NULL, *rp = NULL;
+    if ((spack && (!(sp = scratch(comm, f, all, &rc)) ||
+                   (rc = pack(comm, f, inplace ? recvbuf : sendbuf,
+                              (size_t)(inplace ? rcount : scount) * (size_t)n, inplace ? rtype : stype,
+                              sp, all, 0)))) ||
+        (!rplain && !(rp = scratch(comm, f, all, &rc)))) {
+        free(sp);
+        free(rp);
+        return rc;
+    }
+    note_used(f, all, g, NULL);
+    mdc_status st;
+    SERVE(st, mdc_alltoall(sp ? sp : inplace ? MDC_IN_PLACE : sendbuf, rp ? rp : recvbuf, b, MDC_U8, g));
+    if (st == MDC_OK && rp) rc = pack(comm, f, recvbuf, (size_t)rcount * (size_t)n, rtype, rp, all, 1);
+    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
                   void *recvbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                   MPI_Comm comm) {
     const int f = F_ALLTOALLV;
-    int inplace = sendbuf == MPI_IN_PLACE, size = 0;
+    int inplace = sendbuf == MPI_IN_PLACE, size = 0, rc = MPI_SUCCESS;
     PMPI_Comm_size(comm, &size);
     for (int i = 0; i < size; i++) {
         if (rcounts[i] < 0) return negative(comm, f, "a recvcounts entry", rcounts[i]);
         if (!inplace && scounts[i] < 0) return negative(comm, f, "a sendcounts entry", scounts[i]);
     }
-    size_t rs = plain_size(rtype), ss = inplace ? rs : plain_size(stype);
-    mdc_group *g = NULL;
-    if (!rs || !ss) fallback(f, "datatype is derived or not contiguous");
-    if (!rs || !ss || !(g = group_of(comm, f)))
-        return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
-    int n = mdc_group_size(g);
-    size_t *c = malloc(4 * (size_t)n * sizeof *c), total = 0;
-    int ok = c != NULL;
-    for (int i = 0; ok && i < n; i++) {
-        if (rdispls[i] < 0 || (!inplace && sdispls[i] < 0)) {
-            ok = fallback(f, "negative displacement");
-            break;
-        }
-        c[i] = inplace ? 0 : (size_t)scounts[i] * ss;
-        c[n + i] = inplace ? 0 : (size_t)sdispls[i] * ss;
-        c[2 * n + i] = (size_t)rcounts[i] * rs;
-        c[3 * n + i] = (size_t)rdispls[i] * rs;
-        total += c[2 * n + i];
-    }
-    if (!ok) {
+    mdc_group *g = group_of(comm, f);
+    if (!g) return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
+    int n = mdc_group_size(g), rplain = plain_size(rtype) > 0;
+    /* In place, the data to send is in recvbuf, laid out by the receive arguments. */
+    const void *sbuf = inplace ? recvbuf : sendbuf;
+    const int *sc = inplace ? rcounts : scounts, *sd = inplace ? rdispls : sdispls;
+    MPI_Datatype st_ = inplace ? rtype : stype;
+    int splain = plain_size(st_) > 0, minidc_inplace = inplace && rplain;
+    size_t *c = malloc(4 * (size_t)n * sizeof *c), stotal = 0, rtotal = 0;
+    if (!c) return report(comm, f, MPI_ERR_NO_MEM, "no memory for %d counts", n);
+    char *sbase = v_layout((void *)sbuf, st_, splain, sc, sd, n, c, c + n, &stotal);
+    char *rbase = v_layout(recvbuf, rtype, rplain, rcounts, rdispls, n, c + 2 * n, c + 3 * n, &rtotal);
+    char *sp = NULL, *rp = NULL;
+    if ((!splain && (!(sp = scratch(comm, f, stotal, &rc)) ||
+                     (rc = v_pack(comm, f, (void *)sbuf, st_, sc, sd, n, sp, c, c + n, 0)))) ||
+        (!rplain && !(rp = scratch(comm, f, rtotal, &rc)))) {
+        free(sp);
+        free(rp);
         free(c);
-        return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
+        return rc;
     }
-    note_used(f, total, g, NULL);
+    note_used(f, rtotal, g, NULL);
     mdc_status st;
-    SERVE(st, mdc_alltoallv(inplace ? MDC_IN_PLACE : sendbuf, inplace ? c + 2 * n : c,
-                            inplace ? c + 3 * n : c + n, recvbuf, c + 2 * n, c + 3 * n, MDC_U8, g));
+    SERVE(st, mdc_alltoallv(minidc_inplace ? MDC_IN_PLACE : sp ? sp : sbase, c, c + n,
+                            rp ? rp : rbase, c + 2 * n, c + 3 * n, MDC_U8, g));
+    if (st == MDC_OK && rp)
+        rc = v_pack(comm, f, recvbuf, rtype, rcounts, rdispls, n, rp, c + 2 * n, c + 3 * n, 1);
     free(c);
-    return st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
 }
 
 int MPI_Barrier(MPI_Comm comm) {

@@ -41,10 +41,8 @@ for p in 1 3 4; do
         n=$(grep -c "rank 0: $f runs on minidc" "$tmp/minidc$p.log")
         [ "$n" = 1 ] || { echo "n=$p: expected one 'rank 0: $f runs on minidc' line, got $n"; fail=1; }
     done
-    for f in MPI_Bcast MPI_Allreduce; do
-        grep -q "rank 0: $f falls through to MPICH" "$tmp/minidc$p.log" ||
-            { echo "n=$p: no 'falls through' line for $f (derived type / user op)"; fail=1; }
-    done
+    grep -q "rank 0: MPI_Allreduce falls through to MPICH" "$tmp/minidc$p.log" ||
+        { echo "n=$p: no 'falls through' line for MPI_Allreduce (derived type, user op)"; fail=1; }
     echo "n=$p: $lines results per rank identical with and without the interposer"
 done
 # Reducing messages in 64-byte slices (no emulated device here: sliced messages carry a header

@@ -5,8 +5,9 @@
 # whole-grid scopes, plus barriers and grid maps; the LU and QR drivers factor and solve small
 # systems in real and complex precision and check the residuals. Each runs on 4 ranks with and
 # without LD_PRELOAD=libminidc_mpi.so: the verdicts must be the same and all passing, and
-# minidc must really have run BLACS's MPI_Allreduce, MPI_Reduce and MPI_Barrier (BLACS's
-# broadcasts use derived datatypes and its amax/amin user ops: those go to MPICH).
+# minidc must really have run BLACS's MPI_Bcast (derived datatypes, packed), MPI_Allreduce,
+# MPI_Reduce and MPI_Barrier (its amax/amin user ops, and its sums over derived datatypes, go
+# to MPICH).
 set -u
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
@@ -150,7 +151,7 @@ elif verdicts xCbtest.minidc.log | grep -qE "^ *FAILED|[1-9][0-9]* FAILED"; then
 else
     echo "BLACS tester: $n verdicts, identical with and without the interposer, none failed"
 fi
-for f in MPI_Allreduce MPI_Reduce MPI_Barrier; do
+for f in MPI_Bcast MPI_Allreduce MPI_Reduce MPI_Barrier; do
     grep -q "rank 0: $f runs on minidc" xCbtest.minidc.log ||
         { echo "BLACS tester: minidc did not run $f"; fail=1; }
 done
