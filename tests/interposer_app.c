@@ -1,10 +1,11 @@
 /* A plain MPI program for tests/interposer.sh: calls the twelve collectives the interposer
  * takes over (every type it maps, every op, in place and out of place, several roots, a
- * sub-communicator), plus calls it must hand to MPICH (a derived datatype, a user op), and
- * writes each rank's results to DIR/rank<R>.txt. Inputs are integer-valued, so every result
- * is exact whatever the summation order: the files must be identical with and without
- * LD_PRELOAD=libminidc_mpi.so. `--bad KIND` makes one erroneous call instead (a negative count,
- * counts that differ between ranks). Uses only MPI (no minidc). */
+ * sub-communicator; derived datatypes mixed with predefined ones in data movement), plus
+ * calls it must hand to MPICH (a user op, op/type pairs it leaves out), and writes each rank's
+ * results to DIR/rank<R>.txt. Inputs are integer-valued, so every result is exact whatever the
+ * summation order: the files must be identical with and without LD_PRELOAD=libminidc_mpi.so.
+ * `--bad KIND` makes one erroneous call instead (a negative count, counts that differ between
+ * ranks, a send size that differs from the receive block). Uses only MPI (no minidc). */
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -425,7 +426,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     if (argc < 2 || np > 64) {
-        fprintf(stderr, "usage: interposer_app DIR | --bad negative|longer|one-negative (at most 64 ranks)\n");
+        fprintf(stderr, "usage: interposer_app DIR | --bad negative|longer|one-negative|sizes (at most 64 ranks)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (!strcmp(argv[1], "--bad") && argc > 2) { /* erroneous calls: the job must fail, loudly */
@@ -433,6 +434,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[2], "negative")) MPI_Allreduce(a, b, -1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (!strcmp(argv[2], "longer")) MPI_Allreduce(a, b, me ? 10 : 12, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (!strcmp(argv[2], "one-negative")) MPI_Bcast(a, me == 1 ? -1 : 4, MPI_INT, 0, MPI_COMM_WORLD);
+        if (!strcmp(argv[2], "sizes")) /* rank 1 sends 3 ints but receives blocks of 4 */
+            MPI_Allgather(a, me == 1 ? 3 : 4, MPI_INT, b, 4, MPI_INT, MPI_COMM_WORLD);
         MPI_Finalize();
         return 0;
     }
