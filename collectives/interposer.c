@@ -517,7 +517,7 @@ static int size_mismatch(MPI_Comm comm, int f, size_t sent, size_t block) {
                   "(send and receive type signatures must match)", sent, block);
 }
 
-/* Finishes a call: minidc's status, then unpacking (when rc is still success) and freeing. */
+/* Finishes a call: reports a minidc failure (as MPICH would report its own), frees the scratch. */
 static int finish(MPI_Comm comm, int f, mdc_status st, char *a, char *b) {
     int rc = st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
     free(a);
