@@ -52,8 +52,11 @@ $(BUILD)/libminidc.a: $(LIB_OBJ)
 $(BUILD)/libminidc.so: $(LIB_OBJ)
 	$(MPICC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/libminidc_mpi.so: $(BUILD)/obj/collectives/interposer.o $(LIB_OBJ)
-	$(MPICC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The interposer takes from the archive only the objects it uses (collectives, the device
+# clock): a preloaded library must not bring OpenBLAS, cJSON or libgomp into the program,
+# where they would start threads and could take over the program's own BLAS symbols.
+$(BUILD)/libminidc_mpi.so: $(BUILD)/obj/collectives/interposer.o $(BUILD)/libminidc.a
+	$(MPICC) -shared $(LDFLAGS) -o $@ $< $(BUILD)/libminidc.a -Wl,--as-needed $(LDLIBS)
 
 $(BUILD)/minidc: $(TOOL_OBJ) $(BUILD)/libminidc.a
 	$(MPICC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libminidc.a $(LDLIBS)
@@ -70,7 +73,7 @@ check: deps-check all $(TESTS)
 demo: all
 	@tools/demo.sh $(BUILD) $(MPIEXEC)
 
-bench: deps-check all
+bench: deps-check all $(BUILD)/tests/bench_interposer
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) tools/bench.sh
 
 install: all

@@ -116,6 +116,9 @@ int mdc_coll_algo_find(mdc_coll c, const char *name) {
 /* ---- forcing ---------------------------------------------------------------------------- */
 
 static int forced[MDC_COLL_COUNT]; /* algorithm index + 1; 0 = auto */
+/* Changes whenever a setting that `auto` depends on changes (a forced algorithm, the pick
+ * basis), so picks remembered by groups (mdc_i_pick_memo) made before are not reused. */
+static unsigned settings_gen = 1;
 static int env_read;
 static size_t ring_chunk;
 static int ring_chunk_set;
@@ -141,6 +144,7 @@ static void read_env(void) {
 
 mdc_status mdc_coll_set_algo(mdc_coll c, const char *algo) {
     read_env();
+    settings_gen++;
     if ((unsigned)c >= MDC_COLL_COUNT) return mdc_fail(MDC_ERR_INVALID, "mdc_coll_set_algo: collective %d", (int)c);
     if (!algo || !strcmp(algo, "auto")) {
         forced[c] = 0;
@@ -277,7 +281,7 @@ double mdc_coll_cost(mdc_coll c, const char *algo, int p, size_t bytes, double a
 
 void mdc_coll_group_params(const mdc_group *g, mdc_cost_params *out) {
     int p = mdc_group_size(g), per = 0;
-    int nodes = mdc_i_node_layout(g, &per, NULL);
+    int nodes = mdc_i_group_nodes(g, &per);
     out->ranks_per_node = nodes == 1 ? p : nodes > 1 ? per : 1;
     mdc_device *dev = mdc_transport_device(mdc_group_transport(g));
     if (dev) {
@@ -298,7 +302,10 @@ void mdc_coll_group_params(const mdc_group *g, mdc_cost_params *out) {
  * 1 = this host's wall clock (mdc_coll_set_pick / MINIDC_PICK=host|device). */
 static int pick_host = -1;
 
-void mdc_coll_set_pick(const char *basis) { pick_host = basis && !strcmp(basis, "host"); }
+void mdc_coll_set_pick(const char *basis) {
+    pick_host = basis && !strcmp(basis, "host");
+    settings_gen++;
+}
 
 const char *mdc_coll_get_pick(void) {
     if (pick_host < 0) {
@@ -319,6 +326,8 @@ int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g) {
     read_env();
     if (forced[c]) return forced[c] - 1;
     if (tables[c].n == 1) return 0;
+    mdc_i_pick_memo *memo = mdc_i_group_memo(g, c);
+    if (memo && memo->gen == settings_gen && memo->bytes == bytes) return memo->pick;
     mdc_cost_params m;
     if (!strcmp(mdc_coll_get_pick(), "host"))
         mdc_coll_host_params(mdc_group_size(g), &m);
@@ -333,6 +342,7 @@ int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g) {
             best = i;
         }
     }
+    if (memo) *memo = (mdc_i_pick_memo){bytes, settings_gen, best};
     return best;
 }
 

@@ -53,6 +53,8 @@ struct mdc_group {
     mdc_transport *t;
     int n, me, tag_space;
     int *ranks;
+    int nodes, per_node;                   /* mdc_i_node_layout, computed at creation */
+    mdc_i_pick_memo memo[MDC_COLL_COUNT];  /* the dispatcher's last picks */
 };
 
 /* The first MPI message of a message sent in pieces. */
@@ -74,11 +76,15 @@ struct mdc_request {
     void *user;                /* receive: where the payload goes */
     unsigned char *pack;       /* packed message buffer (small messages): inl or malloc'ed */
     MPI_Request mreq_inl[2];   /* mreq when at most 2 are needed (no malloc per message) */
-    unsigned char inl[PACK_INLINE];
     size_t bytes;
     mdc_msg_stamp stamp;       /* send: our stamp; receive: filled by the message */
     mdc_link link;
     struct mdc_request *next_parked;
+    size_t inl_cap;            /* bytes of inl */
+    /* A packed message up to PACK_INLINE bytes lives here: the request is allocated with just
+     * the room it needs, so a small request stays small (malloc's per-thread cache serves it,
+     * where a fixed 1 KiB buffer made every request a slow-path allocation). */
+    unsigned char inl[];
 };
 
 static mdc_transport *default_transport;
@@ -224,6 +230,7 @@ mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_
     g->me = me;
     g->tag_space = tag_space;
     g->ranks = ranks;
+    g->nodes = mdc_i_node_layout(g, &g->per_node, NULL);
     *out = g;
     return MDC_OK;
 }
@@ -249,6 +256,14 @@ int mdc_group_rank(const mdc_group *g) { return g->me; }
 int mdc_group_size(const mdc_group *g) { return g->n; }
 int mdc_group_world_rank(const mdc_group *g, int i) { return g->ranks[i]; }
 mdc_transport *mdc_group_transport(const mdc_group *g) { return g->t; }
+/* The memo is a cache: it changes under a const group without changing what the group is. */
+mdc_i_pick_memo *mdc_i_group_memo(const mdc_group *g, mdc_coll c) {
+    return (unsigned)c < MDC_COLL_COUNT ? (mdc_i_pick_memo *)&g->memo[c] : NULL;
+}
+int mdc_i_group_nodes(const mdc_group *g, int *per_node) {
+    *per_node = g->per_node;
+    return g->nodes;
+}
 
 /* ---- point-to-point -------------------------------------------------------------------- */
 
@@ -273,16 +288,20 @@ static int mpi_tag(const mdc_group *g, int tag) {
 /* slice > 0: the payload travels in pieces of `slice` bytes (at least one piece, even of 0
  * bytes) that a receiver can consume one by one (mdc_i_wait_piece). */
 static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_send, size_t slice) {
-    mdc_request *r = malloc(sizeof *r); /* not calloc: the inline buffer needs no zeroing */
+    int packed = !slice && bytes <= PACK_LIMIT; /* one MPI message, with the stamp if any */
+    size_t total = sizeof(mdc_msg_stamp) + bytes;
+    size_t inl = packed && g->t->dev && total <= PACK_INLINE ? total : 0;
+    mdc_request *r = malloc(sizeof *r + inl); /* not calloc: the inline buffer needs no zeroing */
     if (!r) return NULL;
     memset(r, 0, offsetof(mdc_request, inl));
+    r->inl_cap = inl;
     r->t = g->t;
     r->is_send = is_send;
     r->peer_world = g->ranks[peer];
     r->bytes = bytes;
     r->link = mdc_transport_link(g->t, g->t->rank, r->peer_world);
     r->piece = slice ? (slice < PIECE_BYTES ? slice : PIECE_BYTES) : PIECE_BYTES;
-    r->npieces = slice || bytes > PACK_LIMIT ? (int)((bytes + r->piece - 1) / r->piece) : 0;
+    r->npieces = packed ? 0 : (int)((bytes + r->piece - 1) / r->piece);
     if (slice && r->npieces == 0) r->npieces = 1;
     r->hdr = r->npieces && (g->t->dev || slice);
     r->mreq = r->npieces + 1 <= 2 ? r->mreq_inl : calloc((size_t)r->npieces + 1, sizeof *r->mreq);
@@ -335,7 +354,7 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
     if (r->npieces == 0) {
         size_t total = hdr + r->bytes;
         if (stamps) {
-            r->pack = total <= PACK_INLINE ? r->inl : malloc(total ? total : 1);
+            r->pack = total <= r->inl_cap ? r->inl : malloc(total ? total : 1);
             if (!r->pack) return mdc_fail(MDC_ERR_OOM_HOST, "message buffer of %zu bytes", total);
         }
         if (r->is_send) {

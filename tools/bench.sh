@@ -19,6 +19,9 @@ for p in ${BENCH_COLL_RANKS:-2 4 8}; do
         "$MPIEXEC" -n "$p" "$BUILD/minidc" bench "$c" -b "$lo" -e "${BENCH_COLL_MAX:-64M}" -f 4 || exit 1
     done
 done
+# ---- the interposer: a plain MPI program with and without LD_PRELOAD=libminidc_mpi.so ----
+echo "== tools/bench_interposer.sh (tests/bench_interposer.c with and without the library)"
+BUILD=$BUILD MPIEXEC=$MPIEXEC tools/bench_interposer.sh || exit 1
 # ---- kernels: training step vs PyTorch (tools/bench_train.c, tests/bench_torch.py) ----------
 # Each config in its own process (peak RSS per config); PyTorch measured right before minidc,
 # both on 2 threads, each in its own best OpenMP wait policy on 2 cores: PyTorch with
