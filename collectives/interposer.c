@@ -525,6 +525,34 @@ static int finish(MPI_Comm comm, int f, mdc_status st, char *a, char *b) {
     return rc;
 }
 
+/* Scratch for a call: the send side packed (when spack: `scount` elements of `stype` at `sbuf`,
+ * `sbytes` bytes) and room for the receive side (when rpack: `rbytes`). Returns MPI_SUCCESS,
+ * or the error already reported, with nothing left allocated. */
+static int stage(MPI_Comm comm, int f, int spack, const void *sbuf, size_t scount, MPI_Datatype stype,
+                 size_t sbytes, char **sp, int rpack, size_t rbytes, char **rp) {
+    int rc = MPI_SUCCESS;
+    *sp = *rp = NULL;
+    if ((spack && (!(*sp = scratch(comm, f, sbytes, &rc)) ||
+                   (rc = pack(comm, f, sbuf, scount, stype, *sp, sbytes, 0)))) ||
+        (rpack && !(*rp = scratch(comm, f, rbytes, &rc)))) {
+        free(*sp);
+        free(*rp);
+        *sp = *rp = NULL;
+    }
+    return rc;
+}
+
+/* Ends a staged call: reports a minidc failure, or unpacks the receive scratch (`rcount`
+ * elements of `rtype` into recvbuf); frees the scratch. */
+static int unstage(MPI_Comm comm, int f, mdc_status st, void *recvbuf, size_t rcount,
+                   MPI_Datatype rtype, char *sp, char *rp, size_t rbytes) {
+    int rc = st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+    if (rc == MPI_SUCCESS && rp) rc = pack(comm, f, recvbuf, rcount, rtype, rp, rbytes, 1);
+    free(sp);
+    free(rp);
+    return rc;
+}
+
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
     const int f = F_BCAST;
     mdc_group *g;
@@ -563,19 +591,14 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
     const void *own = inplace ? elem(recvbuf, rtype, (long long)me * rcount) : sendbuf;
     MPI_Datatype otype = inplace ? rtype : stype;
     int opack = inplace ? !rplain : plain_size(stype) == 0;
-    char *sp = NULL, *rp = NULL;
-    if ((opack && (!(sp = scratch(comm, f, b, &rc)) ||
-                   (rc = pack(comm, f, own, (size_t)(inplace ? rcount : scount), otype, sp, b, 0)))) ||
-        (!rplain && !(rp = scratch(comm, f, all, &rc)))) {
-        free(sp);
-        free(rp);
+    char *sp, *rp;
+    if ((rc = stage(comm, f, opack, own, (size_t)(inplace ? rcount : scount), otype, b, &sp, !rplain,
+                    all, &rp)))
         return rc;
-    }
     note_used(f, all, g, NULL);
     mdc_status st;
     SERVE(st, mdc_allgather(sp ? sp : inplace ? MDC_IN_PLACE : sendbuf, rp ? rp : recvbuf, b, MDC_U8, g));
-    if (st == MDC_OK && rp) rc = pack(comm, f, recvbuf, (size_t)rcount * (size_t)n, rtype, rp, all, 1);
-    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
+    return unstage(comm, f, st, recvbuf, (size_t)rcount * (size_t)n, rtype, sp, rp, all);
 }
 
 /* Byte offsets of the blocks of a v-collective (counts[i] elements at element displacement
@@ -665,20 +688,14 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     if (at_root && !inplace && sb != b) return size_mismatch(comm, f, sb, b);
     const void *own = inplace ? elem(recvbuf, rtype, (long long)root * rcount) : sendbuf;
     int opack = inplace ? !rplain : plain_size(stype) == 0;
-    char *sp = NULL, *rp = NULL;
-    if ((opack && (!(sp = scratch(comm, f, b, &rc)) ||
-                   (rc = pack(comm, f, own, (size_t)(inplace ? rcount : scount), inplace ? rtype : stype,
-                              sp, b, 0)))) ||
-        (!rplain && !(rp = scratch(comm, f, all, &rc)))) {
-        free(sp);
-        free(rp);
+    char *sp, *rp;
+    if ((rc = stage(comm, f, opack, own, (size_t)(inplace ? rcount : scount), inplace ? rtype : stype,
+                    b, &sp, !rplain, all, &rp)))
         return rc;
-    }
     note_used(f, all, g, NULL);
     mdc_status st;
     SERVE(st, mdc_gather(sp ? sp : inplace ? MDC_IN_PLACE : sendbuf, rp ? rp : recvbuf, b, MDC_U8, root, g));
-    if (st == MDC_OK && rp) rc = pack(comm, f, recvbuf, (size_t)rcount * (size_t)n, rtype, rp, all, 1);
-    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
+    return unstage(comm, f, st, recvbuf, (size_t)rcount * (size_t)n, rtype, sp, rp, all);
 }
 
 int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
@@ -697,21 +714,15 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
     size_t b = at_root ? (size_t)scount * type_size(stype) : rb, all = b * (size_t)n;
     if (at_root && !inplace && rb != b) return size_mismatch(comm, f, b, rb);
     int spack = at_root && plain_size(stype) == 0, rpack = !inplace && plain_size(rtype) == 0;
-    char *sp = NULL, *rp = NULL;
-    if ((spack && (!(sp = scratch(comm, f, all, &rc)) ||
-                   (rc = pack(comm, f, sendbuf, (size_t)scount * (size_t)n, stype, sp, all, 0)))) ||
-        (rpack && !(rp = scratch(comm, f, b, &rc)))) {
-        free(sp);
-        free(rp);
+    char *sp, *rp;
+    if ((rc = stage(comm, f, spack, sendbuf, (size_t)scount * (size_t)n, stype, all, &sp, rpack, b, &rp)))
         return rc;
-    }
     note_used(f, all, g, NULL);
     /* minidc's in place for scatter is recvbuf == MDC_IN_PLACE at the root (MPI's meaning). */
     mdc_status st;
     SERVE(st, mdc_scatter(sp ? sp : sendbuf, inplace ? (void *)MDC_IN_PLACE : rp ? rp : recvbuf, b,
                           MDC_U8, root, g));
-    if (st == MDC_OK && rp) rc = pack(comm, f, recvbuf, (size_t)rcount, rtype, rp, b, 1);
-    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
+    return unstage(comm, f, st, recvbuf, (size_t)rcount, rtype, sp, rp, b);
 }
 
 int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
@@ -729,21 +740,15 @@ int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recv
         return size_mismatch(comm, f, (size_t)scount * type_size(stype), b);
     /* In place with a derived type: the whole buffer is packed as the send side. */
     int spack = inplace ? !rplain : plain_size(stype) == 0;
-    char *sp = NULL, *rp = NULL;
-    if ((spack && (!(sp = scratch(comm, f, all, &rc)) ||
-                   (rc = pack(comm, f, inplace ? recvbuf : sendbuf,
-                              (size_t)(inplace ? rcount : scount) * (size_t)n, inplace ? rtype : stype,
-                              sp, all, 0)))) ||
-        (!rplain && !(rp = scratch(comm, f, all, &rc)))) {
-        free(sp);
-        free(rp);
+    char *sp, *rp;
+    if ((rc = stage(comm, f, spack, inplace ? recvbuf : sendbuf,
+                    (size_t)(inplace ? rcount : scount) * (size_t)n, inplace ? rtype : stype, all, &sp,
+                    !rplain, all, &rp)))
         return rc;
-    }
     note_used(f, all, g, NULL);
     mdc_status st;
     SERVE(st, mdc_alltoall(sp ? sp : inplace ? MDC_IN_PLACE : sendbuf, rp ? rp : recvbuf, b, MDC_U8, g));
-    if (st == MDC_OK && rp) rc = pack(comm, f, recvbuf, (size_t)rcount * (size_t)n, rtype, rp, all, 1);
-    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
+    return unstage(comm, f, st, recvbuf, (size_t)rcount * (size_t)n, rtype, sp, rp, all);
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,

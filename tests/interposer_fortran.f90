@@ -65,6 +65,7 @@ program interposer_fortran
   end do
   call MPI_Alltoall(g, 1, MPI_INTEGER, ga, 1, MPI_INTEGER, MPI_COMM_WORLD, ierr)
   write (u, '(a,*(1x,i0))') 'alltoall integer', ga(1:np)
+  deallocate (g, ga)
 
   ! Row 2 of the root's 4 x n column-major matrix: n elements 4 apart (a vector type); the
   ! other ranks receive it into a contiguous array of n DOUBLE PRECISION.
