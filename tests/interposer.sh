@@ -5,21 +5,9 @@
 # function), and a user op went to MPICH (said once, too); erroneous calls fail with minidc's
 # error, not a hang or MPICH's generic one.
 set -u
-BUILD=${BUILD:-build}
-MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+. tests/interposer_env.sh
 app=$BUILD/tests/interposer_app
-lib=$PWD/$BUILD/libminidc_mpi.so
-[ -x "$app" ] && [ -f "$lib" ] || { echo "missing $app or $lib (make tests)"; exit 1; }
-preload=$lib
-if [ "${SANITIZE:-0}" = 1 ]; then
-    # ASan must be the first library loaded; preload its runtime ahead of ours.
-    asan=$(gcc -print-file-name=libasan.so)
-    [ -f "$asan" ] || { echo "skip: no libasan.so to preload ahead of the interposer under SANITIZE=1"; exit 77; }
-    preload="$asan $lib"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0"
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+[ -x "$app" ] || { echo "missing $app (make tests)"; exit 1; }
 fail=0
 for p in 1 3 4; do
     mkdir -p "$tmp/mpich$p" "$tmp/minidc$p"

@@ -6,25 +6,13 @@
 # identical, and MINIDC_VERBOSE=2 must show the Fortran types running on minidc (complex sums
 # as pairs of reals) and the strided matrix row broadcast there too.
 set -u
-BUILD=${BUILD:-build}
-MPIEXEC=${MPIEXEC:-mpiexec.mpich}
-lib=$PWD/$BUILD/libminidc_mpi.so
-[ -f "$lib" ] || { echo "missing $lib (make)"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/interposer_env.sh
 fc=mpif90.mpich
 command -v $fc >/dev/null || { echo "skip: no $fc (apt-get install libmpich-dev gfortran)"; exit 77; }
 # `use mpi` declares no argument types: gfortran warns about REAL and COMPLEX buffers passed to
 # the same routine; the warnings go to the log, not the test's output.
 if ! $fc -O1 -o "$tmp/app" tests/interposer_fortran.f90 >"$tmp/build.log" 2>&1; then
     echo "skip: $fc could not build tests/interposer_fortran.f90:"; tail -n 5 "$tmp/build.log"; exit 77
-fi
-preload=$lib
-if [ "${SANITIZE:-0}" = 1 ]; then
-    asan=$(gcc -print-file-name=libasan.so)
-    [ -f "$asan" ] || { echo "skip: no libasan.so to preload ahead of the interposer under SANITIZE=1"; exit 77; }
-    preload="$asan $lib"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0"
 fi
 fail=0
 for p in 1 3 4; do

@@ -9,22 +9,11 @@
 # MPI_Reduce and MPI_Barrier (its amax/amin user ops, and its sums over derived datatypes, go
 # to MPICH).
 set -u
-BUILD=${BUILD:-build}
-MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 dir=/usr/lib/x86_64-linux-gnu/scalapack/mpich-tests
-lib=$PWD/$BUILD/libminidc_mpi.so
-[ -f "$lib" ] || { echo "missing $lib (make)"; exit 1; }
 [ -x "$dir/xCbtest" ] || { echo "skip: no ScaLAPACK tests (apt-get install scalapack-mpi-test)"; exit 77; }
-preload=$lib
-if [ "${SANITIZE:-0}" = 1 ]; then
-    asan=$(gcc -print-file-name=libasan.so)
-    [ -f "$asan" ] || { echo "skip: no libasan.so to preload ahead of the interposer under SANITIZE=1"; exit 77; }
-    preload="$asan $lib"
-    # ScaLAPACK's testers do not free what they allocate: only our errors count here.
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0:detect_leaks=0"
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/interposer_env.sh
+# ScaLAPACK's testers do not free what they allocate: only our errors count here.
+[ "${SANITIZE:-0}" = 1 ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 cd "$tmp" || exit 1
 fail=0
 
