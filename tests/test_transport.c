@@ -1,5 +1,5 @@
 /* Transport: ping-pong arrival times on the virtual clock, queued messages on one egress
- * link, a ring exchange of integer data, and group index mapping. */
+ * link, a ring exchange of integer data, group index mapping, and the pick a group remembers. */
 #include "testutil.h"
 
 int main(int argc, char **argv) {
@@ -46,6 +46,33 @@ int main(int argc, char **argv) {
             MDC_CHECK(mdc_recv(buf, 1000, 0, 2, w));
             TU_EQ_DBL(mdc_dev_now(rt.dev), 2000.0 / s->nvlink_bw + s->nvlink_latency);
         }
+    }
+
+    /* The dispatcher remembers each group's last pick: it must follow a change of the pick
+     * basis (a fresh group, which remembers nothing, is the reference), and the basis must
+     * matter at 2 ranks (1 MiB allreduce: recursive doubling on the h100's links, the ring on
+     * this host's). */
+    {
+        char was[16];
+        snprintf(was, sizeof was, "%s", mdc_coll_get_pick());
+        mdc_group *fresh;
+        const char *pick[2];
+        for (int k = 0; k < 2; k++) {
+            mdc_coll_set_pick(k ? "host" : "device");
+            pick[k] = mdc_coll_choose(MDC_COLL_ALLREDUCE, 1 << 20, w);
+            TU_CHECK(!strcmp(mdc_coll_choose(MDC_COLL_ALLREDUCE, 1 << 20, w), pick[k]), "second pick");
+            int *all = malloc(sizeof(int) * (size_t)p);
+            for (int i = 0; i < p; i++) all[i] = i;
+            MDC_CHECK(mdc_group_create(&fresh, rt.tr, all, p, 6));
+            TU_CHECK(!strcmp(mdc_coll_choose(MDC_COLL_ALLREDUCE, 1 << 20, fresh), pick[k]),
+                     "%s basis: remembered %s, fresh group %s", k ? "host" : "device", pick[k],
+                     mdc_coll_choose(MDC_COLL_ALLREDUCE, 1 << 20, fresh));
+            mdc_group_free(fresh);
+            free(all);
+        }
+        if (p == 2 && !strcmp(s->name, "h100"))
+            TU_CHECK(strcmp(pick[0], pick[1]) != 0, "device and host picks both %s", pick[0]);
+        mdc_coll_set_pick(was);
     }
 
     /* A reversed group: index i is world rank p-1-i. */
