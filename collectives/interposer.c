@@ -651,12 +651,9 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
     const void *own = inplace ? elem(recvbuf, rtype, displs[me]) : sendbuf;
     MPI_Datatype otype = inplace ? rtype : stype;
     int opack = inplace ? !rplain : plain_size(stype) == 0;
-    char *sp = NULL, *rp = NULL;
-    if ((opack && (!(sp = scratch(comm, f, mine, &rc)) ||
-                   (rc = pack(comm, f, own, (size_t)(inplace ? rcounts[me] : scount), otype, sp, mine, 0)))) ||
-        (!rplain && !(rp = scratch(comm, f, total, &rc)))) {
-        free(sp);
-        free(rp);
+    char *sp, *rp;
+    if ((rc = stage(comm, f, opack, own, (size_t)(inplace ? rcounts[me] : scount), otype, mine, &sp,
+                    !rplain, total, &rp))) {
         free(c);
         return rc;
     }
