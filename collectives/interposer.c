@@ -88,8 +88,11 @@ static void note_used(int f, size_t bytes, const mdc_group *g, const reduction_a
         char name[MPI_MAX_OBJECT_NAME] = "?";
         int len = 0;
         PMPI_Type_get_name(r->type, name, &len);
-        snprintf(how, sizeof how, ", %s %s as %s%s", name, mdc_op_name(r->op),
-                 r->mult > 1 ? "2 x " : "", mdc_dtype_name(r->dt));
+        if (r->mult > 1)
+            snprintf(how, sizeof how, ", %s %s as %d x %s", name, mdc_op_name(r->op), r->mult,
+                     mdc_dtype_name(r->dt));
+        else
+            snprintf(how, sizeof how, ", %s %s as %s", name, mdc_op_name(r->op), mdc_dtype_name(r->dt));
     }
     fprintf(stderr, "minidc interposer: rank %d: %s runs on minidc (%s, %zu bytes, %d ranks%s)\n",
             world_rank(), fname[f], mdc_coll_choose(fcoll[f], bytes, g), bytes, mdc_group_size(g), how);
@@ -308,14 +311,6 @@ static int reduction_ok(int f, MPI_Datatype type, MPI_Op op, mdc_dtype *dt, mdc_
     return 1;
 }
 
-/* A minidc failure: reported through the communicator's error handler, as MPICH would. */
-static int failed(MPI_Comm comm, int f, mdc_status st) {
-    fprintf(stderr, "minidc interposer: rank %d: %s: %s: %s\n", world_rank(), fname[f], mdc_strerror(st),
-            mdc_detail());
-    PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
-    return MPI_ERR_OTHER;
-}
-
 /* The caller's error (or a resource minidc lacks), reported on the communicator's error
  * handler with `code`, as MPICH reports its own. */
 static int report(MPI_Comm comm, int f, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -328,6 +323,11 @@ static int report(MPI_Comm comm, int f, int code, const char *fmt, ...) {
     fprintf(stderr, "minidc interposer: rank %d: %s: %s\n", world_rank(), fname[f], why);
     PMPI_Comm_call_errhandler(comm, code);
     return code;
+}
+
+/* A minidc failure (its detail names the rank and what differed), reported the same way. */
+static int failed(MPI_Comm comm, int f, mdc_status st) {
+    return report(comm, f, MPI_ERR_OTHER, "%s: %s", mdc_strerror(st), mdc_detail());
 }
 
 /* A negative count is the caller's error. MPICH 4.0.2 does not always report it (a negative
@@ -517,14 +517,6 @@ static int size_mismatch(MPI_Comm comm, int f, size_t sent, size_t block) {
                   "(send and receive type signatures must match)", sent, block);
 }
 
-/* Finishes a call: reports a minidc failure (as MPICH would report its own), frees the scratch. */
-static int finish(MPI_Comm comm, int f, mdc_status st, char *a, char *b) {
-    int rc = st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
-    free(a);
-    free(b);
-    return rc;
-}
-
 /* Scratch for a call: the send side packed (when spack: `scount` elements of `stype` at `sbuf`,
  * `sbytes` bytes) and room for the receive side (when rpack: `rbytes`). Returns MPI_SUCCESS,
  * or the error already reported, with nothing left allocated. */
@@ -559,19 +551,16 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
     if (count < 0) return negative(comm, f, "count", count);
     if (!(g = group_of(comm, f))) return PMPI_Bcast(buf, count, type, root, comm);
     size_t b = (size_t)count * type_size(type);
-    int plain = plain_size(type) > 0, rc = MPI_SUCCESS;
-    int at_root = root == mdc_group_rank(g);
-    char *pk = NULL;
-    if (!plain && (!(pk = scratch(comm, f, b, &rc)) ||
-                   (at_root && (rc = pack(comm, f, buf, (size_t)count, type, pk, b, 0))))) {
-        free(pk);
+    int packed = plain_size(type) == 0, at_root = root == mdc_group_rank(g), rc;
+    /* A derived type: the root packs its buffer, the others receive into scratch. */
+    char *sp, *rp;
+    if ((rc = stage(comm, f, packed && at_root, buf, (size_t)count, type, b, &sp, packed && !at_root,
+                    b, &rp)))
         return rc;
-    }
     note_used(f, b, g, NULL);
     mdc_status st;
-    SERVE(st, mdc_bcast(plain ? buf : pk, b, MDC_U8, root, g));
-    if (st == MDC_OK && pk && !at_root) rc = pack(comm, f, buf, (size_t)count, type, pk, b, 1);
-    return rc ? (free(pk), rc) : finish(comm, f, st, pk, NULL);
+    SERVE(st, mdc_bcast(sp ? sp : rp ? rp : buf, b, MDC_U8, root, g));
+    return unstage(comm, f, st, buf, (size_t)count, type, sp, rp, b);
 }
 
 int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
@@ -661,9 +650,12 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
     mdc_status st;
     SERVE(st, mdc_allgatherv(sp ? sp : inplace ? MDC_IN_PLACE : sendbuf, rp ? rp : base, c, c + n,
                              MDC_U8, g));
-    if (st == MDC_OK && rp) rc = v_pack(comm, f, recvbuf, rtype, rcounts, displs, n, rp, c, c + n, 1);
+    rc = st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+    if (rc == MPI_SUCCESS && rp) rc = v_pack(comm, f, recvbuf, rtype, rcounts, displs, n, rp, c, c + n, 1);
     free(c);
-    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
+    free(sp);
+    free(rp);
+    return rc;
 }
 
 /* Rooted: the root's side (recvbuf of gather, sendbuf of scatter) is significant only at the
@@ -783,10 +775,13 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
     mdc_status st;
     SERVE(st, mdc_alltoallv(minidc_inplace ? MDC_IN_PLACE : sp ? sp : sbase, c, c + n,
                             rp ? rp : rbase, c + 2 * n, c + 3 * n, MDC_U8, g));
-    if (st == MDC_OK && rp)
+    rc = st == MDC_OK ? MPI_SUCCESS : failed(comm, f, st);
+    if (rc == MPI_SUCCESS && rp)
         rc = v_pack(comm, f, recvbuf, rtype, rcounts, rdispls, n, rp, c + 2 * n, c + 3 * n, 1);
     free(c);
-    return rc ? (free(sp), free(rp), rc) : finish(comm, f, st, sp, rp);
+    free(sp);
+    free(rp);
+    return rc;
 }
 
 int MPI_Barrier(MPI_Comm comm) {

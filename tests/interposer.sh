@@ -10,19 +10,9 @@ app=$BUILD/tests/interposer_app
 [ -x "$app" ] || { echo "missing $app (make tests)"; exit 1; }
 fail=0
 for p in 1 3 4; do
-    mkdir -p "$tmp/mpich$p" "$tmp/minidc$p"
-    if ! timeout 120 "$MPIEXEC" -n $p "$app" "$tmp/mpich$p" >"$tmp/mpich$p.log" 2>&1; then
-        echo "n=$p: the program failed without the interposer:"; tail "$tmp/mpich$p.log"; fail=1; continue
-    fi
-    if ! timeout 120 "$MPIEXEC" -n $p -genv LD_PRELOAD "$preload" -genv MINIDC_VERBOSE 1 \
-            "$app" "$tmp/minidc$p" >"$tmp/minidc$p.log" 2>&1; then
-        echo "n=$p: the program failed with the interposer:"; tail -n 20 "$tmp/minidc$p.log"; fail=1; continue
-    fi
-    for r in $(seq 0 $((p - 1))); do
-        if ! diff "$tmp/mpich$p/rank$r.txt" "$tmp/minidc$p/rank$r.txt" >"$tmp/diff"; then
-            echo "n=$p rank $r: results differ with LD_PRELOAD (< MPICH, > minidc):"; head -n 20 "$tmp/diff"; fail=1
-        fi
-    done
+    mpich_run $p || { fail=1; continue; }
+    lib_run $p minidc$p MINIDC_VERBOSE=1
+    case $? in 0) ;; 1) fail=1 ;; *) fail=1; continue ;; esac
     lines=$(wc -l <"$tmp/minidc$p/rank0.txt")
     for f in MPI_Allreduce MPI_Reduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Allgatherv \
              MPI_Bcast MPI_Reduce MPI_Gather MPI_Scatter MPI_Alltoall MPI_Alltoallv MPI_Barrier; do
@@ -36,17 +26,7 @@ done
 # Reducing messages in 64-byte slices (no emulated device here: sliced messages carry a header
 # of their own) must give the same results.
 if [ -d "$tmp/mpich4" ]; then
-    mkdir -p "$tmp/sliced4"
-    if ! timeout 120 "$MPIEXEC" -n 4 -genv LD_PRELOAD "$preload" -genv MINIDC_SLICE 64 \
-            "$app" "$tmp/sliced4" >"$tmp/sliced4.log" 2>&1; then
-        echo "n=4: the program failed with the interposer and MINIDC_SLICE=64:"; tail -n 20 "$tmp/sliced4.log"; fail=1
-    else
-        for r in 0 1 2 3; do
-            diff "$tmp/mpich4/rank$r.txt" "$tmp/sliced4/rank$r.txt" >"$tmp/diff" ||
-                { echo "n=4 rank $r: results differ with MINIDC_SLICE=64:"; head -n 20 "$tmp/diff"; fail=1; }
-        done
-        [ $fail = 0 ] && echo "n=4: identical with MINIDC_SLICE=64"
-    fi
+    if lib_run 4 sliced4 MINIDC_SLICE=64; then echo "n=4: identical with MINIDC_SLICE=64"; else fail=1; fi
 fi
 # Random mixes of derived and plain types, chosen by each rank on its own (the same type
 # signature): identical results with and without the library, several seeds and rank counts.
@@ -68,15 +48,9 @@ fi
 # MINIDC_VERBOSE=2 says what every call ran as: the Fortran, unsigned and complex types run on
 # minidc (complex sums as pairs of reals), and what minidc cannot do exactly goes to MPICH.
 if [ -d "$tmp/mpich3" ]; then
-    mkdir -p "$tmp/v2"
-    if ! timeout 120 "$MPIEXEC" -n 3 -genv LD_PRELOAD "$preload" -genv MINIDC_VERBOSE 2 \
-            "$app" "$tmp/v2" >"$tmp/v2.log" 2>&1; then
-        echo "n=3: the program failed with MINIDC_VERBOSE=2:"; tail -n 20 "$tmp/v2.log"; fail=1
+    if ! lib_run 3 v2 MINIDC_VERBOSE=2; then
+        fail=1
     else
-        for r in 0 1 2; do
-            diff -q "$tmp/mpich3/rank$r.txt" "$tmp/v2/rank$r.txt" >/dev/null ||
-                { echo "n=3 rank $r: results differ with MINIDC_VERBOSE=2"; fail=1; }
-        done
         for want in "MPI_Allreduce runs on minidc (.*MPI_DOUBLE_COMPLEX sum as 2 x f64)" \
                     "MPI_Reduce_scatter runs on minidc (.*MPI_C_COMPLEX sum as 2 x f32)" \
                     "MPI_Reduce runs on minidc (.*MPI_UINT64_T prod as i64)" \

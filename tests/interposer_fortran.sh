@@ -15,19 +15,11 @@ if ! $fc -O1 -o "$tmp/app" tests/interposer_fortran.f90 >"$tmp/build.log" 2>&1; 
     echo "skip: $fc could not build tests/interposer_fortran.f90:"; tail -n 5 "$tmp/build.log"; exit 77
 fi
 fail=0
+app=$tmp/app
 for p in 1 3 4; do
-    mkdir -p "$tmp/mpich$p" "$tmp/minidc$p"
-    if ! timeout 60 "$MPIEXEC" -n $p "$tmp/app" "$tmp/mpich$p" >"$tmp/mpich$p.log" 2>&1; then
-        echo "n=$p: the program failed without the interposer:"; tail "$tmp/mpich$p.log"; fail=1; continue
-    fi
-    if ! timeout 60 "$MPIEXEC" -n $p -genv LD_PRELOAD "$preload" -genv MINIDC_VERBOSE 2 \
-            "$tmp/app" "$tmp/minidc$p" >"$tmp/minidc$p.log" 2>&1; then
-        echo "n=$p: the program failed with the interposer:"; tail -n 20 "$tmp/minidc$p.log"; fail=1; continue
-    fi
-    for r in $(seq 0 $((p - 1))); do
-        diff "$tmp/mpich$p/rank$r.txt" "$tmp/minidc$p/rank$r.txt" >"$tmp/diff" ||
-            { echo "n=$p rank $r: results differ (< MPICH, > minidc):"; head -n 20 "$tmp/diff"; fail=1; }
-    done
+    mpich_run $p || { fail=1; continue; }
+    lib_run $p minidc$p MINIDC_VERBOSE=2
+    case $? in 0) ;; 1) fail=1 ;; *) fail=1; continue ;; esac
     for want in "MPI_Allreduce runs on minidc (.*MPI_DOUBLE_PRECISION sum as f64)" \
                 "MPI_Allreduce runs on minidc (.*MPI_REAL min as f32)" \
                 "MPI_Allreduce runs on minidc (.*MPI_INTEGER8 prod as i64)" \
