@@ -1,7 +1,8 @@
 /* A plain MPI program that times a few collectives, for tools/bench_interposer.sh, which runs it
  * with and without LD_PRELOAD=libminidc_mpi.so and prints the ratio. Per row: the median over
  * iterations of the slowest rank's time for one call, each call after an MPI_Barrier (under
- * the library, minidc's polite one). Rows: MPI_Allreduce of doubles (small, medium, large), the
+ * the library, minidc's polite one). Rows: back-to-back 8-byte MPI_Allreduce calls (time per
+ * call, the slowest rank's), MPI_Allreduce of doubles (small, medium, large), the
  * same broadcast with a predefined type and with a strided vector type (which the library
  * packs), and an all-to-all. Prints "name bytes us" per row on rank 0. Calls MPI collectives:
  * it is a benchmark comparison (DESIGN.md rule 1). */
@@ -46,6 +47,24 @@ int main(int argc, char **argv) {
     double *a = malloc(2 * big), *b = malloc(2 * big);
     if (!t || !a || !b) MPI_Abort(MPI_COMM_WORLD, 2);
     for (size_t i = 0; i < 2 * n; i++) a[i] = (double)(i % 7), b[i] = 0;
+    /* Back to back, no barrier between calls: the per-call cost of a small collective. As many
+     * calls as fit in about 0.3 s by a 10-call pilot (at most 20000: MPICH with more ranks
+     * than cores takes milliseconds per call), the same count on every rank. */
+    {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime(), pilot = 0;
+        for (int i = 0; i < 10; i++) MPI_Allreduce(a, b, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        double per = (MPI_Wtime() - t0) / 10;
+        MPI_Allreduce(&per, &pilot, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        int loop = pilot > 0 ? (int)(0.3 / pilot) : 20000;
+        loop = loop < 10 ? 10 : loop > 20000 ? 20000 : loop;
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        for (int i = 0; i < loop; i++) MPI_Allreduce(a, b, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        double dt = (MPI_Wtime() - t0) / loop * 1e6, mx = 0;
+        MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (me == 0) printf("%-24s %10d %12.2f\n", "allreduce loop", 8, mx);
+    }
     TIME("allreduce f64", 8, MPI_Allreduce(a, b, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     TIME("allreduce f64", 65536, MPI_Allreduce(a, b, 8192, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     TIME("allreduce f64", big, MPI_Allreduce(a, b, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));

@@ -36,7 +36,10 @@ if [ -n "$missing" ]; then
     if can_install; then
         echo "minidc: installing:$missing" >&2
         # shellcheck disable=SC2086
-        apt_install $missing
+        apt_install $missing || {
+            echo "minidc: apt-get install$missing failed; run it by hand to see why" >&2
+            exit 2
+        }
     else
         echo "minidc: missing Debian packages:$missing" >&2
         echo "install them with:  sudo apt-get install -y$missing" >&2
@@ -45,15 +48,16 @@ if [ -n "$missing" ]; then
 fi
 # shellcheck disable=SC2086
 missing=$(missing_of $optional)
-if [ -n "$missing" ]; then
+if [ -n "$missing" ] && [ "${MINIDC_OPTIONAL_DEPS:-0}" = 1 ] && can_install; then
+    echo "minidc: installing (optional):$missing" >&2
     # shellcheck disable=SC2086
-    if [ "${MINIDC_OPTIONAL_DEPS:-0}" = 1 ] && can_install &&
-       echo "minidc: installing (optional):$missing" >&2 && apt_install $missing; then
-        :
-    else
-        echo "minidc: optional packages not installed:$missing (tests/interposer_scalapack.sh" \
-             "is skipped; to run it: sudo apt-get install -y$missing, which makes OpenMPI the" \
-             "default mpicc/mpirun, or make check MINIDC_OPTIONAL_DEPS=1)" >&2
-    fi
+    apt_install $missing || echo "minidc: apt-get install$missing failed (optional)" >&2
+    # shellcheck disable=SC2086
+    missing=$(missing_of $optional)
+fi
+if [ -n "$missing" ]; then
+    echo "minidc: optional packages not installed:$missing (tests/interposer_scalapack.sh" \
+         "is skipped; to run it: sudo apt-get install -y$missing, which makes OpenMPI the" \
+         "default mpicc/mpirun, or make check MINIDC_OPTIONAL_DEPS=1)" >&2
 fi
 exit 0
