@@ -3,6 +3,7 @@
 #ifndef MINIDC_COLL_INTERNAL_H
 #define MINIDC_COLL_INTERNAL_H
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,23 @@ mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, i
 int mdc_i_request_pieces(const mdc_request *r);
 mdc_status mdc_i_wait_piece(mdc_request *r, int k);
 void mdc_i_abandon(mdc_request **reqs, int n);
+
+/* Doorbells (doorbell.c): lets a waiting rank sleep until the peer it waits for rings. Ranks
+ * are MPI_COMM_WORLD ranks; every call is a no-op (idle: 0) until mdc_i_door_open succeeded.
+ * open: once per process, only when `want` (MINIDC_DOORBELL=0/1 overrides) and every rank is
+ * on this host; returns 1 when doorbells are on. posted/received: after posting n MPI sends
+ * to `to` / completing n MPI receives from `from` (wakes that peer if it sleeps). mark: the
+ * peer's count of receives from us, taken before posting a send. idle: 1 when a pending
+ * send/receive with `peer` cannot progress until the peer rings. sleep: sleeps (1 ms at most)
+ * unless idle(ctx) turns 0 meanwhile. ring_all: wakes every rank (an abort). */
+int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want);
+void mdc_i_door_posted(int to, int n);
+void mdc_i_door_received(int from, int n);
+void mdc_i_door_nudge(int peer); /* wakes peer if it sleeps: one round of MPI progress */
+uint32_t mdc_i_door_mark(int peer);
+int mdc_i_door_idle(int peer, int is_send, uint32_t mark);
+void mdc_i_door_sleep(int (*idle)(void *), void *ctx);
+void mdc_i_door_ring_all(void);
 
 /* An exchange step of a reducing algorithm: sends sbytes of sbuf to dst while receiving rcount
  * elements from src into tmp, and reduces them as they land: out[i] = tmp[i] OP own[i] when

@@ -64,6 +64,17 @@ void mdc_transport_set_timeout(mdc_transport *t, double seconds);
  * instead of waiting for the timeout. */
 void mdc_transport_abort_peers(mdc_transport *t, const char *why);
 
+/* How this process's waits slept on their doorbells (collectives/doorbell.c): with more
+ * ranks than cores, a wait on a large message sleeps until the peer it waits for rings,
+ * instead of yielding. on: doorbells are in use (MINIDC_DOORBELL=0/1 forces); sleeps: sleeps
+ * started; rung: sleeps a peer's ring ended; timed_out: sleeps that ended after their limit
+ * (1 ms, MINIDC_DOOR_SLEEP_US) without a ring. */
+typedef struct {
+    int on;
+    unsigned long long sleeps, rung, timed_out;
+} mdc_wait_stats;
+void mdc_wait_stats_get(mdc_wait_stats *out);
+
 /* Tracing (explain tests, debugging): when set, called for every message this rank posts,
  * with group indices and the user tag. NULL turns it off. */
 typedef void (*mdc_trace_fn)(void *ctx, int is_send, int group_rank, int peer, size_t bytes, int tag);

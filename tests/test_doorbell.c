@@ -1,0 +1,131 @@
+/* Doorbells (collectives/doorbell.c): a wait on a large message sleeps until its peer rings.
+ * Forced on, sleeping from the first moment of a wait, and with a 20 s limit per sleep: a
+ * ring that is lost, or one that a protocol needed and nobody sent, shows as a wait of 20 s
+ * (the checks on elapsed time and timed-out sleeps fail, or the harness's timeout does).
+ * Cases: a receiver that sleeps until the sender posts; a sender that sleeps until the
+ * receiver has copied; a transport on a reordered communicator (doorbells are indexed by
+ * MPI_COMM_WORLD rank); collectives whose trees leave ranks idle, checked element by element. */
+#include <mpi.h>
+#include <time.h>
+
+#include "testutil.h"
+
+#define BIG (2u << 20) /* bytes: above the doorbell's 1 MiB threshold */
+
+static void pause_ms(long ms) {
+    struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void fill(unsigned *v, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++) v[i] = seed * 2654435761u + (unsigned)i;
+}
+
+static size_t count_bad(const unsigned *v, size_t n, unsigned seed) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += v[i] != seed * 2654435761u + (unsigned)i;
+    return bad;
+}
+
+/* Every rank: the collective `c` forced to `algo` on 1 Mi floats of integer values. */
+static void collective(mdc_group *w, mdc_coll c, const char *algo, float *a, float *b, size_t n) {
+    int r = mdc_group_rank(w), p = mdc_group_size(w);
+    MDC_CHECK(mdc_coll_set_algo(c, algo));
+    size_t bad = 0;
+    if (c == MDC_COLL_BCAST) {
+        int root = p - 1;
+        for (size_t i = 0; i < n; i++) b[i] = r == root ? (float)(i % 1000) : -1.0f;
+        MDC_CHECK(mdc_bcast(b, n, MDC_F32, root, w));
+        for (size_t i = 0; i < n; i++) bad += b[i] != (float)(i % 1000);
+    } else {
+        for (size_t i = 0; i < n; i++) a[i] = (float)((size_t)r + i % 7);
+        MDC_CHECK(mdc_allreduce(a, b, n, MDC_F32, MDC_SUM, w));
+        for (size_t i = 0; i < n; i++) bad += b[i] != (float)(p * (p - 1) / 2 + p * (int)(i % 7));
+    }
+    TU_CHECK(bad == 0, "%s %s: %zu wrong elements on rank %d", mdc_coll_name(c), algo, bad, r);
+    MDC_CHECK(mdc_coll_set_algo(c, "auto"));
+}
+
+int main(int argc, char **argv) {
+    setenv("MINIDC_DOORBELL", "1", 1);
+    setenv("MINIDC_DOOR_US", "0", 1);
+    setenv("MINIDC_DOOR_SLEEP_US", "20000000", 1);
+    mdc_runtime rt;
+    MDC_CHECK(mdc_runtime_init(&rt, &argc, &argv));
+    mdc_group *w = rt.world;
+    int r = rt.rank, p = rt.size;
+    mdc_wait_stats ws;
+    mdc_wait_stats_get(&ws);
+    TU_CHECK(ws.on == (p > 1), "doorbells %s at %d ranks", ws.on ? "on" : "off", p);
+    size_t n = BIG / sizeof(unsigned);
+    unsigned *buf = malloc(BIG);
+    double t0 = mdc_wall_time();
+
+    if (p > 1 && r < 2) {
+        /* The receiver sleeps until rank 0 posts, 50 ms late. */
+        if (r == 0) {
+            pause_ms(50);
+            fill(buf, n, 1);
+            MDC_CHECK(mdc_send(buf, BIG, 1, 0, w));
+        } else {
+            memset(buf, 0, BIG);
+            MDC_CHECK(mdc_recv(buf, BIG, 0, 0, w));
+            TU_CHECK(count_bad(buf, n, 1) == 0, "received message 1 differs");
+        }
+        /* The sender sleeps until rank 1, 50 ms late, has received. */
+        if (r == 0) {
+            fill(buf, n, 2);
+            MDC_CHECK(mdc_send(buf, BIG, 1, 1, w));
+        } else {
+            pause_ms(50);
+            MDC_CHECK(mdc_recv(buf, BIG, 0, 1, w));
+            TU_CHECK(count_bad(buf, n, 2) == 0, "received message 2 differs");
+        }
+        mdc_wait_stats_get(&ws);
+        TU_CHECK(ws.sleeps >= 1 && ws.rung >= 1, "rank %d: %llu sleeps, %llu rung: the wait did not sleep", r,
+                 ws.sleeps, ws.rung);
+    }
+
+    /* A transport on a communicator in reverse order: its rank i is world rank p-1-i. */
+    MPI_Comm rev;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, p - 1 - r, &rev);
+    mdc_transport *t2;
+    mdc_group *g2;
+    MDC_CHECK(mdc_transport_create(&t2, &rev, NULL, 1));
+    MDC_CHECK(mdc_group_world(&g2, t2));
+    if (p > 1) {
+        int me = mdc_group_rank(g2), next = (me + 1) % p, prev = (me + p - 1) % p;
+        unsigned *in = malloc(BIG);
+        fill(buf, n, 100u + (unsigned)me);
+        if (me == 0) pause_ms(30); /* the others sleep until it sends */
+        MDC_CHECK(mdc_sendrecv(buf, BIG, next, in, BIG, prev, 2, g2));
+        TU_CHECK(count_bad(in, n, 100u + (unsigned)prev) == 0, "ring on the reversed communicator: "
+                 "rank %d got wrong data from %d", me, prev);
+        free(in);
+    }
+    mdc_group_free(g2);
+    mdc_transport_free(t2);
+    MPI_Comm_free(&rev);
+
+    /* Trees leave ranks idle while others copy. */
+    size_t nf = (4u << 20) / sizeof(float);
+    float *a = malloc(nf * sizeof *a), *b = malloc(nf * sizeof *b);
+    collective(w, MDC_COLL_BCAST, "binomial", a, b, nf);
+    collective(w, MDC_COLL_BCAST, "scatter_allgather", a, b, nf);
+    collective(w, MDC_COLL_ALLREDUCE, "reduce_bcast", a, b, nf);
+    collective(w, MDC_COLL_ALLREDUCE, "rabenseifner", a, b, nf);
+    collective(w, MDC_COLL_ALLREDUCE, "ring", a, b, nf);
+    free(a);
+    free(b);
+
+    double el = mdc_wall_time() - t0;
+    mdc_wait_stats_get(&ws);
+    TU_CHECK(ws.timed_out == 0, "rank %d: %llu of %llu sleeps ran out their 20 s", r, ws.timed_out, ws.sleeps);
+    TU_CHECK(el < 15, "rank %d: took %.1f s: a sleep was not rung", r, el);
+    if (r == 0)
+        printf("doorbell: %d ranks, %.2f s; rank 0 slept %llu times, %llu rung\n", p, el, ws.sleeps, ws.rung);
+    free(buf);
+    int rc = tu_finish("test_doorbell");
+    mdc_runtime_finalize(&rt);
+    return rc;
+}
