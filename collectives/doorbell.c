@@ -3,9 +3,10 @@
  * Why: with more ranks than cores, a rank that waits by sched_yield still takes its share of
  * the core. On this host's kernel (EEVDF scheduler, Linux 6.x) a yielding task stays
  * runnable and keeps getting picked while its virtual runtime is behind, so a rank copying a
- * large message at 4 ranks on 2 cores shared its core with a yielding neighbour: one 64 MiB
- * MPI message took 14.7 ms with the copying rank alone on its core and 24-28 ms next to a
- * yielding rank (tools/bench_doorbell.c). A sleeping rank takes nothing.
+ * large message at 4 ranks on 2 cores shares its core with a yielding neighbour: one 64 MiB
+ * MPI message took 14.7 ms with the copying rank pinned alone on its core and 24-28 ms pinned
+ * next to a yielding rank; unpinned, 28.5 ms with yielding waiters and 16.7 ms with sleeping
+ * ones (tests/bench_yield.c, in make bench). A sleeping rank takes nothing.
  *
  * How: the ranks on this host share one small segment (shm_open, named after the launcher
  * process that started them, which Hydra's proxy is for all ranks of a job on a host). It
@@ -68,6 +69,7 @@ static struct {
     door_slot *slot; /* one per line */
     uint32_t *sent, *rcvd;
     long sleep_us;
+    char name[96];
     unsigned long long sleeps, rung, timed_out;
 } D;
 
@@ -92,6 +94,8 @@ static unsigned long long start_time(pid_t pid) {
         return st;
     return 0;
 }
+
+static void unlink_name(void) { shm_unlink(D.name); }
 
 int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     if (D.state) return D.state > 0;
@@ -128,17 +132,19 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     uint32_t zero = 0;
     __atomic_compare_exchange_n(&D.hdr->magic, &zero, DOOR_MAGIC, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     if (D.hdr->magic != DOOR_MAGIC || slot_of(world_rank)->pid != 0) {
-        /* Not ours (a stale segment of a crashed job with the same launcher pid and start
-         * time cannot exist; a second minidc in this process would have returned above). */
-        munmap(m, bytes);
+        munmap(m, bytes); /* someone else's: the name is this launcher's, so never expected */
         return 0;
     }
     __atomic_store_n(&D.hdr->nranks, (uint32_t)world_size, __ATOMIC_SEQ_CST);
     __atomic_store_n(&slot_of(world_rank)->pid, (int32_t)getpid(), __ATOMIC_SEQ_CST);
     /* The last rank to join removes the name; the mapping lives on in every rank. A rank
      * launched through a wrapper that did not exec has another parent: it gets a segment of
-     * its own, sees no registered peers, and never sleeps on them. */
-    if (__atomic_add_fetch(&D.hdr->registered, 1, __ATOMIC_SEQ_CST) == (uint32_t)world_size) shm_unlink(name);
+     * its own, sees no registered peers, and never sleeps on them; its name goes at exit. */
+    snprintf(D.name, sizeof D.name, "%s", name);
+    if (__atomic_add_fetch(&D.hdr->registered, 1, __ATOMIC_SEQ_CST) == (uint32_t)world_size)
+        shm_unlink(name);
+    else
+        atexit(unlink_name);
     D.state = 1;
     return 1;
 }

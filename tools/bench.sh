@@ -19,6 +19,9 @@ for p in ${BENCH_COLL_RANKS:-2 4 8}; do
         "$MPIEXEC" -n "$p" "$BUILD/minidc" bench "$c" -b "$lo" -e "${BENCH_COLL_MAX:-64M}" -f 4 || exit 1
     done
 done
+# ---- why waits sleep on doorbells (collectives/doorbell.c): a copy next to yielding waiters ----
+echo "== tests/bench_yield.c: one 64 MiB message at 4 ranks, waiters yielding vs sleeping"
+"$MPIEXEC" -n 4 "$BUILD/tests/bench_yield" 64 || exit 1
 # ---- the interposer: a plain MPI program with and without LD_PRELOAD=libminidc_mpi.so ----
 echo "== tools/bench_interposer.sh (tests/bench_interposer.c with and without the library)"
 BUILD=$BUILD MPIEXEC=$MPIEXEC tools/bench_interposer.sh || exit 1

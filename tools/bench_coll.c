@@ -15,7 +15,10 @@
  * exact answer does not depend on summation order); --check verifies every iteration instead
  * of one call per size. "mpich" is MPI_<Coll> on the same buffers; ratio = mpich / minidc
  * (above 1: minidc is faster). virt is the emulated device's virtual time for one call (max
- * over ranks, from a zeroed clock). This file may call MPI collectives: the comparison and
+ * over ranks, from a zeroed clock). floor is the least time any algorithm could take on this
+ * machine: the bytes each rank must at least copy (floor_factor x S) at the rate the machine
+ * copies when every rank copies at once (measured in the same run, copy_time); best =
+ * mpich / floor, the ratio an algorithm at the floor would reach. This file may call MPI collectives: the comparison and
  * the max-over-ranks reductions are its purpose (DESIGN.md rule 1 exempts it). */
 #include <mpi.h>
 #include <stdint.h>
@@ -346,12 +349,18 @@ static double target_ratio(bench_kind k, int p, size_t S) {
     return 0;
 }
 
-/* The fraction of S that each rank, on average, must at least copy into its memory (the
- * busbw factor with the broadcast's root not copying): allreduce 2(p-1)/p (Patarasuk & Yuan's
- * bandwidth lower bound); reduce_scatter, allgather, alltoall, broadcast (p-1)/p (every
- * block that is not already in place is copied once; own blocks and the root are free). */
+/* The fraction of S that each rank, on average, must at least write into its memory by
+ * copying: allreduce 2(p-1)/p (the busbw factor: Patarasuk & Yuan's bandwidth lower bound);
+ * reduce_scatter (p-1)/p (each block's reduction tree has p-1 edges; the last combine writes
+ * the output); allgather and alltoall 1 (every byte of the receive buffer is written, the own
+ * block by a local copy); broadcast (p-1)/p (every rank but the root). */
 static double floor_factor(bench_kind k, int p) {
-    return k == B_ALLREDUCE ? 2.0 * (p - 1) / p : (double)(p - 1) / p;
+    switch (k) {
+    case B_ALLREDUCE: return 2.0 * (p - 1) / p;
+    case B_ALLGATHER:
+    case B_ALLTOALL: return 1.0;
+    default: return (double)(p - 1) / p;
+    }
 }
 
 /* The copy floor's unit: every rank memcpy's `bytes` from its send to its receive buffer at
