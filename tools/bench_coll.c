@@ -539,6 +539,13 @@ int mdc_bench_coll(int argc, char **argv) {
         if (last_copy > 0)
             printf("# every rank copying %zu bytes at once: %.2f GB/s per rank, %.2f GB/s for the %d ranks\n",
                    last_bytes, (double)last_bytes / last_copy / 1e9, p * (double)last_bytes / last_copy / 1e9, p);
+        mdc_wait_stats ws;
+        mdc_wait_stats_get(&ws);
+        if (ws.on)
+            printf("# doorbells on (more ranks than cores): rank 0's waits slept %llu times, %llu ended by a ring, "
+                   "%llu ran out\n", ws.sleeps, ws.rung, ws.timed_out);
+        else
+            printf("# doorbells off (no more ranks than cores, or MINIDC_DOORBELL=0): waits poll and yield\n");
         printf("# %s: %zu wrong elements in total\n", total_wrong ? "FAILED" : "ok", total_wrong);
     }
     free(c.send);
