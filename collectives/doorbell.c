@@ -46,12 +46,12 @@
 #include "minidc/collectives.h"
 
 #define DOOR_MAGIC 0x6d646364u   /* "mdcd" */
-#define DOOR_MAX_RANKS 1024      /* two 1024 x 1024 counter matrices: 8 MiB, touched sparsely */
+#define DOOR_MAX_RANKS 1024      /* two 1024 x 1024 counter matrices: 8 MiB of /dev/shm */
 #define DOOR_SLEEP_US 1000       /* longest sleep without a ring (MINIDC_DOOR_SLEEP_US) */
 #define LINE 64
 
 typedef struct {
-    uint32_t magic, nranks;
+    uint32_t magic;
     uint32_t registered; /* ranks that mapped the segment; the last one unlinks the name */
 } door_header;
 
@@ -136,7 +136,6 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
         munmap(m, bytes); /* someone else's: the name is this launcher's, so never expected */
         return 0;
     }
-    __atomic_store_n(&D.hdr->nranks, (uint32_t)world_size, __ATOMIC_SEQ_CST);
     __atomic_store_n(&slot_of(world_rank)->pid, (int32_t)getpid(), __ATOMIC_SEQ_CST);
     /* The last rank to join removes the name; the mapping lives on in every rank. A rank
      * launched through a wrapper that did not exec has another parent: it gets a segment of
