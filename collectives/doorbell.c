@@ -5,8 +5,9 @@
  * runnable and keeps getting picked while its virtual runtime is behind, so a rank copying a
  * large message at 4 ranks on 2 cores shares its core with a yielding neighbour: one 64 MiB
  * MPI message took 14.7 ms with the copying rank pinned alone on its core and 24-28 ms pinned
- * next to a yielding rank; unpinned, 28.5 ms with yielding waiters and 16.7 ms with sleeping
- * ones (tests/bench_yield.c, in make bench). A sleeping rank takes nothing.
+ * next to a yielding rank; unpinned, 27-33 ms with yielding waiters and 16-22 ms with sleeping
+ * ones in 13 of 20 runs, equal in the rest (tests/bench_p2p.c yield, in make bench). A
+ * sleeping rank takes nothing.
  *
  * How: the ranks on this host share one small segment (shm_open, named after the launcher
  * process that started them, which Hydra's proxy is for all ranks of a job on a host). It
