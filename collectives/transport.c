@@ -111,7 +111,7 @@ mdc_transport *mdc_transport_default(void) { return default_transport; }
  * peer. MINIDC_SPIN_US and MINIDC_YIELD_US override the two phases.
  * With more ranks than cores, a wait older than 100 us (MINIDC_DOOR_US) sleeps on the
  * rank's doorbell instead (doorbell.c) whenever the peers it waits for have nothing under
- * way: a yielding rank still takes half the core from a peer copying a large message. */
+ * way: a yielding rank can take half the core from a peer copying a large message. */
 static void wait_policy(mdc_transport *t) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *lr = getenv("MPI_LOCALNRANKS");
