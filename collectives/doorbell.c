@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -116,8 +117,15 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     D.row = ((size_t)world_size * 4 + LINE - 1) / LINE * (LINE / 4);
     size_t slots = (size_t)world_size * LINE, rows = D.row * 4 * (size_t)world_size;
     size_t bytes = LINE + slots + 2 * rows;
-    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    int fd = shm_open(name, O_CREAT | O_RDWR | O_NOFOLLOW, 0600);
     if (fd < 0) return 0;
+    /* Only a segment of our own: another user's could only slow our waits (doorbells carry
+     * no data), but there is no reason to let it. */
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || sb.st_uid != geteuid()) {
+        close(fd);
+        return 0;
+    }
     /* Every rank sets the same size; a fresh segment reads as zeros. Reserving the pages now
      * turns a full /dev/shm into "no doorbells" instead of a SIGBUS on first touch. */
     if (ftruncate(fd, (off_t)bytes) != 0 || posix_fallocate(fd, 0, (off_t)bytes) != 0) {
