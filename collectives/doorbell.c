@@ -10,7 +10,8 @@
  * sleeping rank takes nothing.
  *
  * How: the ranks on this host share one small segment (shm_open, named after the launcher
- * process that started them, which Hydra's proxy is for all ranks of a job on a host). It
+ * process that started them, which Hydra's proxy is for all ranks of a job on a host; names
+ * left by dead jobs are removed at start-up, remove_stale). It
  * holds, per ordered pair of world ranks, the MPI messages the first has posted to the second
  * (`sent`) and the messages the first has received from the second (`rcvd`), each row written
  * by one rank only, and per rank a futex word (`bell`) and a `sleeping` flag. A rank that
@@ -30,6 +31,7 @@
  * ring, so a peer outside the segment costs that much, never a hang.
  *
  * Owns: the mapping, for the life of the process. No MPI calls here. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -99,6 +101,28 @@ static unsigned long long start_time(pid_t pid) {
 
 static void unlink_name(void) { shm_unlink(D.name); }
 
+/* Removes this user's segments whose launcher is gone. A job killed before all its ranks
+ * joined (an MPI_Abort during start-up, a crash) leaves its name behind: the launcher's pid
+ * and start time in the name tell whether that job can still be running. */
+static void remove_stale(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = 0, n = 0;
+        unsigned long long st = 0;
+        char path[300];
+        struct stat sb;
+        if (sscanf(e->d_name, "minidc-door-%d-%llu-%d", &pid, &st, &n) != 3 || pid <= 0) continue;
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (lstat(path, &sb) != 0 || sb.st_uid != geteuid()) continue;
+        if (start_time(pid) == st) continue; /* that launcher still runs */
+        snprintf(path, sizeof path, "/%s", e->d_name);
+        shm_unlink(path);
+    }
+    closedir(d);
+}
+
 int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     if (D.state) return D.state > 0;
     D.state = -1;
@@ -106,6 +130,7 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     if (e && *e) want = atoi(e) != 0;
     /* Every rank must be on this host (the segment is per host), and one rank has no peer. */
     if (!want || world_size < 2 || world_size > DOOR_MAX_RANKS || local_ranks != world_size) return 0;
+    remove_stale();
     pid_t pp = getppid();
     char name[96];
     snprintf(name, sizeof name, "/minidc-door-%d-%llu-%d", (int)pp, start_time(pp), world_size);

@@ -4,9 +4,14 @@
  * (the checks on elapsed time and timed-out sleeps fail, or the harness's timeout does).
  * Cases: a receiver that sleeps until the sender posts; a sender that sleeps until the
  * receiver has copied; a transport on a reordered communicator (doorbells are indexed by
- * MPI_COMM_WORLD rank); collectives whose trees leave ranks idle, checked element by element. */
+ * MPI_COMM_WORLD rank); collectives whose trees leave ranks idle, checked element by element;
+ * a segment left by a dead launcher is removed, one of a live launcher is kept. */
+#include <fcntl.h>
 #include <mpi.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -46,7 +51,37 @@ static void collective(mdc_group *w, mdc_coll c, const char *algo, float *a, flo
     MDC_CHECK(mdc_coll_set_algo(c, "auto"));
 }
 
+/* Field 22 of /proc/self/stat: this process's start time, as doorbell.c reads a launcher's. */
+static unsigned long long my_start_time(void) {
+    char buf[1024] = "";
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long st = 0;
+    if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &st);
+    return st;
+}
+
+static int shm_exists(const char *name) {
+    int fd = shm_open(name, O_RDWR, 0600);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
 int main(int argc, char **argv) {
+    /* Before start-up: a segment named after a launcher that is gone (a child that exited)
+     * and one named after a live one (this process), both with this pid as their "size". */
+    char stale[96], live[96];
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    snprintf(stale, sizeof stale, "/minidc-door-%d-%llu-%d", (int)child, 12345ULL, (int)getpid());
+    snprintf(live, sizeof live, "/minidc-door-%d-%llu-%d", (int)getpid(), my_start_time(), (int)getpid());
+    close(shm_open(stale, O_CREAT | O_RDWR, 0600));
+    close(shm_open(live, O_CREAT | O_RDWR, 0600));
     setenv("MINIDC_DOORBELL", "1", 1);
     setenv("MINIDC_DOOR_US", "0", 1);
     setenv("MINIDC_DOOR_SLEEP_US", "20000000", 1);
@@ -57,6 +92,12 @@ int main(int argc, char **argv) {
     mdc_wait_stats ws;
     mdc_wait_stats_get(&ws);
     TU_CHECK(ws.on == (p > 1), "doorbells %s at %d ranks", ws.on ? "on" : "off", p);
+    if (p > 1) {
+        TU_CHECK(!shm_exists(stale), "rank %d: %s (its launcher is gone) was not removed", r, stale);
+        TU_CHECK(shm_exists(live), "rank %d: %s (its launcher runs) was removed", r, live);
+    }
+    shm_unlink(stale);
+    shm_unlink(live);
     size_t n = BIG / sizeof(unsigned);
     unsigned *buf = malloc(BIG);
     double t0 = mdc_wall_time();
