@@ -2,8 +2,8 @@
  * Forced on, sleeping from the first moment of a wait, and with a 20 s limit per sleep: a
  * ring that is lost, or one that a protocol needed and nobody sent, shows as a wait of 20 s
  * (the checks on elapsed time and timed-out sleeps fail, or the harness's timeout does).
- * Cases: a receiver that sleeps until the sender posts; a sender that sleeps until the
- * receiver has copied; a transport on a reordered communicator (doorbells are indexed by
+ * Cases: a receiver that sleeps until the sender posts (200 ms after the receiver said it
+ * waits); a sender that sleeps until the receiver has copied (200 ms late); a transport on a reordered communicator (doorbells are indexed by
  * MPI_COMM_WORLD rank); collectives whose trees leave ranks idle, checked element by element;
  * a segment left by a dead launcher is removed, one of a live launcher is kept. */
 #include <fcntl.h>
@@ -103,22 +103,31 @@ int main(int argc, char **argv) {
     double t0 = mdc_wall_time();
 
     if (p > 1 && r < 2) {
-        /* The receiver sleeps until rank 0 posts, 50 ms late. */
+        /* The receiver sleeps until rank 0 posts: rank 1 posts its receive, tells rank 0 so
+         * with a small message, and waits; rank 0 sends 200 ms after hearing from it. */
+        char token = 0;
+        mdc_request *q;
         if (r == 0) {
-            pause_ms(50);
+            MDC_CHECK(mdc_recv(&token, 1, 1, 2, w));
+            pause_ms(200);
             fill(buf, n, 1);
             MDC_CHECK(mdc_send(buf, BIG, 1, 0, w));
         } else {
             memset(buf, 0, BIG);
-            MDC_CHECK(mdc_recv(buf, BIG, 0, 0, w));
+            MDC_CHECK(mdc_irecv(buf, BIG, 0, 0, w, &q));
+            MDC_CHECK(mdc_send(&token, 1, 0, 2, w));
+            MDC_CHECK(mdc_waitall(&q, 1));
             TU_CHECK(count_bad(buf, n, 1) == 0, "received message 1 differs");
         }
-        /* The sender sleeps until rank 1, 50 ms late, has received. */
+        /* The sender sleeps until rank 1 has received, 200 ms after hearing it was sent. */
         if (r == 0) {
             fill(buf, n, 2);
-            MDC_CHECK(mdc_send(buf, BIG, 1, 1, w));
+            MDC_CHECK(mdc_isend(buf, BIG, 1, 1, w, &q));
+            MDC_CHECK(mdc_send(&token, 1, 1, 3, w));
+            MDC_CHECK(mdc_waitall(&q, 1));
         } else {
-            pause_ms(50);
+            MDC_CHECK(mdc_recv(&token, 1, 0, 3, w));
+            pause_ms(200);
             MDC_CHECK(mdc_recv(buf, BIG, 0, 1, w));
             TU_CHECK(count_bad(buf, n, 2) == 0, "received message 2 differs");
         }
