@@ -57,6 +57,8 @@ static const mdc_algo_info bcast_algos[] = {
     A("binomial", "mdc_bcast_binomial", "binomial tree from the root, whole buffer per step", "lg p (a + n b)"),
     A("scatter_allgather", "mdc_bcast_scatter_allgather", "binomial scatter of p blocks + ring allgather (van de Geijn)",
       "(lg p + p-1) a + 2(p-1)/p n b"),
+    A("pipeline", "mdc_bcast_pipeline", "chain from the root in chunks of the ring chunk (default 1 MiB), NCCL's ring broadcast",
+      "(p-2+m)(a + n/m b), m = chunks"),
 };
 static const mdc_algo_info reduce_algos[] = {
     A("binomial", "mdc_reduce_binomial", "binomial tree to the root, whole buffer per step", "lg p (a + n b + n g)"),
@@ -257,6 +259,11 @@ double mdc_coll_cost_params(mdc_coll c, const char *algo, int p, size_t bytes, c
         return lg * a + f * n * b;
     case MDC_COLL_BCAST:
         if (!strcmp(name, "binomial")) return lg * (a + n * b);
+        if (!strcmp(name, "pipeline")) {
+            double chunks = ceil(n / (double)mdc_i_pipeline_chunk(1));
+            if (chunks < 1) chunks = 1;
+            return (P - 2 + chunks) * (a + n / chunks * b);
+        }
         return (lg + P - 1) * a + 2 * f * n * b;
     case MDC_COLL_REDUCE:
         if (!strcmp(name, "binomial")) return lg * (a + n * b + n * g);

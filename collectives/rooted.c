@@ -17,6 +17,7 @@ mdc_status mdc_bcast(void *buf, size_t count, mdc_dtype t, int root, mdc_group *
     if (count == 0) return MDC_OK;
     pick(MDC_COLL_BCAST, count * mdc_dtype_size(t), g, &name);
     if (!strcmp(name, "binomial")) return mdc_i_after(g, mdc_bcast_binomial(buf, count, t, root, g));
+    if (!strcmp(name, "pipeline")) return mdc_i_after(g, mdc_bcast_pipeline(buf, count, t, root, g));
     return mdc_i_after(g, mdc_bcast_scatter_allgather(buf, count, t, root, g));
 }
 

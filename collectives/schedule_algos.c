@@ -623,6 +623,33 @@ static mdc_status b_bcast_scatter_ag(mdc_schedule *s) {
     return st;
 }
 
+/* Chain from the root in chunks (collectives/bcast_pipeline.c): chunk k leaves position i-1
+ * (rank root+i-1) for position i at step k + i - 1, so up to p-1 chunks move at once. The chunk
+ * is the ring chunk (explain --chunk), else 1 MiB, in whole elements. */
+static mdc_status b_bcast_pipeline(mdc_schedule *s) {
+    int p = s->p;
+    size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
+    size_t chunk = s->chunk_bytes ? s->chunk_bytes : (size_t)1 << 20;
+    chunk -= chunk % esz;
+    if (!chunk) chunk = esz;
+    size_t m = (n + chunk - 1) / chunk;
+    formula(s, p > 1 ? (double)n : 0, "n  (the root sends each chunk once; every other rank receives n and "
+            "forwards it, but the last)");
+    if (p == 1 || !n) return MDC_OK;
+    for (size_t k = 0; k < m; k++) {
+        size_t len = k + 1 < m ? chunk : n - k * chunk;
+        for (int i = 1; i < p; i++) {
+            int step = (int)k + i - 1;
+            phase(s, step, "chunks along the chain");
+            TRY(add(s, step, imod(s->root + i - 1, p), imod(s->root + i, p), len, MDC_SCHED_STORE, 0, 0,
+                    "chunk %zu", k));
+        }
+    }
+    snprintf(s->note, sizeof s->note, "%zu chunk(s) of up to %zu bytes; the chain runs root, root+1, ..., "
+             "root+p-1", m, chunk);
+    return MDC_OK;
+}
+
 static mdc_status b_reduce_binomial(mdc_schedule *s) {
     int step = 0;
     formula(s, s->p > 1 ? (double)(s->count * mdc_dtype_size(s->t)) : 0, "n  (one message per non-root)");
@@ -755,6 +782,7 @@ static const builder builders[] = {
     {MDC_COLL_ALLGATHER, "bruck", b_ag_bruck},
     {MDC_COLL_BCAST, "binomial", b_bcast_binomial},
     {MDC_COLL_BCAST, "scatter_allgather", b_bcast_scatter_ag},
+    {MDC_COLL_BCAST, "pipeline", b_bcast_pipeline},
     {MDC_COLL_REDUCE, "binomial", b_reduce_binomial},
     {MDC_COLL_REDUCE, "rs_gather", b_reduce_rs_gather},
     {MDC_COLL_GATHER, "binomial", b_gather_binomial},

@@ -200,6 +200,9 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
         run_case(&rt, MDC_COLL_ALLREDUCE, "ring", 37, NULL, 0, chunks[k], MDC_SUM);
         run_case(&rt, MDC_COLL_ALLREDUCE, "ring", (size_t)p * 3 + 1, NULL, 0, chunks[k], MDC_SUM);
+        /* The pipelined broadcast's chunks: 1, 3, 5 elements and one chunk, both roots. */
+        run_case(&rt, MDC_COLL_BCAST, "pipeline", 37, NULL, 0, chunks[k], MDC_SUM);
+        run_case(&rt, MDC_COLL_BCAST, "pipeline", 37, NULL, p - 1, chunks[k], MDC_SUM);
     }
     if (rt.rank == 0) printf("test_explain: %d cases, %d reduced elements checked bit for bit\n", cases, checked_elems);
     free(evs);

@@ -30,7 +30,8 @@ static void usage(FILE *f) {
             "                 scatter) or one block (reduce_scatter, allgather, alltoall); default 8\n"
             "  --counts a,b,..  per-rank counts (reduce_scatter, allgather, alltoallv)\n"
             "  --element I    print the summation expression of element I (reductions)\n"
-            "  --chunk BYTES  ring allreduce chunk size (default 0: one chunk per rank)\n"
+            "  --chunk BYTES  ring allreduce chunk size (default 0: one chunk per rank); the pipelined\n"
+            "                 broadcast's chunk (default 1 MiB)\n"
             "  --root R       root of bcast, reduce, gather, scatter (default 0)\n"
             "  --dtype T      f32 f64 f16 bf16 i32 i64 u8 (default f32)\n"
             "  --op OP        sum prod min max avg (default sum)\n"
@@ -194,6 +195,8 @@ int mdc_cmd_explain(int argc, char **argv) {
         for (int r = 0; r < p; r++) count = counts[r] > count ? counts[r] : count;
     }
     int chosen = 0;
+    /* The chunk also enters the cost model (the pipelined broadcast's chunk count). */
+    if (chunk) mdc_coll_set_ring_chunk(chunk);
     if (!algo) {
         /* The cost model's choice for these bytes on this link. */
         double best = 0;

@@ -49,6 +49,7 @@ mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t 
 /* ---- rooted ------------------------------------------------------------------------------------ */
 mdc_status mdc_bcast_binomial(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);
 mdc_status mdc_bcast_scatter_allgather(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);
+mdc_status mdc_bcast_pipeline(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);
 mdc_status mdc_reduce_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root, mdc_group *g);
 mdc_status mdc_reduce_rs_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root, mdc_group *g);
 mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g);

@@ -1,0 +1,61 @@
+/* Pipelined chain broadcast (NCCL's ring broadcast).
+ *
+ * Algorithm: the ranks form a chain in order from the root (position i = (r - root) mod p;
+ *   root -> root+1 -> ... -> root+p-1). The buffer travels in m chunks of C bytes (the ring
+ *   chunk, mdc_coll_ring_chunk / MINIDC_RING_CHUNK, else 1 MiB); a rank forwards chunk k to
+ *   the next position as soon as it has received it, so every link of the chain carries a
+ *   chunk at once. A rank keeps PIPE_WINDOW receives posted ahead.
+ * Source: NCCL's broadcast (a ring from the root, pipelined in chunks); van de Geijn's
+ *   pipelined broadcast.
+ * Restrictions: none. With one chunk it is a plain chain, p-1 hops of the whole buffer.
+ * Cost: (p - 2 + m)(alpha + n/m beta); every non-root rank receives n bytes, the root sends n. */
+#include "coll_internal.h"
+
+#define PIPE_CHUNK (1u << 20) /* default chunk bytes */
+#define PIPE_WINDOW 4         /* receives posted ahead */
+
+size_t mdc_i_pipeline_chunk(size_t esz) {
+    size_t c = mdc_coll_ring_chunk();
+    if (!c) c = PIPE_CHUNK;
+    c -= c % esz;
+    return c ? c : esz;
+}
+
+mdc_status mdc_bcast_pipeline(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g) {
+    int p = mdc_group_size(g), me = mdc_group_rank(g), pos = mdc_i_mod(me - root, p);
+    size_t esz = mdc_dtype_size(t), bytes = count * esz;
+    const int tag = MDC_I_TAG(MDC_COLL_BCAST, 1);
+    if (p == 1 || bytes == 0) return MDC_OK;
+    size_t chunk = mdc_i_pipeline_chunk(esz), m = (bytes + chunk - 1) / chunk;
+    int prev = pos ? mdc_i_mod(me - 1, p) : -1, next = pos < p - 1 ? mdc_i_mod(me + 1, p) : -1;
+    /* sends[k]: chunk k to next; recvs[k % PIPE_WINDOW]: the receive of chunk k. */
+    mdc_request **sends = next >= 0 ? calloc(m, sizeof *sends) : NULL, *recvs[PIPE_WINDOW] = {NULL};
+    if (next >= 0 && !sends) return mdc_fail(MDC_ERR_OOM_HOST, "pipelined broadcast: %zu requests", m);
+    char *b = buf;
+    mdc_status st = MDC_OK;
+    size_t posted = 0, sent = 0;
+#define CHUNK_LEN(k) ((k) + 1 < m ? chunk : bytes - (k) * chunk)
+    for (; prev >= 0 && posted < m && posted < PIPE_WINDOW && !st; posted++)
+        st = mdc_irecv(b + posted * chunk, CHUNK_LEN(posted), prev, tag, g, &recvs[posted % PIPE_WINDOW]);
+    for (size_t k = 0; k < m && !st; k++) {
+        if (prev >= 0) {
+            st = mdc_waitall(&recvs[k % PIPE_WINDOW], 1);
+            if (!st && posted < m) {
+                st = mdc_irecv(b + posted * chunk, CHUNK_LEN(posted), prev, tag, g, &recvs[posted % PIPE_WINDOW]);
+                posted++;
+            }
+        }
+        if (!st && next >= 0) {
+            st = mdc_isend(b + k * chunk, CHUNK_LEN(k), next, tag, g, &sends[k]);
+            if (!st) sent++;
+        }
+    }
+#undef CHUNK_LEN
+    if (st) mdc_i_abandon(recvs, PIPE_WINDOW);
+    if (sends) {
+        mdc_status st2 = mdc_waitall(sends, (int)sent);
+        if (!st) st = st2;
+        free(sends);
+    }
+    return st;
+}
