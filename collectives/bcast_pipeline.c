@@ -14,9 +14,8 @@
 #define PIPE_CHUNK (1u << 20) /* default chunk bytes */
 #define PIPE_WINDOW 4         /* receives posted ahead */
 
-size_t mdc_i_pipeline_chunk(size_t esz) {
-    size_t c = mdc_coll_ring_chunk();
-    if (!c) c = PIPE_CHUNK;
+size_t mdc_i_pipeline_chunk(size_t chunk_bytes, size_t esz) {
+    size_t c = chunk_bytes ? chunk_bytes : PIPE_CHUNK;
     c -= c % esz;
     return c ? c : esz;
 }
@@ -26,14 +25,15 @@ mdc_status mdc_bcast_pipeline(void *buf, size_t count, mdc_dtype t, int root, md
     size_t esz = mdc_dtype_size(t), bytes = count * esz;
     const int tag = MDC_I_TAG(MDC_COLL_BCAST, 1);
     if (p == 1 || bytes == 0) return MDC_OK;
-    size_t chunk = mdc_i_pipeline_chunk(esz), m = (bytes + chunk - 1) / chunk;
+    size_t chunk = mdc_i_pipeline_chunk(mdc_coll_ring_chunk(), esz), m = (bytes + chunk - 1) / chunk;
     int prev = pos ? mdc_i_mod(me - 1, p) : -1, next = pos < p - 1 ? mdc_i_mod(me + 1, p) : -1;
-    /* sends[k]: chunk k to next; recvs[k % PIPE_WINDOW]: the receive of chunk k. */
+    /* sends[k]: chunk k to next (NULL until posted; mdc_waitall skips NULLs);
+     * recvs[k % PIPE_WINDOW]: the receive of chunk k. */
     mdc_request **sends = next >= 0 ? calloc(m, sizeof *sends) : NULL, *recvs[PIPE_WINDOW] = {NULL};
     if (next >= 0 && !sends) return mdc_fail(MDC_ERR_OOM_HOST, "pipelined broadcast: %zu requests", m);
     char *b = buf;
     mdc_status st = MDC_OK;
-    size_t posted = 0, sent = 0;
+    size_t posted = 0;
 #define CHUNK_LEN(k) ((k) + 1 < m ? chunk : bytes - (k) * chunk)
     for (; prev >= 0 && posted < m && posted < PIPE_WINDOW && !st; posted++)
         st = mdc_irecv(b + posted * chunk, CHUNK_LEN(posted), prev, tag, g, &recvs[posted % PIPE_WINDOW]);
@@ -45,15 +45,12 @@ mdc_status mdc_bcast_pipeline(void *buf, size_t count, mdc_dtype t, int root, md
                 posted++;
             }
         }
-        if (!st && next >= 0) {
-            st = mdc_isend(b + k * chunk, CHUNK_LEN(k), next, tag, g, &sends[k]);
-            if (!st) sent++;
-        }
+        if (!st && next >= 0) st = mdc_isend(b + k * chunk, CHUNK_LEN(k), next, tag, g, &sends[k]);
     }
 #undef CHUNK_LEN
     if (st) mdc_i_abandon(recvs, PIPE_WINDOW);
     if (sends) {
-        mdc_status st2 = mdc_waitall(sends, (int)sent);
+        mdc_status st2 = mdc_waitall(sends, (int)m);
         if (!st) st = st2;
         free(sends);
     }

@@ -50,9 +50,10 @@ mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, i
 int mdc_i_request_pieces(const mdc_request *r);
 mdc_status mdc_i_wait_piece(mdc_request *r, int k);
 void mdc_i_abandon(mdc_request **reqs, int n);
-/* The pipelined broadcast's chunk (bcast_pipeline.c): the ring chunk if one is set, else 1 MiB,
- * a whole number of elements of esz bytes (at least one). */
-size_t mdc_i_pipeline_chunk(size_t esz);
+/* The pipelined broadcast's chunk (bcast_pipeline.c; also its cost and its schedule):
+ * chunk_bytes (the ring chunk) if non-zero, else 1 MiB, cut to whole elements of esz bytes
+ * (at least one). */
+size_t mdc_i_pipeline_chunk(size_t chunk_bytes, size_t esz);
 
 /* Doorbells (doorbell.c): lets a waiting rank sleep until the peer it waits for rings. Ranks
  * are MPI_COMM_WORLD ranks; every call is a no-op (idle: 0) until mdc_i_door_open succeeded.

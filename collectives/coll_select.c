@@ -260,7 +260,7 @@ double mdc_coll_cost_params(mdc_coll c, const char *algo, int p, size_t bytes, c
     case MDC_COLL_BCAST:
         if (!strcmp(name, "binomial")) return lg * (a + n * b);
         if (!strcmp(name, "pipeline")) {
-            double chunks = ceil(n / (double)mdc_i_pipeline_chunk(1));
+            double chunks = ceil(n / (double)mdc_i_pipeline_chunk(mdc_coll_ring_chunk(), 1));
             if (chunks < 1) chunks = 1;
             return (P - 2 + chunks) * (a + n / chunks * b);
         }

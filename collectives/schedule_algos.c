@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_internal.h"
 #include "minidc/schedule.h"
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -629,10 +630,7 @@ static mdc_status b_bcast_scatter_ag(mdc_schedule *s) {
 static mdc_status b_bcast_pipeline(mdc_schedule *s) {
     int p = s->p;
     size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
-    size_t chunk = s->chunk_bytes ? s->chunk_bytes : (size_t)1 << 20;
-    chunk -= chunk % esz;
-    if (!chunk) chunk = esz;
-    size_t m = (n + chunk - 1) / chunk;
+    size_t chunk = mdc_i_pipeline_chunk(s->chunk_bytes, esz), m = (n + chunk - 1) / chunk;
     formula(s, p > 1 ? (double)n : 0, "n  (the root sends each chunk once; every other rank receives n and "
             "forwards it, but the last)");
     if (p == 1 || !n) return MDC_OK;

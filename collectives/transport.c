@@ -112,6 +112,30 @@ mdc_transport *mdc_transport_default(void) { return default_transport; }
  * With more ranks than cores, a wait older than 100 us (MINIDC_DOOR_US) sleeps on the
  * rank's doorbell instead (doorbell.c) whenever the peers it waits for have nothing under
  * way: a yielding rank can take half the core from a peer copying a large message. */
+/* Opens the doorbells when `want` (with more ranks than cores) and maps each rank of the
+ * transport's communicator to its MPI_COMM_WORLD rank, by which doorbells are indexed
+ * (t->door; left NULL when doorbells are off). `lr`: MPI_LOCALNRANKS, or NULL. */
+static void door_map(mdc_transport *t, const char *lr, int want) {
+    int wr = 0, ws = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    MPI_Comm_size(MPI_COMM_WORLD, &ws);
+    long wlocal = lr && atol(lr) > 0 ? atol(lr) : ws;
+    if (!mdc_i_door_open(wr, ws, (int)wlocal, want)) return;
+    t->door = malloc((size_t)t->size * sizeof *t->door);
+    int *ids = malloc((size_t)t->size * sizeof *ids);
+    MPI_Group mine, world;
+    MPI_Comm_group(t->comm, &mine);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    for (int i = 0; ids && i < t->size; i++) ids[i] = i;
+    if (!t->door || !ids || MPI_Group_translate_ranks(mine, t->size, ids, world, t->door) != MPI_SUCCESS) {
+        free(t->door);
+        t->door = NULL;
+    }
+    free(ids);
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
+}
+
 static void wait_policy(mdc_transport *t) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *lr = getenv("MPI_LOCALNRANKS");
@@ -126,26 +150,7 @@ static void wait_policy(mdc_transport *t) {
     t->door_s = 100e-6;
     e = getenv("MINIDC_DOOR_US");
     if (e && *e) t->door_s = atof(e) * 1e-6;
-    /* Doorbells are indexed by MPI_COMM_WORLD rank, shared by every communicator. */
-    int wr = 0, ws = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
-    MPI_Comm_size(MPI_COMM_WORLD, &ws);
-    long wlocal = lr && atol(lr) > 0 ? atol(lr) : ws;
-    if (!mdc_i_door_open(wr, ws, (int)wlocal, !own_core)) return;
-    t->door = malloc((size_t)t->size * sizeof *t->door);
-    if (!t->door) return;
-    MPI_Group mine, world;
-    MPI_Comm_group(t->comm, &mine);
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
-    int *ids = malloc((size_t)t->size * sizeof *ids);
-    for (int i = 0; ids && i < t->size; i++) ids[i] = i;
-    if (!ids || MPI_Group_translate_ranks(mine, t->size, ids, world, t->door) != MPI_SUCCESS) {
-        free(t->door);
-        t->door = NULL;
-    }
-    free(ids);
-    MPI_Group_free(&mine);
-    MPI_Group_free(&world);
+    door_map(t, lr, !own_core);
 }
 
 mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_device *dev,
