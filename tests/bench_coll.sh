@@ -22,6 +22,12 @@ out=$(timeout 120 "$MPIEXEC" -n 3 "$BUILD/minidc" bench allreduce -b 1K -e 64K -
     echo "$out" | grep -q ' ring ' && echo "$out" | grep -q '^# ok: 0' || { echo "bench --algo ring --dtype bf16:"; echo "$out"; fail=1; }
 out=$(timeout 120 "$MPIEXEC" -n 2 "$BUILD/minidc" bench allreduce -b 1K -e 1K --dtype i32 --op max --check 2>&1) &&
     echo "$out" | grep -q '^# ok: 0' || { echo "bench --dtype i32 --op max:"; echo "$out"; fail=1; }
+# Both call orders (--order): named in the header, every call of ours verified.
+for o in blocks alternate; do
+    out=$(timeout 120 "$MPIEXEC" -n 2 "$BUILD/minidc" bench allgather -b 1K -e 16K -f 4 --iters 9 --order $o --check 2>&1) &&
+        echo "$out" | grep -q "^# order: $o" && echo "$out" | grep -q '^# ok: 0' || { echo "bench --order $o:"; echo "$out"; fail=1; }
+done
+"$BUILD/minidc" bench allgather --order sideways >/dev/null 2>&1 && { echo "--order sideways was accepted"; fail=1; }
 "$BUILD/minidc" bench nosuch >/dev/null 2>&1 && { echo "an unknown benchmark was accepted"; fail=1; }
 [ $fail = 0 ] && echo "bench_coll: ok"
 exit $fail

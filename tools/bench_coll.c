@@ -2,17 +2,17 @@
  * collective in the same run.
  *
  *   mpiexec.mpich -n 4 build/minidc bench allreduce -b 8 -e 64M -f 4 [--algo A] [--dtype f32]
- *       [--op sum] [--iters N] [--check] [--device h100]
+ *       [--op sum] [--iters N] [--order blocks|alternate] [--check] [--device h100]
  *
  * Sizes are nccl-tests' S: allreduce and broadcast the vector, reduce_scatter and allgather the
  * full buffer of p blocks, alltoall one rank's send buffer. Time: before each call every
  * rank meets in minidc's (polite) barrier, then times the call; minidc's and MPICH's calls
- * alternate, iteration by iteration, so both see the same machine (the development machine is
- * shared: its speed drifts within seconds); the reported time is the median over iterations
- * of the maximum over ranks. algbw = S / time; busbw = algbw x
+ * run in short blocks that take turns (time_calls), so both see the same machine (the
+ * development machine is shared: its speed drifts within seconds); the reported time is the
+ * median over iterations of the maximum over ranks. algbw = S / time; busbw = algbw x
  * nccl-tests' factor (AllReduce 2(p-1)/p; ReduceScatter, AllGather, AlltoAll (p-1)/p;
  * Broadcast 1). #wrong counts wrong elements over all ranks (integer-valued inputs, so the
- * exact answer does not depend on summation order); --check verifies every iteration instead
+ * exact answer does not depend on summation order); --check verifies every call instead
  * of one call per size. "mpich" is MPI_<Coll> on the same buffers; ratio = mpich / minidc
  * (above 1: minidc is faster). virt is the emulated device's virtual time for one call (max
  * over ranks, from a zeroed clock). floor is the least time any algorithm could take on this
@@ -57,7 +57,7 @@ typedef struct {
     const char *algo, *pick;
     mdc_dtype t;
     mdc_op op;
-    int iters, check, mpich;
+    int iters, check, mpich, alternate;
 } bench_opts;
 
 /* ---- element access: integer-valued inputs, exact in every type ----------------------- */
@@ -209,9 +209,23 @@ static double median_of_max(double *t, int n) {
     return med;
 }
 
-/* Times `iters` calls of ours and, when o->mpich, as many of MPICH's, alternating: median
- * over iterations of the max over ranks, seconds, into *ours and *theirs. With --check, also
- * counts wrong elements of every call of ours into *wrong. */
+/* The calls per block of --order blocks: a quarter of the iterations (5 of 20), so drift
+ * over a size's run is shared by both libraries, and a block is long enough that most of
+ * its calls follow a call of the same library. */
+static int block_calls(const bench_opts *o) { return o->alternate ? 1 : (o->iters + 3) / 4; }
+
+/* Times `iters` calls of ours and, when o->mpich, as many of MPICH's: median over iterations of
+ * the max over ranks, seconds, into *ours and *theirs. With --check, also counts wrong elements
+ * of every call of ours into *wrong.
+ * Order. blocks (default): rounds of block_calls() calls of one library, then as many of the
+ * other; which goes first swaps every round, so drift on a shared machine hits both alike.
+ * Each block starts with one untimed call: a call can leave work behind that the next call
+ * pays for (measured, docs/performance.md "How the two are timed": a 2-rank 32 KiB
+ * MPI_Allgather makes the call after it ~1.3-2 us slower, whichever library that call
+ * belongs to), and strict alternation charges all of MPICH's leftovers to minidc and none of
+ * minidc's to MPICH. In blocks, each library's timed calls follow its own calls, as in an
+ * application that calls one library. alternate (--order alternate): ours, theirs, ours, ...,
+ * every call timed, each following the other library's. */
 static void time_calls(const bench_opts *o, bench_case *c, double *ours, double *theirs,
                        size_t *wrong, mdc_status *st) {
     double *t = calloc(2 * (size_t)o->iters, sizeof *t), *tm = t + o->iters;
@@ -220,19 +234,23 @@ static void time_calls(const bench_opts *o, bench_case *c, double *ours, double 
         *st = MDC_ERR_OOM_HOST;
         return;
     }
-    for (int it = 0; it < o->iters && *st == MDC_OK; it++) {
-        if (o->check) prepare(o, c);
-        if ((*st = mdc_barrier(c->g))) break;
-        double t0 = MPI_Wtime();
-        *st = run_minidc(o, c);
-        t[it] = MPI_Wtime() - t0;
-        if (*st) break;
-        if (o->check) *wrong += verify(o, c);
-        if (!o->mpich) continue;
-        if ((*st = mdc_barrier(c->g))) break;
-        t0 = MPI_Wtime();
-        if (run_mpich(o, c) != MPI_SUCCESS) *st = mdc_fail(MDC_ERR_MPI, "MPICH's %s failed", o->def->name);
-        tm[it] = MPI_Wtime() - t0;
+    int block = block_calls(o), warm = !o->alternate, done[2] = {0, 0}; /* [0] ours, [1] MPICH */
+    for (int round = 0; *st == MDC_OK && (done[0] < o->iters || (o->mpich && done[1] < o->iters)); round++) {
+        for (int k = 0; k < 2 && *st == MDC_OK; k++) {
+            int side = o->alternate ? k : k ^ (round & 1);
+            if (side && !o->mpich) continue;
+            int n = o->iters - done[side] < block ? o->iters - done[side] : block;
+            for (int j = -warm; j < n && n > 0 && *st == MDC_OK; j++) {
+                if (!side && o->check) prepare(o, c);
+                if ((*st = mdc_barrier(c->g))) break;
+                double t0 = MPI_Wtime();
+                if (!side) *st = run_minidc(o, c);
+                else if (run_mpich(o, c) != MPI_SUCCESS) *st = mdc_fail(MDC_ERR_MPI, "MPICH's %s failed", o->def->name);
+                double dt = MPI_Wtime() - t0;
+                if (j >= 0) (side ? tm : t)[done[side]++] = dt;
+                if (!side && !*st && o->check) *wrong += verify(o, c);
+            }
+        }
     }
     *ours = median_of_max(t, o->iters);
     if (o->mpich) *theirs = median_of_max(tm, o->iters);
@@ -270,7 +288,10 @@ static void usage(FILE *f) {
             "  --dtype T      f32 f64 f16 bf16 i32 i64 u8 (default f32; f16/bf16 have no MPICH column)\n"
             "  --op OP        sum prod min max (default sum)\n"
             "  --iters N      timed iterations per size (default 20 up to 1 MiB, 10 to 16 MiB, then 5)\n"
-            "  --check        verify every timed iteration (default: one verified call per size)\n"
+            "  --order O      blocks (default: rounds of iters/4 calls of one library, then of the\n"
+            "                 other, each block after one untimed call) or alternate (ours, MPICH's,\n"
+            "                 ours, ...: each call follows the other library's)\n"
+            "  --check        verify every call of ours (default: one verified call per size)\n"
             "  --no-mpich     skip MPICH's column\n"
             "%s",
             mdc_device_options_help());
@@ -296,6 +317,7 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
     o->iters = 0;
     o->check = 0;
     o->mpich = 1;
+    o->alternate = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -315,6 +337,7 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
             o->op = (mdc_op)(op < 0 ? 0 : op);
             i++;
         } else if (!strcmp(a, "--iters") && v) o->iters = atoi(v), bad = o->iters < 1, i++;
+        else if (!strcmp(a, "--order") && v) o->alternate = !strcmp(v, "alternate"), bad = !o->alternate && strcmp(v, "blocks"), i++;
         else if (!strcmp(a, "--check")) o->check = 1;
         else if (!strcmp(a, "--no-mpich")) o->mpich = 0;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -454,11 +477,14 @@ int mdc_bench_coll(int argc, char **argv) {
         char *nl = strchr(ver, '\n');
         if (nl) *nl = '\0';
         printf("# minidc bench %s: %d ranks, %s, op %s, algo %s%s, virtual device %s, "
-               "time = median over iterations of max over ranks\n# reference: %s\n",
+               "time = median over iterations of max over ranks\n# order: %s\n# reference: %s\n",
                o.def->name, p, mdc_dtype_name(o.t), mdc_op_name(o.op), o.algo ? o.algo : "auto",
                o.algo ? "" : !strcmp(o.pick, "host") ? " (cost model on this host's links, --pick host)"
                                                       : " (cost model on the device's links, --pick device)",
-               spec->name, ver);
+               spec->name,
+               o.alternate ? "alternate (ours, MPICH's, ours, ...: every call follows the other library's)"
+                           : "blocks (iters/4 calls of one library, then of the other, each block after one untimed call)",
+               ver);
         printf("# busbw factor %.4g; ratio = MPICH time / minidc time (>1: minidc faster)\n",
                o.def->busfactor(p));
         printf("# floor = %.4g x the time for every rank to memcpy S bytes at once (the least any "
