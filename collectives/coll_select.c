@@ -43,7 +43,7 @@ static const mdc_algo_info reduce_scatter_algos[] = {
     A("ring", "mdc_reduce_scatter_ring", "p-1 steps around the ring, NCCL order (block c starts at c+1, ends at c)",
       "(p-1) a + (p-1)/p n (b + g)"),
     A("recursive_halving", "mdc_reduce_scatter_recursive_halving", "lg p steps, halving the range exchanged (fold for p != 2^k)",
-      "lg p a + (p-1)/p n (b + g)"),
+      "lg p a + (p-1)/p n (b + g) + n/p c"),
     A("pairwise", "mdc_reduce_scatter_pairwise", "p-1 steps: send block r+s to r+s, receive from r-s",
       "(p-1) a + (p-1)/p n (b + g)"),
 };
@@ -251,7 +251,10 @@ double mdc_coll_cost_params(mdc_coll c, const char *algo, int p, size_t bytes, c
         }
         break;
     case MDC_COLL_REDUCE_SCATTER:
-        if (!strcmp(name, "recursive_halving")) return lg2 * a + f * n * (b + g) + (fold ? 2 * a + n * b + n * g : 0);
+        /* Halving reduces into scratch (its ranges are not the caller's block) and copies the
+         * block out at the end; ring and pairwise reduce straight into place. */
+        if (!strcmp(name, "recursive_halving"))
+            return lg2 * a + f * n * (b + g) + n / P * cp + (fold ? 2 * a + n * b + n * g : 0);
         return (P - 1) * a + f * n * (b + g);
     case MDC_COLL_ALLGATHER:
         if (!strcmp(name, "ring")) return (P - 1) * a + f * n * b;

@@ -7,7 +7,8 @@
  *   (lower new rank OP higher). Finally odd folded ranks hand the even rank its block.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH reduce_scatter recursive halving).
  * Restrictions: none. Halves may be unequal when counts differ.
- * Cost: lg p alpha + (p-1)/p n (beta + gamma); a non-power of two adds 2 alpha + n beta + n gamma. */
+ * Cost: lg p alpha + (p-1)/p n (beta + gamma) + n/p c (the own block is reduced in scratch and
+ *   copied out; c = 2/3 gamma); a non-power of two adds 2 alpha + n beta + n gamma. */
 #include "coll_internal.h"
 
 mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *src, void *work,

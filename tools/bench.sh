@@ -19,6 +19,11 @@ for p in ${BENCH_COLL_RANKS:-2 4 8}; do
         "$MPIEXEC" -n "$p" "$BUILD/minidc" bench "$c" -b "$lo" -e "${BENCH_COLL_MAX:-64M}" -f 4 || exit 1
     done
 done
+# ---- why the benchmark times each library in blocks: what a call leaves for the next ----
+echo "== tests/bench_after.c: a call after MPI_Allgather vs after mdc_allgather (2 ranks, 32 KiB per rank)"
+"$MPIEXEC" -n 2 "$BUILD/tests/bench_after" 32 MMMdddd 2000 || exit 1
+"$MPIEXEC" -n 2 "$BUILD/tests/bench_after" 32 MdMd 2000 || exit 1
+"$MPIEXEC" -n 2 "$BUILD/tests/bench_after" 32 MFdFMFd 300 || exit 1
 # ---- why waits sleep on doorbells (collectives/doorbell.c): a copy next to yielding waiters ----
 echo "== tests/bench_p2p.c yield: one 64 MiB message at 4 ranks, waiters yielding vs sleeping"
 "$MPIEXEC" -n 4 "$BUILD/tests/bench_p2p" yield 64 || exit 1
