@@ -8,6 +8,8 @@
  * Runs SEQUENCE ROUNDS times; before every step all ranks meet in minidc's barrier. Steps:
  *   M  MPI_Allgather of KiB per rank (MPICH's own)
  *   d  mdc_allgather of the same buffers (minidc, its `auto` choice)
+ *   A  MPI_Alltoall, KiB from every rank to every rank
+ *   a  mdc_alltoall of the same buffers
  *   F  every rank writes 64 MiB of another buffer (pushes the buffers out of the caches)
  * Prints each step's median over rounds of the max over ranks, in microseconds. If a call
  * left nothing behind, an M (or d) would take the same time wherever it stands. */
@@ -37,15 +39,15 @@ int main(int argc, char **argv) {
     const char *seq = argc > 2 ? argv[2] : "MMMdddd";
     int rounds = argc > 3 ? atoi(argv[3]) : 2000;
     size_t n = (size_t)(kib * 1024), steps = strlen(seq), flush = (size_t)64 << 20;
-    if (kib <= 0 || rounds < 1 || steps == 0 || strspn(seq, "MdF") != steps)
-        die(me, "usage: bench_after [KiB per rank > 0] [SEQUENCE of M d F] [ROUNDS >= 1]");
+    if (kib <= 0 || rounds < 1 || steps == 0 || strspn(seq, "MdAaF") != steps)
+        die(me, "usage: bench_after [KiB per rank > 0] [SEQUENCE of M d A a F] [ROUNDS >= 1]");
     mdc_transport *t;
     mdc_group *g;
     if (mdc_transport_create(&t, NULL, NULL, 8) || mdc_group_world(&g, t)) die(me, mdc_detail());
-    char *s = malloc(n), *r = malloc(n * (size_t)p), *f = strchr(seq, 'F') ? malloc(flush) : NULL;
+    char *s = malloc(n * (size_t)p), *r = malloc(n * (size_t)p), *f = strchr(seq, 'F') ? malloc(flush) : NULL;
     double *tm = malloc(sizeof *tm * steps * (size_t)rounds), *mx = malloc(sizeof *mx * steps * (size_t)rounds);
     if (!s || !r || !tm || !mx || (strchr(seq, 'F') && !f)) die(me, "out of memory");
-    memset(s, me + 1, n);
+    memset(s, me + 1, n * (size_t)p);
     memset(r, 0, n * (size_t)p);
     for (int k = 0; k < rounds; k++)
         for (size_t j = 0; j < steps; j++) {
@@ -56,6 +58,11 @@ int main(int argc, char **argv) {
                     die(me, "MPI_Allgather failed");
             } else if (seq[j] == 'd') {
                 if (mdc_allgather(s, r, n, MDC_U8, g)) die(me, mdc_detail());
+            } else if (seq[j] == 'A') {
+                if (MPI_Alltoall(s, (int)n, MPI_BYTE, r, (int)n, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS)
+                    die(me, "MPI_Alltoall failed");
+            } else if (seq[j] == 'a') {
+                if (mdc_alltoall(s, r, n, MDC_U8, g)) die(me, mdc_detail());
             } else {
                 memset(f, k + (int)j, flush);
             }
@@ -63,7 +70,7 @@ int main(int argc, char **argv) {
         }
     for (int q = 0; q < p; q++) /* every block received holds its sender's byte */
         if (r[(size_t)q * n] != (char)(q + 1) || r[(size_t)q * n + n - 1] != (char)(q + 1))
-            die(me, "allgather delivered a wrong block");
+            die(me, "a wrong block arrived");
     MPI_Allreduce(tm, mx, (int)(steps * (size_t)rounds), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (me == 0) {
         printf("%d ranks, %g KiB per rank, %d rounds of %s; median of the max over ranks (us):", p, kib, rounds, seq);
