@@ -219,11 +219,11 @@ static int block_calls(const bench_opts *o) { return o->alternate ? 1 : (o->iter
  * of every call of ours into *wrong.
  * Order. blocks (default): rounds of block_calls() calls of one library, then as many of the
  * other; which goes first swaps every round, so drift on a shared machine hits both alike.
- * Each block starts with one untimed call: a call can leave work behind that the next call
- * pays for (measured, docs/performance.md "How the two are timed": a 2-rank 32 KiB
- * MPI_Allgather makes the call after it ~1.3-2 us slower, whichever library that call
- * belongs to), and strict alternation charges all of MPICH's leftovers to minidc and none of
- * minidc's to MPICH. In blocks, each library's timed calls follow its own calls, as in an
+ * Each block starts with one untimed call: a call leaves the caches in a state that the next
+ * call pays for (tests/bench_after.c; docs/performance.md "How the two are timed": after a
+ * 2-rank 32 KiB MPI_Allgather the next call takes 1.6-2.2 us longer than after an
+ * mdc_allgather, whichever library it belongs to), and strict alternation charges all of
+ * MPICH's after-effects to minidc and none of minidc's to MPICH. In blocks, each library's timed calls follow its own calls, as in an
  * application that calls one library. alternate (--order alternate): ours, theirs, ours, ...,
  * every call timed, each following the other library's. */
 static void time_calls(const bench_opts *o, bench_case *c, double *ours, double *theirs,
