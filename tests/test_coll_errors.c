@@ -62,6 +62,17 @@ int main(int argc, char **argv) {
     TU_CHECK(mdc_coll_cost(MDC_COLL_ALLREDUCE, "ring", 8, 8, a, b, gm) >
                  mdc_coll_cost(MDC_COLL_ALLREDUCE, "recursive_doubling", 8, 8, a, b, gm), "cost: rd small");
     TU_CHECK(mdc_coll_cost(MDC_COLL_ALLREDUCE, "nosuch", 8, 8, a, b, gm) < 0, "cost: unknown algorithm");
+    /* Recursive halving's reduce-scatter copies its block out of scratch (n/p c): with this
+     * host's figures it wins on fewer messages below 48 KiB (4 ranks) / 384 KiB (8 ranks), ring
+     * above (docs/collectives.md). */
+    double ha = 2e-6, hb = 1.0 / 8e9, hg = 1.0 / 4e9;
+    for (int q = 4; q <= 8; q += 4) {
+        size_t small = q == 4 ? 32u << 10 : 256u << 10, large = q == 4 ? 64u << 10 : 512u << 10;
+        TU_CHECK(mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "recursive_halving", q, small, ha, hb, hg) <
+                     mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "ring", q, small, ha, hb, hg), "cost: halving small");
+        TU_CHECK(mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "recursive_halving", q, large, ha, hb, hg) >
+                     mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "ring", q, large, ha, hb, hg), "cost: ring large");
+    }
 
     /* Mismatched count (rank 0 passes one more): an error everywhere, in bounded time. */
     if (p > 1) {
