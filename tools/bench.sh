@@ -27,8 +27,8 @@ echo "== tests/bench_after.c: a call after MPI_Allgather vs after mdc_allgather 
 # ---- why waits sleep on doorbells (collectives/doorbell.c): a copy next to yielding waiters ----
 echo "== tests/bench_p2p.c yield: one 64 MiB message at 4 ranks, waiters yielding vs sleeping"
 "$MPIEXEC" -n 4 "$BUILD/tests/bench_p2p" yield 64 || exit 1
-# ---- the ceiling of MPI point-to-point on this machine: every rank exchanging at once ----
-echo "== tests/bench_p2p.c exchange: ranks exchange 32 MiB in pairs, all at once (what MPI messages can move)"
+# ---- what MPI point-to-point moves on this machine when every rank exchanges at once ----
+echo "== tests/bench_p2p.c exchange: ranks exchange 32 MiB in pairs, all at once (a plain pattern's rate, not a ceiling)"
 for p in 2 4 8; do "$MPIEXEC" -n $p "$BUILD/tests/bench_p2p" exchange 32 || exit 1; done
 # ---- the interposer: a plain MPI program with and without LD_PRELOAD=libminidc_mpi.so ----
 echo "== tools/bench_interposer.sh (tests/bench_interposer.c with and without the library)"
