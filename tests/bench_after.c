@@ -39,8 +39,8 @@ int main(int argc, char **argv) {
     const char *seq = argc > 2 ? argv[2] : "MMMdddd";
     int rounds = argc > 3 ? atoi(argv[3]) : 2000;
     size_t n = (size_t)(kib * 1024), steps = strlen(seq), flush = (size_t)64 << 20;
-    if (kib <= 0 || rounds < 1 || steps == 0 || strspn(seq, "MdAaF") != steps)
-        die(me, "usage: bench_after [KiB per rank > 0] [SEQUENCE of M d A a F] [ROUNDS >= 1]");
+    if (kib <= 0 || kib > 1024.0 * 1024 || rounds < 1 || steps == 0 || strspn(seq, "MdAaF") != steps)
+        die(me, "usage: bench_after [KiB per rank, 0 < KiB <= 1 GiB] [SEQUENCE of M d A a F] [ROUNDS >= 1]");
     mdc_transport *t;
     mdc_group *g;
     if (mdc_transport_create(&t, NULL, NULL, 8) || mdc_group_world(&g, t)) die(me, mdc_detail());
