@@ -47,8 +47,17 @@ mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int p
                               mdc_group *g, mdc_request **req);
 mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, int tag,
                               mdc_group *g, mdc_request **req);
+/* A sliced receive into `window` slots of `slice` bytes at `slots` (room for min(window,
+ * pieces) of them) instead of the whole payload: piece k lands in slot k % window
+ * (mdc_i_piece_data). Pieces must be waited on in order, and waiting on piece k gives the slots
+ * of the pieces before it to the pieces that follow: a receiver that reduces each piece as it
+ * lands reads it while it is still in cache. mdc_waitall refuses such a receive (MDC_ERR_INVALID,
+ * the requests left as they were) until its last piece has been posted. */
+mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int window, int peer, int tag,
+                              mdc_group *g, mdc_request **req);
 int mdc_i_request_pieces(const mdc_request *r);
 mdc_status mdc_i_wait_piece(mdc_request *r, int k);
+void *mdc_i_piece_data(const mdc_request *r, int k); /* where piece k of a receive landed */
 void mdc_i_abandon(mdc_request **reqs, int n);
 /* The pipelined broadcast's chunk (bcast_pipeline.c; also its cost and its schedule):
  * chunk_bytes (the ring chunk) if non-zero, else 1 MiB, cut to whole elements of esz bytes

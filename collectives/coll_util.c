@@ -115,6 +115,10 @@ static void reduce_range(void *out, const void *in, const void *own, size_t from
 /* At most this many pieces per message: MPI's cost per piece grows with the pieces in flight
  * (a 1 MiB message in 100-byte pieces took 20 s), so a large message gets larger pieces. */
 #define MAX_PIECES 64
+/* Slots of the window a reducing receive's pieces take turns in (mdc_i_irecv_window): 4 x
+ * 256 KiB stays in a core's L2 here. 2 ranks, 16 MiB allreduce in plain MPI, pieces received
+ * into the whole 8 MiB scratch against 4 slots: 3.4-4.1 ms against 2.9-3.5 ms. */
+#define WINDOW 4
 
 /* The piece size of a reducing message of `bytes` (0: not sliced); both ends compute it from
  * the size alone. */
@@ -134,18 +138,24 @@ mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int 
     mdc_request *r[2] = {NULL, NULL};
     mdc_status st = MDC_OK;
     int rsliced = slice != 0;
+    /* Reducing into what is still being sent would change the message under MPI's feet (the
+     * in-place 2-rank ring reduce-scatter writes its result over the block it sends): then
+     * the pieces are only received as they land, and reduced once the send is done.
+     * Otherwise each piece is reduced as it lands, and the pieces take turns in a window of
+     * WINDOW slots at the start of tmp, so each is read while it is still in cache (the rest
+     * of tmp is never touched). */
+    const char *sb = sbuf, *ob = out, *tb = tmp, *wb = own;
+    int early = rsliced && !(sbytes && ob < sb + sbytes && sb < ob + rbytes);
+    /* out or own inside tmp (out may be tmp): the pieces must stay where they landed. */
+    int window = early && !(ob < tb + rbytes && tb < ob + rbytes) && !(wb < tb + rbytes && tb < wb + rbytes);
     if (rbytes)
-        st = rsliced ? mdc_i_irecv_sliced(tmp, rbytes, slice, src, tag, g, &r[0])
-                     : mdc_irecv(tmp, rbytes, src, tag, g, &r[0]);
+        st = window    ? mdc_i_irecv_window(tmp, rbytes, slice, WINDOW, src, tag, g, &r[0])
+             : rsliced ? mdc_i_irecv_sliced(tmp, rbytes, slice, src, tag, g, &r[0])
+                       : mdc_irecv(tmp, rbytes, src, tag, g, &r[0]);
     if (!st && sbytes)
         st = sslice ? mdc_i_isend_sliced(sbuf, sbytes, sslice, dst, tag, g, &r[1])
                     : mdc_isend(sbuf, sbytes, dst, tag, g, &r[1]);
     if (st) return st; /* as mdc_i_xchg: a posted receive stays with MPI */
-    /* Reducing into what is still being sent would change the message under MPI's feet (the
-     * in-place 2-rank ring reduce-scatter writes its result over the block it sends): then
-     * the pieces are only received as they land, and reduced once the send is done. */
-    const char *sb = sbuf, *ob = out;
-    int early = rsliced && !(sbytes && ob < sb + sbytes && sb < ob + rbytes);
     size_t done = 0; /* elements reduced so far */
     for (int k = 0; early && k < mdc_i_request_pieces(r[0]); k++) {
         if ((st = mdc_i_wait_piece(r[0], k))) {
@@ -153,7 +163,8 @@ mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int 
             return st;
         }
         size_t e = ((size_t)(k + 1) * slice < rbytes ? (size_t)(k + 1) * slice : rbytes) / esz;
-        reduce_range(out, tmp, own, done, e, incoming_left, t, op);
+        const char *in = mdc_i_piece_data(r[0], k), *mine = (const char *)own + done * esz;
+        mdc_i_reduce3((char *)out + done * esz, incoming_left ? in : mine, incoming_left ? mine : in, e - done, t, op);
         done = e;
     }
     if ((st = mdc_waitall(r, 2))) return st;

@@ -23,22 +23,25 @@ mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const voi
     for (int c = 0; c < n; c++)
         if (len[c] > maxlen) maxlen = len[c];
     char *tmp;
-    /* Two scratch blocks when partials live in scratch (ping-pong: send one, receive the other). */
-    mdc_status st = mdc_i_alloc((void **)&tmp, (work ? 1 : 2) * maxlen * esz, "ring reduce-scatter");
+    /* The incoming block lands in scratch (xchg_reduce reduces it piece by piece as it lands).
+     * When partials live in scratch too, two more blocks: send the partial of one step while
+     * reducing into the other. */
+    mdc_status st = mdc_i_alloc((void **)&tmp, (work ? 1 : 3) * maxlen * esz, "ring reduce-scatter");
     if (st) return st;
     int next = mdc_i_member(mem, (pos + 1) % n), prev = mdc_i_member(mem, (pos - 1 + n) % n);
     const char *sendp = s + off[mdc_i_mod(pos - 1, n)] * esz;
+    char *rbuf = tmp + (work ? 0 : 2 * maxlen * esz);
     for (int step = 0; step < n - 1; step++) {
         int sb = mdc_i_mod(pos - step - 1, n), rb = mdc_i_mod(pos - step - 2, n);
-        char *rbuf = tmp + (work ? 0 : (size_t)(step & 1) * maxlen * esz);
+        char *part = work ? rbuf : tmp + (size_t)(step & 1) * maxlen * esz; /* a partial in scratch */
         const char *own = s + off[rb] * esz;
         char *out;
         if (step == n - 2) { /* rb == pos: the finished block goes to dst */
             out = dst;
             size_t b = len[rb] * esz;
-            if (out != own && out < own + b && own < out + b) out = rbuf; /* partial overlap */
+            if (out != own && out < own + b && own < out + b) out = part; /* partial overlap */
         } else {
-            out = work ? (char *)work + off[rb] * esz : rbuf;
+            out = work ? (char *)work + off[rb] * esz : part;
         }
         st = mdc_i_xchg_reduce(g, sendp, len[sb] * esz, next, rbuf, len[rb], prev, own, out, 1, t, op, tag);
         if (st) break;

@@ -75,6 +75,9 @@ struct mdc_request {
     size_t piece;              /* payload bytes per piece when npieces > 0 */
     size_t got;                /* receive: bytes of pieces already completed by a piece wait */
     int hdr;                   /* pieces mode: mreq[0] is the header */
+    int window;                /* receive in pieces: W slots of `piece` bytes reused in turn (0: none) */
+    int posted;                /* pieces whose MPI receive is posted (all of them without a window) */
+    int mpi_tag;               /* the MPI tag the pieces travel with */
     int hdr_checked;           /* receive: the header arrived and its size matched */
     piece_header ph;
     MPI_Request *mreq;         /* npieces (+hdr) MPI requests */
@@ -422,13 +425,17 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
             else
                 rc = MPI_Irecv(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
         }
-        for (int i = 0; rc == MPI_SUCCESS && i < r->npieces; i++) {
+        int first = r->window && r->window < r->npieces ? r->window : r->npieces; /* posted now */
+        for (int i = 0; rc == MPI_SUCCESS && i < first; i++) {
             size_t off = (size_t)i * r->piece, n = r->bytes - off < r->piece ? r->bytes - off : r->piece;
             if (r->is_send)
                 rc = MPI_Isend((char *)payload + off, (int)n, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
             else
                 rc = MPI_Irecv((char *)payload + off, (int)n, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
         }
+        r->posted = first;
+        r->mpi_tag = tag;
+        for (int i = first; i < r->npieces; i++) r->mreq[k++] = MPI_REQUEST_NULL; /* posted later */
         r->nmreq = k;
     }
     if (rc != MPI_SUCCESS)
@@ -456,13 +463,14 @@ static mdc_status isend(const void *buf, size_t bytes, size_t slice, int peer, i
     return MDC_OK;
 }
 
-static mdc_status irecv(void *buf, size_t bytes, size_t slice, int peer, int tag, mdc_group *g,
-                        mdc_request **req) {
+static mdc_status irecv(void *buf, size_t bytes, size_t slice, int window, int peer, int tag,
+                        mdc_group *g, mdc_request **req) {
     *req = NULL;
     mdc_status st = check_p2p(buf, bytes, peer, tag, g, "mdc_irecv");
     if (st) return st;
     mdc_request *r = request_new(g, peer, bytes, 0, slice);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "receive request");
+    if (r->npieces) r->window = window;
     if (g->t->trace) g->t->trace(g->t->trace_ctx, 0, g->me, peer, bytes, tag);
     r->user = buf;
     st = request_post(r, buf, mpi_tag(g, tag));
@@ -478,7 +486,7 @@ mdc_status mdc_isend(const void *buf, size_t bytes, int peer, int tag, mdc_group
     return isend(buf, bytes, 0, peer, tag, g, req);
 }
 mdc_status mdc_irecv(void *buf, size_t bytes, int peer, int tag, mdc_group *g, mdc_request **req) {
-    return irecv(buf, bytes, 0, peer, tag, g, req);
+    return irecv(buf, bytes, 0, 0, peer, tag, g, req);
 }
 mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int peer, int tag,
                               mdc_group *g, mdc_request **req) {
@@ -486,7 +494,12 @@ mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int p
 }
 mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, int tag,
                               mdc_group *g, mdc_request **req) {
-    return irecv(buf, bytes, slice ? slice : 1, peer, tag, g, req);
+    return irecv(buf, bytes, slice ? slice : 1, 0, peer, tag, g, req);
+}
+mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int window, int peer, int tag,
+                              mdc_group *g, mdc_request **req) {
+    if (window < 1) return mdc_fail(MDC_ERR_INVALID, "mdc_i_irecv_window: %d slots", window);
+    return irecv(slots, bytes, slice ? slice : 1, window, peer, tag, g, req);
 }
 
 /* Polite pause number `n` of a wait (after the busy-poll phase): yield, then once the wait
@@ -686,12 +699,28 @@ static mdc_status check_header(mdc_request *r) {
 
 int mdc_i_request_pieces(const mdc_request *r) { return r->npieces ? r->npieces : 1; }
 
+void *mdc_i_piece_data(const mdc_request *r, int k) {
+    size_t slot = r->window ? (size_t)(k % r->window) : (size_t)k;
+    return (char *)r->user + slot * r->piece;
+}
+
 mdc_status mdc_i_wait_piece(mdc_request *r, int k) {
     if (r->npieces == 0 || k < 0 || k >= r->npieces)
         return mdc_fail(MDC_ERR_INVALID, "rank %d: piece %d of a message to/from rank %d that has %d", r->t->rank, k,
                         r->peer_world, r->npieces);
     mdc_status st = check_header(r);
     if (st) return st;
+    /* A window: pieces before k are done with, so their slots take the next pieces. */
+    while (r->window && r->posted < r->npieces && r->posted < k + r->window) {
+        size_t off = (size_t)r->posted * r->piece, n = r->bytes - off < r->piece ? r->bytes - off : r->piece;
+        if (MPI_Irecv(mdc_i_piece_data(r, r->posted), (int)n, MPI_BYTE, r->peer_world, r->mpi_tag, r->t->comm,
+                      &r->mreq[r->hdr + r->posted]) != MPI_SUCCESS)
+            return mdc_fail(MDC_ERR_MPI, "rank %d: MPI Irecv from rank %d failed", r->t->rank, r->peer_world);
+        r->posted++;
+    }
+    if (k >= r->posted)
+        return mdc_fail(MDC_ERR_INVALID, "rank %d: piece %d from rank %d waited on before piece %d was done with",
+                        r->t->rank, k, r->peer_world, k - r->window);
     MPI_Request *m = &r->mreq[r->hdr + k];
     if (*m == MPI_REQUEST_NULL) return MDC_OK;
     MPI_Status s;
@@ -701,6 +730,14 @@ mdc_status mdc_i_wait_piece(mdc_request *r, int k) {
 }
 
 mdc_status mdc_waitall(mdc_request **reqs, int n) {
+    /* A receive through a window whose later pieces are not posted yet: only waiting on its
+     * pieces one by one can take them (each lands in a slot an earlier one used). Refused,
+     * with the requests left as they are. */
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && reqs[i]->posted < reqs[i]->npieces)
+            return mdc_fail(MDC_ERR_INVALID, "rank %d: a receive from rank %d waited on whole with %d of "
+                            "its %d pieces still to be waited on one by one", reqs[i]->t->rank,
+                            reqs[i]->peer_world, reqs[i]->npieces - reqs[i]->posted, reqs[i]->npieces);
     mdc_transport *t = NULL;
     int total = 0;
     for (int i = 0; i < n; i++)
