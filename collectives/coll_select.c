@@ -339,15 +339,23 @@ int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g) {
     mdc_i_pick_memo *memo = mdc_i_group_memo(g, c);
     if (memo && memo->gen == settings_gen && memo->bytes == bytes) return memo->pick;
     mdc_cost_params m;
-    if (!strcmp(mdc_coll_get_pick(), "host"))
+    int host = !strcmp(mdc_coll_get_pick(), "host");
+    if (host)
         mdc_coll_host_params(mdc_group_size(g), &m);
     else
         mdc_coll_group_params(g, &m);
     int best = 0;
     double bc = HUGE_VAL;
     for (int i = 0; i < tables[c].n; i++) {
-        double x = mdc_coll_cost_params(c, tables[c].list[i].name, mdc_group_size(g), bytes, &m);
-        if (x >= 0 && x < bc) {
+        const char *name = tables[c].list[i].name;
+        double x = mdc_coll_cost_params(c, name, mdc_group_size(g), bytes, &m);
+        /* Equal costs go to the first listed, except on the host's clock for the reduce-scatter:
+         * ring and pairwise cost the same (the same messages and bytes), but pairwise sends
+         * inputs, so no step waits for a neighbour's previous step, and it reduces into its own
+         * block; with ranks sharing cores it was 10-25% faster here (docs/performance.md, item
+         * 18). The device's choice keeps the ring (NCCL's order). */
+        int tie_to_this = host && c == MDC_COLL_REDUCE_SCATTER && !strcmp(name, "pairwise");
+        if (x >= 0 && (x < bc || (x == bc && tie_to_this))) {
             bc = x;
             best = i;
         }

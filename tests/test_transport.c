@@ -112,6 +112,15 @@ int main(int argc, char **argv) {
         }
         if (p == 2 && !strcmp(s->name, "h100"))
             TU_CHECK(strcmp(pick[0], pick[1]) != 0, "device and host picks both %s", pick[0]);
+        /* The reduce-scatter's ring/pairwise tie: pairwise on the host's clock, never on the
+         * device's (which keeps NCCL's ring order for large blocks). */
+        if (p >= 2) {
+            mdc_coll_set_pick("host");
+            TU_CHECK(!strcmp(mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w), "pairwise"), "host pick %s",
+                     mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w));
+            mdc_coll_set_pick("device");
+            TU_CHECK(strcmp(mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w), "pairwise") != 0, "device pick pairwise");
+        }
         mdc_coll_set_pick(was);
     }
 
