@@ -104,20 +104,21 @@ mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, vo
     return mdc_i_xchg_copy(g, sbuf, sbytes, dst, rbuf, rbytes, src, tag, NULL, NULL, 0);
 }
 
-/* Elements [from, to) of an exchange-and-reduce step: out = in OP own (or own OP in). */
+/* Elements [from, to) of an exchange-and-reduce step: out = in OP own (or own OP in); `in`
+ * holds the incoming elements from `from` on (a piece's slot, or the scratch at that offset). */
 static void reduce_range(void *out, const void *in, const void *own, size_t from, size_t to,
                          int incoming_left, mdc_dtype t, mdc_op op) {
     size_t esz = mdc_dtype_size(t);
-    const char *a = (const char *)in + from * esz, *b = (const char *)own + from * esz;
-    mdc_i_reduce3((char *)out + from * esz, incoming_left ? a : b, incoming_left ? b : a, to - from, t, op);
+    const char *b = (const char *)own + from * esz;
+    mdc_i_reduce3((char *)out + from * esz, incoming_left ? in : b, incoming_left ? b : in, to - from, t, op);
 }
 
 /* At most this many pieces per message: MPI's cost per piece grows with the pieces in flight
  * (a 1 MiB message in 100-byte pieces took 20 s), so a large message gets larger pieces. */
 #define MAX_PIECES 64
 /* Slots of the window a reducing receive's pieces take turns in (mdc_i_irecv_window): 4 x
- * 256 KiB stays in a core's L2 here. 2 ranks, 16 MiB allreduce in plain MPI, pieces received
- * into the whole 8 MiB scratch against 4 slots: 3.4-4.1 ms against 2.9-3.5 ms. */
+ * 256 KiB stays in a core's L2 here (2 ranks, 16 MiB allreduce 3.27-3.78 -> 2.46-2.79 ms;
+ * docs/performance.md, item 17). */
 #define WINDOW 4
 
 /* The piece size of a reducing message of `bytes` (0: not sliced); both ends compute it from
@@ -163,12 +164,11 @@ mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int 
             return st;
         }
         size_t e = ((size_t)(k + 1) * slice < rbytes ? (size_t)(k + 1) * slice : rbytes) / esz;
-        const char *in = mdc_i_piece_data(r[0], k), *mine = (const char *)own + done * esz;
-        mdc_i_reduce3((char *)out + done * esz, incoming_left ? in : mine, incoming_left ? mine : in, e - done, t, op);
+        reduce_range(out, mdc_i_piece_data(r[0], k), own, done, e, incoming_left, t, op);
         done = e;
     }
     if ((st = mdc_waitall(r, 2))) return st;
-    if (done < rcount) reduce_range(out, tmp, own, done, rcount, incoming_left, t, op);
+    if (done < rcount) reduce_range(out, (char *)tmp + done * esz, own, done, rcount, incoming_left, t, op);
     mdc_device *dev = mdc_transport_device(mdc_group_transport(g));
     if (dev && rcount) mdc_dev_reduce(dev, (double)rcount, (double)esz);
     return MDC_OK;

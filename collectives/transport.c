@@ -387,6 +387,18 @@ static int request_quiesce(mdc_request *r, double seconds) {
     return left == 0;
 }
 
+/* Payload bytes of piece i of a request in pieces. */
+static size_t piece_len(const mdc_request *r, int i) {
+    size_t off = (size_t)i * r->piece;
+    return r->bytes - off < r->piece ? r->bytes - off : r->piece;
+}
+
+/* Posts the receive of piece i into its place (mdc_i_piece_data: its slot with a window). */
+static int post_recv_piece(mdc_request *r, int i) {
+    return MPI_Irecv(mdc_i_piece_data(r, i), (int)piece_len(r, i), MPI_BYTE, r->peer_world, r->mpi_tag,
+                     r->t->comm, &r->mreq[r->hdr + i]);
+}
+
 /* Posts the MPI operations of a request: either one packed message, or the header (when
  * there is one) then the payload in pieces of r->piece bytes. */
 static mdc_status request_post(mdc_request *r, void *payload, int tag) {
@@ -426,17 +438,14 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
                 rc = MPI_Irecv(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
         }
         int first = r->window && r->window < r->npieces ? r->window : r->npieces; /* posted now */
-        for (int i = 0; rc == MPI_SUCCESS && i < first; i++) {
-            size_t off = (size_t)i * r->piece, n = r->bytes - off < r->piece ? r->bytes - off : r->piece;
-            if (r->is_send)
-                rc = MPI_Isend((char *)payload + off, (int)n, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
-            else
-                rc = MPI_Irecv((char *)payload + off, (int)n, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
-        }
-        r->posted = first;
         r->mpi_tag = tag;
-        for (int i = first; i < r->npieces; i++) r->mreq[k++] = MPI_REQUEST_NULL; /* posted later */
-        r->nmreq = k;
+        for (int i = 0; rc == MPI_SUCCESS && i < first; i++)
+            rc = r->is_send ? MPI_Isend((char *)payload + (size_t)i * r->piece, (int)piece_len(r, i), MPI_BYTE,
+                                        r->peer_world, tag, t->comm, &r->mreq[k + i])
+                            : post_recv_piece(r, i);
+        r->posted = first;
+        for (int i = first; i < r->npieces; i++) r->mreq[k + i] = MPI_REQUEST_NULL; /* posted later */
+        r->nmreq = k + r->npieces;
     }
     if (rc != MPI_SUCCESS)
         return mdc_fail(MDC_ERR_MPI, "rank %d: MPI %s to/from rank %d failed", t->rank,
@@ -498,7 +507,9 @@ mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, i
 }
 mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int window, int peer, int tag,
                               mdc_group *g, mdc_request **req) {
-    if (window < 1) return mdc_fail(MDC_ERR_INVALID, "mdc_i_irecv_window: %d slots", window);
+    if (window < 1)
+        return mdc_fail(MDC_ERR_INVALID, "rank %d: mdc_i_irecv_window from group rank %d with %d slots",
+                        g ? mdc_transport_rank(g->t) : -1, peer, window);
     return irecv(slots, bytes, slice ? slice : 1, window, peer, tag, g, req);
 }
 
@@ -712,10 +723,9 @@ mdc_status mdc_i_wait_piece(mdc_request *r, int k) {
     if (st) return st;
     /* A window: pieces before k are done with, so their slots take the next pieces. */
     while (r->window && r->posted < r->npieces && r->posted < k + r->window) {
-        size_t off = (size_t)r->posted * r->piece, n = r->bytes - off < r->piece ? r->bytes - off : r->piece;
-        if (MPI_Irecv(mdc_i_piece_data(r, r->posted), (int)n, MPI_BYTE, r->peer_world, r->mpi_tag, r->t->comm,
-                      &r->mreq[r->hdr + r->posted]) != MPI_SUCCESS)
-            return mdc_fail(MDC_ERR_MPI, "rank %d: MPI Irecv from rank %d failed", r->t->rank, r->peer_world);
+        if (post_recv_piece(r, r->posted) != MPI_SUCCESS)
+            return mdc_fail(MDC_ERR_MPI, "rank %d: MPI Irecv of piece %d from rank %d failed", r->t->rank,
+                            r->posted, r->peer_world);
         r->posted++;
     }
     if (k >= r->posted)
