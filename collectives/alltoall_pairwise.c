@@ -2,8 +2,9 @@
  *
  * Algorithm: p - 1 steps: at step s rank r sends its block for r + s to r + s and receives
  *   r - s's block for r, straight into place; the own block is copied during step 1. In
- *   place, the send blocks
- *   are first copied to scratch (they are overwritten as blocks arrive).
+ *   place, the p - 1 blocks for the other ranks are first copied to scratch (each is
+ *   overwritten by an arriving block, possibly before it is sent); the own block stays where
+ *   it is.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH alltoall pairwise).
  * Restrictions: none.
  * Cost: (p-1) alpha + n beta, n = one rank's send buffer (p blocks). */
@@ -14,23 +15,26 @@ mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t coun
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t bs = count * mdc_dtype_size(t);
     if (bs == 0) return MDC_OK;
+    int inplace = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf;
     char *tmp = NULL, *out = recvbuf;
+    /* Block j of what this rank sends: in place, block j > me sits one block earlier in tmp,
+     * which holds the p - 1 blocks without the own one. */
     const char *src = sendbuf;
-    if (sendbuf == MDC_IN_PLACE || sendbuf == recvbuf) {
+    if (inplace) {
         if (p == 1) return MDC_OK;
-        mdc_status st = mdc_i_alloc((void **)&tmp, (size_t)p * bs, "alltoall pairwise");
+        mdc_status st = mdc_i_alloc((void **)&tmp, (size_t)(p - 1) * bs, "alltoall pairwise");
         if (st) return st;
-        memcpy(tmp, recvbuf, (size_t)p * bs);
-        src = tmp;
+        memcpy(tmp, out, (size_t)me * bs);
+        memcpy(tmp + (size_t)me * bs, out + (size_t)(me + 1) * bs, (size_t)(p - 1 - me) * bs);
     }
     char *mine = out + (size_t)me * bs;
     if (p == 1) memcpy(mine, src, bs);
     mdc_status st = MDC_OK;
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
-        st = mdc_i_xchg_copy(g, src + (size_t)dst * bs, bs, dst, out + (size_t)from * bs, bs, from,
-                             MDC_I_TAG(MDC_COLL_ALLTOALL, 0), mine, src + (size_t)me * bs,
-                             s == 1 ? bs : 0);
+        const char *sb = inplace ? tmp + (size_t)(dst - (dst > me)) * bs : src + (size_t)dst * bs;
+        st = mdc_i_xchg_copy(g, sb, bs, dst, out + (size_t)from * bs, bs, from, MDC_I_TAG(MDC_COLL_ALLTOALL, 0),
+                             mine, inplace ? mine : src + (size_t)me * bs, s == 1 && !inplace ? bs : 0);
     }
     mdc_i_free(tmp);
     return st;

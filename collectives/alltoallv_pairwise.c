@@ -3,7 +3,9 @@
  * Algorithm: copy the own block; then p - 1 steps: at step s rank r sends sendcounts[r+s]
  *   elements from sdispls[r+s] to r + s and receives recvcounts[r-s] elements from r - s at
  *   rdispls[r-s]; empty messages are skipped (both ends know the count). In place (MPI's
- *   meaning: recvcounts/rdispls describe both), the send data is first copied to scratch.
+ *   meaning: recvcounts/rdispls describe both), the blocks for the other ranks are first
+ *   copied to scratch, packed (each is overwritten by an arriving block, possibly before it
+ *   is sent); the own block stays where it is.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH alltoallv pairwise).
  * Restrictions: counts must agree pairwise (sendcounts[j] on i == recvcounts[i] on j), else
  *   the transport reports a mismatch, or a skipped message ends in a timeout.
@@ -17,29 +19,42 @@ mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts,
     size_t esz = mdc_dtype_size(t);
     char *tmp = NULL, *out = recvbuf;
     const char *src = sendbuf;
-    if (sendbuf == MDC_IN_PLACE || sendbuf == recvbuf) {
+    size_t *toff = NULL; /* in place: where block j (j != me) waits in tmp, bytes */
+    int inplace = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf;
+    if (inplace) {
+        if (p == 1) return MDC_OK; /* the own block is already in place */
         sendcounts = recvcounts;
         sdispls = rdispls;
-        size_t ext = 0;
-        for (int i = 0; i < p; i++)
-            if (recvcounts[i] && (rdispls[i] + recvcounts[i]) * esz > ext) ext = (rdispls[i] + recvcounts[i]) * esz;
-        if (p > 1) {
-            mdc_status st = mdc_i_alloc((void **)&tmp, ext, "alltoallv pairwise");
-            if (st) return st;
-            if (ext) memcpy(tmp, recvbuf, ext);
+        size_t total = 0;
+        for (int j = 0; j < p; j++)
+            if (j != me) total += recvcounts[j] * esz;
+        toff = malloc(sizeof *toff * (size_t)p);
+        if (!toff) return mdc_fail(MDC_ERR_OOM_HOST, "alltoallv pairwise: offsets");
+        mdc_status st = mdc_i_alloc((void **)&tmp, total, "alltoallv pairwise");
+        if (st) {
+            free(toff);
+            return st;
         }
-        src = p > 1 ? tmp : recvbuf;
+        /* Only the blocks for the other ranks, packed: the own block stays where it is. */
+        size_t o = 0;
+        for (int j = 0; j < p; j++) {
+            if (j == me) continue;
+            toff[j] = o;
+            if (recvcounts[j]) memcpy(tmp + o, out + rdispls[j] * esz, recvcounts[j] * esz);
+            o += recvcounts[j] * esz;
+        }
     }
     size_t mine = recvcounts[me] < sendcounts[me] ? recvcounts[me] : sendcounts[me];
-    if (mine && out + rdispls[me] * esz != src + sdispls[me] * esz)
+    if (!inplace && mine && out + rdispls[me] * esz != src + sdispls[me] * esz)
         memmove(out + rdispls[me] * esz, src + sdispls[me] * esz, mine * esz);
     mdc_status st = MDC_OK;
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
-        st = mdc_i_xchg(g, src + sdispls[dst] * esz, sendcounts[dst] * esz, dst,
-                        out + rdispls[from] * esz, recvcounts[from] * esz, from,
+        const char *sb = inplace ? tmp + toff[dst] : src + sdispls[dst] * esz;
+        st = mdc_i_xchg(g, sb, sendcounts[dst] * esz, dst, out + rdispls[from] * esz, recvcounts[from] * esz, from,
                         MDC_I_TAG(MDC_COLL_ALLTOALLV, 0));
     }
+    free(toff);
     mdc_i_free(tmp);
     return st;
 }

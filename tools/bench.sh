@@ -19,6 +19,15 @@ for p in ${BENCH_COLL_RANKS:-2 4 8}; do
         "$MPIEXEC" -n "$p" "$BUILD/minidc" bench "$c" -b "$lo" -e "${BENCH_COLL_MAX:-64M}" -f 4 || exit 1
     done
 done
+# In place (the input in the receive buffer, as a training step's gradient allreduce is; nccl-tests'
+# second set of columns): the reducing collectives at 2 and 4 ranks, no targets of their own.
+for p in ${BENCH_COLL_RANKS:-2 4}; do
+    [ "$p" -gt 4 ] && continue
+    for c in allreduce reduce_scatter; do
+        echo "\$ $MPIEXEC -n $p $BUILD/minidc bench $c -b 64K -e ${BENCH_COLL_MAX:-64M} -f 4 --inplace"
+        "$MPIEXEC" -n "$p" "$BUILD/minidc" bench "$c" -b 64K -e "${BENCH_COLL_MAX:-64M}" -f 4 --inplace || exit 1
+    done
+done
 # ---- why the benchmark times each library in blocks: what a call leaves for the next ----
 echo "== tests/bench_after.c: a call after MPI_Allgather vs after mdc_allgather (2 ranks, 32 KiB per rank)"
 "$MPIEXEC" -n 2 "$BUILD/tests/bench_after" 32 MMMdddd 2000 || exit 1

@@ -2,7 +2,7 @@
  * collective in the same run.
  *
  *   mpiexec.mpich -n 4 build/minidc bench allreduce -b 8 -e 64M -f 4 [--algo A] [--dtype f32]
- *       [--op sum] [--iters N] [--order blocks|alternate] [--check] [--device h100]
+ *       [--op sum] [--iters N] [--order blocks|alternate] [--inplace] [--check] [--device h100]
  *
  * Sizes are nccl-tests' S: allreduce and broadcast the vector, reduce_scatter and allgather the
  * full buffer of p blocks, alltoall one rank's send buffer. Time: before each call every
@@ -13,7 +13,10 @@
  * nccl-tests' factor (AllReduce 2(p-1)/p; ReduceScatter, AllGather, AlltoAll (p-1)/p;
  * Broadcast 1). #wrong counts wrong elements over all ranks (integer-valued inputs, so the
  * exact answer does not depend on summation order); --check verifies every call instead
- * of one call per size. "mpich" is MPI_<Coll> on the same buffers; ratio = mpich / minidc
+ * of one call per size. --inplace runs both libraries in place (MPI_IN_PLACE / MDC_IN_PLACE:
+ * the input in the receive buffer, where nccl-tests' second set of columns puts it; each timed
+ * call then reduces the previous call's result, as repeated in-place calls in nccl-tests do).
+ * "mpich" is MPI_<Coll> on the same buffers; ratio = mpich / minidc
  * (above 1: minidc is faster). virt is the emulated device's virtual time for one call (max
  * over ranks, from a zeroed clock). floor is the least time any algorithm could take on this
  * machine: the bytes each rank must at least copy (floor_factor x S) at the rate the machine
@@ -57,7 +60,7 @@ typedef struct {
     const char *algo, *pick;
     mdc_dtype t;
     mdc_op op;
-    int iters, check, mpich, alternate;
+    int iters, check, mpich, alternate, inplace;
 } bench_opts;
 
 /* ---- element access: integer-valued inputs, exact in every type ----------------------- */
@@ -114,6 +117,15 @@ typedef struct {
 /* Fills the inputs (and poisons the output) for one call. */
 static void prepare(const bench_opts *o, bench_case *c) {
     size_t n = c->count, p = (size_t)c->p, ts = mdc_dtype_size(o->t);
+    if (o->inplace && o->def->kind != B_BCAST) { /* the input where the output goes */
+        size_t all = o->def->kind == B_ALLREDUCE ? n : n * p;
+        memset(c->recv, 0xff, all * ts);
+        if (o->def->kind == B_ALLGATHER)
+            for (size_t i = 0; i < n; i++) mdc_dtype_set(c->recv, o->t, (size_t)c->me * n + i, input_value(o, c->me, i));
+        else
+            for (size_t i = 0; i < all; i++) mdc_dtype_set(c->recv, o->t, i, input_value(o, c->me, i));
+        return;
+    }
     switch (o->def->kind) {
     case B_ALLREDUCE:
         for (size_t i = 0; i < n; i++) mdc_dtype_set(c->send, o->t, i, input_value(o, c->me, i));
@@ -169,11 +181,12 @@ static size_t verify(const bench_opts *o, const bench_case *c) {
 }
 
 static mdc_status run_minidc(const bench_opts *o, bench_case *c) {
+    const void *in = o->inplace ? MDC_IN_PLACE : c->send;
     switch (o->def->kind) {
-    case B_ALLREDUCE: return mdc_allreduce(c->send, c->recv, c->count, o->t, o->op, c->g);
-    case B_REDUCE_SCATTER: return mdc_reduce_scatter(c->send, c->recv, c->count, o->t, o->op, c->g);
-    case B_ALLGATHER: return mdc_allgather(c->send, c->recv, c->count, o->t, c->g);
-    case B_ALLTOALL: return mdc_alltoall(c->send, c->recv, c->count, o->t, c->g);
+    case B_ALLREDUCE: return mdc_allreduce(in, c->recv, c->count, o->t, o->op, c->g);
+    case B_REDUCE_SCATTER: return mdc_reduce_scatter(in, c->recv, c->count, o->t, o->op, c->g);
+    case B_ALLGATHER: return mdc_allgather(in, c->recv, c->count, o->t, c->g);
+    case B_ALLTOALL: return mdc_alltoall(in, c->recv, c->count, o->t, c->g);
     case B_BCAST: return mdc_bcast(c->recv, c->count, o->t, 0, c->g);
     }
     return MDC_ERR_INVALID;
@@ -182,12 +195,13 @@ static mdc_status run_minidc(const bench_opts *o, bench_case *c) {
 static int run_mpich(const bench_opts *o, bench_case *c) {
     MPI_Datatype mt = mpi_type(o->t);
     int n = (int)c->count;
+    const void *in = o->inplace ? MPI_IN_PLACE : c->send;
     switch (o->def->kind) {
-    case B_ALLREDUCE: return MPI_Allreduce(c->send, c->recv, n, mt, mpi_op(o->op), MPI_COMM_WORLD);
+    case B_ALLREDUCE: return MPI_Allreduce(in, c->recv, n, mt, mpi_op(o->op), MPI_COMM_WORLD);
     case B_REDUCE_SCATTER:
-        return MPI_Reduce_scatter_block(c->send, c->recv, n, mt, mpi_op(o->op), MPI_COMM_WORLD);
-    case B_ALLGATHER: return MPI_Allgather(c->send, n, mt, c->recv, n, mt, MPI_COMM_WORLD);
-    case B_ALLTOALL: return MPI_Alltoall(c->send, n, mt, c->recv, n, mt, MPI_COMM_WORLD);
+        return MPI_Reduce_scatter_block(in, c->recv, n, mt, mpi_op(o->op), MPI_COMM_WORLD);
+    case B_ALLGATHER: return MPI_Allgather(in, n, mt, c->recv, n, mt, MPI_COMM_WORLD);
+    case B_ALLTOALL: return MPI_Alltoall(in, n, mt, c->recv, n, mt, MPI_COMM_WORLD);
     case B_BCAST: return MPI_Bcast(c->recv, n, mt, 0, MPI_COMM_WORLD);
     }
     return MPI_ERR_OTHER;
@@ -291,6 +305,7 @@ static void usage(FILE *f) {
             "  --order O      blocks (default: rounds of iters/4 calls of one library, then of the\n"
             "                 other, each block after one untimed call) or alternate (ours, MPICH's,\n"
             "                 ours, ...: each call follows the other library's)\n"
+            "  --inplace      both libraries in place (MPI_IN_PLACE: the input in the receive buffer)\n"
             "  --check        verify every call of ours (default: one verified call per size)\n"
             "  --no-mpich     skip MPICH's column\n"
             "%s",
@@ -318,6 +333,7 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
     o->check = 0;
     o->mpich = 1;
     o->alternate = 0;
+    o->inplace = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -339,6 +355,7 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
         } else if (!strcmp(a, "--iters") && v) o->iters = atoi(v), bad = o->iters < 1, i++;
         else if (!strcmp(a, "--order") && v) o->alternate = !strcmp(v, "alternate"), bad = !o->alternate && strcmp(v, "blocks"), i++;
         else if (!strcmp(a, "--check")) o->check = 1;
+        else if (!strcmp(a, "--inplace")) o->inplace = 1;
         else if (!strcmp(a, "--no-mpich")) o->mpich = 0;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
@@ -376,12 +393,13 @@ static double target_ratio(bench_kind k, int p, size_t S) {
  * copying: allreduce 2(p-1)/p (the busbw factor: Patarasuk & Yuan's bandwidth lower bound);
  * reduce_scatter (p-1)/p (each block's reduction tree has p-1 edges; the last combine writes
  * the output); allgather and alltoall 1 (every byte of the receive buffer is written, the own
- * block by a local copy); broadcast (p-1)/p (every rank but the root). */
-static double floor_factor(bench_kind k, int p) {
+ * block by a local copy; in place (p-1)/p: the own block stays); broadcast (p-1)/p (every
+ * rank but the root). */
+static double floor_factor(bench_kind k, int p, int inplace) {
     switch (k) {
     case B_ALLREDUCE: return 2.0 * (p - 1) / p;
     case B_ALLGATHER:
-    case B_ALLTOALL: return 1.0;
+    case B_ALLTOALL: return inplace ? (double)(p - 1) / p : 1.0;
     default: return (double)(p - 1) / p;
     }
 }
@@ -477,19 +495,22 @@ int mdc_bench_coll(int argc, char **argv) {
         char *nl = strchr(ver, '\n');
         if (nl) *nl = '\0';
         printf("# minidc bench %s: %d ranks, %s, op %s, algo %s%s, virtual device %s, "
-               "time = median over iterations of max over ranks\n# order: %s\n# reference: %s\n",
+               "time = median over iterations of max over ranks\n# order: %s\n# buffers: %s\n# reference: %s\n",
                o.def->name, p, mdc_dtype_name(o.t), mdc_op_name(o.op), o.algo ? o.algo : "auto",
                o.algo ? "" : !strcmp(o.pick, "host") ? " (cost model on this host's links, --pick host)"
                                                       : " (cost model on the device's links, --pick device)",
                spec->name,
                o.alternate ? "alternate (ours, MPICH's, ours, ...: every call follows the other library's)"
                            : "blocks (iters/4 calls of one library, then of the other, each block after one untimed call)",
+               !o.inplace ? "out of place (input in the send buffer)"
+               : o.def->kind == B_BCAST ? "in place (a broadcast always is)"
+                                        : "in place (MPI_IN_PLACE / MDC_IN_PLACE: the input in the receive buffer)",
                ver);
         printf("# busbw factor %.4g; ratio = MPICH time / minidc time (>1: minidc faster)\n",
                o.def->busfactor(p));
         printf("# floor = %.4g x the time for every rank to memcpy S bytes at once (the least any "
                "algorithm can take); best = mpich / floor, the ratio an algorithm at the floor would reach\n",
-               floor_factor(o.def->kind, p));
+               floor_factor(o.def->kind, p, o.inplace));
         printf("%12s %11s %5s %-19s %11s %8s %8s %7s %11s %7s %11s %10s %6s  %s\n", "bytes", "count", "type",
                "algorithm", "time(us)", "algbw", "busbw", "#wrong", "mpich(us)", "ratio", "virt(us)",
                "floor(us)", "best", "target");
@@ -509,7 +530,7 @@ int mdc_bench_coll(int argc, char **argv) {
         oi.iters = iters;
         double t_copy = copy_time(&c, c.sbytes, iters, &st);
         if (st) mdc_runtime_die(&rt, st, 0, 1);
-        double t_floor = floor_factor(o.def->kind, p) * t_copy;
+        double t_floor = floor_factor(o.def->kind, p, o.inplace) * t_copy;
         /* One verified call (also the warm-up), unless every iteration is verified. */
         size_t wrong = 0;
         prepare(&oi, &c);
