@@ -4,7 +4,8 @@
  *   receives rank r - s's input block r, accumulating acc = acc OP received, starting from its
  *   own block: out_r = ((x_r OP x_{r-1}) OP x_{r-2}) ... OP x_{r+1} (indices mod p).
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH reduce_scatter pairwise).
- * Restrictions: none; in place accumulates in scratch (the input blocks are still to be sent).
+ * Restrictions: none. In place the result builds up where the own block was (never sent) and
+ *   moves to the start of recvbuf with the first reduction after the blocks there are sent.
  * Cost: (p-1) alpha + (p-1)/p n (beta + gamma). */
 #include "coll_internal.h"
 
@@ -20,27 +21,36 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
         off[i] = o * esz;
         o += counts[i];
     }
-    char *rtmp = NULL, *acc = inplace ? NULL : recvbuf;
+    char *rtmp = NULL, *acc = inplace ? (char *)recvbuf + off[me] : recvbuf;
     mdc_status st = MDC_OK;
     if (o == 0) goto done;
     if (p == 1) {
         if (!inplace) memcpy(recvbuf, src, mine);
         goto done;
     }
-    if ((st = mdc_i_alloc((void **)&rtmp, mine, "reduce_scatter pairwise")) ||
-        (inplace && (st = mdc_i_alloc((void **)&acc, mine, "reduce_scatter pairwise"))))
+    if ((st = mdc_i_alloc((void **)&rtmp, mine, "reduce_scatter pairwise")))
         goto done;
+    /* In place the running result lives where the own block was (it is never sent) until the
+     * blocks under the result's place (the start of recvbuf) have all been sent; the next
+     * step's reduction then writes to the result's place, so no copy is left for the end
+     * unless that happens only at the last step. A result place that overlaps the own block
+     * (uneven counts) keeps the copy at the end. */
+    int moved = acc == (char *)recvbuf, free_after = 0; /* the last step that sends from there */
+    for (int j = 0; inplace && !moved && j < p; j++)
+        if (counts[j] && off[j] < mine) free_after = j == me ? p : (mdc_i_mod(j - me, p) > free_after ? mdc_i_mod(j - me, p) : free_after);
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
+        char *out = acc;
+        if (!moved && s > free_after) out = recvbuf, moved = 1;
         st = mdc_i_xchg_reduce(g, src + off[dst], counts[dst] * esz, dst, rtmp, counts[me], from,
-                               s == 1 ? src + off[me] : acc, acc, 0, t, op,
+                               s == 1 ? src + off[me] : acc, out, 0, t, op,
                                MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 16));
+        acc = out;
     }
-    if (!st && inplace && mine) memcpy(recvbuf, acc, mine);
+    if (!st && !moved && mine) memmove(recvbuf, acc, mine);
     if (!st) mdc_reduce_finish(recvbuf, counts[me], t, op, p);
 done:
     mdc_i_free(rtmp);
-    if (acc != recvbuf) mdc_i_free(acc);
     free(off);
     return st;
 }
