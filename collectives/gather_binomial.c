@@ -4,7 +4,8 @@
  *   the same time, the subtrees of its children rel + d (d = 1, 2, ... below lowbit(rel); each
  *   subtree's blocks are contiguous in relative order), then sends its whole subtree to
  *   rel - lowbit(rel). The root receives into its buffer directly when root = 0, else into a
- *   scratch buffer in relative order that it rotates into place.
+ *   scratch buffer in relative order that it rotates into place; a leaf sends its block from
+ *   its send buffer, an inner rank gathers its subtree in scratch.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH gather binomial).
  * Restrictions: none (every root, in place at the root).
  * Cost: lg p alpha + (p-1)/p n beta, n = the root's full buffer. */
@@ -60,12 +61,14 @@ mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count,
     char *base = NULL;
     mdc_status st = MDC_OK;
     int inplace = me == root && (sendbuf == MDC_IN_PLACE || sendbuf == recvbuf);
+    const void *mine = inplace ? (char *)recvbuf + (size_t)root * bs : sendbuf;
     if (me == root && root == 0) {
         base = recvbuf;
+    } else if (sub == 1) { /* a leaf sends its own block from where it is */
+        base = (char *)mine;
     } else if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "gather binomial"))) {
         goto done;
     }
-    const void *mine = inplace ? (char *)recvbuf + (size_t)root * bs : sendbuf;
     if (mine != base) memcpy(base, mine, bs);
     st = mdc_i_binomial_gather(g, root, base, off, len, MDC_I_TAG(MDC_COLL_GATHER, 0));
     if (!st && me == root && root != 0) { /* relative order -> rank order */
@@ -73,7 +76,7 @@ mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count,
         memcpy(recvbuf, base + (size_t)(p - root) * bs, (size_t)root * bs);
     }
 done:
-    if (base != recvbuf) mdc_i_free(base);
+    if (base != recvbuf && base != mine) mdc_i_free(base);
     free(off);
     return st;
 }

@@ -4,7 +4,8 @@
  *   blocks (contiguous in relative order) from rel - lowbit(rel), then sends each child rel + d
  *   (d = lowbit(rel)/2, ..., 1; the root: from the largest power of two below p) that child's
  *   subtree, all at once, and keeps its own block. A root other than 0 first rotates its buffer
- *   into relative order.
+ *   into relative order; a leaf receives straight into its receive buffer, an inner rank into
+ *   scratch.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH scatter binomial).
  * Restrictions: none (every root; in place at the root: recvbuf == MDC_IN_PLACE or sendbuf).
  * Cost: lg p alpha + (p-1)/p n beta, n = the root's full buffer. */
@@ -59,6 +60,8 @@ mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count
     int inplace = me == root && (recvbuf == MDC_IN_PLACE || sendbuf == recvbuf);
     if (me == root && root == 0) {
         base = (char *)sendbuf;
+    } else if (sub == 1 && me != root) { /* a leaf receives its block where it goes */
+        base = recvbuf;
     } else {
         if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "scatter binomial"))) goto done;
         if (me == root) { /* rank order -> relative order */
@@ -67,9 +70,9 @@ mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count
         }
     }
     st = mdc_i_binomial_scatter(g, root, base, off, len, MDC_I_TAG(MDC_COLL_SCATTER, 0));
-    if (!st && !inplace) memcpy(recvbuf, base, bs);
+    if (!st && !inplace && base != recvbuf) memcpy(recvbuf, base, bs);
 done:
-    if (base != sendbuf) mdc_i_free(base);
+    if (base != sendbuf && base != recvbuf) mdc_i_free(base);
     free(off);
     return st;
 }
