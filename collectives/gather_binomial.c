@@ -3,9 +3,9 @@
  * Algorithm: ranks relative to the root (rel = (r - root) mod p). A rank first receives, at
  *   the same time, the subtrees of its children rel + d (d = 1, 2, ... below lowbit(rel); each
  *   subtree's blocks are contiguous in relative order), then sends its whole subtree to
- *   rel - lowbit(rel). The root receives into its buffer directly when root = 0, else into a
- *   scratch buffer in relative order that it rotates into place; a leaf sends its block from
- *   its send buffer, an inner rank gathers its subtree in scratch.
+ *   rel - lowbit(rel). The root receives each subtree straight into its place in recvbuf
+ *   (with root != 0, the one subtree whose ranks wrap past p - 1 goes through scratch); a
+ *   leaf sends its block from its send buffer, an inner rank gathers its subtree in scratch.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH gather binomial).
  * Restrictions: none (every root, in place at the root).
  * Cost: lg p alpha + (p-1)/p n beta, n = the root's full buffer. */
@@ -44,6 +44,36 @@ mdc_status mdc_i_binomial_gather(mdc_group *g, int root, void *base, const size_
     return st;
 }
 
+/* The root of a gather: each child's subtree (relative ranks [c, e)) lands straight at its
+ * place in recvbuf when its ranks do not wrap past p - 1 (always with root 0), else in
+ * scratch and then in two pieces; the own block is copied once the receives are posted. The same
+ * messages, in the same order, as mdc_i_binomial_gather at relative rank 0. */
+static mdc_status gather_root(mdc_group *g, int root, char *recvbuf, const void *mine, size_t bs, int tag) {
+    int p = mdc_group_size(g), n = 0, wc = 0, we = 0;
+    mdc_request *reqs[32];
+    char *wrap = NULL;
+    mdc_status st = MDC_OK;
+    for (int mask = 1; mask < p && !st; mask <<= 1) {
+        int c = mask, e = c + mask < p ? c + mask : p, r0 = (c + root) % p;
+        size_t bytes = (size_t)(e - c) * bs;
+        char *dst = recvbuf + (size_t)r0 * bs;
+        if (r0 + (e - c) > p) { /* wraps: at most one subtree does */
+            if ((st = mdc_i_alloc((void **)&wrap, bytes, "gather binomial"))) break;
+            dst = wrap, wc = c, we = e;
+        }
+        if (!(st = mdc_irecv(dst, bytes, r0, tag, g, &reqs[n]))) n++;
+    }
+    if (!st && mine != recvbuf + (size_t)root * bs) memcpy(recvbuf + (size_t)root * bs, mine, bs);
+    mdc_status st2 = mdc_waitall(reqs, n);
+    if (!st && !st2 && wrap) {
+        size_t head = (size_t)(p - (wc + root) % p); /* blocks up to rank p - 1 */
+        memcpy(recvbuf + (size_t)((wc + root) % p) * bs, wrap, head * bs);
+        memcpy(recvbuf, wrap + head * bs, ((size_t)(we - wc) - head) * bs);
+    }
+    mdc_i_free(wrap);
+    return st ? st : st2;
+}
+
 mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
                                int root, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
@@ -62,21 +92,20 @@ mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count,
     mdc_status st = MDC_OK;
     int inplace = me == root && (sendbuf == MDC_IN_PLACE || sendbuf == recvbuf);
     const void *mine = inplace ? (char *)recvbuf + (size_t)root * bs : sendbuf;
-    if (me == root && root == 0) {
-        base = recvbuf;
-    } else if (sub == 1) { /* a leaf sends its own block from where it is */
+    if (me == root) {
+        st = gather_root(g, root, recvbuf, mine, bs, MDC_I_TAG(MDC_COLL_GATHER, 0));
+        free(off);
+        return st;
+    }
+    if (sub == 1) { /* a leaf sends its own block from where it is */
         base = (char *)mine;
     } else if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "gather binomial"))) {
         goto done;
     }
     if (mine != base) memcpy(base, mine, bs);
     st = mdc_i_binomial_gather(g, root, base, off, len, MDC_I_TAG(MDC_COLL_GATHER, 0));
-    if (!st && me == root && root != 0) { /* relative order -> rank order */
-        memcpy((char *)recvbuf + (size_t)root * bs, base, (size_t)(p - root) * bs);
-        memcpy(recvbuf, base + (size_t)(p - root) * bs, (size_t)root * bs);
-    }
 done:
-    if (base != recvbuf && base != mine) mdc_i_free(base);
+    if (base != mine) mdc_i_free(base);
     free(off);
     return st;
 }

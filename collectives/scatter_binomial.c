@@ -3,9 +3,9 @@
  * Algorithm: ranks relative to the root (rel = (r - root) mod p). A rank receives its subtree's
  *   blocks (contiguous in relative order) from rel - lowbit(rel), then sends each child rel + d
  *   (d = lowbit(rel)/2, ..., 1; the root: from the largest power of two below p) that child's
- *   subtree, all at once, and keeps its own block. A root other than 0 first rotates its buffer
- *   into relative order; a leaf receives straight into its receive buffer, an inner rank into
- *   scratch.
+ *   subtree, all at once, and keeps its own block. The root sends each subtree from its place
+ *   in sendbuf (with root != 0, the one subtree whose ranks wrap past p - 1 from scratch); a
+ *   leaf receives straight into its receive buffer, an inner rank into scratch.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH scatter binomial).
  * Restrictions: none (every root; in place at the root: recvbuf == MDC_IN_PLACE or sendbuf).
  * Cost: lg p alpha + (p-1)/p n beta, n = the root's full buffer. */
@@ -41,6 +41,37 @@ mdc_status mdc_i_binomial_scatter(mdc_group *g, int root, void *base, const size
     return st ? st : st2;
 }
 
+/* The root of a scatter: each child's subtree (relative ranks [c, e), largest first) goes
+ * straight from its place in sendbuf when its ranks do not wrap past p - 1 (always with root
+ * 0), else from scratch it is first copied to in relative order; the own block is copied once
+ * the sends are posted. The same messages, in the same order, as mdc_i_binomial_scatter at
+ * relative rank 0. */
+static mdc_status scatter_root(mdc_group *g, int root, const char *sendbuf, void *mine, size_t bs, int tag) {
+    int p = mdc_group_size(g), n = 0, top = mdc_i_pow2_floor(p);
+    if (top < p) top *= 2;
+    mdc_request *reqs[32];
+    char *wrap = NULL;
+    mdc_status st = MDC_OK;
+    for (int d = top / 2; d >= 1 && !st; d /= 2) {
+        int c = d, e = c + d < p ? c + d : p, r0 = (c + root) % p;
+        if (c >= p) continue;
+        size_t bytes = (size_t)(e - c) * bs;
+        const char *src = sendbuf + (size_t)r0 * bs;
+        if (r0 + (e - c) > p) { /* wraps: at most one subtree does */
+            size_t head = (size_t)(p - r0);
+            if ((st = mdc_i_alloc((void **)&wrap, bytes, "scatter binomial"))) break;
+            memcpy(wrap, src, head * bs);
+            memcpy(wrap + head * bs, sendbuf, bytes - head * bs);
+            src = wrap;
+        }
+        if (!(st = mdc_isend(src, bytes, r0, tag, g, &reqs[n]))) n++;
+    }
+    if (!st && mine != sendbuf + (size_t)root * bs) memcpy(mine, sendbuf + (size_t)root * bs, bs);
+    mdc_status st2 = mdc_waitall(reqs, n);
+    mdc_i_free(wrap);
+    return st ? st : st2;
+}
+
 mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
                                 int root, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
@@ -58,21 +89,21 @@ mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count
     char *base = NULL;
     mdc_status st = MDC_OK;
     int inplace = me == root && (recvbuf == MDC_IN_PLACE || sendbuf == recvbuf);
-    if (me == root && root == 0) {
-        base = (char *)sendbuf;
-    } else if (sub == 1 && me != root) { /* a leaf receives its block where it goes */
+    if (me == root) {
+        void *mine = inplace ? (char *)sendbuf + (size_t)root * bs : recvbuf;
+        st = scatter_root(g, root, sendbuf, mine, bs, MDC_I_TAG(MDC_COLL_SCATTER, 0));
+        free(off);
+        return st;
+    }
+    if (sub == 1) { /* a leaf receives its block where it goes */
         base = recvbuf;
-    } else {
-        if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "scatter binomial"))) goto done;
-        if (me == root) { /* rank order -> relative order */
-            memcpy(base, (const char *)sendbuf + (size_t)root * bs, (size_t)(p - root) * bs);
-            memcpy(base + (size_t)(p - root) * bs, sendbuf, (size_t)root * bs);
-        }
+    } else if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "scatter binomial"))) {
+        goto done;
     }
     st = mdc_i_binomial_scatter(g, root, base, off, len, MDC_I_TAG(MDC_COLL_SCATTER, 0));
-    if (!st && !inplace && base != recvbuf) memcpy(recvbuf, base, bs);
+    if (!st && base != recvbuf) memcpy(recvbuf, base, bs);
 done:
-    if (base != sendbuf && base != recvbuf) mdc_i_free(base);
+    if (base != recvbuf) mdc_i_free(base);
     free(off);
     return st;
 }
