@@ -32,7 +32,7 @@
 #include "commands.h"
 #include "minidc/minidc.h"
 
-typedef enum { B_ALLREDUCE, B_REDUCE_SCATTER, B_ALLGATHER, B_ALLTOALL, B_BCAST } bench_kind;
+typedef enum { B_ALLREDUCE, B_REDUCE_SCATTER, B_ALLGATHER, B_ALLTOALL, B_BCAST, B_REDUCE, B_GATHER, B_SCATTER } bench_kind;
 
 typedef struct {
     bench_kind kind;
@@ -51,6 +51,9 @@ static const bench_def defs[] = {
     {B_ALLGATHER, MDC_COLL_ALLGATHER, "allgather", f_nm1},
     {B_ALLTOALL, MDC_COLL_ALLTOALL, "alltoall", f_nm1},
     {B_BCAST, MDC_COLL_BCAST, "broadcast", f_one},
+    {B_REDUCE, MDC_COLL_REDUCE, "reduce", f_one},
+    {B_GATHER, MDC_COLL_GATHER, "gather", f_nm1},
+    {B_SCATTER, MDC_COLL_SCATTER, "scatter", f_nm1},
 };
 
 typedef struct {
@@ -60,7 +63,7 @@ typedef struct {
     const char *algo, *pick;
     mdc_dtype t;
     mdc_op op;
-    int iters, check, mpich, alternate, inplace;
+    int iters, check, mpich, alternate, inplace, root;
 } bench_opts;
 
 /* ---- element access: integer-valued inputs, exact in every type ----------------------- */
@@ -117,6 +120,25 @@ typedef struct {
 /* Fills the inputs (and poisons the output) for one call. */
 static void prepare(const bench_opts *o, bench_case *c) {
     size_t n = c->count, p = (size_t)c->p, ts = mdc_dtype_size(o->t);
+    int root = c->me == o->root;
+    switch (o->def->kind) { /* rooted: in place only at the root (MPI's meaning) */
+    case B_REDUCE:
+        for (size_t i = 0; i < n; i++) mdc_dtype_set(o->inplace && root ? c->recv : c->send, o->t, i, input_value(o, c->me, i));
+        if (!(o->inplace && root)) memset(c->recv, 0xff, n * ts);
+        return;
+    case B_GATHER:
+        memset(c->recv, 0xff, n * p * ts);
+        for (size_t i = 0; i < n; i++)
+            mdc_dtype_set(o->inplace && root ? c->recv : c->send, o->t, (o->inplace && root ? (size_t)c->me * n : 0) + i,
+                          input_value(o, c->me, i));
+        return;
+    case B_SCATTER:
+        if (root)
+            for (size_t i = 0; i < n * p; i++) mdc_dtype_set(c->send, o->t, i, input_value(o, c->me, i));
+        memset(c->recv, 0xff, n * ts);
+        return;
+    default: break;
+    }
     if (o->inplace && o->def->kind != B_BCAST) { /* the input where the output goes */
         size_t all = o->def->kind == B_ALLREDUCE ? n : n * p;
         memset(c->recv, 0xff, all * ts);
@@ -144,11 +166,12 @@ static void prepare(const bench_opts *o, bench_case *c) {
         memset(c->recv, 0xff, n * p * ts);
         break;
     case B_BCAST:
-        if (c->me == 0)
-            for (size_t i = 0; i < n; i++) mdc_dtype_set(c->recv, o->t, i, input_value(o, 0, i));
+        if (c->me == o->root)
+            for (size_t i = 0; i < n; i++) mdc_dtype_set(c->recv, o->t, i, input_value(o, o->root, i));
         else
             memset(c->recv, 0xff, n * ts);
         break;
+    default: break; /* the rooted ones above */
     }
 }
 
@@ -174,7 +197,18 @@ static size_t verify(const bench_opts *o, const bench_case *c) {
                 bad += mdc_dtype_get(c->recv, o->t, j * n + i) != input_value(o, (int)j, (size_t)c->me * n + i);
         break;
     case B_BCAST:
-        for (size_t i = 0; i < n; i++) bad += mdc_dtype_get(c->recv, o->t, i) != input_value(o, 0, i);
+        for (size_t i = 0; i < n; i++) bad += mdc_dtype_get(c->recv, o->t, i) != input_value(o, o->root, i);
+        break;
+    case B_REDUCE: /* the root's result */
+        for (size_t i = 0; c->me == o->root && i < n; i++) bad += mdc_dtype_get(c->recv, o->t, i) != expected_reduced(o, c->p, i);
+        break;
+    case B_GATHER:
+        for (size_t j = 0; c->me == o->root && j < p; j++)
+            for (size_t i = 0; i < n; i++) bad += mdc_dtype_get(c->recv, o->t, j * n + i) != input_value(o, (int)j, i);
+        break;
+    case B_SCATTER: /* in place the root's block stays in its send buffer */
+        for (size_t i = 0; !(o->inplace && c->me == o->root) && i < n; i++)
+            bad += mdc_dtype_get(c->recv, o->t, i) != input_value(o, o->root, (size_t)c->me * n + i);
         break;
     }
     return bad;
@@ -182,12 +216,16 @@ static size_t verify(const bench_opts *o, const bench_case *c) {
 
 static mdc_status run_minidc(const bench_opts *o, bench_case *c) {
     const void *in = o->inplace ? MDC_IN_PLACE : c->send;
+    int ip_root = o->inplace && c->me == o->root; /* rooted collectives: in place at the root only */
     switch (o->def->kind) {
     case B_ALLREDUCE: return mdc_allreduce(in, c->recv, c->count, o->t, o->op, c->g);
     case B_REDUCE_SCATTER: return mdc_reduce_scatter(in, c->recv, c->count, o->t, o->op, c->g);
     case B_ALLGATHER: return mdc_allgather(in, c->recv, c->count, o->t, c->g);
     case B_ALLTOALL: return mdc_alltoall(in, c->recv, c->count, o->t, c->g);
-    case B_BCAST: return mdc_bcast(c->recv, c->count, o->t, 0, c->g);
+    case B_BCAST: return mdc_bcast(c->recv, c->count, o->t, o->root, c->g);
+    case B_REDUCE: return mdc_reduce(ip_root ? MDC_IN_PLACE : c->send, c->recv, c->count, o->t, o->op, o->root, c->g);
+    case B_GATHER: return mdc_gather(ip_root ? MDC_IN_PLACE : c->send, c->recv, c->count, o->t, o->root, c->g);
+    case B_SCATTER: return mdc_scatter(c->send, ip_root ? (void *)MDC_IN_PLACE : c->recv, c->count, o->t, o->root, c->g);
     }
     return MDC_ERR_INVALID;
 }
@@ -196,13 +234,20 @@ static int run_mpich(const bench_opts *o, bench_case *c) {
     MPI_Datatype mt = mpi_type(o->t);
     int n = (int)c->count;
     const void *in = o->inplace ? MPI_IN_PLACE : c->send;
+    int ip_root = o->inplace && c->me == o->root;
     switch (o->def->kind) {
     case B_ALLREDUCE: return MPI_Allreduce(in, c->recv, n, mt, mpi_op(o->op), MPI_COMM_WORLD);
     case B_REDUCE_SCATTER:
         return MPI_Reduce_scatter_block(in, c->recv, n, mt, mpi_op(o->op), MPI_COMM_WORLD);
     case B_ALLGATHER: return MPI_Allgather(in, n, mt, c->recv, n, mt, MPI_COMM_WORLD);
     case B_ALLTOALL: return MPI_Alltoall(in, n, mt, c->recv, n, mt, MPI_COMM_WORLD);
-    case B_BCAST: return MPI_Bcast(c->recv, n, mt, 0, MPI_COMM_WORLD);
+    case B_BCAST: return MPI_Bcast(c->recv, n, mt, o->root, MPI_COMM_WORLD);
+    case B_REDUCE:
+        return MPI_Reduce(ip_root ? MPI_IN_PLACE : c->send, c->recv, n, mt, mpi_op(o->op), o->root, MPI_COMM_WORLD);
+    case B_GATHER:
+        return MPI_Gather(ip_root ? MPI_IN_PLACE : c->send, n, mt, c->recv, n, mt, o->root, MPI_COMM_WORLD);
+    case B_SCATTER:
+        return MPI_Scatter(c->send, n, mt, ip_root ? MPI_IN_PLACE : c->recv, n, mt, o->root, MPI_COMM_WORLD);
     }
     return MPI_ERR_OTHER;
 }
@@ -291,7 +336,7 @@ static int parse_size(const char *s, size_t *out) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mpiexec.mpich -n P minidc bench COLL [options]   COLL: allreduce reduce_scatter\n"
-            "       allgather alltoall broadcast\n"
+            "       allgather alltoall broadcast reduce gather scatter\n"
             "  -b SIZE        smallest size (bytes; K, M, G suffixes; default 8)\n"
             "  -e SIZE        largest size (default 64M)\n"
             "  -f FACTOR      size multiplier (default 2)\n"
@@ -305,7 +350,9 @@ static void usage(FILE *f) {
             "  --order O      blocks (default: rounds of iters/4 calls of one library, then of the\n"
             "                 other, each block after one untimed call) or alternate (ours, MPICH's,\n"
             "                 ours, ...: each call follows the other library's)\n"
-            "  --inplace      both libraries in place (MPI_IN_PLACE: the input in the receive buffer)\n"
+            "  --inplace      both libraries in place (MPI_IN_PLACE: the input in the receive buffer;\n"
+            "                 reduce, gather, scatter: at the root)\n"
+            "  --root R       root of broadcast, reduce, gather, scatter (default 0)\n"
             "  --check        verify every call of ours (default: one verified call per size)\n"
             "  --no-mpich     skip MPICH's column\n"
             "%s",
@@ -334,6 +381,7 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
     o->mpich = 1;
     o->alternate = 0;
     o->inplace = 0;
+    o->root = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -356,6 +404,13 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--order") && v) o->alternate = !strcmp(v, "alternate"), bad = !o->alternate && strcmp(v, "blocks"), i++;
         else if (!strcmp(a, "--check")) o->check = 1;
         else if (!strcmp(a, "--inplace")) o->inplace = 1;
+        else if (!strcmp(a, "--root") && v) {
+            char *end;
+            long r = strtol(v, &end, 10);
+            bad = *end || end == v || r < 0 || r > 1 << 20;
+            o->root = (int)r;
+            i++;
+        }
         else if (!strcmp(a, "--no-mpich")) o->mpich = 0;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
@@ -381,6 +436,7 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
  * 1 MiB and >= 2x at 64 MiB. Stated for 2 cores; printed whatever the machine. */
 static double target_ratio(bench_kind k, int p, size_t S) {
     const size_t KiB = 1024, MiB = KiB * KiB;
+    if (k == B_REDUCE || k == B_GATHER || k == B_SCATTER) return 0; /* not among the five */
     if (p == 2) {
         if (S < 64 * KiB || S > 64 * MiB) return 0;
         return k == B_ALLREDUCE && S >= 16 * MiB ? 1.5 : 1.0;
@@ -394,12 +450,16 @@ static double target_ratio(bench_kind k, int p, size_t S) {
  * reduce_scatter (p-1)/p (each block's reduction tree has p-1 edges; the last combine writes
  * the output); allgather and alltoall 1 (every byte of the receive buffer is written, the own
  * block by a local copy; in place (p-1)/p: the own block stays); broadcast (p-1)/p (every
- * rank but the root). */
+ * rank but the root); reduce (p-1)/p (as reduce_scatter: p-1 edges per element); gather and
+ * scatter 1/p (S is written once in all, spread over the ranks by the best algorithm, which
+ * could have the senders write; in place (p-1)/p^2). */
 static double floor_factor(bench_kind k, int p, int inplace) {
     switch (k) {
     case B_ALLREDUCE: return 2.0 * (p - 1) / p;
     case B_ALLGATHER:
     case B_ALLTOALL: return inplace ? (double)(p - 1) / p : 1.0;
+    case B_GATHER:
+    case B_SCATTER: return (inplace ? (double)(p - 1) / p : 1.0) / p;
     default: return (double)(p - 1) / p;
     }
 }
@@ -452,6 +512,18 @@ static double memcpy_bw(size_t bytes) {
     return (double)bytes / best;
 }
 
+/* 1 when this MPICH's MPI_Reduce crashes with MPI_IN_PLACE at a root other than 0 (the
+ * reduce-scatter-gather path reads through the send buffer: pmodels/mpich#6540, in 4.0 and
+ * 4.1 up to 4.1.1). tests/interposer_reduce_root.c shows the library running such calls. */
+static int mpich_inplace_reduce_broken(void) {
+    char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0, a = 0, b = 0, c = 0;
+    MPI_Get_library_version(ver, &len);
+    const char *v = strstr(ver, "MPICH Version:");
+    if (!v || sscanf(v + 14, " %d.%d.%d", &a, &b, &c) < 2) return 0;
+    return a == 4 && (b == 0 || (b == 1 && c <= 1));
+}
+
 int mdc_bench_coll(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -470,8 +542,17 @@ int mdc_bench_coll(int argc, char **argv) {
     mdc_coll_set_pick(o.pick);
     if (o.algo && (st = mdc_coll_set_algo(o.def->coll, o.algo)) != MDC_OK) mdc_runtime_die(&rt, st, 1, 2);
     int p = rt.size, me = rt.rank;
+    int rooted = o.def->kind == B_BCAST || o.def->kind == B_REDUCE || o.def->kind == B_GATHER || o.def->kind == B_SCATTER;
+    if (o.root >= p) {
+        if (me == 0) fprintf(stderr, "minidc bench %s: --root %d is not a rank of the %d\n", o.def->name, o.root, p);
+        mdc_runtime_finalize(&rt);
+        return 2;
+    }
     size_t ts = mdc_dtype_size(o.t);
-    /* Largest buffers: S bytes each side (all five collectives fit in S + S). */
+    int skip_mpich = o.mpich && o.def->kind == B_REDUCE && o.inplace && o.root != 0 && p > 1 &&
+                     mpich_inplace_reduce_broken();
+    if (skip_mpich) o.mpich = 0;
+    /* Largest buffers: S bytes each side (every collective here fits in S + S). */
     size_t cap = o.maxb + ts * (size_t)p;
     bench_case c = {.p = p, .me = me, .g = rt.world};
     c.send = malloc(cap);
@@ -504,8 +585,13 @@ int mdc_bench_coll(int argc, char **argv) {
                            : "blocks (iters/4 calls of one library, then of the other, each block after one untimed call)",
                !o.inplace ? "out of place (input in the send buffer)"
                : o.def->kind == B_BCAST ? "in place (a broadcast always is)"
-                                        : "in place (MPI_IN_PLACE / MDC_IN_PLACE: the input in the receive buffer)",
+               : rooted ? "in place at the root (MPI_IN_PLACE / MDC_IN_PLACE)"
+                        : "in place (MPI_IN_PLACE / MDC_IN_PLACE: the input in the receive buffer)",
                ver);
+        if (rooted) printf("# root: %d\n", o.root);
+        if (skip_mpich)
+            printf("# no MPICH column: this MPICH's MPI_Reduce crashes in place at a root other than 0 "
+                   "(pmodels/mpich#6540, fixed after 4.1.1)\n");
         printf("# busbw factor %.4g; ratio = MPICH time / minidc time (>1: minidc faster)\n",
                o.def->busfactor(p));
         printf("# floor = %.4g x the time for every rank to memcpy S bytes at once (the least any "
@@ -522,7 +608,7 @@ int mdc_bench_coll(int argc, char **argv) {
     for (double s = (double)o.minb; s <= (double)o.maxb * 1.0000001; s *= o.factor) {
         size_t S = (size_t)s;
         int per_block = o.def->kind == B_REDUCE_SCATTER || o.def->kind == B_ALLGATHER ||
-                        o.def->kind == B_ALLTOALL;
+                        o.def->kind == B_ALLTOALL || o.def->kind == B_GATHER || o.def->kind == B_SCATTER;
         c.count = per_block ? S / (ts * (size_t)p) : S / ts;
         c.sbytes = c.count * ts * (per_block ? (size_t)p : 1);
         int iters = o.iters ? o.iters : c.sbytes <= (1u << 20) ? 20 : c.sbytes <= (16u << 20) ? 10 : 5;
