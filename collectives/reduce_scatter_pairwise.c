@@ -21,7 +21,7 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
         off[i] = o * esz;
         o += counts[i];
     }
-    char *rtmp = NULL, *acc = inplace ? (char *)recvbuf + off[me] : recvbuf;
+    char *rtmp = NULL, *acc = recvbuf;
     mdc_status st = MDC_OK;
     if (o == 0) goto done;
     if (p == 1) {
@@ -35,6 +35,7 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
      * step's reduction then writes to the result's place, so no copy is left for the end
      * unless that happens only at the last step. A result place that overlaps the own block
      * (uneven counts) keeps the copy at the end. */
+    if (inplace) acc += off[me];
     int moved = acc == (char *)recvbuf, free_after = 0; /* the last step that sends from there */
     for (int j = 0; inplace && !moved && j < p; j++)
         if (counts[j] && off[j] < mine) free_after = j == me ? p : (mdc_i_mod(j - me, p) > free_after ? mdc_i_mod(j - me, p) : free_after);
