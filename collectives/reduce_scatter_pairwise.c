@@ -37,8 +37,11 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
      * (uneven counts) keeps the copy at the end. */
     if (inplace) acc += off[me];
     int moved = acc == (char *)recvbuf, free_after = 0; /* the last step that sends from there */
-    for (int j = 0; inplace && !moved && j < p; j++)
-        if (counts[j] && off[j] < mine) free_after = j == me ? p : (mdc_i_mod(j - me, p) > free_after ? mdc_i_mod(j - me, p) : free_after);
+    for (int j = 0; inplace && !moved && j < p; j++) {
+        if (!counts[j] || off[j] >= mine) continue; /* block j is not under the result's place */
+        int sent_at = j == me ? p : mdc_i_mod(j - me, p); /* the own block: no early move */
+        if (sent_at > free_after) free_after = sent_at;
+    }
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
         char *out = acc;
