@@ -79,6 +79,11 @@ mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count,
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
     size_t bs = count * mdc_dtype_size(t);
     if (bs == 0) return MDC_OK;
+    if (me == root) { /* in place: the own block is already at its place */
+        int inplace = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf;
+        return gather_root(g, root, recvbuf, inplace ? (char *)recvbuf + (size_t)root * bs : sendbuf, bs,
+                           MDC_I_TAG(MDC_COLL_GATHER, 0));
+    }
     size_t *off = malloc(2 * sizeof(size_t) * (size_t)p);
     if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "gather binomial: offsets");
     size_t *len = off + p;
@@ -86,26 +91,20 @@ mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count,
         off[i] = (size_t)i * bs;
         len[i] = bs;
     }
-    int sub = rel ? (rel & -rel) : p; /* subtree size (clipped below) */
+    int sub = rel & -rel; /* subtree size (clipped below) */
     if (rel + sub > p) sub = p - rel;
     char *base = NULL;
     mdc_status st = MDC_OK;
-    int inplace = me == root && (sendbuf == MDC_IN_PLACE || sendbuf == recvbuf);
-    const void *mine = inplace ? (char *)recvbuf + (size_t)root * bs : sendbuf;
-    if (me == root) {
-        st = gather_root(g, root, recvbuf, mine, bs, MDC_I_TAG(MDC_COLL_GATHER, 0));
-        free(off);
-        return st;
-    }
     if (sub == 1) { /* a leaf sends its own block from where it is */
-        base = (char *)mine;
+        base = (char *)sendbuf;
     } else if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "gather binomial"))) {
         goto done;
+    } else {
+        memcpy(base, sendbuf, bs);
     }
-    if (mine != base) memcpy(base, mine, bs);
     st = mdc_i_binomial_gather(g, root, base, off, len, MDC_I_TAG(MDC_COLL_GATHER, 0));
 done:
-    if (base != mine) mdc_i_free(base);
+    if (base != sendbuf) mdc_i_free(base);
     free(off);
     return st;
 }

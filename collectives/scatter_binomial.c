@@ -77,6 +77,11 @@ mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
     size_t bs = count * mdc_dtype_size(t);
     if (bs == 0) return MDC_OK;
+    if (me == root) { /* in place: the own block stays in sendbuf */
+        int inplace = recvbuf == MDC_IN_PLACE || sendbuf == recvbuf;
+        return scatter_root(g, root, sendbuf, inplace ? (char *)sendbuf + (size_t)root * bs : recvbuf, bs,
+                            MDC_I_TAG(MDC_COLL_SCATTER, 0));
+    }
     size_t *off = malloc(2 * sizeof(size_t) * (size_t)p);
     if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "scatter binomial: offsets");
     size_t *len = off + p;
@@ -84,17 +89,10 @@ mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count
         off[i] = (size_t)i * bs;
         len[i] = bs;
     }
-    int sub = rel ? (rel & -rel) : p;
+    int sub = rel & -rel; /* subtree size (clipped below) */
     if (rel + sub > p) sub = p - rel;
     char *base = NULL;
     mdc_status st = MDC_OK;
-    int inplace = me == root && (recvbuf == MDC_IN_PLACE || sendbuf == recvbuf);
-    if (me == root) {
-        void *mine = inplace ? (char *)sendbuf + (size_t)root * bs : recvbuf;
-        st = scatter_root(g, root, sendbuf, mine, bs, MDC_I_TAG(MDC_COLL_SCATTER, 0));
-        free(off);
-        return st;
-    }
     if (sub == 1) { /* a leaf receives its block where it goes */
         base = recvbuf;
     } else if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "scatter binomial"))) {

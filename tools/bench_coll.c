@@ -120,20 +120,20 @@ typedef struct {
 /* Fills the inputs (and poisons the output) for one call. */
 static void prepare(const bench_opts *o, bench_case *c) {
     size_t n = c->count, p = (size_t)c->p, ts = mdc_dtype_size(o->t);
-    int root = c->me == o->root;
+    int ip_root = o->inplace && c->me == o->root;
     switch (o->def->kind) { /* rooted: in place only at the root (MPI's meaning) */
     case B_REDUCE:
-        for (size_t i = 0; i < n; i++) mdc_dtype_set(o->inplace && root ? c->recv : c->send, o->t, i, input_value(o, c->me, i));
-        if (!(o->inplace && root)) memset(c->recv, 0xff, n * ts);
+        for (size_t i = 0; i < n; i++) mdc_dtype_set(ip_root ? c->recv : c->send, o->t, i, input_value(o, c->me, i));
+        if (!ip_root) memset(c->recv, 0xff, n * ts);
         return;
     case B_GATHER:
         memset(c->recv, 0xff, n * p * ts);
         for (size_t i = 0; i < n; i++)
-            mdc_dtype_set(o->inplace && root ? c->recv : c->send, o->t, (o->inplace && root ? (size_t)c->me * n : 0) + i,
+            mdc_dtype_set(ip_root ? c->recv : c->send, o->t, (ip_root ? (size_t)c->me * n : 0) + i,
                           input_value(o, c->me, i));
         return;
     case B_SCATTER:
-        if (root)
+        if (c->me == o->root)
             for (size_t i = 0; i < n * p; i++) mdc_dtype_set(c->send, o->t, i, input_value(o, c->me, i));
         memset(c->recv, 0xff, n * ts);
         return;
