@@ -4,7 +4,8 @@
  * the library, minidc's polite one). Rows: back-to-back 8-byte MPI_Allreduce calls (time per
  * call, the slowest rank's), MPI_Allreduce of doubles (small, medium, large), the
  * same broadcast with a predefined type and with a strided vector type (which the library
- * packs), and an all-to-all. Prints "name bytes us" per row on rank 0. Calls MPI collectives:
+ * packs), an all-to-all, and a gather and a scatter of 4 MiB at root 0 and at the last rank.
+ * Prints "name bytes us" per row on rank 0. Calls MPI collectives:
  * it is a benchmark comparison (DESIGN.md rule 1). */
 #include <mpi.h>
 #include <stdio.h>
@@ -78,6 +79,13 @@ int main(int argc, char **argv) {
     MPI_Type_free(&every2);
     TIME("alltoall bytes", (size_t)65536 * np,
          MPI_Alltoall(a, 65536, MPI_BYTE, b, 65536, MPI_BYTE, MPI_COMM_WORLD));
+    /* 4 MiB gathered to / scattered from rank 0 and the last rank (a root other than 0 rotates
+     * its blocks in MPICH's and, before 2026-11-30, in minidc's binomial tree) */
+    const int blk = (int)(big / (size_t)np);
+    TIME("gather root0", big, MPI_Gather(a, blk, MPI_BYTE, b, blk, MPI_BYTE, 0, MPI_COMM_WORLD));
+    TIME("gather rootlast", big, MPI_Gather(a, blk, MPI_BYTE, b, blk, MPI_BYTE, np - 1, MPI_COMM_WORLD));
+    TIME("scatter root0", big, MPI_Scatter(a, blk, MPI_BYTE, b, blk, MPI_BYTE, 0, MPI_COMM_WORLD));
+    TIME("scatter rootlast", big, MPI_Scatter(a, blk, MPI_BYTE, b, blk, MPI_BYTE, np - 1, MPI_COMM_WORLD));
     free(t);
     free(a);
     free(b);
