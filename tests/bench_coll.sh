@@ -23,6 +23,10 @@ out=$(timeout 120 "$MPIEXEC" -n 3 "$BUILD/minidc" bench allreduce -b 1K -e 64K -
     echo "$out" | grep -q ' ring ' && echo "$out" | grep -q '^# ok: 0' || { echo "bench --algo ring --dtype bf16:"; echo "$out"; fail=1; }
 out=$(timeout 120 "$MPIEXEC" -n 2 "$BUILD/minidc" bench allreduce -b 1K -e 1K --dtype i32 --op max --check 2>&1) &&
     echo "$out" | grep -q '^# ok: 0' || { echo "bench --dtype i32 --op max:"; echo "$out"; fail=1; }
+# MINIDC_ALGO_<COLL> forces the algorithm as --algo does; the header says so (not "auto").
+out=$(MINIDC_ALGO_BCAST=scatter_allgather timeout 120 "$MPIEXEC" -n 3 "$BUILD/minidc" bench broadcast -b 64K -e 64K --check 2>&1) &&
+    echo "$out" | grep -q 'algo scatter_allgather (forced by MINIDC_ALGO_BCAST)' && echo "$out" | grep -q ' scatter_allgather ' &&
+    echo "$out" | grep -q '^# ok: 0' || { echo "MINIDC_ALGO_BCAST=scatter_allgather bench broadcast:"; echo "$out"; fail=1; }
 # Both call orders (--order): named in the header, every call of ours verified.
 for o in blocks alternate; do
     out=$(timeout 120 "$MPIEXEC" -n 2 "$BUILD/minidc" bench allgather -b 1K -e 16K -f 4 --iters 9 --order $o --check 2>&1) &&

@@ -56,5 +56,17 @@ echo "$out" | grep -qF 'out[14680064..16777215] = ((((((x0 + x1) + x2) + x3) + x
 out=$("$bin" explain allreduce --algo ring --chunk 4 --count 16777216 2>&1)
 [ $? = 2 ] && echo "$out" | grep -q "too many to list" ||
     { echo "a 16 M-message schedule was not refused:"; echo "$out" | head -3; fail=1; }
+# The student's page shows explain's output in full: each `$ build/minidc explain ...` block in
+# docs/collectives-explain.md must be exactly what the command prints now.
+doc=${DOC:-docs/collectives-explain.md}
+n=0
+while IFS= read -r cmd; do
+    n=$((n + 1))
+    want=$(awk -v c="\$ $cmd" '$0 == c {on = 1; next} on && (/^```/ || /^\$ /) {exit} on' "$doc")
+    got=$(eval "$BUILD/${cmd#build/}" 2>&1)
+    [ "$got" = "$want" ] || { echo "$doc: '$cmd' prints something else than the page shows:";
+        diff <(echo "$want") <(echo "$got") | head -10; fail=1; }
+done < <(sed -n 's/^\$ \(build\/minidc explain .*\)$/\1/p' "$doc")
+[ $n -ge 5 ] || { echo "$doc: expected at least 5 explain examples, found $n"; fail=1; }
 [ $fail = 0 ] && echo "explain_cli: ok"
 exit $fail

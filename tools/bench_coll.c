@@ -23,6 +23,7 @@
  * copies when every rank copies at once (measured in the same run, copy_time); best =
  * mpich / floor, the ratio an algorithm at the floor would reach. This file may call MPI collectives: the comparison and
  * the max-over-ranks reductions are its purpose (DESIGN.md rule 1 exempts it). */
+#include <ctype.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -575,10 +576,19 @@ int mdc_bench_coll(int argc, char **argv) {
         MPI_Get_library_version(ver, &len);
         char *nl = strchr(ver, '\n');
         if (nl) *nl = '\0';
+        /* MINIDC_ALGO_<COLL> forces an algorithm as --algo does: the header says which. */
+        const char *algo = o.algo ? o.algo : mdc_coll_get_algo(o.def->coll);
+        char forced_by[80] = "";
+        if (!o.algo && strcmp(algo, "auto") != 0) {
+            int k = snprintf(forced_by, sizeof forced_by, " (forced by MINIDC_ALGO_");
+            for (const char *n = mdc_coll_name(o.def->coll); *n && k + 2 < (int)sizeof forced_by; n++)
+                forced_by[k++] = (char)toupper((unsigned char)*n);
+            snprintf(forced_by + k, sizeof forced_by - (size_t)k, ")");
+        }
         printf("# minidc bench %s: %d ranks, %s, op %s, algo %s%s, virtual device %s, "
                "time = median over iterations of max over ranks\n# order: %s\n# buffers: %s\n# reference: %s\n",
-               o.def->name, p, mdc_dtype_name(o.t), mdc_op_name(o.op), o.algo ? o.algo : "auto",
-               o.algo ? "" : !strcmp(o.pick, "host") ? " (cost model on this host's links, --pick host)"
+               o.def->name, p, mdc_dtype_name(o.t), mdc_op_name(o.op), algo,
+               o.algo ? "" : *forced_by ? forced_by : !strcmp(o.pick, "host") ? " (cost model on this host's links, --pick host)"
                                                       : " (cost model on the device's links, --pick device)",
                spec->name,
                o.alternate ? "alternate (ours, MPICH's, ours, ...: every call follows the other library's)"
