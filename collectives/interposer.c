@@ -337,6 +337,32 @@ static int negative(MPI_Comm comm, int f, const char *what, int v) {
     return report(comm, f, MPI_ERR_COUNT, "%s is %d, a negative count", what, v);
 }
 
+/* An intercommunicator goes to MPICH before any argument is read: its count arrays have the
+ * remote group's size and its roots are MPI_ROOT / MPI_PROC_NULL, which the checks below would
+ * misread. MPI_COMM_NULL goes there too, to be reported as MPICH reports it. */
+static int not_ours(MPI_Comm comm, int f) {
+    int inter = 0;
+    if (comm == MPI_COMM_NULL) return 1;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return fallback(f, "intercommunicator"), 1;
+    return 0;
+}
+
+/* A root that is not a rank of the communicator: MPI_ERR_ROOT, as MPICH reports it. */
+static int bad_root(MPI_Comm comm, int f, int root) {
+    int size = 0;
+    PMPI_Comm_size(comm, &size);
+    if (root >= 0 && root < size) return MPI_SUCCESS;
+    return report(comm, f, MPI_ERR_ROOT, "root %d is not a rank of the %d-rank communicator", root, size);
+}
+
+/* MPI_DATATYPE_NULL for `count` > 0 elements: MPI_ERR_TYPE (asking MPICH its size would abort
+ * through MPI_COMM_WORLD's handler, whatever the communicator's). With no elements it moves
+ * nothing and is let be (MPICH 4.0.2 asserts on it in MPI_Bcast, so no program relies on it). */
+static int null_type(MPI_Comm comm, int f, const char *which, MPI_Datatype t, long long count) {
+    if (t != MPI_DATATYPE_NULL || count <= 0) return MPI_SUCCESS;
+    return report(comm, f, MPI_ERR_TYPE, "%s is MPI_DATATYPE_NULL", which);
+}
+
 /* MPICH reports a failed MPI_Test/MPI_Testall (a message longer than its receive: the ranks'
  * counts differ) on MPI_COMM_WORLD's error handler, not the request's communicator: fatal by
  * default, with no word of which sizes differed. While minidc runs a call, world returns
@@ -362,6 +388,41 @@ static void world_restore(void) {
         world_saved = MPI_ERRHANDLER_NULL;
     }
     pthread_mutex_unlock(&world_lock);
+}
+
+/* A program thread that sets or reads world's handler while another thread is inside a minidc
+ * call must see its own handler, and keep it: world_restore would otherwise put back the one
+ * saved at entry. During a call, a new handler becomes the one restored at the end (world
+ * keeps returning errors until then), and a read gets that handler. */
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler h) {
+    if (comm != MPI_COMM_WORLD) return PMPI_Comm_set_errhandler(comm, h);
+    pthread_mutex_lock(&world_lock);
+    int rc = PMPI_Comm_set_errhandler(comm, h);
+    if (rc == MPI_SUCCESS && world_users > 0) { /* world now holds a reference to h: take it */
+        MPI_Errhandler now;
+        if (PMPI_Comm_get_errhandler(comm, &now) == MPI_SUCCESS) {
+            if (world_saved != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&world_saved);
+            world_saved = now;
+        }
+        PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    }
+    pthread_mutex_unlock(&world_lock);
+    return rc;
+}
+
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *h) {
+    if (comm != MPI_COMM_WORLD) return PMPI_Comm_get_errhandler(comm, h);
+    pthread_mutex_lock(&world_lock);
+    int rc;
+    if (world_users > 0 && world_saved != MPI_ERRHANDLER_NULL) { /* a reference of the caller's own */
+        PMPI_Comm_set_errhandler(comm, world_saved);
+        rc = PMPI_Comm_get_errhandler(comm, h);
+        PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    } else {
+        rc = PMPI_Comm_get_errhandler(comm, h);
+    }
+    pthread_mutex_unlock(&world_lock);
+    return rc;
 }
 
 /* Runs a minidc call (an expression giving mdc_status) with world returning errors. */
@@ -403,8 +464,10 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     mdc_dtype dt;
     mdc_op mop;
     mdc_group *g;
-    int mult;
+    int mult, rc;
+    if (not_ours(comm, f)) return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     if (count < 0) return negative(comm, f, "count", count);
+    if ((rc = bad_root(comm, f, root))) return rc;
     if (!reduction_ok(f, type, op, &dt, &mop, &mult) || !(g = group_of(comm, f)))
         return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     size_t n = (size_t)count * (size_t)mult;
@@ -437,6 +500,7 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
     mdc_op mop;
     mdc_group *g;
     int size = 0, mult;
+    if (not_ours(comm, f)) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
     PMPI_Comm_size(comm, &size);
     for (int i = 0; i < size; i++)
         if (recvcounts[i] < 0) return negative(comm, f, "a recvcounts entry", recvcounts[i]);
@@ -472,13 +536,13 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
 /* Bytes of one element's type signature, and its extent (the stride of consecutive elements). */
 static size_t type_size(MPI_Datatype t) {
     int s = 0;
-    PMPI_Type_size(t, &s);
+    if (t != MPI_DATATYPE_NULL) PMPI_Type_size(t, &s);
     return s > 0 ? (size_t)s : 0;
 }
 
 static MPI_Aint type_extent(MPI_Datatype t) {
     MPI_Aint lb = 0, ext = 0;
-    PMPI_Type_get_extent(t, &lb, &ext);
+    if (t != MPI_DATATYPE_NULL) PMPI_Type_get_extent(t, &lb, &ext);
     return ext;
 }
 
@@ -505,6 +569,24 @@ static int pack(MPI_Comm comm, int f, const void *buf, size_t count, MPI_Datatyp
     return MPI_SUCCESS;
 }
 
+/* Whether `count` elements of derived type `t` (`bytes` signature bytes) can be packed or
+ * unpacked, asked before any message moves: a rank that found out only when unpacking what it
+ * received would leave nothing wrong behind, but a root that cannot pack would leave the
+ * others waiting for data that never comes. Every rank asks of its own types, so all ranks of
+ * a program that passes an uncommitted type on every rank (as MPICH does) return the error at
+ * once. A zero-count PMPI_Pack checks the type (committed, valid) and reports on `comm`. */
+static int packable(MPI_Comm comm, int f, MPI_Datatype t, size_t count, size_t bytes) {
+    if (!count) return MPI_SUCCESS;
+    if (count > INT_MAX || bytes > INT_MAX)
+        return report(comm, f, MPI_ERR_COUNT, "%zu bytes of a derived datatype (minidc packs at "
+                      "most 2 GiB per buffer)", bytes);
+    char none[1] = {0};
+    int pos = 0, rc = PMPI_Pack(none, 0, t, none, 0, &pos, comm);
+    if (rc != MPI_SUCCESS)
+        return report(comm, f, rc, "the derived datatype cannot be packed (not committed?)");
+    return MPI_SUCCESS;
+}
+
 /* The element at index `i` of a buffer of type `t`. */
 static void *elem(const void *buf, MPI_Datatype t, long long i) {
     return (char *)buf + (MPI_Aint)i * type_extent(t);
@@ -518,15 +600,19 @@ static int size_mismatch(MPI_Comm comm, int f, size_t sent, size_t block) {
 }
 
 /* Scratch for a call: the send side packed (when spack: `scount` elements of `stype` at `sbuf`,
- * `sbytes` bytes) and room for the receive side (when rpack: `rbytes`). Returns MPI_SUCCESS,
- * or the error already reported, with nothing left allocated. */
+ * `sbytes` bytes) and room for the receive side (when rpack: `rcount` elements of `rtype`,
+ * `rbytes` bytes, unpacked after the call, so checked now). Returns MPI_SUCCESS, or the error
+ * already reported, with nothing left allocated. */
 static int stage(MPI_Comm comm, int f, int spack, const void *sbuf, size_t scount, MPI_Datatype stype,
-                 size_t sbytes, char **sp, int rpack, size_t rbytes, char **rp) {
+                 size_t sbytes, char **sp, int rpack, size_t rcount, MPI_Datatype rtype,
+                 size_t rbytes, char **rp) {
     int rc = MPI_SUCCESS;
     *sp = *rp = NULL;
-    if ((spack && (!(*sp = scratch(comm, f, sbytes, &rc)) ||
+    if ((spack && ((rc = packable(comm, f, stype, scount, sbytes)) ||
+                   !(*sp = scratch(comm, f, sbytes, &rc)) ||
                    (rc = pack(comm, f, sbuf, scount, stype, *sp, sbytes, 0)))) ||
-        (rpack && !(*rp = scratch(comm, f, rbytes, &rc)))) {
+        (rpack && ((rc = packable(comm, f, rtype, rcount, rbytes)) ||
+                   !(*rp = scratch(comm, f, rbytes, &rc))))) {
         free(*sp);
         free(*rp);
         *sp = *rp = NULL;
@@ -548,14 +634,17 @@ static int unstage(MPI_Comm comm, int f, mdc_status st, void *recvbuf, size_t rc
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
     const int f = F_BCAST;
     mdc_group *g;
+    int rc;
+    if (not_ours(comm, f)) return PMPI_Bcast(buf, count, type, root, comm);
     if (count < 0) return negative(comm, f, "count", count);
+    if ((rc = bad_root(comm, f, root)) || (rc = null_type(comm, f, "datatype", type, count))) return rc;
     if (!(g = group_of(comm, f))) return PMPI_Bcast(buf, count, type, root, comm);
     size_t b = (size_t)count * type_size(type);
-    int packed = plain_size(type) == 0, at_root = root == mdc_group_rank(g), rc;
+    int packed = plain_size(type) == 0, at_root = root == mdc_group_rank(g);
     /* A derived type: the root packs its buffer, the others receive into scratch. */
     char *sp, *rp;
     if ((rc = stage(comm, f, packed && at_root, buf, (size_t)count, type, b, &sp, packed && !at_root,
-                    b, &rp)))
+                    (size_t)count, type, b, &rp)))
         return rc;
     note_used(f, b, g, NULL);
     mdc_status st;
@@ -568,8 +657,12 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
     const int f = F_ALLGATHER;
     int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
     mdc_group *g;
+    if (not_ours(comm, f)) return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
     if (rcount < 0) return negative(comm, f, "recvcount", rcount);
+    if ((!inplace && (rc = null_type(comm, f, "sendtype", stype, scount))) ||
+        (rc = null_type(comm, f, "recvtype", rtype, rcount)))
+        return rc;
     if (!(g = group_of(comm, f)))
         return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     int n = mdc_group_size(g), me = mdc_group_rank(g), rplain = plain_size(rtype) > 0;
@@ -582,7 +675,7 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
     int opack = inplace ? !rplain : plain_size(stype) == 0;
     char *sp, *rp;
     if ((rc = stage(comm, f, opack, own, (size_t)(inplace ? rcount : scount), otype, b, &sp, !rplain,
-                    all, &rp)))
+                    (size_t)rcount * (size_t)n, rtype, all, &rp)))
         return rc;
     note_used(f, all, g, NULL);
     mdc_status st;
@@ -609,6 +702,13 @@ static char *v_layout(void *buf, MPI_Datatype t, int plain, const int counts[], 
     return plain ? (char *)buf + low * (long long)s : NULL;
 }
 
+/* packable() for the blocks of a v-collective (each block is one pack call). */
+static int v_packable(MPI_Comm comm, int f, MPI_Datatype t, const int counts[], int n, const size_t *len) {
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < n && !rc; i++) rc = packable(comm, f, t, (size_t)counts[i], len[i]);
+    return rc;
+}
+
 /* Packs (or unpacks) the blocks of a v-collective between the caller's buffer and scratch. */
 static int v_pack(MPI_Comm comm, int f, void *buf, MPI_Datatype t, const int counts[],
                   const int displs[], int n, char *pk, const size_t *len, const size_t *off, int unpack) {
@@ -622,10 +722,17 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
                    const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLGATHERV;
     int size = 0, inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
+    if (not_ours(comm, f)) return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
     PMPI_Comm_size(comm, &size);
     if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
-    for (int i = 0; i < size; i++)
+    long long rsum = 0;
+    for (int i = 0; i < size; i++) {
         if (rcounts[i] < 0) return negative(comm, f, "a recvcounts entry", rcounts[i]);
+        rsum += rcounts[i];
+    }
+    if ((!inplace && (rc = null_type(comm, f, "sendtype", stype, scount))) ||
+        (rc = null_type(comm, f, "recvtype", rtype, rsum)))
+        return rc;
     mdc_group *g = group_of(comm, f);
     if (!g) return PMPI_Allgatherv(sendbuf, scount, stype, recvbuf, rcounts, displs, rtype, comm);
     int n = mdc_group_size(g), me = mdc_group_rank(g), rplain = plain_size(rtype) > 0;
@@ -641,8 +748,10 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
     MPI_Datatype otype = inplace ? rtype : stype;
     int opack = inplace ? !rplain : plain_size(stype) == 0;
     char *sp, *rp;
-    if ((rc = stage(comm, f, opack, own, (size_t)(inplace ? rcounts[me] : scount), otype, mine, &sp,
-                    !rplain, total, &rp))) {
+    /* The receive side unpacks block by block: checked per block here (stage's count 0). */
+    if ((!rplain && (rc = v_packable(comm, f, rtype, rcounts, n, c))) ||
+        (rc = stage(comm, f, opack, own, (size_t)(inplace ? rcounts[me] : scount), otype, mine, &sp,
+                    !rplain, 0, rtype, total, &rp))) {
         free(c);
         return rc;
     }
@@ -665,10 +774,15 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     const int f = F_GATHER;
     mdc_group *g;
     int me = 0, rc = MPI_SUCCESS;
+    if (not_ours(comm, f)) return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    if ((rc = bad_root(comm, f, root))) return rc;
     PMPI_Comm_rank(comm, &me);
     int at_root = me == root, inplace = sendbuf == MPI_IN_PLACE;
     if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
     if (at_root && rcount < 0) return negative(comm, f, "recvcount", rcount);
+    if ((!inplace && (rc = null_type(comm, f, "sendtype", stype, scount))) ||
+        (at_root && (rc = null_type(comm, f, "recvtype", rtype, rcount))))
+        return rc;
     if (!(g = group_of(comm, f)))
         return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     int n = mdc_group_size(g), rplain = !at_root || plain_size(rtype) > 0;
@@ -679,7 +793,7 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     int opack = inplace ? !rplain : plain_size(stype) == 0;
     char *sp, *rp;
     if ((rc = stage(comm, f, opack, own, (size_t)(inplace ? rcount : scount), inplace ? rtype : stype,
-                    b, &sp, !rplain, all, &rp)))
+                    b, &sp, !rplain, (size_t)rcount * (size_t)n, rtype, all, &rp)))
         return rc;
     note_used(f, all, g, NULL);
     mdc_status st;
@@ -692,10 +806,15 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
     const int f = F_SCATTER;
     mdc_group *g;
     int me = 0, rc = MPI_SUCCESS;
+    if (not_ours(comm, f)) return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    if ((rc = bad_root(comm, f, root))) return rc;
     PMPI_Comm_rank(comm, &me);
     int at_root = me == root, inplace = at_root && recvbuf == MPI_IN_PLACE;
     if (!inplace && rcount < 0) return negative(comm, f, "recvcount", rcount);
     if (at_root && scount < 0) return negative(comm, f, "sendcount", scount);
+    if ((at_root && (rc = null_type(comm, f, "sendtype", stype, scount))) ||
+        (!inplace && (rc = null_type(comm, f, "recvtype", rtype, rcount))))
+        return rc;
     if (!(g = group_of(comm, f)))
         return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     int n = mdc_group_size(g);
@@ -704,7 +823,8 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
     if (at_root && !inplace && rb != b) return size_mismatch(comm, f, b, rb);
     int spack = at_root && plain_size(stype) == 0, rpack = !inplace && plain_size(rtype) == 0;
     char *sp, *rp;
-    if ((rc = stage(comm, f, spack, sendbuf, (size_t)scount * (size_t)n, stype, all, &sp, rpack, b, &rp)))
+    if ((rc = stage(comm, f, spack, sendbuf, (size_t)scount * (size_t)n, stype, all, &sp, rpack,
+                    (size_t)rcount, rtype, b, &rp)))
         return rc;
     note_used(f, all, g, NULL);
     /* minidc's in place for scatter is recvbuf == MDC_IN_PLACE at the root (MPI's meaning). */
@@ -719,8 +839,12 @@ int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recv
     const int f = F_ALLTOALL;
     int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
     mdc_group *g;
+    if (not_ours(comm, f)) return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
     if (rcount < 0) return negative(comm, f, "recvcount", rcount);
+    if ((!inplace && (rc = null_type(comm, f, "sendtype", stype, scount))) ||
+        (rc = null_type(comm, f, "recvtype", rtype, rcount)))
+        return rc;
     if (!(g = group_of(comm, f)))
         return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     int n = mdc_group_size(g), rplain = plain_size(rtype) > 0;
@@ -732,7 +856,7 @@ int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recv
     char *sp, *rp;
     if ((rc = stage(comm, f, spack, inplace ? recvbuf : sendbuf,
                     (size_t)(inplace ? rcount : scount) * (size_t)n, inplace ? rtype : stype, all, &sp,
-                    !rplain, all, &rp)))
+                    !rplain, (size_t)rcount * (size_t)n, rtype, all, &rp)))
         return rc;
     note_used(f, all, g, NULL);
     mdc_status st;
@@ -745,11 +869,19 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
                   MPI_Comm comm) {
     const int f = F_ALLTOALLV;
     int inplace = sendbuf == MPI_IN_PLACE, size = 0, rc = MPI_SUCCESS;
+    if (not_ours(comm, f))
+        return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
     PMPI_Comm_size(comm, &size);
+    long long ssum = 0, rsum = 0;
     for (int i = 0; i < size; i++) {
         if (rcounts[i] < 0) return negative(comm, f, "a recvcounts entry", rcounts[i]);
         if (!inplace && scounts[i] < 0) return negative(comm, f, "a sendcounts entry", scounts[i]);
+        rsum += rcounts[i];
+        ssum += inplace ? 0 : scounts[i];
     }
+    if ((!inplace && (rc = null_type(comm, f, "sendtype", stype, ssum))) ||
+        (rc = null_type(comm, f, "recvtype", rtype, rsum)))
+        return rc;
     mdc_group *g = group_of(comm, f);
     if (!g) return PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, comm);
     int n = mdc_group_size(g), rplain = plain_size(rtype) > 0;
@@ -763,9 +895,10 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
     char *sbase = v_layout((void *)sbuf, st_, splain, sc, sd, n, c, c + n, &stotal);
     char *rbase = v_layout(recvbuf, rtype, rplain, rcounts, rdispls, n, c + 2 * n, c + 3 * n, &rtotal);
     char *sp = NULL, *rp = NULL;
-    if ((!splain && (!(sp = scratch(comm, f, stotal, &rc)) ||
+    if ((!splain && ((rc = v_packable(comm, f, st_, sc, n, c)) || !(sp = scratch(comm, f, stotal, &rc)) ||
                      (rc = v_pack(comm, f, (void *)sbuf, st_, sc, sd, n, sp, c, c + n, 0)))) ||
-        (!rplain && !(rp = scratch(comm, f, rtotal, &rc)))) {
+        (!rplain && ((rc = v_packable(comm, f, rtype, rcounts, n, c + 2 * n)) ||
+                     !(rp = scratch(comm, f, rtotal, &rc))))) {
         free(sp);
         free(rp);
         free(c);

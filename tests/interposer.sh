@@ -74,6 +74,21 @@ for p in 3 4; do
         { echo "in-place reduce at root $((p - 1)), n=$p:"; echo "$out" | head -5; fail=1; }
 done
 [ $fail = 0 ] && echo "in-place MPI_Reduce at a root other than 0: right at 3 and 4 ranks"
+# Calls the library must leave to MPICH or report at once (tests/interposer_recover.c):
+# intercommunicators, a root that is no rank, MPI_DATATYPE_NULL, an uncommitted type on every
+# rank, world's handler set by a thread during a collective. The same "ok" lines, each call
+# followed by a valid one, with and without the library.
+rec=$BUILD/tests/interposer_recover
+for p in 3 4; do
+    a=$(timeout 60 "$MPIEXEC" -n $p "$rec" 2>&1 | grep -E '^(ok|FAILED|skipped)')
+    b=$(timeout 60 "$MPIEXEC" -n $p -genv LD_PRELOAD "$preload" -genv MINIDC_TIMEOUT 20 "$rec" 2>&1)
+    rc=$?
+    b=$(echo "$b" | grep -E '^(ok|FAILED|skipped)')
+    if [ $rc != 0 ] || [ "$a" != "$b" ] || [ "$(echo "$b" | grep -c '^ok:')" -lt 12 ]; then
+        echo "interposer_recover n=$p (rc $rc), MPICH then minidc:"; echo "$a"; echo "--"; echo "$b"; fail=1
+    fi
+done
+[ $fail = 0 ] && echo "intercommunicators, bad roots and types, world's handler from a thread: as MPICH at 3 and 4 ranks"
 # Erroneous calls: every rank exits non-zero, within the timeout, and the error names the
 # function, the rank and what is wrong (not MPICH's generic "See the MPI_ERROR field" or an
 # assertion inside its memcpy).
