@@ -2,6 +2,8 @@
 #include "minidc/status.h"
 
 #include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 static const char *const status_text[MDC_STATUS_COUNT] = {
     [MDC_OK] = "ok",
@@ -47,10 +49,15 @@ const char *mdc_detail(void) { return detail; }
 
 void mdc_clear_detail(void) { detail[0] = '\0'; }
 
+/* Formats into a copy first: callers add context to the detail they got from below, as
+ * mdc_fail(st, "%s: %s", path, mdc_detail()), and vsnprintf into the buffer it reads from is
+ * undefined (it garbled such messages). */
 mdc_status mdc_fail(mdc_status st, const char *fmt, ...) {
+    char out[sizeof detail];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
+    vsnprintf(out, sizeof out, fmt, ap);
     va_end(ap);
+    memcpy(detail, out, sizeof detail);
     return st;
 }

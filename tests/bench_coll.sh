@@ -54,6 +54,15 @@ done
 out=$(timeout 60 "$MPIEXEC" -n 3 "$BUILD/minidc" bench gather -b 8 -e 8 --root 3 2>&1) &&
     { echo "bench gather --root 3 at 3 ranks was accepted"; fail=1; }
 echo "$out" | grep -q -- "--root 3 is not a rank of the 3" || { echo "bench gather --root 3: $out"; fail=1; }
+# Sizes, factors and iteration counts that cannot run (a size of 0 never grew by -f and looped
+# for ever; 1e30 and nan became 0 or 2^63 bytes; "2x" and a count past INT_MAX were taken):
+# exit 2 on every rank within seconds, one message naming the option (rank 0 says it).
+for bad in "-b 0" "-b 1e30" "-e nan" "-e -8" "-f 1" "-f nan" "-f 2x" "--iters 0" "--iters 2x" "--iters 99999999999"; do
+    out=$(timeout 30 "$MPIEXEC" -n 2 "$BUILD/minidc" bench allreduce $bad --no-mpich 2>&1)
+    rc=$?
+    [ $rc = 2 ] && [ "$(echo "$out" | grep -c "bad option or value: $bad\$")" = 1 ] ||
+        { echo "bench allreduce $bad: rc $rc (want 2 and one message):"; echo "$out" | head -4; fail=1; }
+done
 "$BUILD/minidc" bench allgather --order sideways >/dev/null 2>&1 && { echo "--order sideways was accepted"; fail=1; }
 "$BUILD/minidc" bench nosuch >/dev/null 2>&1 && { echo "an unknown benchmark was accepted"; fail=1; }
 [ $fail = 0 ] && echo "bench_coll: ok"

@@ -24,6 +24,7 @@
  * mpich / floor, the ratio an algorithm at the floor would reach. This file may call MPI collectives: the comparison and
  * the max-over-ranks reductions are its purpose (DESIGN.md rule 1 exempts it). */
 #include <ctype.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -319,17 +320,19 @@ static void time_calls(const bench_opts *o, bench_case *c, double *ours, double 
 
 /* ---- options ----------------------------------------------------------------------------- */
 
+/* A size of 1 byte to 1 TiB (0 would never grow by -f; a huge or non-finite one cannot be
+ * allocated, or converted to size_t at all). */
 static int parse_size(const char *s, size_t *out) {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || v < 0) return -1;
+    if (end == s || !isfinite(v) || v < 0) return -1;
     double m = 1;
     if (*end == 'K' || *end == 'k') m = 1024.0, end++;
     else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, end++;
     else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, end++;
     if (*end == 'i') end++;
     if (*end == 'B') end++;
-    if (*end) return -1;
+    if (*end || v * m < 1 || v * m > 1099511627776.0) return -1;
     *out = (size_t)(v * m);
     return 0;
 }
@@ -338,9 +341,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: mpiexec.mpich -n P minidc bench COLL [options]   COLL: allreduce reduce_scatter\n"
             "       allgather alltoall broadcast reduce gather scatter\n"
-            "  -b SIZE        smallest size (bytes; K, M, G suffixes; default 8)\n"
+            "  -b SIZE        smallest size (bytes, 1 to 1T; K, M, G suffixes; default 8)\n"
             "  -e SIZE        largest size (default 64M)\n"
-            "  -f FACTOR      size multiplier (default 2)\n"
+            "  -f FACTOR      size multiplier, above 1 (default 2)\n"
             "  --algo A       force minidc's algorithm (default auto: the cost model)\n"
             "  --pick B       what auto optimizes: host (default: this machine's wall clock, the\n"
             "                 host's alpha-beta-gamma) or device (the emulated device's links, the\n"
@@ -360,14 +363,15 @@ static void usage(FILE *f) {
             mdc_device_options_help());
 }
 
-static int parse_args(bench_opts *o, int argc, char **argv) {
+/* Only rank 0 (`say`) prints what is wrong; every rank returns the same code. */
+static int parse_args(bench_opts *o, int argc, char **argv, int say) {
     const char *name = argv[0];
     if (!strcmp(name, "bcast")) name = "broadcast";
     o->def = NULL;
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
         if (!strcmp(name, defs[i].name)) o->def = &defs[i];
     if (!o->def) {
-        fprintf(stderr, "minidc bench: no collective '%s'\n", argv[0]);
+        if (say) fprintf(stderr, "minidc bench: no collective '%s'\n", argv[0]);
         return 2;
     }
     o->minb = 8;
@@ -388,7 +392,12 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
         int bad = 0;
         if (!strcmp(a, "-b") && v) bad = parse_size(v, &o->minb), i++;
         else if (!strcmp(a, "-e") && v) bad = parse_size(v, &o->maxb), i++;
-        else if (!strcmp(a, "-f") && v) o->factor = atof(v), bad = o->factor <= 1, i++;
+        else if (!strcmp(a, "-f") && v) {
+            char *end;
+            o->factor = strtod(v, &end);
+            bad = end == v || *end || !(o->factor > 1 && o->factor <= 1e6); /* NaN fails too */
+            i++;
+        }
         else if (!strcmp(a, "--algo") && v) o->algo = v, i++;
         else if (!strcmp(a, "--pick") && v) o->pick = v, bad = strcmp(v, "host") && strcmp(v, "device"), i++;
         else if (!strcmp(a, "--dtype") && v) {
@@ -401,7 +410,13 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
             bad = op < 0 || op == MDC_AVG;
             o->op = (mdc_op)(op < 0 ? 0 : op);
             i++;
-        } else if (!strcmp(a, "--iters") && v) o->iters = atoi(v), bad = o->iters < 1, i++;
+        } else if (!strcmp(a, "--iters") && v) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            bad = end == v || *end || n < 1 || n > 1000000;
+            o->iters = (int)(bad ? 1 : n);
+            i++;
+        }
         else if (!strcmp(a, "--order") && v) o->alternate = !strcmp(v, "alternate"), bad = !o->alternate && strcmp(v, "blocks"), i++;
         else if (!strcmp(a, "--check")) o->check = 1;
         else if (!strcmp(a, "--inplace")) o->inplace = 1;
@@ -418,14 +433,16 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
             return -1;
         } else bad = 1;
         if (bad) {
-            fprintf(stderr, "minidc bench %s: bad option or value: %s%s%s\n", o->def->name, a,
-                    v ? " " : "", v && strncmp(a, "--c", 3) ? v : "");
-            usage(stderr);
+            if (say) {
+                fprintf(stderr, "minidc bench %s: bad option or value: %s%s%s\n", o->def->name, a,
+                        v ? " " : "", v && strncmp(a, "--c", 3) ? v : "");
+                usage(stderr);
+            }
             return 2;
         }
     }
     if (o->minb > o->maxb) {
-        fprintf(stderr, "minidc bench: -b is larger than -e\n");
+        if (say) fprintf(stderr, "minidc bench: -b is larger than -e\n");
         return 2;
     }
     if (mpi_type(o->t) == MPI_DATATYPE_NULL) o->mpich = 0;
@@ -535,7 +552,7 @@ int mdc_bench_coll(int argc, char **argv) {
     mdc_status st = mdc_runtime_init(&rt, &argc, &argv);
     if (st) mdc_runtime_die(&rt, st, 1, 2);
     bench_opts o;
-    int rc = parse_args(&o, argc, argv);
+    int rc = parse_args(&o, argc, argv, rt.rank == 0);
     if (rc) {
         mdc_runtime_finalize(&rt);
         return rc < 0 ? 0 : rc;
