@@ -176,22 +176,10 @@ void mdc_coll_set_ring_chunk(size_t bytes) {
     ring_chunk_set = 1;
 }
 
-/* The byte count in environment variable `name` (optional k/K = KiB, m/M = MiB suffix), or
- * `dflt` when it is unset or empty. */
-static size_t env_bytes(const char *name, size_t dflt) {
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*end == 'k' || *end == 'K') x <<= 10;
-    else if (*end == 'm' || *end == 'M') x <<= 20;
-    return (size_t)x;
-}
-
 size_t mdc_coll_ring_chunk(void) {
     if (!ring_chunk_set) {
         ring_chunk_set = 1;
-        ring_chunk = env_bytes("MINIDC_RING_CHUNK", 0);
+        ring_chunk = mdc_i_env_bytes("MINIDC_RING_CHUNK", 0, (size_t)1 << 40);
     }
     return ring_chunk;
 }
@@ -208,7 +196,7 @@ void mdc_coll_set_slice(size_t bytes) {
 size_t mdc_coll_slice(void) {
     if (!slice_set) {
         slice_set = 1;
-        slice = env_bytes("MINIDC_SLICE", MDC_DEFAULT_SLICE);
+        slice = mdc_i_env_bytes("MINIDC_SLICE", MDC_DEFAULT_SLICE, (size_t)1 << 40);
     }
     return slice;
 }
@@ -321,6 +309,8 @@ const char *mdc_coll_get_pick(void) {
     if (pick_host < 0) {
         const char *v = getenv("MINIDC_PICK");
         pick_host = v && !strcmp(v, "host");
+        if (v && *v && !pick_host && strcmp(v, "device"))
+            fprintf(stderr, "minidc: MINIDC_PICK='%s' is neither host nor device; using device\n", v);
     }
     return pick_host ? "host" : "device";
 }

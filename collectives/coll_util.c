@@ -1,8 +1,46 @@
 /* Small helpers the algorithms share: a paired send/receive that skips empty sides, and the
  * balanced block partition. */
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "coll_internal.h"
+
+/* ---- tuning from the environment -------------------------------------------------------
+ * MINIDC_* settings are read strictly: a value that is not a number in range ("abc", "4x",
+ * "-1", "nan") is named on stderr and the default is used, never half-read (atof("4x") = 4)
+ * or taken silently. Unset or empty: the default, silently. */
+double mdc_i_env_num(const char *name, double dflt, double lo, double hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || x < lo || x > hi) {
+        fprintf(stderr, "minidc: %s='%s' is not a number in %g..%g; using %g\n", name, v, lo, hi, dflt);
+        return dflt;
+    }
+    return x;
+}
+
+size_t mdc_i_env_bytes(const char *name, size_t dflt, size_t hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    errno = 0;
+    unsigned long long x = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+    int shift = 0;
+    if (*v >= '0' && *v <= '9' && (*end == 'k' || *end == 'K')) shift = 10, end++;
+    else if (*v >= '0' && *v <= '9' && (*end == 'm' || *end == 'M')) shift = 20, end++;
+    if (*v < '0' || *v > '9' || *end || errno || x > (hi >> shift)) {
+        fprintf(stderr, "minidc: %s='%s' is not a byte count in 0..%zu (k, M suffixes); using %zu\n",
+                name, v, hi, dflt);
+        return dflt;
+    }
+    return (size_t)(x << shift);
+}
 
 /* ---- scratch cache ------------------------------------------------------------------------
  * Blocks of at least CACHE_MIN bytes (glibc serves those with fresh mmap'ed pages, which fault

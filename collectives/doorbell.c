@@ -127,7 +127,7 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     if (D.state) return D.state > 0;
     D.state = -1;
     const char *e = getenv("MINIDC_DOORBELL");
-    if (e && *e) want = atoi(e) != 0;
+    if (e && *e) want = mdc_i_env_num("MINIDC_DOORBELL", want, 0, 1) != 0;
     /* Every rank must be on this host (the segment is per host), and one rank has no peer. */
     if (!want || world_size < 2 || world_size > DOOR_MAX_RANKS || local_ranks != world_size) return 0;
     remove_stale();
@@ -136,9 +136,7 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     snprintf(name, sizeof name, "/minidc-door-%d-%llu-%d", (int)pp, start_time(pp), world_size);
     D.n = world_size;
     D.me = world_rank;
-    D.sleep_us = DOOR_SLEEP_US;
-    e = getenv("MINIDC_DOOR_SLEEP_US");
-    if (e && atol(e) > 0) D.sleep_us = atol(e);
+    D.sleep_us = (long)mdc_i_env_num("MINIDC_DOOR_SLEEP_US", DOOR_SLEEP_US, 1, 1e9);
     D.row = ((size_t)world_size * 4 + LINE - 1) / LINE * (LINE / 4);
     size_t slots = (size_t)world_size * LINE, rows = D.row * 4 * (size_t)world_size;
     size_t bytes = LINE + slots + 2 * rows;

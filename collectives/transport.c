@@ -146,13 +146,9 @@ static void wait_policy(mdc_transport *t) {
     int own_core = cores > 0 && local <= cores;
     t->spin_s = own_core ? 50e-6 : 0;
     t->yield_s = 20e-3;
-    const char *e = getenv("MINIDC_SPIN_US");
-    if (e && *e) t->spin_s = atof(e) * 1e-6;
-    e = getenv("MINIDC_YIELD_US");
-    if (e && *e) t->yield_s = atof(e) * 1e-6;
-    t->door_s = 100e-6;
-    e = getenv("MINIDC_DOOR_US");
-    if (e && *e) t->door_s = atof(e) * 1e-6;
+    t->spin_s = mdc_i_env_num("MINIDC_SPIN_US", t->spin_s * 1e6, 0, 1e9) * 1e-6;
+    t->yield_s = mdc_i_env_num("MINIDC_YIELD_US", t->yield_s * 1e6, 0, 1e9) * 1e-6;
+    t->door_s = mdc_i_env_num("MINIDC_DOOR_US", 100, 0, 1e9) * 1e-6;
     door_map(t, lr, !own_core);
 }
 
@@ -182,8 +178,7 @@ mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_d
     /* minidc's tags sit at the top of the tag range, away from an application's own. */
     t->tag_base = (int)(tag_ub - TAG_REGION);
     t->timeout = 120.0;
-    const char *env = getenv("MINIDC_TIMEOUT");
-    if (env && atof(env) > 0) t->timeout = atof(env);
+    t->timeout = mdc_i_env_num("MINIDC_TIMEOUT", t->timeout, 1e-3, 1e9);
     wait_policy(t);
     /* Short sleeps should be short: the default 50 us timer slack would dominate them. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);

@@ -63,6 +63,11 @@ for bad in "-b 0" "-b 1e30" "-e nan" "-e -8" "-f 1" "-f nan" "-f 2x" "--iters 0"
     [ $rc = 2 ] && [ "$(echo "$out" | grep -c "bad option or value: $bad\$")" = 1 ] ||
         { echo "bench allreduce $bad: rc $rc (want 2 and one message):"; echo "$out" | head -4; fail=1; }
 done
+# MINIDC_* tuning read strictly: a bad value is named (once per rank) and the default used.
+out=$(MINIDC_TIMEOUT=abc MINIDC_SLICE=4x MINIDC_SPIN_US=-1 timeout 60 "$MPIEXEC" -n 2 "$BUILD/minidc" bench allreduce -b 1M -e 1M --no-mpich --check 2>&1) &&
+    [ "$(echo "$out" | grep -c "MINIDC_TIMEOUT='abc' is not a number in .*; using 120")" = 2 ] &&
+    echo "$out" | grep -q "MINIDC_SLICE='4x' is not a byte count" && echo "$out" | grep -q "MINIDC_SPIN_US='-1'" &&
+    echo "$out" | grep -q '^# ok: 0' || { echo "bad MINIDC_* values:"; echo "$out" | head; fail=1; }
 "$BUILD/minidc" bench allgather --order sideways >/dev/null 2>&1 && { echo "--order sideways was accepted"; fail=1; }
 "$BUILD/minidc" bench nosuch >/dev/null 2>&1 && { echo "an unknown benchmark was accepted"; fail=1; }
 [ $fail = 0 ] && echo "bench_coll: ok"
