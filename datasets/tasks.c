@@ -9,8 +9,17 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "minidc/datasets.h"
+
+/* The largest request: 2^32 tokens, the size of the tokenizer's largest input (4 GiB). Each
+ * token costs about 6 bytes of host memory while generating (the text, up to 2 bytes a
+ * character while its buffer doubles, plus the 4-byte token), so a request is also checked
+ * against physical memory: past it, Linux overcommit would end the run in the OOM killer (or
+ * in swap) instead of an error. */
+#define TASK_MAX_TOKENS ((uint64_t)1 << 32)
+#define TASK_BYTES_PER_TOKEN 6.0
 
 typedef struct {
     uint64_t s;
@@ -172,6 +181,15 @@ mdc_status mdc_task_generate(const char *name, uint64_t seed, size_t ntokens, md
         if (!strcmp(name, tasks[i].info.name)) tk = &tasks[i];
     if (!tk) return mdc_fail(MDC_ERR_INVALID, "unknown task '%s' (tasks: copy, reverse, add, grammar)", name);
     if (ntokens == 0) return mdc_fail(MDC_ERR_INVALID, "task '%s': 0 tokens requested", name);
+    if ((uint64_t)ntokens > TASK_MAX_TOKENS)
+        return mdc_fail(MDC_ERR_INVALID, "--tokens: %zu tokens requested for task '%s', at most %llu",
+                        ntokens, name, (unsigned long long)TASK_MAX_TOKENS);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double need = (double)ntokens * TASK_BYTES_PER_TOKEN, phys = (double)pages * (double)page;
+    if (pages > 0 && page > 0 && need > phys)
+        return mdc_fail(MDC_ERR_INVALID, "--tokens: %zu tokens of task '%s' need about %.1f GiB of "
+                        "host memory, more than this machine's %.1f GiB", ntokens, name,
+                        need / 1073741824.0, phys / 1073741824.0);
     mdc_status st = MDC_OK;
     mdc_shard s = {0};
     text t = {0};

@@ -73,7 +73,7 @@ void mdc_tensor_clear(mdc_tensor *t) {
 
 mdc_status mdc_tensor_to_f32(const mdc_tensor *t, float *dst, size_t n) {
     if (t->numel != n)
-        return mdc_fail(MDC_ERR_MISMATCH, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
+        return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
     switch (t->dtype) {
     case MDC_TD_F32: memcpy(dst, t->data, n * 4); return MDC_OK;
     case MDC_TD_F16:
@@ -86,14 +86,14 @@ mdc_status mdc_tensor_to_f32(const mdc_tensor *t, float *dst, size_t n) {
         for (size_t i = 0; i < n; i++) dst[i] = (float)((const double *)t->data)[i];
         return MDC_OK;
     default:
-        return mdc_fail(MDC_ERR_MISMATCH, "tensor '%s': dtype %s is not a floating-point type",
+        return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': dtype %s is not a floating-point type",
                         t->name, mdc_tdtype_name(t->dtype));
     }
 }
 
 mdc_status mdc_tensor_to_i32(const mdc_tensor *t, int32_t *dst, size_t n) {
     if (t->numel != n)
-        return mdc_fail(MDC_ERR_MISMATCH, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
+        return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
     const unsigned char *p = t->data;
     for (size_t i = 0; i < n; i++) {
         int64_t v;
@@ -112,7 +112,7 @@ mdc_status mdc_tensor_to_i32(const mdc_tensor *t, int32_t *dst, size_t n) {
         case MDC_TD_U16: { uint16_t x; memcpy(&x, p + 2 * i, 2); v = x; break; }
         case MDC_TD_U8: v = p[i]; break;
         default:
-            return mdc_fail(MDC_ERR_MISMATCH, "tensor '%s': dtype %s is not an integer type",
+            return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': dtype %s is not an integer type",
                             t->name, mdc_tdtype_name(t->dtype));
         }
         if (v < INT32_MIN || v > INT32_MAX)

@@ -3,6 +3,7 @@
  * "transformer." prefix and the ".weight" of the two embeddings (HF spells them
  * "wte.weight" and "wpe.weight"). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,40 @@ static const mdc_tensor *find_canon(const mdc_tensorfile *tf, const char *want) 
     for (int i = 0; i < tf->count; i++)
         if (!strcmp(canonical(tf->tensors[i].name, buf, sizeof buf), want)) return &tf->tensors[i];
     return NULL;
+}
+
+/* A model never recovers from a NaN or inf in its weights or AdamW moments (nor from v < 0:
+ * sqrt(v) is NaN), and training on would only print `loss nan`: refuse the file instead,
+ * naming the tensor and the first bad element. One pass over the converted floats. */
+static mdc_status check_values(const char *label, const mdc_tensor *t, const float *x, size_t n, int nonneg) {
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(x[i]) && !(nonneg && x[i] < 0)) continue;
+        const char *conv = t->dtype == MDC_TD_F32 ? "" : " as float32";
+        if (isfinite(x[i]))
+            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': element %zu is %.9g (AdamW's second moment v "
+                            "cannot be negative)", label, t->name, i, x[i]);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': element %zu is %s%s", label, t->name, i,
+                        isnan(x[i]) ? "nan" : x[i] > 0 ? "inf" : "-inf", conv);
+    }
+    return MDC_OK;
+}
+
+/* Converts file tensor t, which must have the shape of parameter p, into dst and checks its
+ * values. A wrong shape or dtype is the file's problem (MDC_ERR_FORMAT; MISMATCH's hint would
+ * tell the user to give every rank the same options). */
+static mdc_status to_f32(const char *label, const mdc_tensor *t, const mdc_param_tensor *p, float *dst,
+                         int nonneg) {
+    int64_t want[2] = {p->shape[0], p->shape[1]};
+    if (t->ndim != p->ndim || t->shape[0] != want[0] || (p->ndim == 2 && t->shape[1] != want[1])) {
+        char a[96], b[96];
+        shape_str(a, sizeof a, t->ndim, t->shape);
+        shape_str(b, sizeof b, p->ndim, want);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape %s in the file, the model expects %s", label,
+                        t->name, a, b);
+    }
+    mdc_status st = mdc_tensor_to_f32(t, dst, p->numel);
+    if (st) return mdc_fail(st == MDC_ERR_MISMATCH ? MDC_ERR_FORMAT : st, "%s: %s", label, mdc_detail());
+    return check_values(label, t, dst, p->numel, nonneg);
 }
 
 static int parse_int_meta(const mdc_tensorfile *tf, const char *key, long long *out) {
@@ -149,19 +184,7 @@ static mdc_status load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label,
             st = mdc_fail(MDC_ERR_FORMAT, "%s: missing tensor '%s'", label, mdc_gpt2_hf_name(&p));
             goto done;
         }
-        int64_t want[2] = {p.shape[0], p.shape[1]};
-        if (t->ndim != p.ndim || t->shape[0] != want[0] || (p.ndim == 2 && t->shape[1] != want[1])) {
-            char a[96], b[96];
-            shape_str(a, sizeof a, t->ndim, t->shape);
-            shape_str(b, sizeof b, p.ndim, want);
-            st = mdc_fail(MDC_ERR_MISMATCH, "%s: tensor '%s': shape %s in the file, the model expects %s", label,
-                          t->name, a, b);
-            goto done;
-        }
-        if ((st = mdc_tensor_to_f32(t, params + p.offset, p.numel))) {
-            mdc_fail(st, "%s: %s", label, mdc_detail());
-            goto done;
-        }
+        if ((st = to_f32(label, t, &p, params + p.offset, 0))) goto done;
         for (size_t i = p.numel; i < p.alloc; i++) params[p.offset + i] = 0; /* wte padding rows */
     }
     if (lm_head) {
@@ -275,9 +298,10 @@ mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_st
     return st;
 }
 
-/* Copies the "adam.X.<name>" tensors into the moment allocation `dst`. */
+/* Copies the "adam.X.<name>" tensors into the moment allocation `dst`; every value must be
+ * finite, and >= 0 if `nonneg` (the second moment). */
 static mdc_status load_moment(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *prefix,
-                              float *dst) {
+                              float *dst, int nonneg) {
     const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
     for (int k = 0; k < mdc_gpt2_tensor_count(cfg); k++) {
         mdc_param_tensor p;
@@ -286,8 +310,8 @@ static mdc_status load_moment(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
         snprintf(name, sizeof name, "%s%s", prefix, mdc_gpt2_hf_name(&p));
         const mdc_tensor *t = mdc_tensorfile_find(tf, name);
         if (!t) return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint has no tensor '%s'", label, name);
-        mdc_status st = mdc_tensor_to_f32(t, dst + p.offset, p.numel);
-        if (st) return mdc_fail(st, "%s: %s", label, mdc_detail());
+        mdc_status st = to_f32(label, t, &p, dst + p.offset, nonneg);
+        if (st) return st;
         for (size_t i = p.numel; i < p.alloc; i++) dst[p.offset + i] = 0;
     }
     return MDC_OK;
@@ -320,6 +344,6 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
     if ((st = load(m, tf, label, "adam."))) return st;
     if (adam_step == 0) return MDC_OK;
     if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
-    if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m)))) return st;
-    return load_moment(m, tf, label, "adam.v.", mdc_gpt2_adam_v(m));
+    if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;
+    return load_moment(m, tf, label, "adam.v.", mdc_gpt2_adam_v(m), 1);
 }

@@ -61,14 +61,19 @@ double mdc_wall_time(void) {
 }
 
 void mdc_wait_wall(double seconds) {
-    if (!(seconds > 0)) return;
+    /* An infinite or NaN wait (a virtual clock that overflowed) cannot be honoured: waiting
+     * forever would only hang the run, so it returns at once and the report shows the clock.
+     * A finite wait is capped at MDC_WAIT_WALL_MAX_S: no single modeled interval of a sane
+     * device and --time-scale comes near an hour, and past it the run would look hung. */
+    if (!(seconds > 0) || !isfinite(seconds)) return;
+    if (seconds > MDC_WAIT_WALL_MAX_S) seconds = MDC_WAIT_WALL_MAX_S;
     double end = mdc_wall_time() + seconds;
     /* Sleep for all but the last 100 us, then spin: sleeps overshoot by tens of us. */
     for (;;) {
         double left = end - mdc_wall_time();
         if (left <= 0) return;
         if (left > 150e-6) {
-            double s = left - 100e-6;
+            double s = left - 100e-6; /* <= the cap, so the casts below are defined */
             struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
             nanosleep(&ts, NULL);
         }

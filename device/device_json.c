@@ -11,27 +11,48 @@ typedef struct {
     size_t offset;
     char kind;        /* 'd' double > 0, 'z' double >= 0, 'i' int > 0, 's' string */
     size_t size;      /* strings: buffer size */
+    double lo, hi;    /* numbers: the physically sensible range, inclusive */
+    const char *unit; /* numbers: for the range message */
 } field;
 
-#define D(k) {#k, offsetof(mdc_device_spec, k), 'd', 0}
-#define Z(k) {#k, offsetof(mdc_device_spec, k), 'z', 0}
-#define I(k) {#k, offsetof(mdc_device_spec, k), 'i', 0}
-#define S(k) {#k, offsetof(mdc_device_spec, k), 's', sizeof(((mdc_device_spec *)0)->k)}
+/* Ranges: every preset (and the measured host) lies well inside them; outside them a rate or
+ * capacity is no real device and only breaks the model (1e-300 FLOP/s sends the virtual clock
+ * to 1e300 s or infinity, and throttle mode would wait forever; 1e9 stacks overflow the bus
+ * width). Lower bounds of rates are 1 MB/s and 1 MFLOP/s; upper bounds are orders of magnitude
+ * past any announced part (vr300: 1 TiB, 32 TB/s, 9 PFLOP/s, 16 stacks of 2048 bits, 3600 W). */
+#define D(k, lo, hi, u) {#k, offsetof(mdc_device_spec, k), 'd', 0, lo, hi, u}
+#define Z(k, lo, hi, u) {#k, offsetof(mdc_device_spec, k), 'z', 0, lo, hi, u}
+#define I(k, lo, hi, u) {#k, offsetof(mdc_device_spec, k), 'i', 0, lo, hi, u}
+#define S(k) {#k, offsetof(mdc_device_spec, k), 's', sizeof(((mdc_device_spec *)0)->k), 0, 0, NULL}
 static const field spec_fields[] = {
-    S(name), S(description), D(hbm_bytes), D(hbm_bw), I(hbm_bus_bits_per_stack), I(hbm_stacks),
-    S(hbm_gen), D(flops_fp32), D(flops_bf16), D(sram_bytes), D(nvlink_bw), Z(nvlink_latency),
-    D(net_bw), Z(net_latency), D(pcie_bw), Z(launch_overhead), D(tdp_watts),
+    S(name), S(description),
+    D(hbm_bytes, 1e6, 1e16, "bytes"),
+    D(hbm_bw, 1e6, 1e16, "bytes/s"),
+    I(hbm_bus_bits_per_stack, 1, 65536, "bits"),
+    I(hbm_stacks, 1, 1024, "stacks"),
+    S(hbm_gen),
+    D(flops_fp32, 1e6, 1e21, "FLOP/s"),
+    D(flops_bf16, 1e6, 1e21, "FLOP/s"),
+    D(sram_bytes, 1e3, 1e13, "bytes"),
+    D(nvlink_bw, 1e6, 1e16, "bytes/s"),
+    Z(nvlink_latency, 0, 1, "s"),
+    D(net_bw, 1e6, 1e16, "bytes/s"),
+    Z(net_latency, 0, 1, "s"),
+    D(pcie_bw, 1e6, 1e16, "bytes/s"),
+    Z(launch_overhead, 0, 1, "s"),
+    D(tdp_watts, 0.1, 1e6, "W"),
 };
 #undef D
 #undef Z
 #undef I
 #undef S
-#define D(k) {#k, offsetof(mdc_energy_table, k), 'z', 0}
+/* Energies: the largest published figure is ~2600 pJ per 64-bit DRAM read; 1 uJ is far past. */
+#define D(k) {#k, offsetof(mdc_energy_table, k), 'z', 0, 0, 1e6, "pJ"}
 static const field table_fields[] = {
     D(pj_int_op), D(pj_fp_op), D(pj_sram_64b), D(pj_dram_64b), D(pj_hbm_bit), D(pj_nvlink_bit),
     D(pj_net_bit), D(pj_pcie_bit),
-    {"name", offsetof(mdc_energy_table, name), 's', sizeof(((mdc_energy_table *)0)->name)},
-    {"source", offsetof(mdc_energy_table, source), 's', sizeof(((mdc_energy_table *)0)->source)},
+    {"name", offsetof(mdc_energy_table, name), 's', sizeof(((mdc_energy_table *)0)->name), 0, 0, NULL},
+    {"source", offsetof(mdc_energy_table, source), 's', sizeof(((mdc_energy_table *)0)->source), 0, 0, NULL},
 };
 #undef D
 
@@ -131,12 +152,17 @@ static mdc_status load_fields(const char *path, const char *text, void *dst, con
             st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' must be >= 0 (got %g)", path, f->key, x);
             goto done;
         }
+        if (f->kind == 'i' && x != floor(x)) {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' must be an integer (got %g)", path, f->key, x);
+            goto done;
+        }
+        if (x < f->lo || x > f->hi) {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' = %g %s is out of range (a real device "
+                          "has %g..%g %s)", path, f->key, x, f->unit, f->lo, f->hi, f->unit);
+            goto done;
+        }
         if (f->kind == 'i') {
-            if (x > 1e9 || x != floor(x)) {
-                st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' must be an integer (got %g)", path, f->key, x);
-                goto done;
-            }
-            *(int *)p = (int)x;
+            *(int *)p = (int)x; /* in range, so it fits */
         } else {
             *(double *)p = x;
         }

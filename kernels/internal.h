@@ -38,14 +38,20 @@ void mdc_k_sgemm(int transA, int transB, int M, int N, int K, float alpha, const
 void mdc_k_sgemm1(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-/* exp(x) to about 1 ulp for x in [-87, 88.3] (0 below -87.3, exp(88.3) above), written so the
- * compiler vectorizes it: Cody-Waite reduction by ln 2, degree-7 Taylor polynomial on
- * |r| <= ln2/2 (truncation error < 5e-9 relative), scale by 2^n through the exponent bits.
+/* exp(x) to about 1 ulp for x in [-87, 88.3] (0 below -87.3, exp(88.3) above up to
+ * MDC_K_EXP_MAX, where expf overflows: inf beyond it), written so the compiler vectorizes it:
+ * Cody-Waite reduction by ln 2, degree-7 Taylor polynomial on |r| <= ln2/2 (truncation error
+ * < 5e-9 relative), scale by 2^n through the exponent bits. NaN gives NaN, -inf 0, +inf inf.
  * IEEE operations only, so the result is the same on every run and thread count. */
+#define MDC_K_EXP_MAX 88.72283172607422f /* the largest float whose exp is finite */
 static inline float mdc_k_exp(float x) {
     /* quiet comparisons (no FE_INVALID on NaN): GCC if-converts and vectorizes them under
-     * the default -ftrapping-math, where it leaves x < c as a branch */
-    float xc = __builtin_isless(x, -87.0f) ? -87.0f : (__builtin_isgreater(x, 88.3f) ? 88.3f : x);
+     * the default -ftrapping-math, where it leaves x < c as a branch. NaN is replaced by 0
+     * before the int conversion below (converting NaN to int32 is undefined behaviour) and
+     * put back at the end; every other x is clamped, so n + 127 is in [1, 254]. */
+    float xc = __builtin_isless(x, -87.0f) ? -87.0f
+               : __builtin_isgreater(x, 88.3f) ? 88.3f
+               : __builtin_isunordered(x, x) ? 0.0f : x;
     const float big = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float n = (xc * 1.44269504088896341f + big) - big;
     float r = xc - n * 0.693145751953125f;  /* ln2 high part (exact product) */
@@ -62,7 +68,9 @@ static inline float mdc_k_exp(float x) {
     float s;
     memcpy(&s, &e, sizeof s);
     float y = p * s;
-    return __builtin_isless(x, -87.3f) ? 0.0f : y;
+    y = __builtin_isless(x, -87.3f) ? 0.0f : y;
+    y = __builtin_isgreater(x, MDC_K_EXP_MAX) ? INFINITY : y;
+    return __builtin_isunordered(x, x) ? x : y;
 }
 
 #endif

@@ -2,10 +2,17 @@
  * reference forward; every forward against that reference; tiled against plain attention;
  * bits identical with 1 and 2 OpenMP threads; charged FLOPs and bytes equal the formulas of
  * the kernels' header comments (recomputed here); AdamW and the gradient norm against
- * double-precision formulas. Exits 1 on any mismatch, printing the worst element. */
+ * double-precision formulas; NaN, inf and huge inputs to the exp-based kernels give the IEEE
+ * results (and, under UBSan, no undefined behaviour). Exits 1 on any mismatch, printing the
+ * worst element. */
+#include <float.h>
 #include <omp.h>
 
 #include "testutil.h"
+/* mdc_k_exp, tested directly; its optimize pragma stays inside the header */
+#pragma GCC push_options
+#include "../kernels/internal.h"
+#pragma GCC pop_options
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 static uint64_t rng = 88172645463325252ull;
@@ -501,6 +508,82 @@ static void test_big_products(mdc_device *d) {
     free(a), free(w), free(out), free(k.x), free(k.w), free(k.out);
 }
 
+/* ---- non-finite and huge inputs ----------------------------------------------------------------- */
+/* the bits of got equal those of want (NaN: any NaN) */
+static void same_float(const char *what, size_t i, float got, float want) {
+    int ok = isnan(want) ? isnan(got) != 0 : !memcmp(&got, &want, sizeof got);
+    TU_CHECK(ok, "%s: element %zu: got %a, want %a", what, i, got, want);
+}
+static void test_nonfinite(mdc_device *d) {
+    /* mdc_k_exp itself, scalar and in a vectorized loop as the kernels call it */
+    enum { NE = 13 };
+    const float ex[NE] = {NAN, -NAN, INFINITY, -INFINITY, 1e30f, -1e30f, FLT_MAX, -FLT_MAX, 88.8f,
+                          MDC_K_EXP_MAX, 0.0f, -88.0f, 3e9f};
+    const float ew[NE] = {NAN, NAN, INFINITY, 0.0f, INFINITY, 0.0f, INFINITY, 0.0f, INFINITY,
+                          -1 /* finite, checked below */, 1.0f, 0.0f, INFINITY};
+    float ev[NE];
+#pragma omp simd
+    for (int i = 0; i < NE; i++) ev[i] = mdc_k_exp(ex[i]);
+    for (int i = 0; i < NE; i++) {
+        if (ew[i] == -1) {
+            TU_CHECK(isfinite(ev[i]) && ev[i] > 1e38f, "exp(%a) = %a, want finite", ex[i], ev[i]);
+            continue;
+        }
+        same_float("mdc_k_exp (vectorized)", (size_t)i, ev[i], ew[i]);
+        same_float("mdc_k_exp", (size_t)i, mdc_k_exp(ex[i]), ew[i]);
+    }
+    TU_CHECK(fabs(mdc_k_exp(1.0f) - M_E) < 1e-6, "exp(1) = %.9g", mdc_k_exp(1.0f));
+
+    /* GELU: exp(-2u) overflows to inf for x < about -10.3, so y is exactly -0 there (as
+     * 0.5 x (1 + tanh u) is in float), not x / exp(88.3) */
+    enum { NG = 8 };
+    float gx[NG] = {NAN, INFINITY, -INFINITY, -20.0f, -1e30f, 1e30f, 0.0f, -3e9f};
+    const float gy[NG] = {NAN, INFINITY, NAN, -0.0f, -0.0f, 1e30f, 0.0f, -0.0f};
+    float gout[NG], gdx[NG] = {0}, gdy[NG] = {1, 1, 1, 1, 1, 1, 1, 1};
+    mdc_gelu_forward(d, gout, gx, NG);
+    mdc_gelu_backward(d, gdx, gx, gdy, NG);
+    mdc_dev_reset_counters(d);
+    for (int i = 0; i < NG; i++) same_float("gelu forward, non-finite", (size_t)i, gout[i], gy[i]);
+    same_float("gelu backward at NaN", 0, gdx[0], NAN);
+    same_float("gelu backward at -20", 3, gdx[3], 0.0f);
+
+    /* softmax and cross-entropy: a NaN row is NaN; -inf logits get probability exactly 0 */
+    enum { V = 4, Vp = 5 };
+    float lx[3 * Vp] = {NAN, 0, 1, 2, 0, /* */ -INFINITY, 0, -INFINITY, 0, 0, /* */ 1, -1e30f, -INFINITY, 1, 7};
+    float lp[3 * Vp], ll[3], lse[3], ldx[3 * Vp];
+    int tg[3] = {1, 1, 0};
+    mdc_softmax_forward(d, lp, lx, 3, V, Vp);
+    mdc_crossentropy_forward(d, ll, lse, lx, tg, 3, V, Vp);
+    mdc_crossentropy_backward(d, ldx, lx, lse, tg, 1.0f, 3, V, Vp);
+    mdc_dev_reset_counters(d);
+    const float pw[3 * Vp] = {NAN, NAN, NAN, NAN, 0, 0, 0.5f, 0, 0.5f, 0, 0.5f, 0, 0, 0.5f, 0};
+    for (int i = 0; i < 3 * Vp; i++) same_float("softmax forward, non-finite", (size_t)i, lp[i], pw[i]);
+    same_float("cross-entropy of a NaN row", 0, ll[0], NAN);
+    same_float("cross-entropy dlogits of a NaN row", 0, ldx[0], NAN);
+    same_float("cross-entropy with -inf logits", 1, ll[1], logf(2.0f));
+    same_float("cross-entropy dlogits of a -inf logit", 5, ldx[5], 0.0f);
+    same_float("cross-entropy dlogits of a -1e30 logit", 11, ldx[11], 0.0f);
+
+    /* attention, plain and tiled (whose running max starts at -inf: exp(-inf - -inf) is
+     * exp(NaN)): a NaN query makes its own row of the head NaN and leaves the others finite */
+    int B = 1, T = 3, C = 4, NH = 2, hs = C / NH;
+    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C;
+    float *qkv = fvec(nq, 1), *o1 = fzeros(ny), *o2 = fzeros(ny), *att = fzeros((size_t)B * NH * T * T);
+    float *lse2 = fzeros((size_t)B * NH * T);
+    qkv[0] = NAN; /* q of token 0, head 0 */
+    mdc_attention_forward(d, o1, att, qkv, B, T, C, NH);
+    mdc_attention_forward_tiled(d, o2, lse2, qkv, B, T, C, NH);
+    mdc_dev_reset_counters(d);
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)t * C + c;
+            int want_nan = t == 0 && c < hs, nan1 = isnan(o1[i]) != 0, nan2 = isnan(o2[i]) != 0;
+            TU_CHECK(nan1 == want_nan && nan2 == want_nan,
+                     "attention with a NaN query: out[%d][%d] = %g (plain), %g (tiled)", t, c, o1[i], o2[i]);
+        }
+    free(qkv), free(o1), free(o2), free(att), free(lse2);
+}
+
 int main(void) {
     mdc_device *d = make_dev();
     test_layernorm(d);
@@ -515,6 +598,7 @@ int main(void) {
     test_softmax_ce(d);
     test_adamw(d);
     test_big_products(d);
+    test_nonfinite(d);
     test_threads();
     mdc_device_free(d);
     return tu_finish("test_kernels");

@@ -1,10 +1,23 @@
 /* GPT-2 weights and checkpoints: save -> read -> load gives bit-identical parameters and AdamW
- * state; the config is inferred back from the file; a wrong shape, a missing or unknown tensor
- * gives an error naming the tensor (and both shapes). */
+ * state; the config is inferred back from the file; a wrong shape or dtype, a missing or unknown
+ * tensor gives an error naming the tensor (and both shapes); a NaN or inf in the weights or
+ * moments, or a negative second moment, is refused naming the file, tensor and element. */
+#include <math.h>
 #include <unistd.h>
 
 #include "testutil.h"
 #include "minidc/weights.h"
+
+/* A load must fail with MDC_ERR_FORMAT and the detail "<label>: tensor '<name>': element <i> is
+ * <what>" (a macro, so a failure reports the caller's line). */
+#define EXPECT_BAD(expr, label, name, i, what)                                                  \
+    do {                                                                                        \
+        char want_[256];                                                                        \
+        snprintf(want_, sizeof want_, "%s: tensor '%s': element %zu is %s", (label), (name),     \
+                 (size_t)(i), (what));                                                          \
+        TU_STATUS(expr, MDC_ERR_FORMAT);                                                        \
+        TU_CONTAINS(mdc_detail(), want_);                                                       \
+    } while (0)
 
 static mdc_gpt2 *make(mdc_device *dev, const mdc_gpt2_config *c) {
     mdc_gpt2 *m;
@@ -59,6 +72,72 @@ int main(void) {
     MDC_CHECK(mdc_gpt2_load_weights(b, tf, p));
     tu_cmp_f32("params via load_weights", mdc_gpt2_params(b), mdc_gpt2_params(a), n);
 
+    /* non-finite values are refused by both loaders, wherever they are; the moments only by
+     * the checkpoint loader (a checkpoint read as weights leaves them alone) */
+    float *w = (float *)mdc_tensorfile_find(tf, "h.0.attn.c_attn.weight")->data; /* [24, 72] */
+    float *am = (float *)mdc_tensorfile_find(tf, "adam.m.h.1.mlp.c_fc.bias")->data;
+    float *av = (float *)mdc_tensorfile_find(tf, "adam.v.wte.weight")->data; /* [97, 24] */
+    const struct { float v; const char *is; size_t at; } nf[] = {
+        {NAN, "nan", 17}, {INFINITY, "inf", 0}, {-INFINITY, "-inf", 24 * 72 - 1}, {-NAN, "nan", 5}};
+    for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) {
+        float keep = w[nf[i].at];
+        w[nf[i].at] = nf[i].v;
+        EXPECT_BAD(mdc_gpt2_load_weights(b, tf, p), p, "h.0.attn.c_attn.weight", nf[i].at, nf[i].is);
+        EXPECT_BAD(mdc_checkpoint_load(tf, p, b, &r), p, "h.0.attn.c_attn.weight", nf[i].at, nf[i].is);
+        w[nf[i].at] = keep;
+        keep = am[nf[i].at % 96];
+        am[nf[i].at % 96] = nf[i].v;
+        EXPECT_BAD(mdc_checkpoint_load(tf, p, b, &r), p, "adam.m.h.1.mlp.c_fc.bias", nf[i].at % 96, nf[i].is);
+        MDC_CHECK(mdc_gpt2_load_weights(b, tf, p));
+        am[nf[i].at % 96] = keep;
+        keep = av[nf[i].at];
+        av[nf[i].at] = nf[i].v;
+        EXPECT_BAD(mdc_checkpoint_load(tf, p, b, &r), p, "adam.v.wte.weight", nf[i].at, nf[i].is);
+        av[nf[i].at] = keep;
+    }
+    /* v < 0 is refused (sqrt(v) would be NaN); m < 0 and v = -0 are valid AdamW state */
+    mdc_param_tensor pfc, pwte;
+    MDC_CHECK(mdc_gpt2_tensor_at(&c, mdc_gpt2_tensor_find(&c, "h.1.mlp.c_fc.bias"), &pfc));
+    MDC_CHECK(mdc_gpt2_tensor_at(&c, mdc_gpt2_tensor_find(&c, "wte"), &pwte));
+    float keepv = av[3], keepm = am[3];
+    av[3] = -0.5f;
+    EXPECT_BAD(mdc_checkpoint_load(tf, p, b, &r), p, "adam.v.wte.weight", 3, "-0.5");
+    TU_CONTAINS(mdc_detail(), "cannot be negative");
+    av[3] = -0.0f;
+    am[3] = -fabsf(keepm) - 1.0f;
+    MDC_CHECK(mdc_checkpoint_load(tf, p, b, &r));
+    float gv = mdc_gpt2_adam_v(b)[pwte.offset + 3], gm = mdc_gpt2_adam_m(b)[pfc.offset + 3];
+    TU_CHECK(gv == 0 && signbit(gv) && gm == am[3], "loaded v = %g, m = %g (want -0, %g)", gv, gm, am[3]);
+    av[3] = keepv, am[3] = keepm;
+    /* the same through a file: the path names it */
+    float keepw = w[17];
+    w[17] = NAN;
+    MDC_CHECK(mdc_safetensors_write(q, tf));
+    w[17] = keepw;
+    mdc_tensorfile *nan_tf;
+    MDC_CHECK(mdc_safetensors_read(q, &nan_tf));
+    EXPECT_BAD(mdc_checkpoint_load(nan_tf, q, b, &r), q, "h.0.attn.c_attn.weight", 17, "nan");
+    mdc_tensorfile_free(nan_tf);
+    /* a moment of another dtype is a file problem (MDC_ERR_FORMAT), not a rank mismatch */
+    mdc_tensor *amt = (mdc_tensor *)mdc_tensorfile_find(tf, "adam.m.h.1.mlp.c_fc.bias");
+    amt->dtype = MDC_TD_I32;
+    TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "adam.m.h.1.mlp.c_fc.bias");
+    TU_CONTAINS(mdc_detail(), "not a floating-point type");
+    amt->dtype = MDC_TD_F32;
+    /* a moment of the right size but another shape (it was not checked: same element count) */
+    mdc_tensor *amw = (mdc_tensor *)mdc_tensorfile_find(tf, "adam.m.h.0.attn.c_attn.weight");
+    amw->shape[0] = 72, amw->shape[1] = 24;
+    TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "tensor 'adam.m.h.0.attn.c_attn.weight': shape [72, 24] in the file, "
+                              "the model expects [24, 72]");
+    amw->shape[0] = 24, amw->shape[1] = 72;
+    /* everything restored: the checkpoint loads bit for bit again */
+    MDC_CHECK(mdc_checkpoint_load(tf, p, b, &r));
+    tu_cmp_f32("params after the bad loads", mdc_gpt2_params(b), mdc_gpt2_params(a), n);
+    tu_cmp_f32("adam m after the bad loads", mdc_gpt2_adam_m(b), mdc_gpt2_adam_m(a), n);
+    tu_cmp_f32("adam v after the bad loads", mdc_gpt2_adam_v(b), mdc_gpt2_adam_v(a), n);
+
     /* the "transformer." prefix and the HF mask buffer are accepted */
     mdc_tensorfile *hf;
     MDC_CHECK(mdc_tensorfile_new(&hf));
@@ -81,11 +160,24 @@ int main(void) {
     }
     hf->tensors[2].shape[0] = 23; /* h.0.ln_1.weight [24] -> [23]: bytes no longer match, so edit a copy */
     hf->tensors[2].numel = 23;
-    TU_STATUS(mdc_gpt2_load_weights(b, hf, "bad"), MDC_ERR_MISMATCH);
+    TU_STATUS(mdc_gpt2_load_weights(b, hf, "bad"), MDC_ERR_FORMAT); /* the file's problem, not the ranks' */
     TU_CONTAINS(mdc_detail(), "[23]");
     TU_CONTAINS(mdc_detail(), "[24]");
     hf->tensors[2].shape[0] = 24;
     hf->tensors[2].numel = 24;
+    hf->tensors[2].dtype = MDC_TD_I32; /* same size: only the dtype is wrong */
+    TU_STATUS(mdc_gpt2_load_weights(b, hf, "bad"), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "bad: tensor 'h.0.ln_1.weight': dtype");
+    /* an F64 value beyond float32's range is inf once converted */
+    double *d64 = calloc(24, sizeof *d64);
+    d64[4] = 1e300;
+    free(hf->tensors[2].data);
+    hf->tensors[2].data = d64;
+    hf->tensors[2].dtype = MDC_TD_F64;
+    hf->tensors[2].nbytes = 24 * sizeof *d64;
+    EXPECT_BAD(mdc_gpt2_load_weights(b, hf, "bad"), "bad", "h.0.ln_1.weight", 4, "inf as float32");
+    d64[4] = 1;
+    MDC_CHECK(mdc_gpt2_load_weights(b, hf, "bad"));
     free(hf->tensors[2].name);
     hf->tensors[2].name = strdup("h.0.ln_9.weight");
     TU_STATUS(mdc_gpt2_load_weights(b, hf, "bad"), MDC_ERR_FORMAT);

@@ -5,12 +5,14 @@
  * params + grads + AdamW + activations. With --torch-ms X (PyTorch's ms per step for the same
  * step, tests/bench_torch.py, measured in the same run by tools/bench.sh) it prints the ratio
  * and the target (tiny 2x, small 1.5x, gpt2 1.2x). */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "minidc/kernels.h"
 #include "minidc/model.h"
@@ -43,6 +45,10 @@ static int cmp_d(const void *a, const void *b) {
 static double sgemm_peak(double *cpu_peak, int threads) {
     int n = 1536;
     float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
+    if (!a || !b || !c) { /* 0: the caller reports it */
+        free(a), free(b), free(c);
+        return 0;
+    }
     for (long i = 0; i < (long)n * n; i++) a[i] = b[i] = (float)(i % 7) * 0.1f;
     double best = 1e30, bestc = 1e30;
     for (int r = 0; r < 4; r++) {
@@ -57,6 +63,27 @@ static double sgemm_peak(double *cpu_peak, int threads) {
     return 2.0 * n * n * (double)n / best;
 }
 
+/* Upper bounds of the options: far past any useful benchmark, low enough that the buffers
+ * (2 B T ints, 2 steps doubles) and the run's length stay sane. */
+#define MAX_BATCH 1024
+#define MAX_STEPS 100000
+#define MAX_THREADS 1024
+
+static int oom(const char *what, size_t bytes) {
+    fprintf(stderr, "minidc bench train: out of host memory (%zu bytes for %s)\n", bytes, what);
+    return 1;
+}
+
+/* --torch-ms / --torch-cpu-ms: a finite number of milliseconds >= 0 (0 = not given). */
+static int arg_ms(const char *opt, const char *v, double *out) {
+    if (!mdc_arg_double("bench train", opt, v, out)) return 0;
+    if (!isfinite(*out) || *out < 0) {
+        fprintf(stderr, "minidc bench train: %s needs a finite number of ms >= 0, got '%s'\n", opt, v);
+        return 0;
+    }
+    return 1;
+}
+
 int mdc_bench_train(int argc, char **argv) {
     const char *config = "tiny";
     int B = 4, T = 0, steps = 0, threads = 2;
@@ -66,18 +93,21 @@ int mdc_bench_train(int argc, char **argv) {
         if (!strcmp(a, "--help")) {
             printf("usage: minidc bench train [--config tiny|small|gpt2] [--batch 4] [--seq T] [--steps N]\n"
                    "                          [--threads 2] [--torch-ms MS] [--torch-cpu-ms MS]\n"
+                   "--batch 1..1024, --seq 1..the context, --steps 1..100000, --threads 1..1024\n"
                    "cpu ms = process CPU time per step / threads: the step's cost when the cores are shared\n");
             return 0;
         }
         if (!v) { fprintf(stderr, "minidc bench train: %s needs a value\n", a); return 2; }
+        int ok = 1;
         if (!strcmp(a, "--config")) config = v;
-        else if (!strcmp(a, "--batch")) B = atoi(v);
-        else if (!strcmp(a, "--seq")) T = atoi(v);
-        else if (!strcmp(a, "--steps")) steps = atoi(v);
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else if (!strcmp(a, "--torch-ms")) torch_ms = atof(v);
-        else if (!strcmp(a, "--torch-cpu-ms")) torch_cpu = atof(v);
+        else if (!strcmp(a, "--batch")) ok = mdc_arg_int("bench train", a, v, 1, MAX_BATCH, &B);
+        else if (!strcmp(a, "--seq")) ok = mdc_arg_int("bench train", a, v, 1, 1 << 20, &T);
+        else if (!strcmp(a, "--steps")) ok = mdc_arg_int("bench train", a, v, 1, MAX_STEPS, &steps);
+        else if (!strcmp(a, "--threads")) ok = mdc_arg_int("bench train", a, v, 1, MAX_THREADS, &threads);
+        else if (!strcmp(a, "--torch-ms")) ok = arg_ms(a, v, &torch_ms);
+        else if (!strcmp(a, "--torch-cpu-ms")) ok = arg_ms(a, v, &torch_cpu);
         else { fprintf(stderr, "minidc bench train: unknown option '%s'\n", a); return 2; }
+        if (!ok) return 2;
         i++;
     }
     mdc_gpt2_config cfg;
@@ -87,13 +117,14 @@ int mdc_bench_train(int argc, char **argv) {
     }
     if (!T) T = cfg.T < 256 ? cfg.T : 256;
     if (!steps) steps = !strcmp(config, "tiny") ? 30 : !strcmp(config, "small") ? 10 : 3;
-    if (B <= 0 || T <= 0 || T > cfg.T || steps <= 0 || threads <= 0) {
-        fprintf(stderr, "minidc bench train: bad --batch/--seq/--steps/--threads\n");
+    if (T > cfg.T) {
+        fprintf(stderr, "minidc bench train: --seq %d is longer than config %s's context %d\n", T, config, cfg.T);
         return 2;
     }
     omp_set_num_threads(threads);
     mdc_kernels_init();
     double cpu_peak, peak = sgemm_peak(&cpu_peak, threads);
+    if (!(peak > 0)) return oom("the sgemm peak test's matrices", 3 * sizeof(float) * 1536 * 1536);
     double rss0 = status_kib("VmRSS:"); /* OpenBLAS buffers and the program, before the model */
     FILE *cr = fopen("/proc/self/clear_refs", "w"); /* "5": reset VmHWM (the peak test's matrices) */
     if (cr) fputs("5", cr), fclose(cr);
@@ -109,11 +140,21 @@ int mdc_bench_train(int argc, char **argv) {
         return 1;
     }
     mdc_gpt2_init(m, 1);
-    int *in = malloc(sizeof(int) * 2 * B * T), *tg = in + B * T;
-    for (int i = 0; i < B * T; i++) in[i] = (i * 7919) % cfg.V, tg[i] = (i * 104729 + 1) % cfg.V;
+    size_t nin = sizeof(int) * 2 * (size_t)B * (size_t)T, nms = sizeof(double) * 2 * (size_t)steps;
+    int *in = malloc(nin);
+    double *ms = malloc(nms);
+    if (!in || !ms) {
+        free(in), free(ms);
+        mdc_gpt2_free(m);
+        mdc_device_free(dev);
+        return oom(!in ? "the input and target tokens" : "the step times", !in ? nin : nms);
+    }
+    int *tg = in + B * T;
+    double *cms = ms + steps;
+    for (long long i = 0; i < (long long)B * T; i++) /* 64-bit: i * 104729 passes INT_MAX */
+        in[i] = (int)(i * 7919 % cfg.V), tg[i] = (int)((i * 104729 + 1) % cfg.V);
     mdc_adamw_config opt;
     mdc_adamw_config_default(&opt);
-    double *ms = malloc(sizeof(double) * 2 * steps), *cms = ms + steps;
     float loss = 0;
     for (int s = 0; s <= steps; s++) { /* step 0 warms up (first touch of grads, AdamW state) */
         double t0 = mdc_wall_time(), c0 = cpu_seconds();

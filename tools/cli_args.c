@@ -1,31 +1,65 @@
 /* Option values of the minidc commands, read strictly: the whole string must be a number in
  * range ("4x", "abc", "" and out-of-range values are refused), and the refusal names the
- * command, the option and the value on stderr. Each returns 1 on success, 0 on a bad value. */
+ * command, the option and the value on stderr. Each mdc_arg_* returns 1 on success, 0 on a bad
+ * value; each mdc_parse_* returns MDC_OK or MDC_ERR_INVALID with the same reason in mdc_detail(). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli_args.h"
 
-int mdc_arg_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
-               long long *out) {
+mdc_status mdc_parse_ll(const char *opt, const char *v, long long lo, long long hi, long long *out) {
     char *end = NULL;
     errno = 0;
     long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "minidc %s: %s needs an integer in %lld..%lld, got '%s'\n", cmd, opt, lo, hi,
-                v ? v : "(nothing)");
-        return 0;
-    }
+    if (!v || errno || end == v || *end || x < lo || x > hi)
+        return mdc_fail(MDC_ERR_INVALID, "%s needs an integer in %lld..%lld, got '%s'", opt, lo, hi,
+                        v ? v : "(nothing)");
     *out = x;
-    return 1;
+    return MDC_OK;
+}
+
+mdc_status mdc_parse_int(const char *opt, const char *v, int lo, int hi, int *out) {
+    long long x;
+    mdc_status st = mdc_parse_ll(opt, v, lo, hi, &x);
+    if (!st) *out = (int)x;
+    return st;
+}
+
+mdc_status mdc_parse_double(const char *opt, const char *v, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || errno || end == v || *end)
+        return mdc_fail(MDC_ERR_INVALID, "%s needs a number, got '%s'", opt, v ? v : "(nothing)");
+    *out = x;
+    return MDC_OK;
+}
+
+mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, double hi, double *out) {
+    double x;
+    /* strtod takes "nan" and "inf": every comparison with nan is false, inf is out of range */
+    if (mdc_parse_double(opt, v, &x) || !(x >= lo && x <= hi))
+        return mdc_fail(MDC_ERR_INVALID, "%s needs a finite number in [%.15g, %.15g], got '%s'", opt, lo, hi,
+                        v ? v : "(nothing)");
+    *out = x;
+    return MDC_OK;
+}
+
+/* The printing forms: the same reason, prefixed with the command. */
+static int printed(const char *cmd, mdc_status st) {
+    if (st) fprintf(stderr, "minidc %s: %s\n", cmd, mdc_detail());
+    return !st;
+}
+
+int mdc_arg_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
+               long long *out) {
+    return printed(cmd, mdc_parse_ll(opt, v, lo, hi, out));
 }
 
 int mdc_arg_int(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out) {
-    long long x;
-    if (!mdc_arg_ll(cmd, opt, v, lo, hi, &x)) return 0;
-    *out = (int)x;
-    return 1;
+    return printed(cmd, mdc_parse_int(opt, v, lo, hi, out));
 }
 
 int mdc_arg_size(const char *cmd, const char *opt, const char *v, size_t hi, size_t *out) {
@@ -43,20 +77,42 @@ int mdc_arg_size(const char *cmd, const char *opt, const char *v, size_t hi, siz
 }
 
 int mdc_arg_double(const char *cmd, const char *opt, const char *v, double *out) {
-    char *end = NULL;
-    errno = 0;
-    double x = v ? strtod(v, &end) : 0;
-    if (!v || errno || end == v || *end) {
-        fprintf(stderr, "minidc %s: %s needs a number, got '%s'\n", cmd, opt, v ? v : "(nothing)");
-        return 0;
-    }
-    *out = x;
-    return 1;
+    return printed(cmd, mdc_parse_double(opt, v, out));
 }
 
 int mdc_arg_float(const char *cmd, const char *opt, const char *v, float *out) {
     double x;
     if (!mdc_arg_double(cmd, opt, v, &x)) return 0;
-    *out = (float)x;
+    *out = (float)x; /* out of float range becomes inf: mdc_adamw_check refuses it */
     return 1;
+}
+
+mdc_status mdc_adamw_check(const mdc_adamw_config *o) {
+    /* the values as the optimizer will use them (floats): "--lr 1e39" is inf here */
+    if (!isfinite(o->lr) || !(o->lr > 0))
+        return mdc_fail(MDC_ERR_INVALID, "--lr %g: the learning rate must be a finite number > 0", o->lr);
+    if (!isfinite(o->beta1) || !(o->beta1 >= 0 && o->beta1 < 1))
+        return mdc_fail(MDC_ERR_INVALID, "--beta1 %g must be in [0, 1)", o->beta1);
+    if (!isfinite(o->beta2) || !(o->beta2 >= 0 && o->beta2 < 1))
+        return mdc_fail(MDC_ERR_INVALID, "--beta2 %g must be in [0, 1)", o->beta2);
+    if (!isfinite(o->eps) || !(o->eps > 0))
+        return mdc_fail(MDC_ERR_INVALID, "--eps %g must be a finite number > 0", o->eps);
+    if (!isfinite(o->weight_decay) || !(o->weight_decay >= 0))
+        return mdc_fail(MDC_ERR_INVALID, "--weight-decay %g must be a finite number >= 0", o->weight_decay);
+    /* 0 turns clipping off (mdc_clip_scale); a negative value would too, silently: refused */
+    if (!isfinite(o->grad_clip) || !(o->grad_clip >= 0))
+        return mdc_fail(MDC_ERR_INVALID, "--grad-clip %g must be a finite number >= 0 (0 = no clipping)",
+                        o->grad_clip);
+    return MDC_OK;
+}
+
+mdc_status mdc_report_json_single(const mdc_device_options *o, const mdc_device *dev, double tokens) {
+    if (!o->report_path[0]) return MDC_OK;
+    mdc_dev_counters c;
+    mdc_energy e;
+    size_t peak[MDC_MEM_COUNT + 1];
+    mdc_dev_get_counters(dev, &c);
+    mdc_dev_energy(dev, &e);
+    for (int k = 0; k <= MDC_MEM_COUNT; k++) peak[k] = mdc_dev_mem_peak(dev, (mdc_mem_category)k);
+    return mdc_device_report_json(o->report_path, &c, &e, peak, 1, dev, tokens);
 }

@@ -3,11 +3,33 @@
 #define MINIDC_TOOLS_CLI_ARGS_H
 #include <stddef.h>
 
+#include "minidc/device.h"
+#include "minidc/model.h"
+
+/* Print "minidc CMD: <why>" on stderr and return 0 on a bad value, 1 on success. */
 int mdc_arg_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
                long long *out);
 int mdc_arg_int(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out);
 int mdc_arg_size(const char *cmd, const char *opt, const char *v, size_t hi, size_t *out);
 int mdc_arg_double(const char *cmd, const char *opt, const char *v, double *out);
 int mdc_arg_float(const char *cmd, const char *opt, const char *v, float *out);
+
+/* The same checks returning MDC_ERR_INVALID with the reason in mdc_detail() and printing
+ * nothing, for MPI commands where only rank 0 prints (mdc_runtime_die). */
+mdc_status mdc_parse_ll(const char *opt, const char *v, long long lo, long long hi, long long *out);
+mdc_status mdc_parse_int(const char *opt, const char *v, int lo, int hi, int *out);
+mdc_status mdc_parse_double(const char *opt, const char *v, double *out);
+/* A finite number in [lo, hi] (nan, inf and 1e999 are refused). */
+mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, double hi, double *out);
+
+/* The AdamW options of train (serial and --dp) and forward: every value finite, --lr > 0,
+ * --beta1 and --beta2 in [0, 1), --eps > 0, --weight-decay >= 0, --grad-clip >= 0 (0 = off).
+ * MDC_ERR_INVALID naming the first bad option and its value. */
+mdc_status mdc_adamw_check(const mdc_adamw_config *o);
+
+/* --report F.json of a single-device command (train without --dp, forward): the JSON device
+ * report of `dev` (one rank), as mdc_runtime_report writes it for MPI runs. Nothing if the
+ * option was not given; MDC_ERR_IO naming the path if it cannot be written. */
+mdc_status mdc_report_json_single(const mdc_device_options *o, const mdc_device *dev, double tokens);
 
 #endif

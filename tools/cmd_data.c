@@ -55,7 +55,9 @@ static int cmd_generate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--tokens")) && i + 1 < argc) {
             long long v;
-            if (!mdc_arg_ll("data", argv[i], argv[i + 1], 0, LLONG_MAX, &v)) return 2;
+            /* --tokens: at most 2^32, as datasets/tasks.c allows (the tokenizer's 4 GiB input). */
+            int tok = !strcmp(argv[i], "--tokens");
+            if (!mdc_arg_ll("data", argv[i], argv[i + 1], tok, tok ? 1LL << 32 : LLONG_MAX, &v)) return 2;
             if (!strcmp(argv[i], "--seed")) seed = v; else ntok = v;
             i++;
         } else if (argv[i][0] == '-') {

@@ -62,9 +62,12 @@ static void print_detail(const mdc_device_spec *s, const char *origin) {
     detail_line("HBM bandwidth", v, s, MDC_SPEC_HBM_BW, host);
     snprintf(v, sizeof v, "%s, %d bits x %d", s->hbm_gen, s->hbm_bus_bits_per_stack, s->hbm_stacks);
     detail_line("HBM stacks", v, s, MDC_SPEC_HBM_BUS, 0);
-    snprintf(v, sizeof v, "%d bits", s->hbm_bus_bits_per_stack * s->hbm_stacks);
+    /* 64-bit: the product of two ints may not fit an int (device files are range-checked, a
+     * spec built in code need not be). */
+    long long bus = (long long)s->hbm_bus_bits_per_stack * s->hbm_stacks;
+    snprintf(v, sizeof v, "%lld bits", bus);
     detail_line("  = bus width", v, s, 0, 0);
-    snprintf(v, sizeof v, "%.4g Gb/s", s->hbm_bw * 8 / (s->hbm_bus_bits_per_stack * s->hbm_stacks) / 1e9);
+    snprintf(v, sizeof v, "%.4g Gb/s", s->hbm_bw * 8 / (double)bus / 1e9);
     detail_line("  = per pin", v, s, 0, 0);
     snprintf(v, sizeof v, "%.4g TFLOP/s", s->flops_fp32 / 1e12);
     detail_line("FP32 peak (dense)", v, s, MDC_SPEC_FLOPS_FP32, host);

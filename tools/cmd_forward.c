@@ -35,7 +35,8 @@ static void usage(FILE *f) {
             "  --targets FILE     .npy of next-token ids, same shape: adds loss and gradients\n"
             "  --dump FILE        safetensors output: logits, loss, losses, grad.<name>\n"
             "  --steps N          then N AdamW steps on the same batch: steps.loss, final.<name>\n"
-            "  --lr, --weight-decay, --beta1, --beta2, --eps, --grad-clip   AdamW (model.h defaults)\n"
+            "  --lr, --weight-decay, --beta1, --beta2, --eps, --grad-clip   AdamW (model.h defaults;\n"
+            "                     lr, eps > 0; betas in [0, 1); weight decay, grad clip >= 0, 0 = off)\n"
             "%s",
             mdc_device_options_help());
 }
@@ -50,12 +51,15 @@ static mdc_status read_ids(const char *path, int V, int **ids, int *B, int *T) {
         st = mdc_fail(MDC_ERR_FORMAT, "%s: shape has %d dims; token ids are (B,T) or (T,)", path, t.ndim);
         goto done;
     }
-    *B = t.ndim == 2 ? (int)t.shape[0] : 1;
-    *T = (int)t.shape[t.ndim - 1];
     if (t.numel == 0 || t.shape[0] > 1 << 20 || t.shape[t.ndim - 1] > 1 << 20) {
-        st = mdc_fail(MDC_ERR_FORMAT, "%s: %zu token ids; need a non-empty (B,T)", path, t.numel);
+        st = t.numel == 0 ? mdc_fail(MDC_ERR_FORMAT, "%s: no token ids; need a non-empty (B,T)", path)
+                          : mdc_fail(MDC_ERR_FORMAT, "%s: %s %lld is more than minidc takes (at most 2^20)",
+                                     path, t.shape[t.ndim - 1] > 1 << 20 ? "length T" : "rows B",
+                                     (long long)(t.shape[t.ndim - 1] > 1 << 20 ? t.shape[t.ndim - 1] : t.shape[0]));
         goto done;
     }
+    *B = t.ndim == 2 ? (int)t.shape[0] : 1; /* both checked above: they fit an int */
+    *T = (int)t.shape[t.ndim - 1];
     *ids = malloc(t.numel * sizeof **ids);
     if (!*ids) {
         st = mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
@@ -128,6 +132,10 @@ int mdc_cmd_forward(int argc, char **argv) {
     if (!wpath || !xpath || !dump) {
         fprintf(stderr, "minidc forward: --weights, --tokens and --dump are required\n");
         usage(stderr);
+        return 2;
+    }
+    if (mdc_adamw_check(&opt)) {
+        fprintf(stderr, "minidc forward: %s\n", mdc_detail());
         return 2;
     }
     if (steps > 0 && !ypath) {
@@ -216,6 +224,8 @@ int mdc_cmd_forward(int argc, char **argv) {
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "final.", 0, out));
     }
     TRY(mdc_safetensors_write(dump, out));
+    /* tokens: one forward at the start and one after each AdamW step */
+    TRY(mdc_report_json_single(&dopt, dev, (double)B * T * (steps + 1)));
     printf("minidc forward: V=%d (padded %d) T=%d L=%d H=%d C=%d, batch %dx%d", cfg.V, cfg.Vp, cfg.T, cfg.L,
            cfg.H, cfg.C, B, T);
     if (y) printf(", loss %.6f", loss);

@@ -2,6 +2,7 @@
  * Without --data it trains on a generated task (below), so `minidc train --config tiny` needs
  * no files. One progress line per step; the device report at the end. Exit 2 on bad options. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +124,7 @@ int mdc_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (steps < 0) { fprintf(stderr, "minidc train: --steps %d must be >= 0\n", steps); return 2; }
-    if (!(opt.lr > 0)) { fprintf(stderr, "minidc train: --lr must be positive\n"); return 2; }
+    if (mdc_adamw_check(&opt)) { fprintf(stderr, "minidc train: %s\n", mdc_detail()); return 2; }
 
     int threads = mdc_kernels_init(), rc = 1;
     mdc_device *dev = NULL;
@@ -144,6 +145,8 @@ int mdc_cmd_train(int argc, char **argv) {
     mdc_gpt2_init(m, (uint64_t)seed);
     int step0 = 0;
     if (resume && (st = mdc_train_resume(resume, m, &step0))) goto fail;
+    /* step0 + steps must fit the int step counter (a bad --steps for this checkpoint: exit 2) */
+    if (resume && (st = mdc_train_first_step(resume, (uint64_t)step0, steps, &step0))) goto fail;
     if (data && (st = mdc_train_data_open(&dl, data, cfg.V, B, seq, 0, 1))) goto fail;
     printf("data: %s\n", data ? data : "generated repeat task (period 2..8, 32 symbols)");
     double t_start = mdc_wall_time(), tokens = 0;
@@ -156,6 +159,11 @@ int mdc_cmd_train(int argc, char **argv) {
         }
         double t0 = mdc_wall_time();
         if ((st = mdc_gpt2_forward(m, inputs, targets, B, seq, &loss))) goto fail;
+        if (!isfinite(loss)) { /* nothing sensible follows a nan or inf loss: stop, exit 1 */
+            fprintf(stderr, "minidc train: step %d: the loss is %g (the model diverged or the weights hold a "
+                    "non-finite value; try a smaller --lr, or check the --resume checkpoint)\n", s + 1, loss);
+            goto fail;
+        }
         if ((st = mdc_gpt2_zero_grad(m))) goto fail;
         if ((st = mdc_gpt2_backward(m))) goto fail;
         if ((st = mdc_gpt2_update(m, &opt, &norm))) goto fail;
@@ -175,6 +183,7 @@ int mdc_cmd_train(int argc, char **argv) {
            wall, wall > 0 ? tokens / wall : 0, loss);
     if (save && (st = mdc_train_save(save, m, step0 + steps))) goto fail;
     mdc_device_report(dev, stdout, tokens);
+    if ((st = mdc_report_json_single(&dopt, dev, tokens))) goto fail;
     rc = 0;
 fail:
     if (st) {

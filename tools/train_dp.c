@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "minidc/kernels.h"
 #include "minidc/runtime.h"
 #include "minidc/weights.h"
+#include "cli_args.h"
 #include "train_dp.h"
 
 static const char usage_text[] =
@@ -39,7 +41,8 @@ static const char usage_text[] =
     "  --check-serial      rank 0 also trains the serial model on the same global batch and\n"
     "                      reports the loss difference per step and the largest relative\n"
     "                      parameter difference at the end (must be <= 1e-5)\n"
-    "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit)\n";
+    "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit);\n"
+    "                      STEP counts from 0 and must be one of this run's steps\n";
 
 int mdc_train_dp_wanted(int argc, char **argv) {
     static const char *const opts[] = {"--dp", "--zero", "--accum", "--bucket-mb", "--check-serial", "--prefetch",
@@ -62,23 +65,27 @@ typedef struct {
     mdc_adamw_config opt;
 } options;
 
-static mdc_status bad(const char *fmt, const char *a, const char *v) {
-    return mdc_fail(MDC_ERR_INVALID, fmt, a, v ? v : "(nothing)");
+/* Sizes and counts as the serial train reads them (tools/cli_args.c: the whole string, in range). */
+static mdc_status parse_count(const char *a, const char *v, int *out) {
+    return mdc_parse_int(a, v, 0, INT_MAX, out);
 }
-static mdc_status parse_int(const char *a, const char *v, int *out) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || errno || *end || end == v || x < -2147483647L || x > 2147483647L)
-        return bad("%s needs an integer, got '%s'", a, v);
-    *out = (int)x;
-    return MDC_OK;
+static mdc_status parse_float(const char *a, const char *v, float *out) {
+    double x;
+    mdc_status st = mdc_parse_double(a, v, &x);
+    if (!st) *out = (float)x; /* out of float range becomes inf: mdc_adamw_check refuses it */
+    return st;
 }
-static mdc_status parse_num(const char *a, const char *v, double *out) {
-    char *end;
-    double x = v ? strtod(v, &end) : 0;
-    if (!v || *end || end == v) return bad("%s needs a number, got '%s'", a, v);
-    *out = x;
+/* --fail-at RANK:STEP, both non-negative integers (the rank is checked against the job later). */
+static mdc_status parse_fail_at(const char *a, const char *v, int *rank, int *step) {
+    const char *colon = v ? strchr(v, ':') : NULL;
+    char r[32];
+    if (!colon || (size_t)(colon - v) >= sizeof r)
+        return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP, got '%s'", a, v ? v : "(nothing)");
+    memcpy(r, v, (size_t)(colon - v));
+    r[colon - v] = '\0';
+    if (mdc_parse_int("--fail-at RANK", r, 0, INT_MAX, rank) ||
+        mdc_parse_int("--fail-at STEP", colon + 1, 0, INT_MAX, step))
+        return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP (two integers >= 0), got '%s'", a, v);
     return MDC_OK;
 }
 
@@ -92,7 +99,6 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         mdc_status st = MDC_OK;
-        double x = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return MDC_OK; }
         else if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
         else if (!strcmp(a, "--check-serial")) { o->check = 1; continue; }
@@ -101,26 +107,27 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--save")) o->save = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
-        else if (!strcmp(a, "--vocab")) st = parse_int(a, v, &o->V);
-        else if (!strcmp(a, "--ctx")) st = parse_int(a, v, &o->T);
-        else if (!strcmp(a, "--layers")) st = parse_int(a, v, &o->L);
-        else if (!strcmp(a, "--heads")) st = parse_int(a, v, &o->H);
-        else if (!strcmp(a, "--channels")) st = parse_int(a, v, &o->C);
-        else if (!strcmp(a, "--batch")) st = parse_int(a, v, &o->B);
-        else if (!strcmp(a, "--seq")) st = parse_int(a, v, &o->seq);
-        else if (!strcmp(a, "--steps")) st = parse_int(a, v, &o->steps);
-        else if (!strcmp(a, "--seed")) st = parse_int(a, v, &o->seed);
-        else if (!strcmp(a, "--dp")) st = parse_int(a, v, &o->dp);
-        else if (!strcmp(a, "--zero")) st = parse_int(a, v, &o->zero);
-        else if (!strcmp(a, "--accum")) st = parse_int(a, v, &o->accum);
-        else if (!strcmp(a, "--bucket-mb")) st = parse_num(a, v, &o->bucket_mb);
-        else if (!strcmp(a, "--lr")) st = parse_num(a, v, &x), o->opt.lr = (float)x;
-        else if (!strcmp(a, "--weight-decay")) st = parse_num(a, v, &x), o->opt.weight_decay = (float)x;
-        else if (!strcmp(a, "--grad-clip")) st = parse_num(a, v, &x), o->opt.grad_clip = (float)x;
-        else if (!strcmp(a, "--fail-at")) {
-            if (!v || sscanf(v, "%d:%d", &o->fail_rank, &o->fail_step) != 2)
-                return bad("%s needs RANK:STEP, got '%s'", a, v);
-        } else
+        else if (!strcmp(a, "--vocab")) st = parse_count(a, v, &o->V);
+        else if (!strcmp(a, "--ctx")) st = parse_count(a, v, &o->T);
+        else if (!strcmp(a, "--layers")) st = parse_count(a, v, &o->L);
+        else if (!strcmp(a, "--heads")) st = parse_count(a, v, &o->H);
+        else if (!strcmp(a, "--channels")) st = parse_count(a, v, &o->C);
+        else if (!strcmp(a, "--batch")) st = parse_count(a, v, &o->B);
+        else if (!strcmp(a, "--seq")) st = parse_count(a, v, &o->seq);
+        else if (!strcmp(a, "--steps")) st = parse_count(a, v, &o->steps);
+        else if (!strcmp(a, "--seed")) st = parse_count(a, v, &o->seed);
+        /* -1 is the internal "not given" (= the job size): a user's --dp must be a real count */
+        else if (!strcmp(a, "--dp")) st = mdc_parse_int(a, v, 1, INT_MAX, &o->dp);
+        /* any int: validate names the stages for a wrong one */
+        else if (!strcmp(a, "--zero")) st = mdc_parse_int(a, v, INT_MIN, INT_MAX, &o->zero);
+        else if (!strcmp(a, "--accum")) st = mdc_parse_int(a, v, 1, INT_MAX, &o->accum);
+        /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
+        else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
+        else if (!strcmp(a, "--lr")) st = parse_float(a, v, &o->opt.lr);
+        else if (!strcmp(a, "--weight-decay")) st = parse_float(a, v, &o->opt.weight_decay);
+        else if (!strcmp(a, "--grad-clip")) st = parse_float(a, v, &o->opt.grad_clip);
+        else if (!strcmp(a, "--fail-at")) st = parse_fail_at(a, v, &o->fail_rank, &o->fail_step);
+        else
             return mdc_fail(MDC_ERR_INVALID, "unknown option '%s' (minidc train --help)", a);
         if (st) return st;
         if (!v) return mdc_fail(MDC_ERR_INVALID, "%s needs a value", a);
@@ -152,14 +159,17 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
                         o->zero);
     if (o->B <= 0) return mdc_fail(MDC_ERR_INVALID, "--batch %d must be positive", o->B);
     if (o->accum <= 0) return mdc_fail(MDC_ERR_INVALID, "--accum %d must be positive", o->accum);
-    if (o->B % (o->dp * o->accum))
-        return mdc_fail(MDC_ERR_INVALID, "--batch %d (global, in sequences) is not divisible by --dp %d x --accum %d = %d: "
-                        "every rank must get the same number of rows", o->B, o->dp, o->accum, o->dp * o->accum);
+    long long parts = (long long)o->dp * o->accum; /* both up to INT_MAX: 64 bits hold the product */
+    if (o->B % parts)
+        return mdc_fail(MDC_ERR_INVALID, "--batch %d (global, in sequences) is not divisible by --dp %d x --accum %d = %lld: "
+                        "every rank must get the same number of rows", o->B, o->dp, o->accum, parts);
     if (o->seq <= 0 || o->seq > cfg->T)
         return mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", o->seq, cfg->T);
     if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
-    if (!(o->opt.lr > 0)) return mdc_fail(MDC_ERR_INVALID, "--lr must be positive");
-    if (o->bucket_mb < 0) return mdc_fail(MDC_ERR_INVALID, "--bucket-mb %g must be >= 0", o->bucket_mb);
+    if ((st = mdc_adamw_check(&o->opt))) return st;
+    if (o->fail_rank >= nranks) /* a hook that can never fire would pass a test for nothing */
+        return mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: rank %d is not in the job (ranks 0..%d)", o->fail_rank,
+                        o->fail_step, o->fail_rank, nranks - 1);
     return MDC_OK;
 }
 
@@ -295,8 +305,12 @@ int mdc_cmd_train_dp(int argc, char **argv) {
         mdc_gpt2_init(ser, (uint64_t)o.seed);
     }
     mdc_train_state ts = {0, 0, (uint64_t)o.seed};
+    int step0 = 0;
     if (o.resume) {
         if ((st = load_checkpoint(&rt, dp, ser, &cfg, o.resume, &ts))) mdc_runtime_die(&rt, st, 1, 1);
+        /* as the serial resume: the step must fit the int step counter, with --steps added */
+        if ((st = mdc_train_first_step(o.resume, ts.step, o.steps, &step0)))
+            mdc_runtime_die(&rt, st, 1, st == MDC_ERR_INVALID ? 2 : 1);
         if (ts.seed == 0) ts.seed = (uint64_t)o.seed; /* serial `minidc train --save` records no seed */
         else if (ts.seed != (uint64_t)o.seed && r == 0)
             printf("resume: the checkpoint's seed %llu replaces --seed %d (the data stream continues)\n",
@@ -314,7 +328,13 @@ int mdc_cmd_train_dp(int argc, char **argv) {
                o.resume ? " (resumed)" : "");
     }
     size_t myoff = (size_t)r * rows * T, P = mdc_gpt2_param_floats(&cfg);
-    int step0 = (int)ts.step;
+    /* the hook's step must be one this run takes (s below), or it would never fire */
+    if (o.fail_rank >= 0 && (o.fail_step < step0 || o.fail_step - step0 >= o.steps)) {
+        char run[64] = "none: --steps 0";
+        if (o.steps > 0) snprintf(run, sizeof run, "%d..%d, counted from 0", step0, step0 + o.steps - 1);
+        mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: step %d is not one of this run's steps (%s)",
+                                      o.fail_rank, o.fail_step, o.fail_step, run), 1, 2);
+    }
     double t_start = mdc_wall_time(), tokens = 0, worst_loss = 0;
     float loss = 0, norm = 0;
     for (int s = step0; s < step0 + o.steps; s++) {
@@ -329,6 +349,15 @@ int mdc_cmd_train_dp(int argc, char **argv) {
         }
         double t0 = mdc_wall_time();
         if ((st = mdc_dp_step(dp, in, tg, &o.opt, &loss, &norm))) mdc_runtime_die(&rt, st, 0, 1);
+        if (!isfinite(loss)) { /* the global mean: the same on every rank, so all stop here together */
+            if (r == 0)
+                fprintf(stderr, "minidc: rank 0: step %d: the loss is %g (the model diverged or the weights hold a "
+                        "non-finite value; try a smaller --lr, or check the --resume checkpoint); every rank stops\n",
+                        s + 1, loss);
+            fflush(stderr);
+            mdc_runtime_finalize(&rt);
+            exit(1);
+        }
         double dt = mdc_wall_time() - t0;
         tokens += (double)B * T;
         float sl = 0, sn = 0;

@@ -6,11 +6,13 @@
  * checkpoint's data position here and the next mdc_train_data_open seeks to it (cmd_train.c
  * calls resume before opening the data).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "minidc/datasets.h"
 #include "minidc/weights.h"
+#include "train_dp.h"
 #include "train_hooks.h"
 
 struct mdc_train_data {
@@ -64,9 +66,19 @@ mdc_status mdc_train_resume(const char *path, mdc_gpt2 *m, int *step) {
     if (!st) st = mdc_checkpoint_load(tf, path, m, &s);
     mdc_tensorfile_free(tf);
     if (st) return st;
-    if (s.step > (uint64_t)1 << 30) return mdc_fail(MDC_ERR_FORMAT, "%s: step %llu out of range", path,
-                                                   (unsigned long long)s.step);
-    *step = (int)s.step;
+    /* steps = 0: the caller checks its --steps with mdc_train_first_step once it knows them */
+    if ((st = mdc_train_first_step(path, s.step, 0, step))) return st;
     resumed_position = s.data_position;
+    return MDC_OK;
+}
+
+mdc_status mdc_train_first_step(const char *path, uint64_t step, int steps, int *step0) {
+    if (step > (uint64_t)1 << 30)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: step %llu out of range (at most 2^30)", path, (unsigned long long)step);
+    /* 64-bit sum: the last step must still fit the int step counter */
+    if (steps < 0 || (long long)step + steps > INT_MAX)
+        return mdc_fail(MDC_ERR_INVALID, "--steps %d after step %llu of the checkpoint %s would pass step %d", steps,
+                        (unsigned long long)step, path, INT_MAX);
+    *step0 = (int)step;
     return MDC_OK;
 }

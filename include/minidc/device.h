@@ -69,8 +69,9 @@ mdc_status mdc_host_spec(mdc_device_spec *out);
 void mdc_host_spec_set(const mdc_device_spec *s);
 
 /* Reads a custom device from a JSON file. Every field of mdc_device_spec (JSON names as in the
- * struct, minus `assumed`) must be present; unknown keys, missing fields and non-positive
- * bandwidths give MDC_ERR_FORMAT naming the file and the field. */
+ * struct, minus `assumed`) must be present; unknown keys, missing fields, non-positive
+ * bandwidths and numbers outside a physically sensible range (device/device_json.c: e.g.
+ * 1e6..1e21 FLOP/s, 1..1024 stacks) give MDC_ERR_FORMAT naming the file and the field. */
 mdc_status mdc_spec_from_json_file(const char *path, mdc_device_spec *out);
 
 /* ---- energy tables ---------------------------------------------------------------------- */
@@ -92,7 +93,8 @@ int mdc_energy_table_count(void);
 const mdc_energy_table *mdc_energy_table_at(int i);
 /* "default" (the source document's), "horowitz45", ...; MDC_ERR_INVALID if unknown. */
 mdc_status mdc_energy_table_find(const char *name, mdc_energy_table *out);
-/* JSON with every field of mdc_energy_table except name/source optional. */
+/* JSON with every field of mdc_energy_table except name/source optional; each pJ figure must
+ * be in 0..1e6. */
 mdc_status mdc_energy_table_from_json_file(const char *path, mdc_energy_table *out);
 
 /* ---- options shared by every program ------------------------------------------------------ */
@@ -245,7 +247,9 @@ float mdc_f16_to_f32(uint16_t h);
 
 /* Wall clock, seconds (monotonic). */
 double mdc_wall_time(void);
-/* Waits `seconds` of wall time: sleep for the bulk, spin for the last ~100 us. */
+/* Waits `seconds` of wall time: sleep for the bulk, spin for the last ~100 us. Returns at once
+ * for a wait <= 0, NaN or infinite; waits at most MDC_WAIT_WALL_MAX_S (one hour) per call. */
+#define MDC_WAIT_WALL_MAX_S 3600.0
 void mdc_wait_wall(double seconds);
 
 #ifdef __cplusplus

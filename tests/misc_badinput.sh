@@ -1,0 +1,115 @@
+#!/bin/bash
+# Inputs a fuzzing run found to hang, crash or overflow, each now refused at once with a message
+# naming the field or option: device files with absurd rates or stack counts (the virtual clock
+# went infinite and throttle mode waited forever; 1e9 stacks overflowed the bus width),
+# mdc_wait_wall of an infinite wait, `bench train` with huge or malformed numbers, and
+# `data generate` with an unbounded --tokens. Every case runs under `timeout`, so a hang fails.
+BUILD=${BUILD:-build}
+m=$BUILD/minidc
+fail=0
+t=$(mktemp -d /tmp/minidc-badinput-XXXXXX)
+trap 'rm -rf "$t"' EXIT
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+# expect DESCRIPTION WANT_RC PATTERN COMMAND...: COMMAND exits WANT_RC within 20 s and its
+# output contains PATTERN (a fixed string)
+expect() {
+    local what=$1 want=$2 pat=$3
+    shift 3
+    timeout -k 2 20 "$@" >"$t/out" 2>&1 </dev/null
+    local rc=$?
+    if [ $rc != "$want" ]; then
+        echo "FAIL: $what: exit $rc, want $want$([ $rc = 124 ] && echo ' (timed out: a hang)')"
+        sed 's/^/  | /' "$t/out" | tail -n 8
+        fail=1
+    elif ! grep -qF -- "$pat" "$t/out"; then
+        echo "FAIL: $what: no '$pat' in:"
+        sed 's/^/  | /' "$t/out" | tail -n 8
+        fail=1
+    else
+        echo "ok: $what"
+    fi
+}
+
+# A valid device (h100-like); dev KEY VALUE writes it with one field replaced.
+dev() {
+    local f="$t/dev_$1.json"
+    python3 - "$1" "$2" >"$f" <<'EOF'
+import json, sys
+d = {"name": "x", "description": "d", "hbm_bytes": 8e10, "hbm_bw": 3.35e12,
+     "hbm_bus_bits_per_stack": 1024, "hbm_stacks": 5, "hbm_gen": "HBM3", "flops_fp32": 6.7e13,
+     "flops_bf16": 9.9e14, "sram_bytes": 5e7, "nvlink_bw": 4.5e11, "nvlink_latency": 1e-6,
+     "net_bw": 5e10, "net_latency": 5e-6, "pcie_bw": 6.4e10, "launch_overhead": 3e-6,
+     "tdp_watts": 700}
+if sys.argv[1] != "ok":
+    d[sys.argv[1]] = float(sys.argv[2])
+print(json.dumps(d))
+EOF
+    echo "$f"
+}
+
+# ---- device files: each numeric field has a physical range ----
+expect "good device file" 0 "valid device file" $m devices --device-file "$(dev ok 0)"
+expect "flops_fp32 1e-300" 1 "'flops_fp32' = 1e-300 FLOP/s is out of range" \
+    $m devices --device-file "$(dev flops_fp32 1e-300)"
+expect "hbm_bw 1e-300" 1 "'hbm_bw' = 1e-300 bytes/s is out of range" \
+    $m devices --device-file "$(dev hbm_bw 1e-300)"
+expect "net_bw 1e-300" 1 "'net_bw' = 1e-300 bytes/s is out of range" \
+    $m devices --device-file "$(dev net_bw 1e-300)"
+expect "hbm_stacks 1e9" 1 "'hbm_stacks' = 1e+09 stacks is out of range" \
+    $m devices --device-file "$(dev hbm_stacks 1e9)"
+expect "hbm_bytes 1e308" 1 "'hbm_bytes' = 1e+308 bytes is out of range" \
+    $m devices --device-file "$(dev hbm_bytes 1e308)"
+expect "net_latency 1e300" 1 "'net_latency' = 1e+300 s is out of range" \
+    $m devices --device-file "$(dev net_latency 1e300)"
+expect "tdp_watts 1e-300" 1 "'tdp_watts' = 1e-300 W is out of range" \
+    $m devices --device-file "$(dev tdp_watts 1e-300)"
+# the widest accepted bus: 65536 bits x 1024 stacks, printed without overflow
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["hbm_bus_bits_per_stack"]=65536; d["hbm_stacks"]=1024; print(json.dumps(d))' \
+    "$(dev ok 0)" >"$t/widest.json"
+expect "widest bus" 0 "67108864 bits" $m devices --device-file "$t/widest.json"
+printf '{"pj_int_op": 1, "pj_fp_op": 1e308, "pj_sram_64b": 26, "pj_dram_64b": 1200, "pj_hbm_bit": 3.97, "pj_nvlink_bit": 1.3, "pj_net_bit": 10, "pj_pcie_bit": 5}\n' >"$t/en_huge.json"
+expect "energy pj_fp_op 1e308" 1 "'pj_fp_op' = 1e+308 pJ is out of range" \
+    $m devices --energy-table "$t/en_huge.json"
+
+# ---- throttle mode with a device that used to give an infinite clock: an error, not a hang ----
+tiny=(--vocab 16 --ctx 8 --layers 1 --heads 1 --channels 8 --batch 2 --steps 2)
+expect "train --emulate throttle, flops 1e-300" 1 "'flops_fp32' = 1e-300 FLOP/s is out of range" \
+    $m train "${tiny[@]}" --device-file "$t/dev_flops_fp32.json" --emulate throttle
+# mdc_wait_wall itself returns at once on an infinite or NaN wait (a sanitized library needs
+# the ASan runtime loaded before Python; Python's own allocations are not ours to leak-check)
+pre=()
+[ "${SANITIZE:-0}" = 1 ] && pre=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+expect "mdc_wait_wall(inf), (nan)" 0 "returned" "${pre[@]}" python3 -c '
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.mdc_wait_wall.argtypes = [ctypes.c_double]
+lib.mdc_wait_wall(float("inf")); lib.mdc_wait_wall(float("nan"))
+print("returned")' "$BUILD/libminidc.so"
+
+# ---- bench train: strict numbers with bounds ----
+expect "bench train --steps 2147483647" 2 "--steps needs an integer in 1..100000, got '2147483647'" \
+    $m bench train --batch 1 --seq 8 --steps 2147483647 --threads 1
+expect "bench train --batch 1x" 2 "--batch needs an integer in 1..1024, got '1x'" \
+    $m bench train --batch 1x --seq 8 --steps 1 --threads 1
+expect "bench train --threads 0" 2 "--threads needs an integer in 1..1024, got '0'" \
+    $m bench train --batch 1 --seq 8 --steps 1 --threads 0
+expect "bench train --seq 8x" 2 "--seq needs an integer" \
+    $m bench train --batch 1 --seq 8x --steps 1 --threads 1
+expect "bench train --seq past the context" 2 "--seq 100000 is longer than config tiny's context" \
+    $m bench train --batch 1 --seq 100000 --steps 1 --threads 1
+expect "bench train --torch-ms 5ms" 2 "--torch-ms needs a number, got '5ms'" \
+    $m bench train --batch 1 --seq 8 --steps 1 --threads 1 --torch-ms 5ms
+expect "bench train --torch-ms nan" 2 "--torch-ms needs a finite number of ms >= 0, got 'nan'" \
+    $m bench train --batch 1 --seq 8 --steps 1 --threads 1 --torch-ms nan
+expect "bench train, good values" 0 "tiny   B=1 T=8" \
+    $m bench train --batch 1 --seq 8 --steps 1 --threads 1 --torch-ms 1.5
+
+# ---- data generate: --tokens bounded before anything is generated ----
+expect "data generate --tokens 2^63-1" 2 "--tokens needs an integer in 1..4294967296, got '9223372036854775807'" \
+    $m data generate copy --tokens 9223372036854775807 "$t/y.bin"
+expect "data generate --tokens 0" 2 "--tokens needs an integer in 1..4294967296, got '0'" \
+    $m data generate copy --tokens 0 "$t/y.bin"
+expect "data generate --tokens 1000" 0 "1000 tokens, vocab 10" \
+    $m data generate copy --tokens 1000 "$t/y.bin"
+exit $fail

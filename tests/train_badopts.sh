@@ -1,0 +1,117 @@
+#!/bin/bash
+# Bad values for `minidc train` (serial and --dp) and `minidc forward`, found by fuzzing: each is
+# refused with the documented exit status (2 for a bad option, 1 for a bad file or a diverged
+# run) and a message naming the option or file; --report writes its file on every path; a
+# non-finite loss stops the run instead of printing `loss nan` and exiting 0.
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+m=$BUILD/minidc
+fail=0
+t=$(mktemp -d /tmp/minidc-badopts-XXXXXX)
+trap 'rm -rf "$t"' EXIT
+tiny="--vocab 65 --ctx 8 --layers 2 --heads 2 --channels 16 --batch 12 --quiet"
+expect() { # description, exit status, pattern, command... (output in $t/out)
+    local what=$1 want=$2 pat=$3; shift 3
+    timeout -k 5 60 "$@" >"$t/out" 2>&1 </dev/null
+    local rc=$?
+    if [ $rc != "$want" ]; then
+        echo "FAIL: $what: exit $rc, expected $want"; sed 's/^/  | /' "$t/out" | tail -8; fail=1
+    elif ! grep -q -- "$pat" "$t/out"; then
+        echo "FAIL: $what: no '$pat' in:"; sed 's/^/  | /' "$t/out" | tail -8; fail=1
+    else echo "ok: $what: $(grep -m1 -- "$pat" "$t/out")"; fi
+}
+serial() { expect "$1" "$2" "$3" "$m" train $tiny --steps 1 "${@:4}"; }
+dp() { expect "dp: $1" "$2" "$3" "$MPIEXEC" -n 2 "$m" train $tiny --dp 2 --steps 1 "${@:4}"; }
+
+# checkpoints: a real one, then the same with its step (or a weight) changed
+"$m" train $tiny --steps 1 --save "$t/c1.st" >/dev/null 2>&1 || { echo "FAIL: saving a checkpoint"; exit 1; }
+edit() { # src dst step nan(0|1): rewrites the safetensors header (and the first weight)
+    /usr/bin/python3 - "$@" <<'EOF'
+import json, struct, sys
+src, dst, step, nan = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = bytearray(b[8 + n:])
+h["__metadata__"]["step"] = step
+if nan:
+    o = h["wte.weight"]["data_offsets"][0]
+    data[o:o + 4] = struct.pack("<f", float("nan"))
+hj = json.dumps(h, separators=(",", ":")).encode()
+hj += b" " * (-len(hj) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(hj)) + hj + bytes(data))
+EOF
+}
+edit "$t/c1.st" "$t/big.st" 99999999999 0 && edit "$t/c1.st" "$t/s30.st" 1073741824 0 &&
+    edit "$t/c1.st" "$t/nan.st" 1 1 || { echo "FAIL: editing the checkpoint"; exit 1; }
+
+# ---- 1, 2: step and batch arithmetic in 64 bits --------------------------------------------
+dp "--accum 2^30 (dp x accum overflowed)" 2 "--accum 1073741824 = 2147483648:" --batch 4 --accum 1073741824
+dp "--accum INT_MAX" 2 "--accum 2147483647 = 4294967294:" --batch 4 --accum 2147483647
+serial "--steps INT_MAX after step 2^30" 2 "--steps 2147483647 after step 1073741824 of the checkpoint" \
+    --steps 2147483647 --resume "$t/s30.st"
+dp "--steps INT_MAX after step 2^30" 2 "--steps 2147483647 after step 1073741824 of the checkpoint" \
+    --steps 2147483647 --resume "$t/s30.st"
+serial "checkpoint step 99999999999" 1 "big.st: step 99999999999 out of range" --resume "$t/big.st"
+dp "checkpoint step 99999999999 (was truncated)" 1 "big.st: step 99999999999 out of range" --resume "$t/big.st"
+
+# ---- 4: optimizer values, one check for all three paths ------------------------------------
+serial "--lr inf" 2 "--lr inf: the learning rate must be a finite number > 0" --lr inf
+serial "--lr 1e39 (inf as a float)" 2 "--lr inf: the learning rate" --lr 1e39
+serial "--weight-decay nan" 2 "--weight-decay nan must be a finite number >= 0" --weight-decay nan
+serial "--weight-decay -5" 2 "--weight-decay -5 must be" --weight-decay -5
+serial "--grad-clip nan" 2 "--grad-clip nan must be a finite number >= 0" --grad-clip nan
+serial "--grad-clip -1" 2 "--grad-clip -1 must be" --grad-clip -1
+serial "--grad-clip 0 is 'no clipping'" 0 "^trained 1 steps" --grad-clip 0
+dp "--lr inf" 2 "--lr inf: the learning rate" --lr inf
+dp "--weight-decay inf" 2 "--weight-decay inf must be" --weight-decay inf
+dp "--grad-clip -1" 2 "--grad-clip -1 must be" --grad-clip -1
+
+# ---- 5: strict --dp options ----------------------------------------------------------------
+for b in nan inf 1e30 -1; do dp "--bucket-mb $b" 2 "--bucket-mb needs a finite number in \[0, 1048576\], got '$b'" --bucket-mb $b; done
+dp "--dp -1" 2 "--dp needs an integer in 1..2147483647, got '-1'" --dp -1
+dp "--fail-at 1:0x" 2 "--fail-at needs RANK:STEP (two integers >= 0), got '1:0x'" --fail-at 1:0x
+dp "--fail-at 5:0 (no rank 5)" 2 "--fail-at 5:0: rank 5 is not in the job (ranks 0..1)" --fail-at 5:0
+dp "--fail-at 1:7 (no step 7)" 2 "--fail-at 1:7: step 7 is not one of this run's steps (0..0" --fail-at 1:7
+
+# ---- 6: a non-finite value never trains: a NaN weight is refused when the checkpoint is read
+# (datasets/weights.c names the tensor and element), and a loss that diverges to nan (--lr 1e30
+# is finite, so accepted) stops the run on every rank, exit 1 --------------------------------
+serial "NaN weight in the checkpoint" 1 "tensor 'wte.weight': element 0 is nan" --steps 2 --resume "$t/nan.st"
+dp "NaN weight in the checkpoint" 1 "tensor 'wte.weight': element 0 is nan" --steps 2 --resume "$t/nan.st"
+serial "a diverging run (--lr 1e30)" 1 "step 2: the loss is -*nan (the model diverged" --steps 3 --lr 1e30
+grep -q "^step .* loss -*nan" "$t/out" && { echo "FAIL: serial: a nan loss line was printed"; fail=1; }
+dp "a diverging run (--lr 1e30)" 1 "rank 0: step 2: the loss is -*nan (the model diverged" --steps 3 --lr 1e30
+[ "$(grep -c "the loss is" "$t/out")" = 1 ] || { echo "FAIL: dp: the loss error must be printed once (rank 0)"; fail=1; }
+
+# ---- 3: --report on serial train and forward ----------------------------------------------
+serial "--report (serial train)" 0 "^trained 1 steps" --report "$t/train.json"
+grep -q '"format":.*"minidc-device-report-1"' "$t/train.json" 2>/dev/null ||
+    { echo "FAIL: serial train --report wrote no JSON report"; fail=1; }
+serial "--report to an unwritable path" 1 "--report $t/no/such/dir/r.json: cannot open for writing" \
+    --report "$t/no/such/dir/r.json"
+
+/usr/bin/python3 - "$t" <<'EOF'
+import struct, sys
+def npy(path, rows):
+    hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d, %d), }" % (len(rows), len(rows[0]))
+    hdr += " " * (-(10 + len(hdr) + 1) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        for r in rows: f.write(struct.pack("<%di" % len(r), *r))
+npy(sys.argv[1] + "/x.npy", [[1, 2, 3, 4], [5, 6, 7, 8]])
+npy(sys.argv[1] + "/y.npy", [[2, 3, 4, 5], [6, 7, 8, 9]])
+EOF
+fwd() { expect "forward: $1" "$2" "$3" "$m" forward --weights "$t/c1.st" --tokens "$t/x.npy" --targets "$t/y.npy" \
+    --dump "$t/d.st" --steps 1 "${@:4}"; }
+fwd "--lr -1" 2 "--lr -1: the learning rate must be" --lr -1
+fwd "--beta1 2" 2 "--beta1 2 must be in \[0, 1)" --beta1 2
+fwd "--beta2 1" 2 "--beta2 1 must be in \[0, 1)" --beta2 1
+fwd "--eps -1" 2 "--eps -1 must be a finite number > 0" --eps -1
+fwd "--grad-clip nan" 2 "--grad-clip nan must be" --grad-clip nan
+fwd "--report" 0 "after 1 AdamW steps" --report "$t/fwd.json"
+grep -q '"format":.*"minidc-device-report-1"' "$t/fwd.json" 2>/dev/null ||
+    { echo "FAIL: forward --report wrote no JSON report"; fail=1; }
+fwd "--report to an unwritable path" 1 "--report $t/no/such/dir/f.json: cannot open for writing" \
+    --report "$t/no/such/dir/f.json"
+exit $fail
