@@ -137,15 +137,20 @@ static int delete_fn(MPI_Comm comm, int kv, void *val, void *extra) {
     return MPI_SUCCESS;
 }
 
+/* An intercommunicator goes to MPICH before any argument is read: its count arrays have the
+ * remote group's size and its roots are MPI_ROOT / MPI_PROC_NULL, which the checks below would
+ * misread. MPI_COMM_NULL goes there too, to be reported as MPICH reports it. */
+static int not_ours(MPI_Comm comm, int f) {
+    int inter = 0;
+    if (comm == MPI_COMM_NULL) return 1;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return fallback(f, "intercommunicator"), 1;
+    return 0;
+}
+
 /* The minidc world group of `comm`, created on first use; NULL (after a note) if the
  * communicator is not one minidc can serve. Collective on first use (PMPI_Comm_create). */
 static mdc_group *group_of(MPI_Comm comm, int f) {
-    if (comm == MPI_COMM_NULL) return NULL;
-    int inter = 0;
-    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
-        fallback(f, "intercommunicator");
-        return NULL;
-    }
+    if (not_ours(comm, f)) return NULL;
     pthread_mutex_lock(&state_lock);
     int kv_ok = keyval != MPI_KEYVAL_INVALID ||
                 PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL) == MPI_SUCCESS;
@@ -335,16 +340,6 @@ static int failed(MPI_Comm comm, int f, mdc_status st) {
  * communicator's error handler, as MPI_ERR_COUNT. */
 static int negative(MPI_Comm comm, int f, const char *what, int v) {
     return report(comm, f, MPI_ERR_COUNT, "%s is %d, a negative count", what, v);
-}
-
-/* An intercommunicator goes to MPICH before any argument is read: its count arrays have the
- * remote group's size and its roots are MPI_ROOT / MPI_PROC_NULL, which the checks below would
- * misread. MPI_COMM_NULL goes there too, to be reported as MPICH reports it. */
-static int not_ours(MPI_Comm comm, int f) {
-    int inter = 0;
-    if (comm == MPI_COMM_NULL) return 1;
-    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return fallback(f, "intercommunicator"), 1;
-    return 0;
 }
 
 /* A root that is not a rank of the communicator: MPI_ERR_ROOT, as MPICH reports it. */

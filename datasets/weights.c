@@ -68,8 +68,8 @@ static mdc_status check_values(const char *label, const mdc_tensor *t, const flo
 }
 
 /* Converts file tensor t, which must have the shape of parameter p, into dst and checks its
- * values. A wrong shape or dtype is the file's problem (MDC_ERR_FORMAT; MISMATCH's hint would
- * tell the user to give every rank the same options). */
+ * values. A wrong shape or dtype is the file's problem (MDC_ERR_FORMAT, as mdc_tensor_to_f32
+ * reports a dtype; MISMATCH's hint would tell the user to give every rank the same options). */
 static mdc_status to_f32(const char *label, const mdc_tensor *t, const mdc_param_tensor *p, float *dst,
                          int nonneg) {
     int64_t want[2] = {p->shape[0], p->shape[1]};
@@ -81,7 +81,7 @@ static mdc_status to_f32(const char *label, const mdc_tensor *t, const mdc_param
                         t->name, a, b);
     }
     mdc_status st = mdc_tensor_to_f32(t, dst, p->numel);
-    if (st) return mdc_fail(st == MDC_ERR_MISMATCH ? MDC_ERR_FORMAT : st, "%s: %s", label, mdc_detail());
+    if (st) return mdc_fail(st, "%s: %s", label, mdc_detail());
     return check_values(label, t, dst, p->numel, nonneg);
 }
 

@@ -229,3 +229,14 @@ done:
     cJSON_Delete(root);
     return st;
 }
+
+mdc_status mdc_device_report_json_one(const char *path, const mdc_device *dev, double tokens) {
+    if (!path || !path[0]) return MDC_OK;
+    mdc_dev_counters c;
+    mdc_energy e;
+    size_t peak[MDC_MEM_COUNT + 1];
+    mdc_dev_get_counters(dev, &c);
+    mdc_dev_energy(dev, &e);
+    for (int k = 0; k <= MDC_MEM_COUNT; k++) peak[k] = mdc_dev_mem_peak(dev, (mdc_mem_category)k);
+    return mdc_device_report_json(path, &c, &e, peak, 1, dev, tokens);
+}

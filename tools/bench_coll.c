@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "minidc/minidc.h"
 
@@ -392,12 +393,8 @@ static int parse_args(bench_opts *o, int argc, char **argv, int say) {
         int bad = 0;
         if (!strcmp(a, "-b") && v) bad = parse_size(v, &o->minb), i++;
         else if (!strcmp(a, "-e") && v) bad = parse_size(v, &o->maxb), i++;
-        else if (!strcmp(a, "-f") && v) {
-            char *end;
-            o->factor = strtod(v, &end);
-            bad = end == v || *end || !(o->factor > 1 && o->factor <= 1e6); /* NaN fails too */
-            i++;
-        }
+        else if (!strcmp(a, "-f") && v)
+            bad = mdc_parse_double_range(a, v, 1, 1e6, &o->factor) || o->factor == 1, i++;
         else if (!strcmp(a, "--algo") && v) o->algo = v, i++;
         else if (!strcmp(a, "--pick") && v) o->pick = v, bad = strcmp(v, "host") && strcmp(v, "device"), i++;
         else if (!strcmp(a, "--dtype") && v) {
@@ -410,23 +407,11 @@ static int parse_args(bench_opts *o, int argc, char **argv, int say) {
             bad = op < 0 || op == MDC_AVG;
             o->op = (mdc_op)(op < 0 ? 0 : op);
             i++;
-        } else if (!strcmp(a, "--iters") && v) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            bad = end == v || *end || n < 1 || n > 1000000;
-            o->iters = (int)(bad ? 1 : n);
-            i++;
-        }
+        } else if (!strcmp(a, "--iters") && v) bad = mdc_parse_int(a, v, 1, 1000000, &o->iters) != MDC_OK, i++;
         else if (!strcmp(a, "--order") && v) o->alternate = !strcmp(v, "alternate"), bad = !o->alternate && strcmp(v, "blocks"), i++;
         else if (!strcmp(a, "--check")) o->check = 1;
         else if (!strcmp(a, "--inplace")) o->inplace = 1;
-        else if (!strcmp(a, "--root") && v) {
-            char *end;
-            long r = strtol(v, &end, 10);
-            bad = *end || end == v || r < 0 || r > 1 << 20;
-            o->root = (int)r;
-            i++;
-        }
+        else if (!strcmp(a, "--root") && v) bad = mdc_parse_int(a, v, 0, 1 << 20, &o->root) != MDC_OK, i++;
         else if (!strcmp(a, "--no-mpich")) o->mpich = 0;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);

@@ -105,14 +105,3 @@ mdc_status mdc_adamw_check(const mdc_adamw_config *o) {
                         o->grad_clip);
     return MDC_OK;
 }
-
-mdc_status mdc_report_json_single(const mdc_device_options *o, const mdc_device *dev, double tokens) {
-    if (!o->report_path[0]) return MDC_OK;
-    mdc_dev_counters c;
-    mdc_energy e;
-    size_t peak[MDC_MEM_COUNT + 1];
-    mdc_dev_get_counters(dev, &c);
-    mdc_dev_energy(dev, &e);
-    for (int k = 0; k <= MDC_MEM_COUNT; k++) peak[k] = mdc_dev_mem_peak(dev, (mdc_mem_category)k);
-    return mdc_device_report_json(o->report_path, &c, &e, peak, 1, dev, tokens);
-}

@@ -3,7 +3,6 @@
 #define MINIDC_TOOLS_CLI_ARGS_H
 #include <stddef.h>
 
-#include "minidc/device.h"
 #include "minidc/model.h"
 
 /* Print "minidc CMD: <why>" on stderr and return 0 on a bad value, 1 on success. */
@@ -26,10 +25,5 @@ mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, dou
  * --beta1 and --beta2 in [0, 1), --eps > 0, --weight-decay >= 0, --grad-clip >= 0 (0 = off).
  * MDC_ERR_INVALID naming the first bad option and its value. */
 mdc_status mdc_adamw_check(const mdc_adamw_config *o);
-
-/* --report F.json of a single-device command (train without --dp, forward): the JSON device
- * report of `dev` (one rank), as mdc_runtime_report writes it for MPI runs. Nothing if the
- * option was not given; MDC_ERR_IO naming the path if it cannot be written. */
-mdc_status mdc_report_json_single(const mdc_device_options *o, const mdc_device *dev, double tokens);
 
 #endif

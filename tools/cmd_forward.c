@@ -225,7 +225,7 @@ int mdc_cmd_forward(int argc, char **argv) {
     }
     TRY(mdc_safetensors_write(dump, out));
     /* tokens: one forward at the start and one after each AdamW step */
-    TRY(mdc_report_json_single(&dopt, dev, (double)B * T * (steps + 1)));
+    TRY(mdc_device_report_json_one(dopt.report_path, dev, (double)B * T * (steps + 1)));
     printf("minidc forward: V=%d (padded %d) T=%d L=%d H=%d C=%d, batch %dx%d", cfg.V, cfg.Vp, cfg.T, cfg.L,
            cfg.H, cfg.C, B, T);
     if (y) printf(", loss %.6f", loss);

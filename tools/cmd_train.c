@@ -183,7 +183,7 @@ int mdc_cmd_train(int argc, char **argv) {
            wall, wall > 0 ? tokens / wall : 0, loss);
     if (save && (st = mdc_train_save(save, m, step0 + steps))) goto fail;
     mdc_device_report(dev, stdout, tokens);
-    if ((st = mdc_report_json_single(&dopt, dev, tokens))) goto fail;
+    if ((st = mdc_device_report_json_one(dopt.report_path, dev, tokens))) goto fail;
     rc = 0;
 fail:
     if (st) {

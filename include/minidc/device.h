@@ -235,6 +235,8 @@ void mdc_device_report(const mdc_device *dev, FILE *f, double tokens);
 mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters,
                                   const mdc_energy *energies, const size_t *peak_bytes,
                                   int nranks, const mdc_device *dev0, double tokens);
+/* The same for one device (train without --dp, forward); nothing when `path` is NULL or empty. */
+mdc_status mdc_device_report_json_one(const char *path, const mdc_device *dev, double tokens);
 
 /* Resets the clock and counters (not allocations). */
 void mdc_dev_reset_counters(mdc_device *dev);
