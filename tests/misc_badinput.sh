@@ -50,20 +50,18 @@ EOF
 
 # ---- device files: each numeric field has a physical range ----
 expect "good device file" 0 "valid device file" $m devices --device-file "$(dev ok 0)"
-expect "flops_fp32 1e-300" 1 "'flops_fp32' = 1e-300 FLOP/s is out of range" \
-    $m devices --device-file "$(dev flops_fp32 1e-300)"
-expect "hbm_bw 1e-300" 1 "'hbm_bw' = 1e-300 bytes/s is out of range" \
-    $m devices --device-file "$(dev hbm_bw 1e-300)"
-expect "net_bw 1e-300" 1 "'net_bw' = 1e-300 bytes/s is out of range" \
-    $m devices --device-file "$(dev net_bw 1e-300)"
-expect "hbm_stacks 1e9" 1 "'hbm_stacks' = 1e+09 stacks is out of range" \
-    $m devices --device-file "$(dev hbm_stacks 1e9)"
-expect "hbm_bytes 1e308" 1 "'hbm_bytes' = 1e+308 bytes is out of range" \
-    $m devices --device-file "$(dev hbm_bytes 1e308)"
-expect "net_latency 1e300" 1 "'net_latency' = 1e+300 s is out of range" \
-    $m devices --device-file "$(dev net_latency 1e300)"
-expect "tdp_watts 1e-300" 1 "'tdp_watts' = 1e-300 W is out of range" \
-    $m devices --device-file "$(dev tdp_watts 1e-300)"
+# field, value, and how the message prints the value and its unit
+while read -r field value shown; do
+    expect "$field $value" 1 "'$field' = $shown is out of range" $m devices --device-file "$(dev "$field" "$value")"
+done <<'CASES'
+flops_fp32 1e-300 1e-300 FLOP/s
+hbm_bw 1e-300 1e-300 bytes/s
+net_bw 1e-300 1e-300 bytes/s
+hbm_stacks 1e9 1e+09 stacks
+hbm_bytes 1e308 1e+308 bytes
+net_latency 1e300 1e+300 s
+tdp_watts 1e-300 1e-300 W
+CASES
 # the widest accepted bus: 65536 bits x 1024 stacks, printed without overflow
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["hbm_bus_bits_per_stack"]=65536; d["hbm_stacks"]=1024; print(json.dumps(d))' \
     "$(dev ok 0)" >"$t/widest.json"
