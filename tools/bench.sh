@@ -39,6 +39,8 @@ echo "== tests/bench_p2p.c yield: one 64 MiB message at 4 ranks, waiters yieldin
 # ---- what MPI point-to-point moves on this machine when every rank exchanges at once ----
 echo "== tests/bench_p2p.c exchange: ranks exchange 32 MiB in pairs, all at once (a plain pattern's rate, not a ceiling)"
 for p in 2 4 8; do "$MPIEXEC" -n $p "$BUILD/tests/bench_p2p" exchange 32 || exit 1; done
+echo "== tests/bench_p2p.c copy: one rank moves 64 and 16 MiB of the other's buffer: an MPI message, process_vm_readv, memcpy"
+for m in 64 16; do "$MPIEXEC" -n 2 "$BUILD/tests/bench_p2p" copy $m || exit 1; done
 # ---- the interposer: a plain MPI program with and without LD_PRELOAD=libminidc_mpi.so ----
 echo "== tools/bench_interposer.sh (tests/bench_interposer.c with and without the library)"
 BUILD=$BUILD MPIEXEC=$MPIEXEC tools/bench_interposer.sh || exit 1
