@@ -73,7 +73,7 @@ check: deps-check all $(TESTS)
 demo: all
 	@tools/demo.sh $(BUILD) $(MPIEXEC)
 
-bench: deps-check all $(BUILD)/tests/bench_interposer $(BUILD)/tests/bench_p2p $(BUILD)/tests/bench_after
+bench: deps-check all $(BUILD)/tests/bench_interposer $(BUILD)/tests/bench_p2p $(BUILD)/tests/bench_after $(BUILD)/tests/bench_bare
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) tools/bench.sh
 
 install: all
