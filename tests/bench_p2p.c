@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,8 +114,10 @@ static void exchange(int r, int p, char *s, size_t n) {
     free(d);
 }
 
-static int copy_rates(int r, char *buf, size_t n) {
-    /* Rank 1 learns where rank 0's buffer is, to read it with process_vm_readv. */
+static void copy_rates(int r, char *buf, size_t n) {
+    /* Rank 1 learns where rank 0's buffer is, to read it with process_vm_readv (rank 0 allows
+     * it, for Yama's ptrace_scope 1). */
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     unsigned long long where[2] = {(unsigned long long)getpid(), (unsigned long long)(uintptr_t)buf};
     if (r == 0) MPI_Send(where, 2, MPI_UNSIGNED_LONG_LONG, 1, 2, MPI_COMM_WORLD);
     else MPI_Recv(where, 2, MPI_UNSIGNED_LONG_LONG, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -142,17 +145,18 @@ static int copy_rates(int r, char *buf, size_t n) {
             t[way][rep] = MPI_Wtime() - t0;
         }
     if (r == 1) {
-        if (failed) printf("# process_vm_readv failed (ptrace not permitted between these processes?)\n");
         static const char *name[3] = {"one MPI message", "process_vm_readv", "memcpy"};
         double m[3];
         for (int w = 0; w < 3; w++) m[w] = median(t[w]);
         printf("# rank 1 moves %zu bytes into its buffer; median of %d, one way after another\n", n, REPS);
         for (int w = 0; w < 3; w++)
-            printf("%-17s %8.2f ms %6.2f GB/s  %.2f x memcpy\n", name[w], m[w] * 1e3, (double)n / m[w] / 1e9, m[2] / m[w]);
+            if (w != 1 || !failed)
+                printf("%-17s %8.2f ms %6.2f GB/s  %.2f x memcpy\n", name[w], m[w] * 1e3, (double)n / m[w] / 1e9, m[2] / m[w]);
+        if (failed) /* Yama's ptrace_scope 2 or 3, or a container without the permission */
+            printf("# process_vm_readv is not permitted here (see /proc/sys/kernel/yama/ptrace_scope): no row for it\n");
     }
     free(d);
     free(own);
-    return failed;
 }
 
 int main(int argc, char **argv) {
@@ -175,11 +179,10 @@ int main(int argc, char **argv) {
     size_t n = (size_t)(argc > 2 ? atof(argv[2]) : xchg ? 32 : 64) * (1u << 20);
     char *buf = malloc(n ? n : 1);
     memset(buf, r, n);
-    int rc = 0;
     if (yield) yield_vs_sleep(r, buf, n);
-    else if (copy) rc = copy_rates(r, buf, n);
+    else if (copy) copy_rates(r, buf, n);
     else exchange(r, p, buf, n);
     free(buf);
     MPI_Finalize();
-    return rc;
+    return 0;
 }
