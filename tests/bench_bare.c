@@ -3,11 +3,11 @@
  * no MPI messages and no waiting, next to minidc's collective and MPICH's on the same buffers.
  * The yardstick for issue 3's 64 MiB targets (docs/performance.md "Bare cost"). In `make bench`.
  *
- *   mpiexec.mpich -n P build/tests/bench_bare COLL [MiB]    (COLL: reduce_scatter, alltoall,
- *                                                           allgather; default 64 MiB)
+ *   mpiexec.mpich -n P build/tests/bench_bare COLL [MiB]    (COLL: reduce_scatter, allreduce,
+ *                                                           alltoall, allgather; default 64)
  *
- * S = MiB per rank (the send buffer of reduce_scatter and alltoall, the receive buffer of
- * allgather), in P blocks of S/P. The ways:
+ * S = MiB per rank (the send buffer of reduce_scatter, allreduce and alltoall, the receive
+ * buffer of allgather), in P blocks of S/P. The ways:
  *   reduce_scatter (f32 sum)
  *     bare steps    for s = 1 .. P-1: copy block `me` of rank me-s's send buffer, 256 KiB at a
  *                   time through a 4-slot window, straight out of its memory, and add each
@@ -16,6 +16,12 @@
  *                   256 KiB of the result stays in cache while the P-1 pieces are added (the
  *                   same order per element, bit for bit);
  *     minidc        mdc_reduce_scatter forced to pairwise;   mpich  MPI_Reduce_scatter_block.
+ *   allreduce (f32 sum)
+ *     bare          the bare reduce-scatter's steps into this rank's block of the result, a
+ *                   barrier (the blocks must be complete before anyone reads them), then every
+ *                   other rank's block copied from its result: reduce-scatter plus allgather,
+ *                   the least data any allreduce moves (Rabenseifner's bound);
+ *     minidc        mdc_allreduce (auto);                     mpich  MPI_Allreduce.
  *   alltoall / allgather (bytes)
  *     bare          copy the own block, then each peer's block for this rank straight from the
  *                   peer's send buffer into place;
@@ -97,10 +103,12 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &p);
     const char *coll = argc > 1 ? argv[1] : "";
-    int rs = !strcmp(coll, "reduce_scatter"), a2a = !strcmp(coll, "alltoall"), ag = !strcmp(coll, "allgather");
+    int rs = !strcmp(coll, "reduce_scatter"), ar = !strcmp(coll, "allreduce"), a2a = !strcmp(coll, "alltoall"),
+        ag = !strcmp(coll, "allgather");
+    int sum = rs || ar; /* f32 sums; the others move bytes */
     double mib = argc > 2 ? atof(argv[2]) : 64;
-    if (!(rs || a2a || ag) || !(mib > 0 && mib <= 4096))
-        die(me, "usage: bench_bare reduce_scatter|alltoall|allgather [MiB per rank, 0 < MiB <= 4096]");
+    if (!(rs || ar || a2a || ag) || !(mib > 0 && mib <= 4096))
+        die(me, "usage: bench_bare reduce_scatter|allreduce|alltoall|allgather [MiB per rank, 0 < MiB <= 4096]");
     size_t count = (size_t)(mib * (1 << 20)) / sizeof(float) / (size_t)p; /* floats per block */
     if (count == 0) die(me, "too few bytes for this many ranks");
     size_t blk = count * sizeof(float), total = blk * (size_t)p;
@@ -113,17 +121,19 @@ int main(int argc, char **argv) {
     char *send = malloc(sbytes), *recv = malloc(rbytes), *want = malloc(rbytes);
     float *window = malloc(SLOTS * PIECE);
     unsigned long long mine[2] = {(unsigned long long)getpid(), (unsigned long long)(uintptr_t)send};
-    unsigned long long *where = malloc(2 * sizeof *where * (size_t)p);
+    unsigned long long mine_r[2] = {(unsigned long long)getpid(), (unsigned long long)(uintptr_t)recv};
+    unsigned long long *where = malloc(2 * sizeof *where * (size_t)p), *rwhere = malloc(2 * sizeof *rwhere * (size_t)p);
     double *tm = malloc(sizeof *tm * MAXWAYS * ROUNDS), *mx = malloc(sizeof *mx * MAXWAYS * ROUNDS);
-    if (!send || !recv || !want || !window || !where || !tm || !mx) die(me, "out of memory");
+    if (!send || !recv || !want || !window || !where || !rwhere || !tm || !mx) die(me, "out of memory");
     /* Values: f32 integers (exact in any order) for reduce_scatter; for the copies, the byte
      * (sender, position) pattern, so a block from the wrong place shows. */
-    if (rs) {
+    if (sum) {
         float *s = (float *)send, *w = (float *)want;
+        size_t first = rs ? (size_t)me * count : 0; /* the result's first element of the whole vector */
         for (size_t i = 0; i < total / sizeof(float); i++) s[i] = (float)((i + (size_t)me) % 7);
-        for (size_t i = 0; i < count; i++) { /* element me * count + i of the whole vector */
+        for (size_t i = 0; i < rbytes / sizeof(float); i++) {
             w[i] = 0;
-            for (int q = 0; q < p; q++) w[i] += (float)(((size_t)me * count + i + (size_t)q) % 7);
+            for (int q = 0; q < p; q++) w[i] += (float)((first + i + (size_t)q) % 7);
         }
     } else {
         for (size_t i = 0; i < sbytes; i++) send[i] = (char)(me * 31 + (int)(i % 251));
@@ -137,6 +147,7 @@ int main(int argc, char **argv) {
      * left neighbour, and without permission the program says so and stops cleanly. */
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     MPI_Allgather(mine, 2, MPI_UNSIGNED_LONG_LONG, where, 2, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    MPI_Allgather(mine_r, 2, MPI_UNSIGNED_LONG_LONG, rwhere, 2, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
     char probe;
     int from = (me + p - 1) % p, can = 1, all_can = 0;
     struct iovec pl = {&probe, 1}, pr = {(void *)(uintptr_t)where[2 * from + 1], 1};
@@ -156,6 +167,9 @@ int main(int argc, char **argv) {
     for (int pass = 0; pass < PASSES; pass++)
         for (int w = 0; w < ways; w++)
             for (int j = -1; j < ROUNDS / PASSES; j++) { /* j = -1: the untimed call */
+                /* No rank clears its result while another may still read it (the bare allreduce
+                 * reads its peers' results), then every call starts together. */
+                if (mdc_barrier(g)) die(me, mdc_detail());
                 memset(recv, 0xff, rbytes); /* (NaN for floats): a result left unwritten is wrong */
                 if (mdc_barrier(g)) die(me, mdc_detail());
                 double t0 = MPI_Wtime();
@@ -163,8 +177,18 @@ int main(int argc, char **argv) {
                 mdc_status st = MDC_OK;
                 int rc = MPI_SUCCESS;
                 if (rs && w < 2) bare_rs(w, me, p, send, (float *)recv, window, where, blk);
-                else if (!rs && w == 0) bare_copy(ag, me, p, send, recv, where, blk);
+                else if (ar && w == 0) {
+                    bare_rs(0, me, p, send, (float *)(recv + (size_t)me * blk), window, where, blk);
+                    if (mdc_barrier(g)) die(me, mdc_detail());
+                    for (int s2 = 1; s2 < p; s2++) {
+                        int peer = (me - s2 + p) % p;
+                        fetch(me, rwhere, peer, (size_t)peer * blk, recv + (size_t)peer * blk, blk);
+                    }
+                } else if (!sum && w == 0) bare_copy(ag, me, p, send, recv, where, blk);
                 else if (minidc && rs) st = mdc_reduce_scatter(send, recv, count, MDC_F32, MDC_SUM, g);
+                else if (minidc && ar) st = mdc_allreduce(send, recv, total / sizeof(float), MDC_F32, MDC_SUM, g);
+                else if (mpich && ar)
+                    rc = MPI_Allreduce(send, recv, (int)(total / sizeof(float)), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                 else if (minidc && a2a) st = mdc_alltoall(send, recv, blk, MDC_U8, g);
                 else if (minidc) st = mdc_allgather(send, recv, blk, MDC_U8, g);
                 else if (mpich && rs) rc = MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -173,8 +197,8 @@ int main(int argc, char **argv) {
                 if (j >= 0) tm[w * ROUNDS + pass * (ROUNDS / PASSES) + j] = MPI_Wtime() - t0;
                 if (st) die(me, mdc_detail());
                 if (rc != MPI_SUCCESS) die(me, "the MPI collective failed");
-                if (rs)
-                    for (size_t i = 0; i < count; i++) wrong += ((float *)recv)[i] != ((float *)want)[i];
+                if (sum)
+                    for (size_t i = 0; i < rbytes / sizeof(float); i++) wrong += ((float *)recv)[i] != ((float *)want)[i];
                 else
                     for (size_t i = 0; i < rbytes; i++) wrong += recv[i] != want[i];
             }
@@ -191,7 +215,7 @@ int main(int argc, char **argv) {
             med[w] = mx[w * ROUNDS + ROUNDS / 2];
         }
         printf("# %s, %zu bytes per rank%s, %d ranks; median of %d calls of the max over ranks (in blocks)\n", coll, ag ? total : sbytes,
-               rs ? " (f32 sum)" : "", p, ROUNDS);
+               sum ? " (f32 sum)" : "", p, ROUNDS);
         for (int w = 0; w < ways; w++)
             printf("%-16s %9.2f ms   mpich / this %5.2f\n", name[w], med[w] * 1e3, med[ways - 1] / med[w]);
         printf("# %llu wrong elements\n", allbad);
@@ -203,6 +227,7 @@ int main(int argc, char **argv) {
     free(want);
     free(window);
     free(where);
+    free(rwhere);
     free(tm);
     free(mx);
     MPI_Finalize();

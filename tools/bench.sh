@@ -43,7 +43,7 @@ echo "== tests/bench_p2p.c copy: one rank moves 64 and 16 MiB of the other's buf
 for m in 64 16; do "$MPIEXEC" -n 2 "$BUILD/tests/bench_p2p" copy $m || exit 1; done
 # ---- the 64 MiB targets against the bare cost of the copies and additions they need ----
 echo "== tests/bench_bare.c: each collective's copies (and additions) made with process_vm_readv and no MPI, next to minidc and MPICH"
-for p in 2 4 8; do for c in reduce_scatter alltoall allgather; do
+for p in 2 4 8; do for c in reduce_scatter allreduce alltoall allgather; do
     "$MPIEXEC" -n $p "$BUILD/tests/bench_bare" $c 64 || exit 1
 done; done
 # ---- the interposer: a plain MPI program with and without LD_PRELOAD=libminidc_mpi.so ----
