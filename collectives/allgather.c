@@ -7,6 +7,7 @@ static const struct { const char *name; ag_fn fn; } algos[] = {
     {"ring", mdc_allgather_ring},
     {"recursive_doubling", mdc_allgather_recursive_doubling},
     {"bruck", mdc_allgather_bruck},
+    {"direct", mdc_allgather_direct},
 };
 
 static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const size_t *counts,

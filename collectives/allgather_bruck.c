@@ -6,7 +6,8 @@
  *   ceil(lg p) steps it has every block and un-rotates them into place.
  * Source: Bruck et al. 1997; Thakur, Rabenseifner & Gropp 2005 (MPICH allgather bruck).
  * Restrictions: none (any p, not only powers of two); one scratch buffer of the full output.
- * Cost: ceil(lg p) alpha + (p-1)/p n beta, plus two local copies of n. */
+ * Cost: ceil(lg p) alpha + (p-1)/p n beta + (p+1)/p n c: local copies of the own block into
+ *   the rotated scratch and of every block out of it. */
 #include "coll_internal.h"
 
 mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t *counts,

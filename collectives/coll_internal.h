@@ -62,6 +62,10 @@ int mdc_i_request_pieces(const mdc_request *r);
 mdc_status mdc_i_wait_piece(mdc_request *r, int k);
 void *mdc_i_piece_data(const mdc_request *r, int k); /* where piece k of a receive landed */
 void mdc_i_abandon(mdc_request **reqs, int n);
+/* The job's ranks per online core when every rank is on this host (MPI_LOCALNRANKS equals
+ * the world's size), else 0: what the host's pick of an algorithm may look at, the same on
+ * every rank. */
+double mdc_i_ranks_per_core(const mdc_transport *t);
 /* The pipelined broadcast's chunk (bcast_pipeline.c; also its cost and its schedule):
  * chunk_bytes (the ring chunk) if non-zero, else 1 MiB, cut to whole elements of esz bytes
  * (at least one). */

@@ -51,7 +51,9 @@ static const mdc_algo_info allgather_algos[] = {
     A("ring", "mdc_allgather_ring", "p-1 steps around the ring, blocks received in place", "(p-1) a + (p-1)/p n b"),
     A("recursive_doubling", "mdc_allgather_recursive_doubling", "lg p exchanges with rank XOR 2^k, doubling the range (fold for p != 2^k)",
       "lg p a + (p-1)/p n b"),
-    A("bruck", "mdc_allgather_bruck", "ceil(lg p) steps at distance 2^k on a rotated buffer", "lg p a + (p-1)/p n b"),
+    A("bruck", "mdc_allgather_bruck", "ceil(lg p) steps at distance 2^k on a rotated buffer", "lg p a + (p-1)/p n b + (p+1)/p n c"),
+    A("direct", "mdc_allgather_direct", "one step: every rank sends its block to every other rank at once",
+      "(p-1) a + (p-1)/p n b"),
 };
 static const mdc_algo_info bcast_algos[] = {
     A("binomial", "mdc_bcast_binomial", "binomial tree from the root, whole buffer per step", "lg p (a + n b)"),
@@ -247,7 +249,8 @@ double mdc_coll_cost_params(mdc_coll c, const char *algo, int p, size_t bytes, c
     case MDC_COLL_ALLGATHER:
         if (!strcmp(name, "ring")) return (P - 1) * a + f * n * b;
         if (!strcmp(name, "recursive_doubling")) return lg2 * a + f * n * b + (fold ? 2 * a + n * b : 0);
-        return lg * a + f * n * b;
+        if (!strcmp(name, "direct")) return (P - 1) * a + f * n * b;
+        return lg * a + f * n * b + (P + 1) / P * n * cp; /* Bruck: own block in, every block out */
     case MDC_COLL_BCAST:
         if (!strcmp(name, "binomial")) return lg * (a + n * b);
         if (!strcmp(name, "pipeline")) {
@@ -322,6 +325,8 @@ void mdc_coll_host_params(int p, mdc_cost_params *out) {
     out->ranks_per_node = p; /* every rank is on this host: one link class */
 }
 
+#define HOST_DIRECT_MIN ((size_t)1 << 20) /* bytes: the allgather's direct exchange from here */
+
 int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g) {
     read_env();
     if (forced[c]) return forced[c] - 1;
@@ -349,6 +354,17 @@ int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g) {
             bc = x;
             best = i;
         }
+    }
+    /* On the host's clock, with three or more ranks to a core, the allgather of 1 MiB or more
+     * goes direct: the model cannot tell it from the others (every rank receives the same
+     * bytes), but its messages depend on no earlier step, and with ranks taking turns on a
+     * core each dependent step costs a wait for a peer's turn: 8 ranks on 2 cores, 64 MiB,
+     * 49.5-52.2 ms against 62.2-72.3 for recursive doubling, 1 MiB 570-703 us against
+     * 739-847; at 4 ranks (2 to a core) within noise (docs/performance.md, item 24). */
+    if (host && c == MDC_COLL_ALLGATHER && bytes >= HOST_DIRECT_MIN &&
+        mdc_i_ranks_per_core(mdc_group_transport(g)) >= 3) {
+        int d = mdc_coll_algo_find(c, "direct");
+        if (d >= 0) best = d;
     }
     if (memo) *memo = (mdc_i_pick_memo){bytes, settings_gen, best};
     return best;

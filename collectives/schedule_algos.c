@@ -567,6 +567,22 @@ static mdc_status b_ag_rd(mdc_schedule *s) {
     return st;
 }
 
+static mdc_status b_ag_direct(mdc_schedule *s) {
+    int p = s->p;
+    size_t esz = mdc_dtype_size(s->t), total = total_of(s);
+    formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
+    if (!total || p == 1) return MDC_OK;
+    phase(s, 0, "every rank sends its block to every other rank, all at once");
+    /* Distance k outer: rank r's sends go to r+1, r+2, ... and its receives come from r-1,
+     * r-2, ..., the order the code posts them. */
+    for (int k = 1; k < p; k++)
+        for (int r = 0; r < p; r++) {
+            if (!s->counts[r]) continue;
+            TRY(add(s, 0, r, (r + k) % p, s->counts[r] * esz, MDC_SCHED_STORE, 0, 0, "block of rank %d", r));
+        }
+    return MDC_OK;
+}
+
 static mdc_status b_ag_bruck(mdc_schedule *s) {
     char txt[48];
     int p = s->p;
@@ -778,6 +794,7 @@ static const builder builders[] = {
     {MDC_COLL_ALLGATHER, "ring", b_ag_ring},
     {MDC_COLL_ALLGATHER, "recursive_doubling", b_ag_rd},
     {MDC_COLL_ALLGATHER, "bruck", b_ag_bruck},
+    {MDC_COLL_ALLGATHER, "direct", b_ag_direct},
     {MDC_COLL_BCAST, "binomial", b_bcast_binomial},
     {MDC_COLL_BCAST, "scatter_allgather", b_bcast_scatter_ag},
     {MDC_COLL_BCAST, "pipeline", b_bcast_pipeline},

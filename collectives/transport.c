@@ -44,6 +44,7 @@ struct mdc_transport {
     int tag_base;      /* first tag minidc uses; the abort tag is tag_base + TAG_REGION */
     double timeout;
     double spin_s;     /* busy-poll this long before the first yield (0 when oversubscribed) */
+    double per_core;   /* the job's ranks per online core when all are on this host, else 0 */
     double yield_s;    /* then yield (no sleeps) until this much of the wait has passed */
     double door_s;     /* with doorbells: sleep on the bell once the wait is this old */
     int *door;         /* doorbell (MPI_COMM_WORLD) rank of each rank of comm; NULL: none */
@@ -144,6 +145,11 @@ static void wait_policy(mdc_transport *t) {
     const char *lr = getenv("MPI_LOCALNRANKS");
     long local = lr && atol(lr) > 0 ? atol(lr) : t->size;
     int own_core = cores > 0 && local <= cores;
+    /* Only where every rank of the job is on this host (MPI_LOCALNRANKS = the world's size):
+     * then all ranks see the same figures, so an algorithm picked by them agrees everywhere. */
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    t->per_core = lr && atol(lr) == world && cores > 0 ? (double)world / (double)cores : 0;
     t->spin_s = own_core ? 50e-6 : 0;
     t->yield_s = 20e-3;
     t->spin_s = mdc_i_env_num("MINIDC_SPIN_US", t->spin_s * 1e6, 0, 1e9) * 1e-6;
@@ -211,6 +217,7 @@ void mdc_transport_set_trace(mdc_transport *t, mdc_trace_fn fn, void *ctx) {
 int mdc_transport_rank(const mdc_transport *t) { return t->rank; }
 int mdc_transport_size(const mdc_transport *t) { return t->size; }
 mdc_device *mdc_transport_device(const mdc_transport *t) { return t->dev; }
+double mdc_i_ranks_per_core(const mdc_transport *t) { return t->per_core; }
 void mdc_transport_set_timeout(mdc_transport *t, double seconds) { t->timeout = seconds; }
 
 mdc_link mdc_transport_link(const mdc_transport *t, int a, int b) {

@@ -21,11 +21,12 @@
  *                   barrier (the blocks must be complete before anyone reads them), then every
  *                   other rank's block copied from its result: reduce-scatter plus allgather,
  *                   the least data any allreduce moves (Rabenseifner's bound);
- *     minidc        mdc_allreduce (auto);                     mpich  MPI_Allreduce.
+ *     minidc        mdc_allreduce (auto, host's clock);       mpich  MPI_Allreduce.
  *   alltoall / allgather (bytes)
  *     bare          copy the own block, then each peer's block for this rank straight from the
  *                   peer's send buffer into place;
- *     minidc        mdc_alltoall / mdc_allgather (auto);      mpich  MPI_Alltoall / MPI_Allgather.
+ *     minidc        mdc_alltoall / mdc_allgather (auto, on this host's clock as `minidc bench`);
+ *                   mpich  MPI_Alltoall / MPI_Allgather.
  * Every schedule built from messages moves at least these bytes: each of a block's P-1 other
  * contributions crosses into the receiver once. The bare ways never wait for a peer (the send
  * buffers do not change), so they are the least this host's copies and additions cost, with
@@ -41,6 +42,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "minidc/algorithms.h"
 #include "minidc/collectives.h"
 
 enum { ROUNDS = 9, PASSES = 3, MAXWAYS = 4, SLOTS = 4 }; /* ROUNDS a multiple of PASSES */
@@ -118,6 +120,7 @@ int main(int argc, char **argv) {
     mdc_group *g;
     if (mdc_transport_create(&t, NULL, NULL, 8) || mdc_group_world(&g, t)) die(me, mdc_detail());
     if (rs && mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, "pairwise")) die(me, mdc_detail());
+    mdc_coll_set_pick("host"); /* as `minidc bench`: this host's clock */
     char *send = malloc(sbytes), *recv = malloc(rbytes), *want = malloc(rbytes);
     float *window = malloc(SLOTS * PIECE);
     unsigned long long mine[2] = {(unsigned long long)getpid(), (unsigned long long)(uintptr_t)send};

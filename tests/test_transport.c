@@ -1,6 +1,8 @@
 /* Transport: ping-pong arrival times on the virtual clock, queued messages on one egress
  * link, a ring exchange of integer data, a receive in pieces through a window of slots,
  * group index mapping, and the pick a group remembers. */
+#include <unistd.h>
+
 #include "testutil.h"
 #include "../collectives/coll_internal.h" /* the sliced and windowed receives */
 
@@ -120,6 +122,22 @@ int main(int argc, char **argv) {
                      mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w));
             mdc_coll_set_pick("device");
             TU_CHECK(strcmp(mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w), "pairwise") != 0, "device pick pairwise");
+        }
+        /* The allgather goes direct on the host's clock with 3 or more ranks to a core and 1 MiB
+         * or more, when every rank is on this host (MPI_LOCALNRANKS = p); never on the
+         * device's, never below 1 MiB. In make check at 8 ranks on a 2-core runner: direct. */
+        {
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            const char *lr = getenv("MPI_LOCALNRANKS");
+            int want = lr && atol(lr) == p && cores > 0 && (double)p / (double)cores >= 3;
+            mdc_coll_set_pick("host");
+            const char *big = mdc_coll_choose(MDC_COLL_ALLGATHER, 4u << 20, w);
+            const char *small = mdc_coll_choose(MDC_COLL_ALLGATHER, 256u << 10, w);
+            TU_CHECK((strcmp(big, "direct") == 0) == want, "%d ranks, %ld cores: 4 MiB allgather: host pick %s", p, cores, big);
+            TU_CHECK(strcmp(small, "direct") != 0, "256 KiB allgather: host pick direct");
+            mdc_coll_set_pick("device");
+            TU_CHECK(strcmp(mdc_coll_choose(MDC_COLL_ALLGATHER, 4u << 20, w), "direct") != 0, "device pick direct");
+            if (rt.rank == 0 && want) printf("allgather: host pick direct at %d ranks on %ld cores\n", p, cores);
         }
         mdc_coll_set_pick(was);
     }

@@ -45,6 +45,7 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
 mdc_status mdc_allgather_ring(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
 mdc_status mdc_allgather_recursive_doubling(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
 mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
+mdc_status mdc_allgather_direct(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
 
 /* ---- rooted ------------------------------------------------------------------------------------ */
 mdc_status mdc_bcast_binomial(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);

@@ -1,0 +1,53 @@
+/* Direct allgather.
+ *
+ * Algorithm: one step: rank r posts a receive from every other rank, straight into that
+ *   rank's place in the receive buffer (from r-1, r-2, ... in turn), and sends its own block
+ *   to every other rank (to r+1, r+2, ...), then copies its own block into place while the
+ *   messages travel. No message depends on another, so no rank waits for a peer to forward
+ *   anything: on a host where the receiver copies each message out of the sender's memory and
+ *   ranks share cores, the copies run back to back (docs/performance.md, item 24).
+ * Source: the direct exchange, as MPICH's "scattered" all-to-all posts its messages (Thakur,
+ *   Rabenseifner & Gropp 2005); the linear allgather of Open MPI's tuned component.
+ * Restrictions: none (any p, per-rank counts and displacements, in place); 2(p-1) requests in
+ *   flight per rank, so large p is for large blocks.
+ * Cost: (p-1) alpha + (p-1)/p n beta (every message pays its own alpha on a single port). */
+#include "coll_internal.h"
+
+mdc_status mdc_allgather_direct(const void *sendbuf, void *recvbuf, const size_t *counts,
+                                const size_t *displs, mdc_dtype t, mdc_group *g) {
+    int p = mdc_group_size(g), me = mdc_group_rank(g), tag = MDC_I_TAG(MDC_COLL_ALLGATHER, 3);
+    size_t esz = mdc_dtype_size(t);
+    size_t *off = malloc(sizeof(size_t) * (size_t)p);
+    mdc_request **r = calloc(2 * (size_t)p, sizeof *r);
+    mdc_status st = MDC_OK;
+    if (!off || !r) {
+        st = mdc_fail(MDC_ERR_OOM_HOST, "allgather direct: requests");
+        goto done;
+    }
+    size_t o = 0;
+    for (int i = 0; i < p; i++) {
+        off[i] = (displs ? displs[i] : o) * esz;
+        o += counts[i];
+    }
+    char *b = recvbuf;
+    int inplace = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf;
+    const char *own = inplace ? b + off[me] : sendbuf;
+    size_t mine = counts[me] * esz;
+    int n = 0;
+    for (int k = 1; k < p && !st; k++) {
+        int from = (me - k + p) % p;
+        if (counts[from]) st = mdc_irecv(b + off[from], counts[from] * esz, from, tag, g, &r[n++]);
+    }
+    for (int k = 1; k < p && !st; k++)
+        if (mine) st = mdc_isend(own, mine, (me + k) % p, tag, g, &r[n++]);
+    if (st) { /* a failed post leaves the transport unusable; what was posted is let go */
+        mdc_i_abandon(r, n);
+        goto done;
+    }
+    if (!inplace && mine) memcpy(b + off[me], own, mine);
+    st = mdc_waitall(r, n);
+done:
+    free(off);
+    free(r);
+    return st;
+}
