@@ -6,8 +6,8 @@
  *   messages travel. No message depends on another, so no rank waits for a peer to forward
  *   anything: on a host where the receiver copies each message out of the sender's memory and
  *   ranks share cores, the copies run back to back (docs/performance.md, item 24).
- * Source: the direct exchange, as MPICH's "scattered" all-to-all posts its messages (Thakur,
- *   Rabenseifner & Gropp 2005); the linear allgather of Open MPI's tuned component.
+ * Source: the direct (one-step) exchange; MPICH posts its "scattered" all-to-all the same way
+ *   (Thakur, Rabenseifner & Gropp 2005).
  * Restrictions: none (any p, per-rank counts and displacements, in place); 2(p-1) requests in
  *   flight per rank, so large p is for large blocks.
  * Cost: (p-1) alpha + (p-1)/p n beta (every message pays its own alpha on a single port). */
