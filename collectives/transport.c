@@ -149,7 +149,7 @@ static void wait_policy(mdc_transport *t) {
      * then all ranks see the same figures, so an algorithm picked by them agrees everywhere. */
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    t->per_core = lr && atol(lr) == world && cores > 0 ? (double)world / (double)cores : 0;
+    t->per_core = lr && local == world && cores > 0 ? (double)local / (double)cores : 0;
     t->spin_s = own_core ? 50e-6 : 0;
     t->yield_s = 20e-3;
     t->spin_s = mdc_i_env_num("MINIDC_SPIN_US", t->spin_s * 1e6, 0, 1e9) * 1e-6;

@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
         for (int attempt = 0; attempt < ATTEMPTS && !(judged[0] && judged[1]); attempt++) {
             char token = 0;
             mdc_request *q;
-            double mine[2] = {0, 0}, theirs[2]; /* rank 0: post, wait; rank 1: wait, copy */
+            double mine[2] = {0, 0}, theirs[2]; /* per case: rank 0 post, wait; rank 1 wait, copy */
             mdc_wait_stats before, after;
             /* 1. The receiver (rank 1) sleeps until rank 0 posts: rank 1 posts its receive,
              * tells rank 0 so with a small message, and waits; rank 0 sends 200 ms later. */
@@ -133,8 +133,9 @@ int main(int argc, char **argv) {
                 MDC_CHECK(mdc_waitall(&q, 1));
                 TU_CHECK(count_bad(buf, n, 1) == 0, "received message 1 differs");
             }
+            unsigned long long slept[2], rung[2]; /* per case, this rank's */
             mdc_wait_stats_get(&after);
-            unsigned long long slept1 = after.sleeps - before.sleeps, rung1 = after.rung - before.rung;
+            slept[0] = after.sleeps - before.sleeps, rung[0] = after.rung - before.rung;
             /* 2. The sender (rank 0) sleeps until rank 1 has copied: rank 1 says it is ready,
              * rank 0 sends, and rank 1 receives 200 ms after saying so. (No message of rank
              * 0's to rank 1 may follow the large one: a send sleeps only while its peer has
@@ -155,26 +156,20 @@ int main(int argc, char **argv) {
                 TU_CHECK(count_bad(buf, n, 2) == 0, "received message 2 differs");
             }
             mdc_wait_stats_get(&after);
-            unsigned long long slept2 = after.sleeps - before.sleeps, rung2 = after.rung - before.rung;
+            slept[1] = after.sleeps - before.sleeps, rung[1] = after.rung - before.rung;
             MDC_CHECK(mdc_sendrecv(mine, sizeof mine, 1 - r, theirs, sizeof theirs, 1 - r, 4, w));
             /* Case 1 is judged on rank 1, case 2 on rank 0; both ranks compute both verdicts
              * from the same four times, so they agree on whether to try again. */
-            double post = r == 0 ? mine[0] : theirs[0], wait1 = r == 0 ? theirs[0] : mine[0];
-            double wait0 = r == 0 ? mine[1] : theirs[1], copy = r == 0 ? theirs[1] : mine[1];
-            int valid1 = post > wait1 + MARGIN, valid2 = copy > wait0 + MARGIN;
-            if (valid1 && !judged[0]) {
-                judged[0] = 1;
-                if (r == 1)
-                    TU_CHECK(slept1 >= 1 && rung1 >= 1, "rank 1: the receiver waited %.0f ms before the "
-                             "send, but slept %llu times, rung %llu: the wait did not sleep",
-                             (post - wait1) * 1e3, slept1, rung1);
-            }
-            if (valid2 && !judged[1]) {
-                judged[1] = 1;
-                if (r == 0)
-                    TU_CHECK(slept2 >= 1 && rung2 >= 1, "rank 0: the sender waited %.0f ms before the "
-                             "copy, but slept %llu times, rung %llu: the wait did not sleep",
-                             (copy - wait0) * 1e3, slept2, rung2);
+            static const char *who[2] = {"receiver", "sender"}, *act[2] = {"send", "copy"};
+            for (int c = 0; c < 2; c++) {
+                int waiter = 1 - c; /* case c's waiting rank: 1 (receives), then 0 (sends) */
+                double waited = waiter == r ? mine[c] : theirs[c], acted = waiter == r ? theirs[c] : mine[c];
+                if (judged[c] || acted <= waited + MARGIN) continue;
+                judged[c] = 1;
+                if (r == waiter)
+                    TU_CHECK(slept[c] >= 1 && rung[c] >= 1, "rank %d: the %s waited %.0f ms before the %s, "
+                             "but slept %llu times, rung %llu: the wait did not sleep", r, who[c],
+                             (acted - waited) * 1e3, act[c], slept[c], rung[c]);
             }
         }
         TU_CHECK(judged[0] && judged[1], "rank %d: in %d attempts a waiter never started %.0f ms "
