@@ -27,7 +27,7 @@ void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const 
     mdc_k_charge(dev, 15.0 * (double)n, 28.0 * (double)n);
 }
 
-double mdc_grad_norm(mdc_device *dev, const float *grads, size_t n) {
+double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n) {
     size_t nc = (n + MDC_NORM_CHUNK - 1) / MDC_NORM_CHUNK;
     double stackbuf[256], *part = nc <= 256 ? stackbuf : malloc(sizeof(double) * nc);
     double total = 0;
@@ -50,8 +50,10 @@ double mdc_grad_norm(mdc_device *dev, const float *grads, size_t n) {
         if (part != stackbuf) free(part);
     }
     mdc_k_charge(dev, 2.0 * (double)n, 4.0 * (double)n);
-    return sqrt(total);
+    return total;
 }
+
+double mdc_grad_norm(mdc_device *dev, const float *grads, size_t n) { return sqrt(mdc_grad_sumsq(dev, grads, n)); }
 
 float mdc_clip_scale(double norm, float max_norm) {
     if (max_norm <= 0) return 1.0f;

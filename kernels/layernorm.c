@@ -3,7 +3,9 @@
  *             FLOPs 8*N*C; bytes 4*(2*N*C + 2*C + 2*N)   (x read, y written, w b, mean rstd)
  *   backward: n = (x-m)*r; g = dy*w; dx += r*(g - mean(g) - n*mean(g*n)); dw += dy*n; db += dy
  *             FLOPs 14*N*C; bytes 4*(4*N*C + 5*C + 2*N) (dy x read, dx read+written; w read,
- *             dw db read+written; mean rstd)
+ *             dw db read+written; mean rstd). Either part alone (dinp NULL, or dweight and
+ *             dbias NULL): dx FLOPs 10*N*C, bytes 4*(4*N*C + C + 2*N); dw db FLOPs 4*N*C,
+ *             bytes 4*(2*N*C + 4*C + 2*N).
  * Statistics in float with a two-pass variance, like PyTorch's CPU kernel to ~1 ulp.
  * dw, db sum over rows: each thread owns a fixed block of channels and walks all rows in order,
  * so the sums do not depend on the thread count. */
@@ -39,7 +41,7 @@ void mdc_layernorm_backward(mdc_device *dev, float *dinp, float *dweight, float 
 #pragma omp parallel
     {
 #pragma omp for schedule(static) nowait
-        for (int i = 0; i < N; i++) {
+        for (int i = 0; i < (dinp ? N : 0); i++) {
             const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
             float *dx = dinp + (size_t)i * C;
             float m = mean[i], r = rstd[i];
@@ -57,7 +59,7 @@ void mdc_layernorm_backward(mdc_device *dev, float *dinp, float *dweight, float 
             }
         }
 #pragma omp for schedule(static)
-        for (int cb = 0; cb < ncb; cb++) {
+        for (int cb = 0; cb < (dweight ? ncb : 0); cb++) {
             int c0 = cb * CB, c1 = c0 + CB < C ? c0 + CB : C;
             float dw[CB], db[CB];
             for (int c = c0; c < c1; c++) dw[c - c0] = db[c - c0] = 0;
@@ -75,5 +77,7 @@ void mdc_layernorm_backward(mdc_device *dev, float *dinp, float *dweight, float 
             }
         }
     }
-    mdc_k_charge(dev, 14.0 * N * C, 4.0 * (4.0 * N * C + 5.0 * C + 2.0 * N));
+    if (dinp && dweight) mdc_k_charge(dev, 14.0 * N * C, 4.0 * (4.0 * N * C + 5.0 * C + 2.0 * N));
+    else if (dinp) mdc_k_charge(dev, 10.0 * N * C, 4.0 * (4.0 * N * C + C + 2.0 * N));
+    else mdc_k_charge(dev, 4.0 * N * C, 4.0 * (2.0 * N * C + 4.0 * C + 2.0 * N));
 }

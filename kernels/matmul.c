@@ -5,14 +5,15 @@
  *   matmul residual:  out = res + inp @ w + b
  *       FLOPs 2*N*C*OC + 2*N*OC; bytes 4*(N*C + C*OC + OC + 2*N*OC)
  *   matmul backward:  dinp += dout @ w^T; dw += inp^T @ dout; db += colsum(dout)
- *       FLOPs 2*N*C*OC (dw) + [2*N*C*OC (dinp)] + [N*OC (db)]
- *       bytes 4*(N*OC + N*C + 2*C*OC) + [4*(N*OC + C*OC + 2*N*C)] + [4*(N*OC + 2*OC)]
+ *       FLOPs [2*N*C*OC (dw)] + [2*N*C*OC (dinp)] + [N*OC (db)]
+ *       bytes [4*(N*OC + N*C + 2*C*OC)] + [4*(N*OC + C*OC + 2*N*C)] + [4*(N*OC + 2*OC)]
  *   LM head forward:  logits = inp @ wte^T
  *       FLOPs 2*N*C*Vp;  bytes 4*(N*C + Vp*C + N*Vp)
  *   LM head backward: dinp += dlogits @ wte; dwte += dlogits^T @ inp
  *       FLOPs 4*N*C*Vp;  bytes 4*(2*N*Vp + 3*Vp*C + 3*N*C)
  * (bytes: each operand read once, each accumulated output read and written once: the ideal
- * tiling of a GPU GEMM; [..] terms only when that output is requested.)
+ * tiling of a GPU GEMM; [..] terms only when that output is requested: the input-gradient
+ * part B and the weight-gradient part W of a backward may run as separate calls.)
  * The bias is written into out first and the product accumulated onto it (beta = 1): one
  * pass instead of a product then an add. db sums rows per fixed column block, in row order. */
 #include "internal.h"
@@ -69,13 +70,13 @@ static void bias_backward(float *dbias, const float *dout, int N, int OC) {
 void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias,
                          const float *dout, const float *inp, const float *weight, int N, int C, int OC) {
     double n = N, c = C, oc = OC;
-    double flops = 2 * n * c * oc, bytes = 4 * (n * oc + n * c + 2 * c * oc);
+    double flops = dweight ? 2 * n * c * oc : 0, bytes = dweight ? 4 * (n * oc + n * c + 2 * c * oc) : 0;
     if (dinp) {
         mdc_k_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, weight, OC, 1.0f, dinp, C);
         flops += 2 * n * c * oc;
         bytes += 4 * (n * oc + c * oc + 2 * n * c);
     }
-    mdc_k_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
+    if (dweight) mdc_k_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
     if (dbias) {
         bias_backward(dbias, dout, N, OC);
         flops += n * oc;

@@ -1,6 +1,9 @@
 /* Residual add.
  *   forward:  out = a + b        FLOPs n;   bytes 12*n
- *   backward: da += dy; db += dy FLOPs 2*n; bytes 20*n (dy read; da, db read+written) */
+ *   backward: da += dy; db += dy FLOPs 2*n; bytes 20*n (dy read; da, db read+written)
+ *   bias + residual after a row-parallel reduction: out = (res + bias) + y
+ *             FLOPs 2*N*C; bytes 4*(3*N*C + C) (the order of the fused serial kernel: the
+ *             bias joins the residual first, the product last) */
 #include "internal.h"
 
 void mdc_residual_forward(mdc_device *dev, float *out, const float *a, const float *b, size_t n) {
@@ -18,4 +21,15 @@ void mdc_residual_backward(mdc_device *dev, float *da, float *db, const float *d
         db[i] += dout[i];
     }
     mdc_k_charge(dev, 2.0 * (double)n, 20.0 * (double)n);
+}
+
+void mdc_residual_bias_forward(mdc_device *dev, float *out, const float *res, const float *y, const float *bias,
+                               int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *o = out + (size_t)i * C;
+        const float *r = res + (size_t)i * C, *v = y + (size_t)i * C;
+        for (int j = 0; j < C; j++) o[j] = (r[j] + bias[j]) + v[j];
+    }
+    mdc_k_charge(dev, 2.0 * N * C, 4.0 * (3.0 * N * C + C));
 }

@@ -6,7 +6,14 @@
  *                  FLOPs 3*N*V + N;  bytes 4*(N*V + N*Vp + 2*N)
  * The forward leaves the logits intact (so they can be dumped); the backward may overwrite
  * them with their gradient (in place: one read, one write). Rows are independent. Row sums
- * in float over the row in order, vectorized (fixed order; no dependence on threads). */
+ * in float over the row in order, vectorized (fixed order; no dependence on threads).
+ * Vocab-parallel (Megatron): each tp rank holds Vl columns starting at global column lo, of
+ * which the first `valid` are real (the rest padding); the statistics are reduced over tp
+ * between the calls (max, then sum-exp and the target logit), so logits are never gathered.
+ *   shard max:     FLOPs N*valid;   bytes 4*(N*valid + N)
+ *   shard sum-exp: FLOPs 3*N*valid; bytes 4*(N*valid + 2*N)
+ *   shard target:  FLOPs 0;         bytes 4*(3*N)
+ *   shard backward: as the CE backward on the shard's columns */
 #include "internal.h"
 
 static float row_max(const float *x, int V) {
@@ -66,4 +73,43 @@ void mdc_crossentropy_backward(mdc_device *dev, float *dlogits, const float *log
         for (int j = V; j < Vp; j++) d[j] = 0;
     }
     mdc_k_charge(dev, 3.0 * N * V + N, 4.0 * ((double)N * V + (double)N * Vp + 2.0 * N));
+}
+
+void mdc_vocab_shard_max(mdc_device *dev, float *mx, const float *logits, int N, int Vl, int valid) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) mx[i] = valid > 0 ? row_max(logits + (size_t)i * Vl, valid) : -INFINITY;
+    mdc_k_charge(dev, (double)N * valid, 4.0 * ((double)N * valid + N));
+}
+
+void mdc_vocab_shard_sumexp(mdc_device *dev, float *se, const float *logits, const float *mx, int N, int Vl,
+                            int valid) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) se[i] = valid > 0 ? row_sumexp(logits + (size_t)i * Vl, mx[i], valid) : 0.0f;
+    mdc_k_charge(dev, 3.0 * N * valid, 4.0 * ((double)N * valid + 2.0 * N));
+}
+
+void mdc_vocab_shard_target(mdc_device *dev, float *tlogit, const float *logits, const int *targets, int lo, int N,
+                            int Vl, int valid) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        int j = targets[i] - lo;
+        tlogit[i] = j >= 0 && j < valid ? logits[(size_t)i * Vl + j] : 0.0f;
+    }
+    mdc_k_charge(dev, 0, 12.0 * N);
+}
+
+void mdc_crossentropy_backward_shard(mdc_device *dev, float *dlogits, const float *logits, const float *lse,
+                                     const int *targets, int lo, float dloss, int N, int Vl, int valid) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *x = logits + (size_t)i * Vl;
+        float *d = dlogits + (size_t)i * Vl, l = lse[i];
+        int jt = targets[i] - lo;
+        float xt = jt >= 0 && jt < valid ? x[jt] : 0.0f;
+#pragma omp simd
+        for (int j = 0; j < valid; j++) d[j] = dloss * mdc_k_exp(x[j] - l);
+        if (jt >= 0 && jt < valid) d[jt] = dloss * (mdc_k_exp(xt - l) - 1.0f);
+        for (int j = valid < 0 ? 0 : valid; j < Vl; j++) d[j] = 0;
+    }
+    mdc_k_charge(dev, 3.0 * N * valid + N, 4.0 * ((double)N * valid + (double)N * Vl + 2.0 * N));
 }

@@ -1,12 +1,14 @@
-/* Data parallelism around the serial GPT-2: the scheme object, gradient buckets, DDP, the step.
+/* Data parallelism as a gradient-sync component attached to a model's local layout (any
+ * partition: the serial model, a tensor-parallel shard): the object, gradient buckets, DDP.
  *
  * DDP (Li et al., PyTorch Distributed, VLDB 2020): every rank holds the whole model, computes
  * gradients on its rows, and the gradients are summed across ranks bucket by bucket as backward
  * completes them, each bucket's allreduce overlapping the rest of backward (comm stream). Each
- * rank's backward is scaled by 1 / (global tokens), so the SUM over ranks is the serial gradient
- * of the mean loss (no division afterwards). Every rank then runs the serial AdamW on identical
- * gradients, so the replicas stay identical. Gradient accumulation: the gradients of the
- * micro-batches add up locally; only the last micro-batch's backward reduces.
+ * rank's backward is scaled by 1 / (global tokens) (the step's choice, ref/train.c), so the SUM
+ * over ranks is the serial gradient of the mean loss (no division afterwards). Every rank then
+ * runs the serial AdamW on identical gradients, so the replicas stay identical. Gradient
+ * accumulation: the gradients of the micro-batches add up locally; only the last
+ * micro-batch's backward reduces. The step loop itself is ref/train.c's, shared by every mesh.
  * ZeRO stages: ref/zero.c. Layout, buckets and formulas: include/minidc/dp.h and
  * docs/data-parallel.md. */
 #include <math.h>
@@ -14,10 +16,15 @@
 #include <string.h>
 
 #include "dp_internal.h"
+#include "minidc/train.h"
 
 size_t mdc_dp_default_bucket_bytes(const mdc_gpt2_config *cfg) {
     size_t p = mdc_gpt2_param_floats(cfg) * sizeof(float) / 4, cap = (size_t)25 << 20;
     return p < cap ? p : cap;
+}
+
+unsigned mdc_dp_model_flags(int zero) {
+    return (zero >= 2 ? MDC_GPT2_HOST_GRADS : 0) | (zero == 3 ? MDC_GPT2_HOST_PARAMS : 0);
 }
 
 mdc_gpt2 *mdc_dp_model(mdc_dp *dp) { return dp->m; }
@@ -28,6 +35,7 @@ static mdc_status reduce_bucket(mdc_dp *dp, const dp_bucket *b) {
     float *buf = dp->bucket_buf[dp->next_buf];
     dp->next_buf ^= 1;
     mdc_dev_stream_begin(dp->dev, &dp->stream);
+    double b0 = mdc_dp_i_sent(dp);
     mdc_status st;
     if (dp->dc.zero == 0) {
         /* pack, allreduce (sum) the padded bucket, unpack every block back into the grads */
@@ -38,6 +46,7 @@ static mdc_status reduce_bucket(mdc_dp *dp, const dp_bucket *b) {
     } else {
         st = mdc_zero_i_reduce_bucket(dp, b, buf);
     }
+    dp->step_bytes += mdc_dp_i_sent(dp) - b0;
     mdc_dev_stream_end(dp->dev, &dp->stream);
     return st;
 }
@@ -93,47 +102,46 @@ void mdc_dp_free(mdc_dp *dp) {
     if (!dp) return;
     mdc_zero_i_free(dp);
     for (int i = 0; i < 2; i++) mdc_dev_free(dp->dev, dp->bucket_buf[i]);
-    mdc_gpt2_free(dp->m);
+    if (dp->m) mdc_gpt2_set_hooks(dp->m, NULL);
+    if (dp->owns_model) mdc_gpt2_free(dp->m);
     free(dp->uoff), free(dp->ucount), free(dp->us), free(dp->shoff);
     free(dp->tensors), free(dp->unit_bucket), free(dp->b);
     free(dp);
 }
 
-mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg_in, const mdc_dp_config *dc,
-                         uint64_t seed) {
+mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_config *dc) {
     *out = NULL;
     if (dc->zero < 0 || dc->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0, 1, 2 or 3", dc->zero);
-    if (dc->micro_batch <= 0 || dc->accum <= 0)
-        return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x accumulation %d: both must be positive", dc->micro_batch,
-                        dc->accum);
-    mdc_gpt2_config cfg = *cfg_in;
-    mdc_status st = mdc_gpt2_config_check(&cfg);
-    if (st) return st;
+    if (dc->accum <= 0) return mdc_fail(MDC_ERR_INVALID, "--accum %d: must be positive", dc->accum);
+    if (mdc_gpt2_flags(m) != mdc_dp_model_flags(dc->zero))
+        return mdc_fail(MDC_ERR_INVALID, "mdc_dp_attach: a ZeRO-%d model must be created with mdc_dp_model_flags(%d)",
+                        dc->zero, dc->zero);
     mdc_dp *dp = calloc(1, sizeof *dp);
-    if (!dp) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_dp_create");
+    if (!dp) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_dp_attach");
+    mdc_status st = MDC_OK;
     dp->dc = *dc;
-    if (!dp->dc.bucket_bytes) dp->dc.bucket_bytes = mdc_dp_default_bucket_bytes(&cfg);
+    dp->m = m;
+    dp->cfg = *mdc_gpt2_get_config(m);
+    if (!dp->dc.bucket_bytes) dp->dc.bucket_bytes = mdc_dp_default_bucket_bytes(&dp->cfg);
     dp->g = g;
     dp->N = mdc_group_size(g);
     dp->r = mdc_group_rank(g);
-    dp->dev = mdc_transport_device(mdc_group_transport(g));
-    dp->cfg = cfg;
-    dp->psi = mdc_gpt2_param_floats(&cfg);
-    dp->nunits = mdc_gpt2_unit_count(&cfg);
-    dp->ntensors = mdc_gpt2_tensor_count(&cfg);
+    dp->dev = mdc_gpt2_device(m);
+    dp->psi = mdc_gpt2_local_floats(m);
+    dp->nunits = mdc_gpt2_unit_count(&dp->cfg);
+    dp->ntensors = mdc_gpt2_local_count(m);
     int U = dp->nunits;
     dp->uoff = calloc((size_t)U, sizeof(size_t)), dp->ucount = calloc((size_t)U, sizeof(size_t));
     dp->us = calloc((size_t)U, sizeof(size_t)), dp->shoff = calloc((size_t)U, sizeof(size_t));
     dp->tensors = calloc((size_t)dp->ntensors, sizeof *dp->tensors);
     dp->unit_bucket = calloc((size_t)U, sizeof(int)), dp->b = calloc((size_t)U, sizeof *dp->b);
     if (!dp->uoff || !dp->ucount || !dp->us || !dp->shoff || !dp->tensors || !dp->unit_bucket || !dp->b) {
-        st = mdc_fail(MDC_ERR_OOM_HOST, "mdc_dp_create");
+        st = mdc_fail(MDC_ERR_OOM_HOST, "mdc_dp_attach");
         goto fail;
     }
-    if (!dp->dev) { st = mdc_fail(MDC_ERR_INVALID, "mdc_dp_create: the group's transport has no device"); goto fail; }
-    for (int i = 0; i < dp->ntensors; i++) mdc_gpt2_tensor_at(&cfg, i, &dp->tensors[i]);
+    for (int i = 0; i < dp->ntensors; i++) dp->tensors[i] = *mdc_gpt2_local_tensor(m, i);
     for (int u = 0; u < U; u++) {
-        mdc_gpt2_unit_range(&cfg, u, &dp->uoff[u], &dp->ucount[u]);
+        mdc_gpt2_local_unit(m, u, &dp->uoff[u], &dp->ucount[u]);
         dp->us[u] = (dp->ucount[u] + (size_t)dp->N - 1) / (size_t)dp->N;
         dp->shoff[u] = dp->S;
         dp->S += dp->us[u];
@@ -153,10 +161,6 @@ mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg_
         if (b->block > maxblock) maxblock = b->block;
         dp->nbuckets++;
     }
-    unsigned flags = dp->dc.zero >= 2 ? MDC_GPT2_HOST_GRADS : 0;
-    if (dp->dc.zero == 3) flags |= MDC_GPT2_HOST_PARAMS;
-    if ((st = mdc_gpt2_create_flags(&dp->m, dp->dev, &cfg, dc->micro_batch, dc->seq, flags))) goto fail;
-    mdc_gpt2_init(dp->m, seed);
     if (dp->N > 1 || dp->dc.zero) /* N = 1 DDP needs no buckets */
         for (int i = 0; i < 2; i++)
             if ((st = mdc_dev_alloc(dp->dev, (void **)&dp->bucket_buf[i], maxblock * (size_t)dp->N * sizeof(float),
@@ -172,50 +176,63 @@ fail:
     return st;
 }
 
+mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg_in, const mdc_dp_config *dc,
+                         uint64_t seed) {
+    *out = NULL;
+    if (dc->micro_batch <= 0 || dc->accum <= 0)
+        return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x accumulation %d: both must be positive", dc->micro_batch,
+                        dc->accum);
+    if (dc->zero < 0 || dc->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0, 1, 2 or 3", dc->zero);
+    mdc_gpt2 *m = NULL;
+    mdc_status st = mdc_gpt2_create_flags(&m, mdc_transport_device(mdc_group_transport(g)), cfg_in, dc->micro_batch,
+                                          dc->seq, mdc_dp_model_flags(dc->zero));
+    if (st) return st;
+    mdc_gpt2_init(m, seed);
+    if ((st = mdc_dp_attach(out, g, m, dc))) {
+        mdc_gpt2_free(m);
+        return st;
+    }
+    (*out)->owns_model = 1;
+    return MDC_OK;
+}
+
+void mdc_dp_begin_micro(mdc_dp *dp, int k) { dp->micro = k; }
+
+mdc_status mdc_dp_finish(mdc_dp *dp) {
+    mdc_dev_stream_join(dp->dev, &dp->stream);        /* the last bucket's reduction must be done */
+    mdc_dev_stream_join(dp->dev, &dp->gather_stream); /* (no prefetch outlives a step) */
+    return MDC_OK;
+}
+
+void mdc_dp_begin_step(mdc_dp *dp) { dp->step_bytes = 0; }
+
+double mdc_dp_sumsq(mdc_dp *dp, const char *skip) {
+    if (dp->dc.zero) return mdc_zero_i_sumsq(dp, skip);
+    if (dp->r != 0) return 0; /* the replicas are identical: rank 0 counts them */
+    if (!skip) return mdc_gpt2_grad_sumsq(dp->m);
+    double s = 0;
+    float *G = mdc_gpt2_grads(dp->m);
+    for (int i = 0; i < dp->ntensors; i++)
+        if (!skip[i]) s += mdc_grad_sumsq(dp->dev, G + dp->tensors[i].offset, dp->tensors[i].alloc);
+    return s;
+}
+
+mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm) {
+    mdc_status st = dp->dc.zero == 0 ? mdc_gpt2_adamw_all(dp->m, o, mdc_clip_scale(norm, o->grad_clip))
+                                     : mdc_zero_i_update(dp, o, norm);
+    for (int i = 0; i < 3; i++) dp->mem_after[i] = mdc_dev_mem_in_use(dp->dev, (mdc_mem_category)i);
+    return st;
+}
+
 mdc_status mdc_dp_step(mdc_dp *dp, const int *inputs, const int *targets, const mdc_adamw_config *opt, float *loss,
                        float *grad_norm) {
-    mdc_dev_counters c0, c1;
-    mdc_dev_get_counters(dp->dev, &c0);
-    int mb = dp->dc.micro_batch, T = dp->dc.seq, N = dp->N;
-    size_t rows = (size_t)mb * T;
-    float dloss = 1.0f / ((float)mb * (float)dp->dc.accum * (float)N * (float)T);
-    mdc_status st = mdc_gpt2_zero_grad(dp->m);
-    if (st) return st;
-    dp->loss_sum = 0;
-    for (int k = 0; k < dp->dc.accum; k++) {
-        dp->micro = k;
-        float l;
-        if ((st = mdc_gpt2_forward(dp->m, inputs + k * rows, targets + k * rows, mb, T, &l))) return st;
-        const float *losses = mdc_gpt2_losses(dp->m);
-        for (size_t i = 0; i < rows; i++) dp->loss_sum += losses[i];
-        if ((st = mdc_gpt2_backward_scaled(dp->m, dloss))) return st;
-    }
-    mdc_dev_stream_join(dp->dev, &dp->stream); /* the last bucket's reduction must be done */
-    mdc_dev_stream_join(dp->dev, &dp->gather_stream); /* (no prefetch outlives a step) */
-    /* the loss sum and the ZeRO shards' sum of squares, in one allreduce padded to N slots
-     * each (so its byte count is the ring's exact 2(N-1)/N) */
-    double *sc = calloc(2 * (size_t)N, sizeof(double));
-    if (!sc) return mdc_fail(MDC_ERR_OOM_HOST, "dp step scalars");
-    sc[0] = dp->loss_sum;
-    sc[1] = dp->dc.zero ? mdc_zero_i_sumsq(dp) : 0.0;
-    st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * (size_t)N, MDC_F64, MDC_SUM, dp->g);
-    double lsum = sc[0], sumsq = sc[1];
-    free(sc);
-    if (st) return st;
-    if (loss) *loss = (float)(lsum / ((double)rows * dp->dc.accum * N));
-    float norm = 0;
-    if (dp->dc.zero == 0) {
-        st = mdc_gpt2_update(dp->m, opt, &norm); /* identical gradients: the serial update */
-    } else {
-        norm = (float)sqrt(sumsq);
-        st = mdc_zero_i_update(dp, opt, sqrt(sumsq));
-    }
-    if (st) return st;
-    if (grad_norm) *grad_norm = norm;
-    mdc_dev_get_counters(dp->dev, &c1);
-    dp->step_bytes = c1.bytes_sent - c0.bytes_sent;
-    for (int i = 0; i < 3; i++) dp->mem_after[i] = mdc_dev_mem_in_use(dp->dev, (mdc_mem_category)i);
-    return MDC_OK;
+    mdc_step_plan p = mdc_step_plan_default(dp->m);
+    p.dp = dp;
+    p.sum_group = dp->g;
+    p.micro_batch = dp->dc.micro_batch, p.accum = dp->dc.accum, p.seq = dp->dc.seq;
+    p.dloss = 1.0f / ((float)p.micro_batch * (float)p.accum * (float)dp->N * (float)p.seq);
+    p.tokens = (double)p.micro_batch * p.seq * p.accum * dp->N;
+    return mdc_step_run(&p, inputs, targets, opt, loss, grad_norm);
 }
 
 mdc_status mdc_dp_gather_state(mdc_dp *dp, float *params, float *m, float *v, int root) {
@@ -300,11 +317,11 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
     /* bytes sent per step: ring allreduce of the padded buckets (DDP: 2(N-1)/N x 4 N S),
      * reduce-scatter + allgather of 4 S per rank each moving (N-1) blocks, the scalars'
      * allreduce of 2N doubles: 2(N-1)/N x 16 N */
-    double k = dp->dc.accum, n1 = N - 1, scal = 32.0 * n1, blocks;
+    double k = dp->dc.accum, n1 = N - 1, blocks;
     if (z <= 1) blocks = 2 * S;                        /* one reduction + one allgather */
     else if (z == 2) blocks = k * S + S;               /* reduce-scatter per micro-batch */
     else blocks = k * (3 * S - (double)dp->us[0] - (double)dp->us[head]); /* see dp.h */
-    f->step_bytes_want = 4.0 * n1 * blocks + scal;
+    f->step_bytes_want = 4.0 * n1 * blocks;
     f->step_bytes_formula = (z <= 1 ? 2.0 : z == 2 ? k + 1 : 3.0 * k) * n1 / N * 4.0 * psi;
     f->step_bytes = dp->step_bytes;
     mdc_dev_counters c;
@@ -353,12 +370,12 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
             cform[f.zero], f.step_bytes_formula, f.step_bytes_want, f.step_bytes,
             f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS");
     if (f.zero <= 1)
-        fprintf(out, "  exact = 2 (N-1) x 4 S (padded buckets: %s) + 32 (N-1) (loss and norm allreduce)\n",
+        fprintf(out, "  exact = 2 (N-1) x 4 S (padded buckets: %s)\n",
                 f.zero ? "reduce-scatter + allgather" : "ring allreduce");
     else if (f.zero == 2)
-        fprintf(out, "  exact = (k+1)(N-1) x 4 S (k = %d reduce-scatters, one allgather) + 32 (N-1)\n", dp->dc.accum);
+        fprintf(out, "  exact = (k+1)(N-1) x 4 S (k = %d reduce-scatters, one allgather)\n", dp->dc.accum);
     else
-        fprintf(out, "  exact = k (N-1) x 4 (3 S - s_0 - s_head) + 32 (N-1): per micro-batch (k = %d) every unit is "
+        fprintf(out, "  exact = k (N-1) x 4 (3 S - s_0 - s_head): per micro-batch (k = %d) every unit is "
                      "gathered for forward and the blocks again for backward, and reduce-scattered once\n",
                 dp->dc.accum);
     fprintf(out, "virtual time (whole run): compute %.3f ms, communication %.3f ms exposed + %.3f ms hidden under "

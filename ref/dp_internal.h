@@ -31,13 +31,21 @@ struct mdc_dp {
     char *prefetched;  /* ZeRO-3 with prefetch: per unit, gathered on the comm stream, not joined */
     void **live;       /* ZeRO-2/3: per unit, the full gradient's residency while live (GRADS) */
     int micro, t;
-    double loss_sum;   /* this rank's sum of per-position losses over the step */
+    int owns_model;    /* mdc_dp_create's model (freed with the component) */
     mdc_dev_stream stream;
     mdc_dev_stream gather_stream; /* ZeRO-3 prefetch: its own stream (as FSDP's all-gather
                                    * stream), so using a unit never waits for a reduction */
     double step_bytes; /* sent in the last step */
     size_t mem_after[3];
 };
+
+/* Bytes this rank has sent so far (the device's counter): the component adds up what its own
+ * collectives send, so other schemes' messages in the same step are not counted as its. */
+static inline double mdc_dp_i_sent(const mdc_dp *dp) {
+    mdc_dev_counters c;
+    mdc_dev_get_counters(dp->dev, &c);
+    return c.bytes_sent;
+}
 
 /* ---- ref/zero.c ---- */
 /* Packs this rank's rows of bucket b from the full-layout vector `full` into block q of buf
@@ -50,8 +58,9 @@ mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf);
 mdc_status mdc_zero_i_gather(mdc_dp *dp, int u);
 void mdc_zero_i_release(mdc_dp *dp, int u);
 mdc_status mdc_zero_i_live(mdc_dp *dp, int u);
-/* Sum of squares of this rank's gradient shard (double), and the sharded AdamW + allgather. */
-double mdc_zero_i_sumsq(mdc_dp *dp);
+/* Sum of squares of this rank's gradient shard (double; tensors with skip[i] set left out,
+ * skip may be NULL), and the sharded AdamW + allgather. */
+double mdc_zero_i_sumsq(mdc_dp *dp, const char *skip);
 mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
 mdc_status mdc_zero_i_alloc(mdc_dp *dp);
 void mdc_zero_i_free(mdc_dp *dp);

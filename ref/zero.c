@@ -116,7 +116,10 @@ mdc_status mdc_zero_i_gather(mdc_dp *dp, int u) {
     if (st) return st;
     float *buf = dp->gathered[u];
     memcpy(buf + (size_t)dp->r * s, dp->shard_p + dp->shoff[u], s * sizeof(float));
-    if ((st = mdc_allgather(MDC_IN_PLACE, buf, s, MDC_F32, dp->g))) return st;
+    double b0 = mdc_dp_i_sent(dp);
+    st = mdc_allgather(MDC_IN_PLACE, buf, s, MDC_F32, dp->g);
+    dp->step_bytes += mdc_dp_i_sent(dp) - b0;
+    if (st) return st;
     dp_bucket one = {u, u, s};
     mdc_dp_i_unpack(dp, &one, buf, mdc_gpt2_params(dp->m), -1);
     return MDC_OK;
@@ -166,9 +169,9 @@ mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) 
     return MDC_OK;
 }
 
-/* Calls fn on each run of this rank's shard that lies in one tensor:
- * flat offset, length, shard offset, the tensor's decay flag. */
-typedef void (*seg_fn)(mdc_dp *dp, size_t flat, size_t n, size_t sh, int decay, void *ctx);
+/* Calls fn on each run of this rank's shard that lies in one tensor: the tensor's local index,
+ * flat offset, length, shard offset. */
+typedef void (*seg_fn)(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void *ctx);
 /* Calls fn on this rank's shard segments of units ulo..uhi, split at tensor boundaries. */
 static void for_each_segment_in(mdc_dp *dp, int ulo, int uhi, seg_fn fn, void *ctx) {
     for (int u = ulo; u <= uhi; u++) {
@@ -179,7 +182,7 @@ static void for_each_segment_in(mdc_dp *dp, int ulo, int uhi, seg_fn fn, void *c
             size_t ta = t->offset, te = t->offset + t->alloc;
             if (te <= a || ta >= e) continue;
             size_t s0 = a > ta ? a : ta, s1 = e < te ? e : te;
-            fn(dp, s0, s1 - s0, dp->shoff[u] + (s0 - dp->uoff[u] - lo), t->decay, ctx);
+            fn(dp, i, s0, s1 - s0, dp->shoff[u] + (s0 - dp->uoff[u] - lo), ctx);
         }
     }
 }
@@ -188,23 +191,51 @@ static void for_each_segment(mdc_dp *dp, seg_fn fn, void *ctx) {
     for_each_segment_in(dp, 0, dp->nunits - 1, fn, ctx);
 }
 
-static const float *grad_ptr(mdc_dp *dp, size_t flat, size_t sh) {
+static float *grad_ptr(mdc_dp *dp, size_t flat, size_t sh) {
     return dp->dc.zero == 1 ? mdc_gpt2_grads(dp->m) + flat : dp->shard_g + sh;
 }
+static float *param_ptr(mdc_dp *dp, size_t flat, size_t sh) {
+    return dp->dc.zero == 3 ? dp->shard_p + sh : mdc_gpt2_params(dp->m) + flat;
+}
 
-static void seg_sumsq(mdc_dp *dp, size_t flat, size_t n, size_t sh, int decay, void *ctx) {
-    (void)decay;
+typedef struct {
+    double s;
+    const char *skip;
+} sumsq_ctx;
+static void seg_sumsq(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void *ctx) {
+    sumsq_ctx *c = ctx;
+    if (c->skip && c->skip[ti]) return;
     const float *g = grad_ptr(dp, flat, sh);
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
-    *(double *)ctx += s;
+    c->s += s;
     mdc_dev_kernel(dp->dev, 2.0 * (double)n, 4.0 * (double)n, MDC_PREC_FP32);
 }
 
-double mdc_zero_i_sumsq(mdc_dp *dp) {
-    double s = 0;
-    for_each_segment(dp, seg_sumsq, &s);
-    return s;
+double mdc_zero_i_sumsq(mdc_dp *dp, const char *skip) {
+    sumsq_ctx c = {0, skip};
+    for_each_segment(dp, seg_sumsq, &c);
+    return c.s;
+}
+
+typedef struct {
+    mdc_dp_seg_fn fn;
+    void *ctx;
+} visit_ctx;
+static void seg_visit(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void *ctx) {
+    visit_ctx *v = ctx;
+    v->fn(v->ctx, ti, grad_ptr(dp, flat, sh), param_ptr(dp, flat, sh), n);
+}
+
+void mdc_dp_for_each_segment(mdc_dp *dp, mdc_dp_seg_fn fn, void *ctx) {
+    if (dp->dc.zero == 0) { /* DDP: every tensor whole */
+        float *G = mdc_gpt2_grads(dp->m), *Pm = mdc_gpt2_params(dp->m);
+        for (int i = 0; i < dp->ntensors; i++)
+            fn(ctx, i, G + dp->tensors[i].offset, Pm + dp->tensors[i].offset, dp->tensors[i].alloc);
+        return;
+    }
+    visit_ctx v = {fn, ctx};
+    for_each_segment(dp, seg_visit, &v);
 }
 
 typedef struct {
@@ -212,9 +243,10 @@ typedef struct {
     float scale;
 } upd_ctx;
 
-static void seg_adamw(mdc_dp *dp, size_t flat, size_t n, size_t sh, int decay, void *ctx) {
+static void seg_adamw(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void *ctx) {
     const upd_ctx *c = ctx;
-    float *p = dp->dc.zero == 3 ? dp->shard_p + sh : mdc_gpt2_params(dp->m) + flat;
+    int decay = dp->tensors[ti].decay;
+    float *p = param_ptr(dp, flat, sh);
     mdc_adamw_update(dp->dev, p, dp->shard_m + sh, dp->shard_v + sh, grad_ptr(dp, flat, sh), n, c->o->lr,
                      c->o->beta1, c->o->beta2, c->o->eps, decay ? c->o->weight_decay : 0.0f, c->scale, dp->t);
 }
@@ -239,7 +271,9 @@ mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm)
         float *buf = dp->bucket_buf[i & 1];
         mdc_dev_stream_begin(dp->dev, &dp->stream);
         mdc_dp_i_pack(dp, b, buf, P, dp->r);
+        double b0 = mdc_dp_i_sent(dp);
         st = mdc_allgather(MDC_IN_PLACE, buf, b->block, MDC_F32, dp->g);
+        dp->step_bytes += mdc_dp_i_sent(dp) - b0;
         if (!st) mdc_dp_i_unpack(dp, b, buf, P, -1);
         mdc_dev_stream_end(dp->dev, &dp->stream);
     }

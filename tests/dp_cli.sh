@@ -32,8 +32,8 @@ expect_ok() { # what ranks args...
 }
 
 # ---- bad input: every rank validates the same options before any message -------------------
-expect_error "--dp 3 on 4 ranks" "dp 3 but the job has 4 rank" 4 --dp 3 $small --steps 1
-[ "$(grep -c 'dp 3 but' "$tmp/out")" = 1 ] || { echo "FAIL: the error must be printed once (rank 0)"; fail=1; }
+expect_error "--dp 3 on 4 ranks" "= 3 rank(s), but the job has 4" 4 --dp 3 $small --steps 1
+[ "$(grep -c 'but the job has 4' "$tmp/out")" = 1 ] || { echo "FAIL: the error must be printed once (rank 0)"; fail=1; }
 expect_error "batch not divisible by dp" "batch 10 (global, in sequences) is not divisible by --dp 4" 4 --dp 4 $small --batch 10 --steps 1
 expect_error "unknown --zero" "zero 5" 2 --dp 2 --zero 5 $small --steps 1
 expect_error "missing data file" "$tmp/none.bin" 2 --dp 2 $small --data "$tmp/none.bin" --steps 1

@@ -1,198 +1,337 @@
-/* minidc train: single-process training of the serial GPT-2 reference on one emulated device.
- * Without --data it trains on a generated task (below), so `minidc train --config tiny` needs
- * no files. One progress line per step; the device report at the end. Exit 2 on bad options. */
+/* minidc train: one driver for every mesh; the serial model is the one-rank mesh.
+ *
+ *   minidc train --config tiny                                   (one rank)
+ *   mpiexec.mpich -n 4 minidc train --dp 2 --tp 2 --sp --zero 1 ...
+ *
+ * --batch is the global batch in sequences (micro-batch x --accum x --dp), so the same command
+ * on any mesh trains on the same data; data-parallel rank r takes rows [r B/dp, (r+1) B/dp).
+ * Options are identical on every rank, so every validation happens before any message and
+ * fails the same way everywhere: rank 0 names the problem, every rank exits 2 (bad options) or
+ * 1 (bad files, a diverged run). A rank that fails mid-run tells its peers, which stop with an
+ * error instead of waiting. Without --data it trains on a generated task, so `minidc train`
+ * needs no files. The step itself is ref/train.c's; docs/tensor-parallel.md walks through a run. */
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_args.h"
 #include "commands.h"
+#include "minidc/datasets.h"
 #include "minidc/kernels.h"
-#include "minidc/model.h"
-#include "train_hooks.h"
-#include "train_dp.h" /* dp branch */
+#include "train_state.h"
 
 static const char usage_text[] =
-    "usage: minidc train [options]\n"
+    "usage: minidc train [options]            (one rank)\n"
+    "       mpiexec.mpich -n N minidc train --dp D --tp T [--sp] [--zero Z] [options]   (N = D x T)\n"
     "  --config NAME       tiny | small | gpt2 (default tiny); sizes below override it\n"
     "  --vocab V --ctx T --layers L --heads H --channels C   explicit model sizes\n"
-    "  --batch B           sequences per step (default: the config's, 24 / 12 / 12)\n"
+    "  --batch B           global sequences per step (default: the config's, 24 / 12 / 12)\n"
     "  --seq T             tokens per sequence (default: the context)\n"
     "  --steps N           optimizer steps (default 100)\n"
     "  --lr X              AdamW learning rate (default 1e-3); --weight-decay X (0.1)\n"
     "  --grad-clip X       global gradient-norm clip (default 1; 0 = off)\n"
     "  --seed S            initialization and generated-data seed (default 1)\n"
-    "  --data FILE         token shard (io branch); default: the generated repeat task\n"
-    "  --save FILE / --resume FILE   checkpoint after the last step / before the first\n"
-    "  --quiet             only the first, every 10th and the last step lines\n";
+    "  --data FILE         token shard; default: the generated repeat task\n"
+    "  --save FILE / --resume FILE   checkpoint of the global tensors after the last step / before\n"
+    "                      the first (any mesh resumes any other's)\n"
+    "  --quiet             only the first, every 10th and the last step lines\n"
+    "  --dp N              data-parallel ranks (default: the ranks left by the other axes)\n"
+    "  --tp N              tensor-parallel ranks (Megatron: heads, MLP columns, vocabulary split)\n"
+    "  --sp                sequence parallelism over the tp ranks (needs --tp 2 or more)\n"
+    "  --pp N --cp N --ep N  pipeline, context and expert parallelism (not built yet: 1)\n"
+    "  --zero Z            0 = DDP (default), 1, 2, 3 = ZeRO stage\n"
+    "  --accum K           micro-batches per step (gradient accumulation, default 1);\n"
+    "                      --batch must be divisible by dp x K\n"
+    "  --bucket-mb X       gradient bucket size in MiB (default: min(25, parameter MiB / 4))\n"
+    "  --prefetch          ZeRO-3: gather the next unit on the comm stream while this one computes\n"
+    "  --check-serial      rank 0 also trains the serial model on the same global batch and\n"
+    "                      reports the loss difference per step, and the parameter difference at\n"
+    "                      the end (normwise <= 1e-5, every tensor <= 1e-3, else exit 1)\n"
+    "  --check-replicas    after every step, compare the tp-replicated tensors (LayerNorms, wpe,\n"
+    "                      row-parallel biases) bit for bit across tp ranks\n"
+    "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit);\n"
+    "                      STEP counts from 0 and must be one of this run's steps\n";
 
-/* The generated task: each sequence repeats a random pattern of 2..8 tokens drawn from the
- * first min(V, 32) token ids; after one period every next token is predictable. The loss
- * falls from ln V to about ln 32 as the model learns the alphabet (tens of steps), then
- * toward (period / T) ln 32 as it learns to copy (hundreds). Deterministic in (seed, step, row). */
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+typedef struct {
+    const char *config, *data, *save, *resume;
+    int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
+    int fail_rank, fail_step;
+    double bucket_mb;
+    mdc_adamw_config opt;
+} options;
+
+static mdc_status parse_float(const char *a, const char *v, float *out) {
+    double x;
+    mdc_status st = mdc_parse_double(a, v, &x);
+    if (!st) *out = (float)x; /* out of float range becomes inf: mdc_adamw_check refuses it */
+    return st;
 }
-/* dp branch: not static, tools/train_dp.c generates the same batches */
-void mdc_train_generated_batch(int *inputs, int *targets, int B, int T, int V, uint64_t seed, int step) {
-    for (int b = 0; b < B; b++) {
-        uint64_t r = mix(seed ^ mix(((uint64_t)step << 20) + (uint64_t)b));
-        int period = 2 + (int)(r % 7), pat[8];
-        uint64_t alphabet = V < 32 ? (uint64_t)V : 32;
-        for (int i = 0; i < period; i++) pat[i] = (int)(mix(r + 1 + (uint64_t)i) % alphabet);
-        for (int t = 0; t <= T; t++) {
-            int tok = pat[t % period];
-            if (t < T) inputs[(size_t)b * T + t] = tok;
-            if (t > 0) targets[(size_t)b * T + t - 1] = tok;
-        }
+/* --fail-at RANK:STEP, both non-negative integers (the rank is checked against the job later). */
+static mdc_status parse_fail_at(const char *a, const char *v, int *rank, int *step) {
+    const char *colon = v ? strchr(v, ':') : NULL;
+    char r[32];
+    if (!colon || (size_t)(colon - v) >= sizeof r)
+        return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP, got '%s'", a, v ? v : "(nothing)");
+    memcpy(r, v, (size_t)(colon - v));
+    r[colon - v] = '\0';
+    if (mdc_parse_int("--fail-at RANK", r, 0, INT_MAX, rank) ||
+        mdc_parse_int("--fail-at STEP", colon + 1, 0, INT_MAX, step))
+        return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP (two integers >= 0), got '%s'", a, v);
+    return MDC_OK;
+}
+
+/* Every rank parses the same argv: a failure is the same everywhere. */
+static mdc_status parse(options *o, int argc, char **argv, int *help) {
+    memset(o, 0, sizeof *o);
+    o->config = "tiny", o->steps = 100, o->seed = 1, o->dp = -1, o->tp = 1, o->pp = 1, o->cp = 1, o->ep = 1;
+    o->accum = 1, o->fail_rank = -1;
+    mdc_adamw_config_default(&o->opt);
+    o->opt.lr = 1e-3f;
+    *help = 0;
+    static const struct { const char *name; size_t off; } flags[] = {
+        {"--quiet", offsetof(options, quiet)},       {"--check-serial", offsetof(options, check)},
+        {"--prefetch", offsetof(options, prefetch)}, {"--sp", offsetof(options, sp)},
+        {"--check-replicas", offsetof(options, replicas)},
+    };
+    static const struct { const char *name; size_t off; int lo; } counts[] = {
+        {"--vocab", offsetof(options, V), 0},  {"--ctx", offsetof(options, T), 0},
+        {"--layers", offsetof(options, L), 0}, {"--heads", offsetof(options, H), 0},
+        {"--channels", offsetof(options, C), 0}, {"--batch", offsetof(options, B), 0},
+        {"--seq", offsetof(options, seq), 0},  {"--steps", offsetof(options, steps), 0},
+        {"--seed", offsetof(options, seed), 0}, {"--dp", offsetof(options, dp), 1},
+        {"--tp", offsetof(options, tp), 1},    {"--pp", offsetof(options, pp), 1},
+        {"--cp", offsetof(options, cp), 1},    {"--ep", offsetof(options, ep), 1},
+        {"--accum", offsetof(options, accum), 1}, {"--zero", offsetof(options, zero), INT_MIN},
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        mdc_status st = MDC_OK;
+        int done = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return MDC_OK; }
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !done; k++)
+            if (!strcmp(a, flags[k].name)) *(int *)((char *)o + flags[k].off) = 1, done = 1;
+        if (done) continue;
+        for (size_t k = 0; k < sizeof counts / sizeof counts[0] && !done; k++)
+            if (!strcmp(a, counts[k].name))
+                st = mdc_parse_int(a, v, counts[k].lo, INT_MAX, (int *)((char *)o + counts[k].off)), done = 1;
+        if (done) ;
+        else if (!strcmp(a, "--config")) o->config = v;
+        else if (!strcmp(a, "--data")) o->data = v;
+        else if (!strcmp(a, "--save")) o->save = v;
+        else if (!strcmp(a, "--resume")) o->resume = v;
+        /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
+        else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
+        else if (!strcmp(a, "--lr")) st = parse_float(a, v, &o->opt.lr);
+        else if (!strcmp(a, "--weight-decay")) st = parse_float(a, v, &o->opt.weight_decay);
+        else if (!strcmp(a, "--grad-clip")) st = parse_float(a, v, &o->opt.grad_clip);
+        else if (!strcmp(a, "--fail-at")) st = parse_fail_at(a, v, &o->fail_rank, &o->fail_step);
+        else return mdc_fail(MDC_ERR_INVALID, "unknown option '%s' (minidc train --help)", a);
+        if (st) return st;
+        if (!v) return mdc_fail(MDC_ERR_INVALID, "%s needs a value", a);
+        i++;
     }
+    return MDC_OK;
+}
+
+/* Validation that needs only the options and the rank count (no messages). */
+static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
+    int defB;
+    mdc_status st = mdc_gpt2_config_named(o->config, cfg, &defB);
+    if (st) return st;
+    if (o->V) cfg->V = o->V, cfg->Vp = 0;
+    if (o->T) cfg->T = o->T;
+    if (o->L) cfg->L = o->L;
+    if (o->H) cfg->H = o->H;
+    if (o->C) cfg->C = o->C;
+    if ((st = mdc_gpt2_config_check(cfg))) return st;
+    if (!o->B) o->B = defB;
+    if (!o->seq) o->seq = cfg->T;
+    long long other = (long long)o->tp * o->pp * o->cp * o->ep;
+    if (o->dp < 0) o->dp = nranks % other == 0 && nranks / other > 0 ? (int)(nranks / other) : 1;
+    if (other * o->dp != nranks)
+        return mdc_fail(MDC_ERR_INVALID, "--dp %d x --tp %d x --pp %d x --cp %d x --ep %d = %lld rank(s), but the job has "
+                        "%d: run mpiexec.mpich -n %lld", o->dp, o->tp, o->pp, o->cp, o->ep, other * o->dp, nranks,
+                        other * o->dp);
+    if (o->zero < 0 || o->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0 (DDP), 1, 2 or 3", o->zero);
+    if (o->prefetch && o->zero != 3)
+        return mdc_fail(MDC_ERR_INVALID, "--prefetch is for --zero 3 (the stage that gathers parameters), not --zero %d",
+                        o->zero);
+    if (o->sp && o->tp < 2) return mdc_fail(MDC_ERR_INVALID, "--sp needs --tp 2 or more (it splits the sequence over tp)");
+    if (o->B <= 0) return mdc_fail(MDC_ERR_INVALID, "--batch %d must be positive", o->B);
+    long long parts = (long long)o->dp * o->accum; /* both up to INT_MAX: 64 bits hold the product */
+    if (o->B % parts)
+        return mdc_fail(MDC_ERR_INVALID, "--batch %d (global, in sequences) is not divisible by --dp %d x --accum %d = %lld: "
+                        "every rank must get the same number of rows", o->B, o->dp, o->accum, parts);
+    if (o->seq <= 0 || o->seq > cfg->T)
+        return mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", o->seq, cfg->T);
+    if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
+    if ((st = mdc_adamw_check(&o->opt))) return st;
+    if (o->fail_rank >= nranks) /* a hook that can never fire would pass a test for nothing */
+        return mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: rank %d is not in the job (ranks 0..%d)", o->fail_rank,
+                        o->fail_step, o->fail_rank, nranks - 1);
+    mdc_gpt2_part part = mdc_gpt2_part_serial(cfg);
+    part.tp = o->tp, part.sp = o->sp;
+    return mdc_gpt2_part_check(&part, cfg, o->seq);
+}
+
+static void die(mdc_runtime *rt, mdc_status st, int same) {
+    mdc_runtime_die(rt, st, same, st == MDC_ERR_INVALID && same ? 2 : 1);
 }
 
 int mdc_cmd_train(int argc, char **argv) {
-    /* dp branch: --dp/--zero/--check-serial or several MPI ranks: the data-parallel driver */
-    if (mdc_train_dp_wanted(argc, argv)) return mdc_cmd_train_dp(argc, argv);
-    const char *config = "tiny", *data = NULL, *save = NULL, *resume = NULL;
-    int V = 0, T = 0, L = 0, H = 0, C = 0, B = 0, seq = 0, steps = 100, seed = 1, quiet = 0;
-    mdc_adamw_config opt;
-    mdc_adamw_config_default(&opt);
-    opt.lr = 1e-3f;
-    mdc_device_options dopt;
-    mdc_device_options_default(&dopt);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = mdc_device_options_parse(&dopt, argc, argv, &i);
-        if (r < 0) {
-            fprintf(stderr, "minidc train: %s\n", mdc_detail());
-            return 2;
-        }
-        if (r > 0) { i--; continue; } /* the loop's i++ follows; parse advanced past it */
-        int ok = 1;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("%s%s", usage_text, mdc_device_options_help());
-            return 0;
-        } else if (!strcmp(a, "--config")) config = v, i++, ok = v != NULL;
-        else if (!strcmp(a, "--data")) data = v, i++, ok = v != NULL;
-        else if (!strcmp(a, "--save")) save = v, i++, ok = v != NULL;
-        else if (!strcmp(a, "--resume")) resume = v, i++, ok = v != NULL;
-        else if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (!strcmp(a, "--vocab")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &V), i++;
-        else if (!strcmp(a, "--ctx")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &T), i++;
-        else if (!strcmp(a, "--layers")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &L), i++;
-        else if (!strcmp(a, "--heads")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &H), i++;
-        else if (!strcmp(a, "--channels")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &C), i++;
-        else if (!strcmp(a, "--batch")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &B), i++;
-        else if (!strcmp(a, "--seq")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &seq), i++;
-        else if (!strcmp(a, "--steps")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &steps), i++;
-        else if (!strcmp(a, "--seed")) ok = mdc_arg_int("train", a, v, 0, INT_MAX, &seed), i++;
-        else if (!strcmp(a, "--lr")) ok = mdc_arg_float("train", a, v, &opt.lr), i++;
-        else if (!strcmp(a, "--weight-decay")) ok = mdc_arg_float("train", a, v, &opt.weight_decay), i++;
-        else if (!strcmp(a, "--grad-clip")) ok = mdc_arg_float("train", a, v, &opt.grad_clip), i++;
-        else {
-            fprintf(stderr, "minidc train: unknown option '%s' (minidc train --help)\n", a);
-            return 2;
-        }
-        if (!ok) {
-            if (!v) fprintf(stderr, "minidc train: %s needs a value\n", a);
-            return 2;
-        }
-    }
+    mdc_runtime rt;
+    mdc_status st = mdc_runtime_init(&rt, &argc, &argv);
+    if (st) mdc_runtime_die(&rt, st, 1, st == MDC_ERR_INVALID ? 2 : 1); /* a bad option, or a bad device file */
+    options o;
+    int help;
     mdc_gpt2_config cfg;
-    int defB;
-    if (mdc_gpt2_config_named(config, &cfg, &defB)) {
-        fprintf(stderr, "minidc train: %s\n", mdc_detail());
-        return 2;
+    if ((st = parse(&o, argc, argv, &help))) mdc_runtime_die(&rt, st, 1, 2);
+    if (help) {
+        if (rt.rank == 0) printf("%s%s", usage_text, mdc_device_options_help());
+        mdc_runtime_finalize(&rt);
+        return 0;
     }
-    if (V) cfg.V = V, cfg.Vp = 0;
-    if (T) cfg.T = T;
-    if (L) cfg.L = L;
-    if (H) cfg.H = H;
-    if (C) cfg.C = C;
-    if (mdc_gpt2_config_check(&cfg)) {
-        fprintf(stderr, "minidc train: %s\n", mdc_detail());
-        return 2;
-    }
-    if (!B) B = defB;
-    if (!seq) seq = cfg.T;
-    if (B <= 0) { fprintf(stderr, "minidc train: --batch %d must be positive\n", B); return 2; }
-    if (seq <= 0 || seq > cfg.T) {
-        fprintf(stderr, "minidc train: --seq %d must be in [1, %d] (the context, --ctx)\n", seq, cfg.T);
-        return 2;
-    }
-    if (steps < 0) { fprintf(stderr, "minidc train: --steps %d must be >= 0\n", steps); return 2; }
-    if (mdc_adamw_check(&opt)) { fprintf(stderr, "minidc train: %s\n", mdc_detail()); return 2; }
+    if ((st = validate(&o, rt.size, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
+    int threads = mdc_kernels_init();
+    /* bandwidth-optimal ring algorithms, so the bytes sent equal the formulas exactly, and an
+     * allreduce gives every rank the same bits (MINIDC_ALGO_<COLL> still overrides) */
+    if (!getenv("MINIDC_ALGO_ALLREDUCE")) mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "ring");
+    if (!getenv("MINIDC_ALGO_REDUCE_SCATTER")) mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, "ring");
+    if (!getenv("MINIDC_ALGO_ALLGATHER")) mdc_coll_set_algo(MDC_COLL_ALLGATHER, "ring");
 
-    int threads = mdc_kernels_init(), rc = 1;
-    mdc_device *dev = NULL;
-    mdc_gpt2 *m = NULL;
-    mdc_train_data *dl = NULL;
-    int *inputs = malloc(sizeof(int) * 2 * (size_t)B * seq), *targets = inputs + (size_t)B * seq;
-    if (!inputs) { fprintf(stderr, "minidc train: out of host memory\n"); return 1; }
-    mdc_status st = mdc_device_create(&dev, &dopt, 0);
-    if (st) goto fail;
-    mdc_gpt2_memory mem = mdc_gpt2_memory_need(&cfg, B, seq);
-    printf("model: V=%d (padded %d) T=%d L=%d H=%d C=%d, %zu parameters; batch %d x %d; %d threads\n",
-           cfg.V, cfg.Vp, cfg.T, cfg.L, cfg.H, cfg.C, mdc_gpt2_param_count(&cfg), B, seq, threads);
-    printf("memory: params %.1f MiB + grads %.1f + AdamW %.1f + activations %.1f = %.1f MiB on %s\n",
-           mem.params / 1048576.0, mem.grads / 1048576.0, mem.optim / 1048576.0, mem.acts / 1048576.0,
-           mem.total / 1048576.0, mdc_device_get_spec(dev)->name);
-    st = mdc_gpt2_create(&m, dev, &cfg, B, seq);
-    if (st) goto fail;
-    mdc_gpt2_init(m, (uint64_t)seed);
+    int r = rt.rank, B = o.B, T = o.seq, mb = B / o.dp / o.accum;
+    mdc_loader *ld = NULL;
+    mdc_trainer *tr = NULL, *ser = NULL;
+    mdc_device *sdev = NULL;
+    int *gin = malloc(sizeof(int) * 2 * (size_t)B * T), *gtg = gin ? gin + (size_t)B * T : NULL;
+    if (!gin) mdc_runtime_die(&rt, mdc_fail(MDC_ERR_OOM_HOST, "batch buffers"), 1, 1);
+    if (o.data) { /* the same file on every rank: a missing or bad file fails everywhere alike */
+        mdc_loader_config lc = {B, T, 0, 1, 0, (uint64_t)o.seed};
+        if ((st = mdc_loader_open(&ld, o.data, &lc))) {
+            char why[512]; /* the detail names the file; copy it before rewriting the detail */
+            snprintf(why, sizeof why, "%s", mdc_detail());
+            mdc_runtime_die(&rt, mdc_fail(st, "--data: %s", why), 1, 1);
+        }
+        if (mdc_loader_vocab_size(ld) > (uint32_t)cfg.V)
+            mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--data %s: vocabulary %u is larger than the model's %d (--vocab)",
+                                          o.data, mdc_loader_vocab_size(ld), cfg.V), 1, 2);
+    }
+    mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
+                             (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1};
+    if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
+    if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
+        mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0};
+        if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
+                                         MDC_EMULATE_OFF, 1, 0)) ||
+            (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))
+            mdc_runtime_die(&rt, st, 0, 1);
+    }
+    mdc_train_state ts = {0, 0, (uint64_t)o.seed};
     int step0 = 0;
-    if (resume && (st = mdc_train_resume(resume, m, &step0))) goto fail;
-    /* step0 + steps must fit the int step counter (a bad --steps for this checkpoint: exit 2) */
-    if (resume && (st = mdc_train_first_step(resume, (uint64_t)step0, steps, &step0))) goto fail;
-    if (data && (st = mdc_train_data_open(&dl, data, cfg.V, B, seq, 0, 1))) goto fail;
-    printf("data: %s\n", data ? data : "generated repeat task (period 2..8, 32 symbols)");
-    double t_start = mdc_wall_time(), tokens = 0;
+    if (o.resume) {
+        if ((st = mdc_train_load(&rt, tr, ser, &cfg, o.resume, &ts))) die(&rt, st, 1);
+        /* the step must fit the int step counter, with --steps added */
+        if ((st = mdc_train_first_step(o.resume, ts.step, o.steps, &step0))) die(&rt, st, 1);
+        if (ts.seed == 0) ts.seed = (uint64_t)o.seed; /* a checkpoint that records no seed */
+        else if (ts.seed != (uint64_t)o.seed && r == 0)
+            printf("resume: the checkpoint's seed %llu replaces --seed %d (the data stream continues)\n",
+                   (unsigned long long)ts.seed, o.seed);
+        if (ld) mdc_loader_seek(ld, ts.data_position);
+    }
+    static const char *const names[4] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+    if (r == 0) {
+        printf("model: V=%d (padded %d) T=%d L=%d H=%d C=%d, %zu parameters; global batch %d x %d = dp %d x %d "
+               "micro-batch(es) x %d sequences; tp %d%s; %s; %d thread(s) per rank\n",
+               cfg.V, cfg.Vp, cfg.T, cfg.L, cfg.H, cfg.C, mdc_gpt2_param_count(&cfg), B, T, o.dp, o.accum, mb, o.tp,
+               o.sp ? " with SP" : "", names[o.zero], threads);
+        mdc_gpt2 *m = mdc_trainer_model(tr);
+        size_t pb = mdc_gpt2_local_floats(m) * sizeof(float), ab = mdc_gpt2_acts_bytes(m, mb, T);
+        printf("memory: params %.1f MiB + grads %.1f + AdamW %.1f + activations %.1f = %.1f MiB on %s (per rank, "
+               "before ZeRO sharding)\n", pb / 1048576.0, pb / 1048576.0, 2 * pb / 1048576.0, ab / 1048576.0,
+               (4 * pb + ab) / 1048576.0, mdc_device_get_spec(rt.dev)->name);
+        printf("data: %s%s\n", o.data ? o.data : "generated repeat task (period 2..8, 32 symbols)",
+               o.resume ? " (resumed)" : "");
+    }
+    if (rt.size > 1) mdc_mesh_print(mdc_trainer_mesh(tr), stdout);
+    /* the hook's step must be one this run takes (s below), or it would never fire */
+    if (o.fail_rank >= 0 && (o.fail_step < step0 || o.fail_step - step0 >= o.steps)) {
+        char run[64] = "none: --steps 0";
+        if (o.steps > 0) snprintf(run, sizeof run, "%d..%d, counted from 0", step0, step0 + o.steps - 1);
+        mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: step %d is not one of this run's steps (%s)",
+                                      o.fail_rank, o.fail_step, o.fail_step, run), 1, 2);
+    }
+    double t_start = mdc_wall_time(), tokens = 0, worst_loss = 0;
     float loss = 0, norm = 0;
-    for (int s = step0; s < step0 + steps; s++) {
-        if (dl) {
-            if ((st = mdc_train_data_next(dl, inputs, targets))) goto fail;
+    for (int s = step0; s < step0 + o.steps; s++) {
+        if (s == o.fail_step && r == o.fail_rank)
+            mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: failing on purpose", r, s), 0, 1);
+        if (ld) {
+            if ((st = mdc_loader_next(ld, gin, gtg))) mdc_runtime_die(&rt, st, 0, 1);
         } else {
-            mdc_train_generated_batch(inputs, targets, B, seq, cfg.V, (uint64_t)seed, s);
+            mdc_train_generated_batch(gin, gtg, B, T, cfg.V, ts.seed, s);
         }
         double t0 = mdc_wall_time();
-        if ((st = mdc_gpt2_forward(m, inputs, targets, B, seq, &loss))) goto fail;
-        if (!isfinite(loss)) { /* nothing sensible follows a nan or inf loss: stop, exit 1 */
-            fprintf(stderr, "minidc train: step %d: the loss is %g (the model diverged or the weights hold a "
-                    "non-finite value; try a smaller --lr, or check the --resume checkpoint)\n", s + 1, loss);
-            goto fail;
+        if ((st = mdc_trainer_step(tr, gin, gtg, &o.opt, &loss, &norm))) mdc_runtime_die(&rt, st, 0, 1);
+        if (!isfinite(loss)) { /* the global mean: the same on every rank, so all stop here together */
+            if (r == 0)
+                fprintf(stderr, "minidc: rank 0: step %d: the loss is %g (the model diverged or the weights hold a "
+                        "non-finite value; try a smaller --lr, or check the --resume checkpoint); every rank stops\n",
+                        s + 1, loss);
+            fflush(stderr);
+            mdc_runtime_finalize(&rt);
+            exit(1);
         }
-        if ((st = mdc_gpt2_zero_grad(m))) goto fail;
-        if ((st = mdc_gpt2_backward(m))) goto fail;
-        if ((st = mdc_gpt2_update(m, &opt, &norm))) goto fail;
         double dt = mdc_wall_time() - t0;
-        tokens += (double)B * seq;
-        if (!quiet || s == step0 || s == step0 + steps - 1 || (s + 1) % 10 == 0) {
+        tokens += (double)B * T;
+        float sl = 0, sn = 0;
+        if (ser) {
+            if ((st = mdc_trainer_step(ser, gin, gtg, &o.opt, &sl, &sn))) mdc_runtime_die(&rt, st, 0, 1);
+            double d = fabs((double)loss - sl);
+            if (d > worst_loss) worst_loss = d;
+        }
+        if (r == 0 && (!o.quiet || s == step0 || s == step0 + o.steps - 1 || (s + 1) % 10 == 0)) {
             mdc_dev_counters c;
             mdc_energy e;
-            mdc_dev_get_counters(dev, &c);
-            mdc_dev_energy(dev, &e);
-            printf("step %5d  loss %.4f  norm %.3f  %8.1f ms  %9.0f tok/s  virtual %9.3f ms  energy %9.3f J\n",
-                   s + 1, loss, norm, dt * 1e3, (double)B * seq / dt, c.now * 1e3, e.total);
+            mdc_dev_get_counters(rt.dev, &c);
+            mdc_dev_energy(rt.dev, &e);
+            printf("step %5d  loss %.4f  norm %.3f  %8.1f ms  %9.0f tok/s  virtual %9.3f ms  energy %9.3f J", s + 1, loss,
+                   norm, dt * 1e3, (double)B * T / dt, c.now * 1e3, e.total);
+            if (ser) printf("  serial loss %.4f (diff %.2g)", sl, (double)loss - sl);
+            printf("\n");
         }
     }
     double wall = mdc_wall_time() - t_start;
-    printf("trained %d steps, %.0f tokens in %.2f s (%.0f tokens/s), final loss %.4f\n", steps, tokens,
-           wall, wall > 0 ? tokens / wall : 0, loss);
-    if (save && (st = mdc_train_save(save, m, step0 + steps))) goto fail;
-    mdc_device_report(dev, stdout, tokens);
-    if ((st = mdc_device_report_json_one(dopt.report_path, dev, tokens))) goto fail;
-    rc = 0;
-fail:
-    if (st) {
-        fprintf(stderr, "minidc train: %s: %s\n  hint: %s\n", mdc_strerror(st), mdc_detail(), mdc_hint(st));
-        rc = st == MDC_ERR_INVALID ? 2 : 1;
+    if (r == 0)
+        printf("trained %d steps, %.0f tokens in %.2f s (%.0f tokens/s), final loss %.4f\n", o.steps, tokens, wall,
+               wall > 0 ? tokens / wall : 0, loss);
+    int rc = 0;
+    size_t P = mdc_gpt2_param_floats(&cfg);
+    if (o.check) { /* every rank takes part in the gather */
+        float *got = r == 0 ? calloc(P, sizeof(float)) : NULL, *want = r == 0 ? calloc(P, sizeof(float)) : NULL;
+        if (r == 0 && (!got || !want)) mdc_runtime_die(&rt, mdc_fail(MDC_ERR_OOM_HOST, "check"), 0, 1);
+        if ((st = mdc_trainer_gather(tr, got, NULL, NULL, 0))) mdc_runtime_die(&rt, st, 0, 1);
+        if (r == 0 && (st = mdc_trainer_gather(ser, want, NULL, NULL, 0))) mdc_runtime_die(&rt, st, 0, 1);
+        if (r == 0 && !mdc_train_compare(&cfg, got, want, worst_loss)) rc = 1;
+        free(got), free(want);
     }
-    mdc_train_data_close(dl);
-    mdc_gpt2_free(m);
-    mdc_device_free(dev);
-    free(inputs);
+    if (o.save) {
+        ts.step = (uint64_t)(step0 + o.steps);
+        ts.data_position = ld ? mdc_loader_position(ld) : ts.step;
+        if ((st = mdc_train_save(&rt, tr, &cfg, o.save, &ts))) mdc_runtime_die(&rt, st, 0, 1);
+        if (r == 0) printf("saved %s (step %llu; the global tensors of every shard in one file)\n", o.save,
+                           (unsigned long long)ts.step);
+    }
+    mdc_trainer_report(tr, stdout);
+    fflush(stdout);
+    if ((st = mdc_runtime_report(&rt, stdout, tokens))) mdc_runtime_die(&rt, st, 0, 1);
+    mdc_trainer_free(tr);
+    mdc_trainer_free(ser);
+    mdc_device_free(sdev);
+    mdc_loader_free(ld);
+    free(gin);
+    mdc_runtime_finalize(&rt);
     return rc;
 }

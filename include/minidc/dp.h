@@ -53,8 +53,31 @@ typedef struct {
 
 typedef struct mdc_dp mdc_dp;
 
-/* Creates the scheme on group g (every rank calls it with the same arguments; no messages) and
- * its model on the group's device, initialized from `seed` exactly as the serial model.
+/* The component on its own: attached to a model (any partition's local layout) over the
+ * data-parallel group g (both borrowed; the model must be created with
+ * mdc_dp_model_flags(zero)). It sets the model's hooks (buckets reduce as backward completes
+ * them; ZeRO-3 gathers and frees units); the step (ref/train.c) drives it: begin_step,
+ * begin_micro before each micro-batch, finish after the last backward, then the norm from
+ * mdc_dp_sumsq summed over the mesh, then mdc_dp_update. dc->micro_batch and dc->seq are
+ * not read. Free with mdc_dp_free (the model stays). */
+unsigned mdc_dp_model_flags(int zero);
+mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_config *dc);
+void mdc_dp_begin_step(mdc_dp *dp);
+void mdc_dp_begin_micro(mdc_dp *dp, int k);
+mdc_status mdc_dp_finish(mdc_dp *dp);
+/* This rank's share of the squared gradient norm: DDP rank 0 the whole (others 0), ZeRO the
+ * shard. Tensors with skip[i] set (local index) are left out; skip may be NULL. */
+double mdc_dp_sumsq(mdc_dp *dp, const char *skip);
+/* AdamW with the clip of `norm` (the global norm), DDP on the replica, ZeRO on the shard. */
+mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
+/* Every run of gradient state this rank holds, one tensor at a time: DDP whole tensors, ZeRO
+ * its shard's segments; grad and param point at the data (ZeRO-3: the parameter shard). */
+typedef void (*mdc_dp_seg_fn)(void *ctx, int tensor, float *grad, float *param, size_t n);
+void mdc_dp_for_each_segment(mdc_dp *dp, mdc_dp_seg_fn fn, void *ctx);
+
+/* Creates a serial-partition model on the group's device, initialized from `seed` exactly as
+ * the serial model, and attaches the component to it (every rank calls it with the same
+ * arguments; no messages); the model is freed with the component.
  * Fails on a bad config (MDC_ERR_INVALID naming the option) or a full device. */
 mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg, const mdc_dp_config *dc,
                          uint64_t seed);
@@ -63,7 +86,7 @@ void mdc_dp_free(mdc_dp *dp); /* NULL is a no-op; frees the model and every devi
 mdc_gpt2 *mdc_dp_model(mdc_dp *dp);
 int mdc_dp_adam_step(const mdc_dp *dp);
 
-/* One optimizer step. inputs, targets: this rank's rows of the global batch, accum x
+/* One optimizer step (ref/train.c's step on this model). inputs, targets: this rank's rows of the global batch, accum x
  * micro_batch rows of seq tokens (rank r has rows [r b, (r+1) b) of the global batch, b =
  * accum x micro_batch; micro-batch k is its rows [k mb, (k+1) mb)). *loss (global mean over
  * the batch) and *grad_norm (global, before clipping) are the same on every rank. */
@@ -86,7 +109,7 @@ typedef struct {
     size_t mem_want[3];         /* the formula with S for Psi/N (exact) */
     double mem_formula[3];      /* the formula with Psi/N (real numbers) */
     size_t peak[3], comm_peak;  /* peaks during the run (gathered units, live gradients, buckets) */
-    double step_bytes;          /* bytes sent by this rank in the last step */
+    double step_bytes;          /* bytes this component's collectives sent in the last step */
     double step_bytes_want;     /* exact count for this schedule */
     double step_bytes_formula;  /* the textbook figure: 2(N-1)/N x 4 Psi (DDP, ZeRO-1), ... */
     double t_compute, t_comm, t_overlap, t_idle, now; /* virtual seconds, whole run */

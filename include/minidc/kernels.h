@@ -57,7 +57,28 @@ void mdc_encoder_backward(mdc_device *dev,
                           const int *inp,    // (B,T)
                           int B, int T, int C);
 
+/* Vocab-parallel embedding: this rank's rows [lo, lo+rows) of wte; ids outside give 0 rows. */
+void mdc_embed_shard_forward(mdc_device *dev,
+                             float *out,        // (N,C)
+                             const int *inp,    // (N)
+                             const float *wte,  // (rows,C) the shard
+                             int lo, int rows, int N, int C);
+/* out[b,j,:] = in[b,j,:] + wpe[pos0 + j,:] (out may alias in): positions after the reduction. */
+void mdc_embed_positions(mdc_device *dev,
+                         float *out,       // (B,Tl,C)
+                         const float *in,  // (B,Tl,C)
+                         const float *wpe, // (maxT,C)
+                         int B, int Tl, int pos0, int C);
+void mdc_embed_shard_backward(mdc_device *dev,
+                              float *dwte,       // (rows,C) += the shard
+                              float *dwpe,       // (maxT,C) +=
+                              const float *dout, // (B,T,C)
+                              const int *inp,    // (B,T)
+                              int lo, int rows, int B, int T, int C);
+
 /* ---- LayerNorm (kernels/layernorm.c), eps = 1e-5, biased variance ---------------------- */
+/* The backward's input part (dinp) and weight part (dweight, dbias) can run alone: pass NULL
+ * for the other (the same bits as both at once). */
 void mdc_layernorm_forward(mdc_device *dev,
                            float *out,          // (N,C)
                            float *mean,         // (N) saved for backward
@@ -95,7 +116,8 @@ void mdc_matmul_residual_forward(mdc_device *dev,
                                  const float *bias,   // (OC) or NULL
                                  int N, int C, int OC);
 /* dinp += dout @ weight^T; dweight += inp^T @ dout; dbias += column sums of dout.
- * dinp may be NULL (not needed), dbias may be NULL (no bias). */
+ * dinp may be NULL (not needed), dweight may be NULL (the input part alone), dbias may be NULL
+ * (no bias, or the input part alone). */
 void mdc_matmul_backward(mdc_device *dev,
                          float *dinp,         // (N,C) += or NULL
                          float *dweight,      // (C,OC) +=
@@ -173,6 +195,14 @@ void mdc_residual_forward(mdc_device *dev,
                           const float *a, // (n)
                           const float *b, // (n)
                           size_t n);
+/* out = (res + bias) + y: a row-parallel output's bias and residual, added once after the
+ * reduction (out may alias res or y). */
+void mdc_residual_bias_forward(mdc_device *dev,
+                               float *out,         // (N,C)
+                               const float *res,   // (N,C)
+                               const float *y,     // (N,C) the reduced product
+                               const float *bias,  // (C)
+                               int N, int C);
 /* da += dout; db += dout. */
 void mdc_residual_backward(mdc_device *dev,
                            float *da,         // (n) +=
@@ -204,6 +234,18 @@ void mdc_crossentropy_backward(mdc_device *dev,
                                const int *targets,  // (N)
                                float dloss, int N, int V, int Vp);
 
+/* Vocab-parallel cross-entropy on a shard of Vl columns from global column lo, the first
+ * `valid` of them real: row max, sum of exp(x - mx) (mx: the max over every shard), the
+ * target's logit (0 when the target is another shard's), and the backward with the global
+ * lse. Reduce mx (max) and se, tlogit (sum) over the shards between the calls. */
+void mdc_vocab_shard_max(mdc_device *dev, float *mx, const float *logits, int N, int Vl, int valid);
+void mdc_vocab_shard_sumexp(mdc_device *dev, float *se, const float *logits, const float *mx, int N, int Vl,
+                            int valid);
+void mdc_vocab_shard_target(mdc_device *dev, float *tlogit, const float *logits, const int *targets, int lo,
+                            int N, int Vl, int valid);
+void mdc_crossentropy_backward_shard(mdc_device *dev, float *dlogits, const float *logits, const float *lse,
+                                     const int *targets, int lo, float dloss, int N, int Vl, int valid);
+
 /* ---- optimizer (kernels/adamw.c) --------------------------------------------------------- */
 /* PyTorch's AdamW, step t >= 1, gradients multiplied by grad_scale first (clipping):
  *   g = grad_scale * grad; p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -219,6 +261,8 @@ void mdc_adamw_update(mdc_device *dev,
  * elements and combined in chunk order (independent of the thread count). */
 enum { MDC_NORM_CHUNK = 16384 };
 double mdc_grad_norm(mdc_device *dev, const float *grads, size_t n);
+/* The sum of squares mdc_grad_norm takes the root of (the same chunks, the same order). */
+double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n);
 /* PyTorch's clip_grad_norm_ factor: min(1, max_norm / (norm + 1e-6)); 1 if max_norm <= 0. */
 float mdc_clip_scale(double norm, float max_norm);
 

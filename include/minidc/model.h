@@ -61,6 +61,16 @@ typedef struct {
     size_t alloc;    /* floats reserved (wte: Vp * C; else numel) */
     int decay;       /* 1 if AdamW weight decay applies (the 2-D tensors: embeddings and
                         weights), 0 for biases and LayerNorm (nanoGPT's grouping) */
+    /* the slice of the global tensor (a local table's entry; the global table's own entries
+     * are whole: split NONE, global = their index). Local shape[0] of wte counts its rows
+     * below V; alloc covers the shard's Vp/t rows. */
+    int global;      /* index in the global table */
+    int split;       /* MDC_SPLIT_NONE, _ROWS or _COLS */
+    int row0;        /* first global row (ROWS) */
+    int col0;        /* first global column of the first piece (COLS) */
+    int pieces;      /* column pieces (COLS: 3 for c_attn, else 1), each shape[1]/pieces wide,
+                        `pstride` global columns apart */
+    int pstride;
 } mdc_param_tensor;
 
 /* Number of tensors: 2 + 12 L + 2. */
@@ -148,17 +158,126 @@ void mdc_adamw_config_default(mdc_adamw_config *c);
  * mdc_clip_scale, then updates every tensor. Does not zero the gradients. */
 mdc_status mdc_gpt2_update(mdc_gpt2 *m, const mdc_adamw_config *opt, float *grad_norm);
 
-/* ---- hooks for the data-parallel schemes (added by the dp branch: ref/dp.c, ref/zero.c) -----
+/* ---- partitions: which part of the global model this rank holds ------------------------------
+ * A partition names the tensor-parallel rank, the blocks held (a pipeline stage's range) and
+ * whether the embedding and the head are here. Its local tensor table says, for every tensor
+ * held, which slice of which global (Hugging Face named) tensor it is:
+ *   replicated  the whole tensor on every tp rank: LayerNorms, wpe, row-parallel biases;
+ *   rows        wte: rows [tp_rank Vp/t, (tp_rank+1) Vp/t) of the padded vocabulary (the
+ *               vocab-parallel embedding and the tied LM head use the same shard);
+ *               attn.c_proj.weight, mlp.c_proj.weight: rows (the row-parallel input);
+ *   columns     mlp.c_fc: columns [r 4C/t, (r+1) 4C/t) of weight and bias;
+ *               attn.c_attn: the q, k and v columns of heads [r H/t, (r+1) H/t): three pieces
+ *               of C/t columns, at r C/t, C + r C/t and 2C + r C/t.
+ * A 1-D tensor is a row vector for this purpose. Initialization draws each element from its
+ * global index, so a shard equals the serial tensor's slice bit for bit. */
+typedef struct {
+    int tp, tp_rank;        /* tensor-parallel size and this rank's index (1, 0: serial) */
+    int sp;                 /* Megatron sequence parallelism over the tp ranks (tp > 1) */
+    int layer_lo, layer_hi; /* blocks [layer_lo, layer_hi) are held here */
+    int has_embed, has_head;
+} mdc_gpt2_part;
+enum { MDC_SPLIT_NONE = 0, MDC_SPLIT_ROWS, MDC_SPLIT_COLS };
+/* The whole model on one rank. */
+mdc_gpt2_part mdc_gpt2_part_serial(const mdc_gpt2_config *cfg);
+/* Checks a partition against a config and a sequence length: H, 4C and Vp divisible by tp,
+ * T divisible by tp with sp, the layer range inside [0, L]. The detail names the option
+ * (--tp, --sp, --heads, --vocab, --seq) and the sizes. */
+mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *cfg, int T);
+
+/* ---- communication points inside the model ----------------------------------------------
+ * Megatron's conjugate operators, named once. The block code calls them at fixed places; a
+ * model without them (comm NULL: the serial model) runs the fused serial kernels instead.
+ *   f  before a column-parallel linear: forward identity (SP: AllGather over the sequence),
+ *      backward AllReduce of the input gradient (SP: ReduceScatter);
+ *   g  after a row-parallel linear: forward AllReduce of the partial sums (SP:
+ *      ReduceScatter), backward identity (SP: AllGather);
+ *   vocab  the vocab-parallel loss: max, sum-exp and the target logit reduced over tp.
+ * Shapes: `full` is (B, T, C); `local` is (B, T/seq_split, C), this rank's positions
+ * [rank T/s, (rank+1) T/s) of every sequence. With seq_split 1 they are the same buffer. */
+typedef struct mdc_gpt2_comm {
+    void *ctx;
+    int seq_split; /* 1, or tp with SP */
+    mdc_status (*f_forward)(void *ctx, float *full, const float *local, int B, int T, int C);
+    mdc_status (*f_backward)(void *ctx, float *dlocal, float *dfull, int B, int T, int C);
+    mdc_status (*g_forward)(void *ctx, float *local, float *full, int B, int T, int C);
+    mdc_status (*g_backward)(void *ctx, float *dfull, const float *dlocal, int B, int T, int C);
+    mdc_status (*vocab)(void *ctx, float *buf, int n, int is_max);
+} mdc_gpt2_comm;
+
+/* ---- the model as held by one rank: weights, and activation sets ---------------------------- */
+/* Creates the weights of partition `part` (parameters zero; gradients and AdamW state on first
+ * use) and a default activation set for batches up to B x T (the one mdc_gpt2_forward and
+ * mdc_gpt2_backward use). `comm` (borrowed, may be NULL only for a tp = 1 partition) is the
+ * tensor-parallel communication. Flags as mdc_gpt2_create_flags. */
+mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg,
+                                const mdc_gpt2_part *part, const mdc_gpt2_comm *comm, int B, int T,
+                                unsigned flags);
+const mdc_gpt2_part *mdc_gpt2_get_part(const mdc_gpt2 *m);
+/* The local tensor table: shapes are local, offsets in the local allocation, `global` the
+ * index of the global tensor (mdc_gpt2_tensor_at), `split`, `row0`, `col0`, `pieces` the slice. */
+int mdc_gpt2_local_count(const mdc_gpt2 *m);
+const mdc_param_tensor *mdc_gpt2_local_tensor(const mdc_gpt2 *m, int i);
+size_t mdc_gpt2_local_floats(const mdc_gpt2 *m);
+/* Copies this partition's tensors from a local vector (parameters, gradients, Adam moments)
+ * into a global one in the serial layout (mdc_gpt2_param_floats floats; other elements are
+ * left alone), or back. Padding rows of wte are never written to the global vector. */
+void mdc_gpt2_local_to_global(const mdc_gpt2 *m, const float *local, float *global);
+void mdc_gpt2_global_to_local(const mdc_gpt2 *m, const float *global, float *local);
+/* A model of partition `part` holding only its tables (no device, no memory): the local
+ * layout of another rank, for the copies above. Free with mdc_gpt2_free. */
+mdc_status mdc_gpt2_create_layout(mdc_gpt2 **out, const mdc_gpt2_config *cfg, const mdc_gpt2_part *part);
+
+/* An activation set: every tensor one micro-batch of B x T needs between its forward and its
+ * backward, on the device (MDC_MEM_ACTS). A schedule keeps one per micro-batch in flight. */
+typedef struct mdc_gpt2_acts mdc_gpt2_acts;
+mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T);
+void mdc_gpt2_acts_free(mdc_gpt2_acts *a); /* NULL is a no-op */
+mdc_gpt2_acts *mdc_gpt2_default_acts(mdc_gpt2 *m);
+/* Bytes an activation set of B x T takes for this model's partition (what create allocates). */
+size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T);
+/* Floats one layer keeps from its forward to its backward (the per-layer stash). */
+size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T);
+
+/* ---- the block API ----------------------------------------------------------------------------
+ * One micro-batch moves through: set_batch, embed_forward, block_forward(l) for each held l,
+ * head_forward (loss); then head_backward, block_backward(l) in reverse, embed_backward. Every
+ * backward ADDS into the gradients. A stage without the embedding receives its input with
+ * writing mdc_gpt2_acts_residual before its first block; a stage without the head writes
+ * its output gradient into mdc_gpt2_acts_dresidual before its last block's backward. */
+mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *targets, int B, int T);
+mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a);
+mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l);
+/* ln_f, the LM head and the loss (with targets): per-position losses of every position of the
+ * micro-batch (mdc_gpt2_acts_losses), *loss_sum their sum in double (may be NULL). */
+mdc_status mdc_gpt2_head_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, double *loss_sum);
+/* dloss: d(loss)/d(loss_i) for every position (1 / global tokens). */
+mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss);
+/* parts: MDC_BWD_INPUT (the input gradient, B), MDC_BWD_WEIGHT (the weight gradients, W), or
+ * both. B alone keeps the gradients W needs in the activation set (allocated on first use)
+ * until W of the same layer runs; B then W gives the same bits as both at once. */
+enum { MDC_BWD_INPUT = 1, MDC_BWD_WEIGHT = 2, MDC_BWD_BOTH = 3 };
+mdc_status mdc_gpt2_block_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int parts);
+mdc_status mdc_gpt2_embed_backward(mdc_gpt2 *m, mdc_gpt2_acts *a);
+/* The residual stream between blocks: (B, T/seq_split, C) after the last forward block run
+ * (the input of the next), and its gradient during backward. For pipeline transfers. */
+float *mdc_gpt2_acts_residual(mdc_gpt2_acts *a);
+float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a);
+const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a);  /* (B,T,Vp/t) */
+const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a);  /* (B,T) */
+int mdc_gpt2_acts_rows(const mdc_gpt2_acts *a);             /* B x T of the current batch */
+
+/* ---- hooks for the data-parallel component (ref/dp.c, ref/zero.c) -----------------------------
  * Units: 0 = the embedding (wte, wpe), 1..L = the transformer blocks, L+1 = the head (ln_f;
- * the tied LM head also reads wte, unit 0). Each unit is one contiguous range of the flat
- * parameter layout (mdc_gpt2_unit_range). The hook is called with:
+ * the tied LM head also reads wte, unit 0). Each unit is one contiguous range of the local
+ * parameter layout (mdc_gpt2_local_unit). The block API calls the hook with:
  *   PRE_FORWARD(u)   before unit u's parameters are read in forward (L+1: also wte)
  *   POST_FORWARD(u)  after the last forward read of unit u's parameters
  *   PRE_BACKWARD(u)  before backward reads unit u's parameters (L+1: also wte, and the LM
  *                    head starts adding to wte's gradient)
  *   POST_BACKWARD(u) when unit u's gradients are complete for this micro-batch (wte's only at
- *                    unit 0, which comes last)
- * A non-zero status from the hook stops forward/backward and is returned. */
+ *                    unit 0, which comes last; a block's after its weight part W)
+ * A non-zero status from the hook stops the call and is returned. */
 typedef enum {
     MDC_HOOK_PRE_FORWARD = 0, MDC_HOOK_POST_FORWARD, MDC_HOOK_PRE_BACKWARD, MDC_HOOK_POST_BACKWARD
 } mdc_gpt2_hook_event;
@@ -168,15 +287,24 @@ typedef struct {
 } mdc_gpt2_hooks;
 /* Sets (copies) the hooks; NULL removes them. */
 void mdc_gpt2_set_hooks(mdc_gpt2 *m, const mdc_gpt2_hooks *h);
-/* L + 2 units; unit u covers floats [*offset, *offset + *count) of the parameter allocation. */
+/* L + 2 units; unit u covers floats [*offset, *offset + *count) of the serial parameter
+ * allocation (the config's layout), or of this model's local allocation (_local; a unit that
+ * is not held has count 0). */
 int mdc_gpt2_unit_count(const mdc_gpt2_config *cfg);
 void mdc_gpt2_unit_range(const mdc_gpt2_config *cfg, int unit, size_t *offset, size_t *count);
+void mdc_gpt2_local_unit(const mdc_gpt2 *m, int unit, size_t *offset, size_t *count);
 /* Creation flags: the parameters (HOST_PARAMS) and/or gradients (HOST_GRADS) live in plain host
  * memory that is NOT charged to the emulated HBM; a ZeRO scheme then owns residency and charges
  * what is really resident (shards, gathered units, buckets) with mdc_dev_alloc. */
 enum { MDC_GPT2_HOST_PARAMS = 1u, MDC_GPT2_HOST_GRADS = 2u };
 mdc_status mdc_gpt2_create_flags(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg, int B, int T,
                                  unsigned flags);
+unsigned mdc_gpt2_flags(const mdc_gpt2 *m); /* the creation flags */
+/* The sum of squares of gradients, in double over fixed chunks (mdc_grad_norm's order). */
+double mdc_gpt2_grad_sumsq(mdc_gpt2 *m);
+/* AdamW on every local tensor with a given clip scale (t is advanced first; m, v allocated on
+ * first use). */
+mdc_status mdc_gpt2_adamw_all(mdc_gpt2 *m, const mdc_adamw_config *o, float scale);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,95 @@
+/* Training: the one step every mesh runs (ref/train.c), and the trainer that builds a mesh's
+ * model, communication and data-parallel component from options (ref/trainer.c).
+ *
+ * The step: zero the gradients; for each micro-batch, the block API forward and backward
+ * (each backward scaled by dloss = 1 / global tokens, so sums over ranks are the serial
+ * gradient of the mean loss); the data-parallel component reduces buckets as backward
+ * completes them; SP's partial gradients of replicated tensors are summed over tp once; the
+ * loss sum and every rank's share of the squared gradient norm are summed over the mesh in one
+ * allreduce; then AdamW with the global norm's clip. The serial model is the case with no
+ * groups at all. */
+#ifndef MINIDC_TRAIN_H
+#define MINIDC_TRAIN_H
+
+#include <stdio.h>
+
+#include "minidc/dp.h"
+#include "minidc/mesh.h"
+#include "minidc/model.h"
+#include "minidc/tp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    mdc_gpt2 *m;
+    mdc_gpt2_acts *acts;    /* NULL: the model's default activation set */
+    mdc_dp *dp;             /* NULL: one replica, no gradient sync */
+    mdc_group *sum_group;   /* loss and squared norm summed over it (every rank); NULL: this rank */
+    mdc_group *tp_group;    /* SP: partial gradients of replicated tensors summed here; or NULL */
+    int count_loss;         /* this rank's losses count (1 on tp rank 0: the others repeat them) */
+    const char *skip;       /* per local tensor, 1: left out of this rank's norm share (a tp copy) */
+    const char *sp_partial; /* per local tensor, 1: its gradient is partial over tp (SP) */
+    int micro_batch, accum, seq;
+    double tokens;          /* global tokens per step (the loss is their mean) */
+    float dloss;            /* 1 / tokens, in float */
+    double loss_sum;        /* out: this rank's sum of losses in the last step */
+    double scalar_bytes, sp_bytes; /* out: bytes the last step's scalar and SP reductions sent */
+} mdc_step_plan;
+
+/* A plan for model m alone: one micro-batch of the default set's size, no groups. */
+mdc_step_plan mdc_step_plan_default(mdc_gpt2 *m);
+/* Forward and backward of every micro-batch (inputs, targets: this rank's accum x
+ * micro_batch rows of seq tokens), gradients complete and reduced over data parallelism and
+ * SP. Leaves the loss sum in p->loss_sum. */
+mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *targets);
+/* The mesh-wide loss (mean over the global tokens) and gradient norm (before clipping), then
+ * AdamW. Every rank of sum_group must call it. */
+mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *loss, float *grad_norm);
+mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o,
+                        float *loss, float *grad_norm);
+
+/* ---- the trainer: one object for any mesh ------------------------------------------------------ */
+typedef struct {
+    mdc_gpt2_config cfg;
+    mdc_mesh_dims dims;      /* tp, cp, ep, dp, pp (cp, ep, pp must be 1 for now) */
+    int sp;                  /* Megatron sequence parallelism (needs tp > 1) */
+    int zero, prefetch;      /* data-parallel stage; ZeRO-3 prefetch */
+    size_t bucket_bytes;     /* 0: the default */
+    int micro_batch, accum, seq; /* per data-parallel rank */
+    int check_replicas;      /* compare tp-replicated tensors bit for bit after every step */
+    int poison;              /* ZeRO-3: non-resident parameters are NaN */
+} mdc_trainer_config;
+
+typedef struct mdc_trainer mdc_trainer;
+
+/* Builds the mesh's groups on the transport (NULL: the serial model on `dev` alone), the model
+ * partition of this rank, initialized from `seed` (every shard equals the serial slice), the
+ * tensor-parallel communication and the data-parallel component. No messages. */
+mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *dev, const mdc_trainer_config *tc,
+                              uint64_t seed);
+void mdc_trainer_free(mdc_trainer *t); /* NULL is a no-op */
+/* One step on this rank's rows of the global batch: inputs and targets hold the whole global
+ * batch (B = dp x accum x micro_batch rows of seq tokens); this rank reads its data-parallel
+ * rows. loss and grad_norm are the same on every rank. */
+mdc_status mdc_trainer_step(mdc_trainer *t, const int *inputs, const int *targets, const mdc_adamw_config *o,
+                            float *loss, float *grad_norm);
+/* The training state in the serial (global) layout on world rank `root` (params, Adam m, v;
+ * m, v may be NULL): collective over every rank. And back from global arrays every rank holds. */
+mdc_status mdc_trainer_gather(mdc_trainer *t, float *params, float *m, float *v, int root);
+mdc_status mdc_trainer_load(mdc_trainer *t, const float *params, const float *m, const float *v, int adam_step);
+int mdc_trainer_adam_step(const mdc_trainer *t);
+mdc_gpt2 *mdc_trainer_model(mdc_trainer *t);
+const mdc_mesh *mdc_trainer_mesh(const mdc_trainer *t);
+/* Compares every tp-replicated parameter bit for bit over the tp group; MDC_ERR_MISMATCH names
+ * the first tensor and rank that differ. Collective over the tp group. */
+mdc_status mdc_trainer_check_replicas(mdc_trainer *t);
+/* Prints the mesh, the tensor-parallel figures and the data-parallel figures next to their
+ * formulas (rank 0 prints; every rank calls it). */
+void mdc_trainer_report(mdc_trainer *t, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,247 @@
+/* Partitions and the local parameter layout (include/minidc/model.h, "partitions").
+ *
+ * The local table lists the global tensors this partition holds, in global order, each with
+ * its slice (replicated, rows, or column pieces) and a local offset; tensors are contiguous,
+ * so every unit (embedding, block, head) is one range of the local allocation, as in the
+ * serial layout, and the data-parallel component works on any partition unchanged.
+ * Initialization and the local <-> global copies walk the same slice description, so a shard
+ * is the serial tensor's slice bit for bit. */
+#include <math.h>
+#include <stdio.h>
+
+#include "model_internal.h"
+
+mdc_gpt2_part mdc_gpt2_part_serial(const mdc_gpt2_config *cfg) {
+    mdc_gpt2_part p = {1, 0, 0, 0, cfg->L, 1, 1};
+    return p;
+}
+
+mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c, int T) {
+    int t = p->tp;
+    if (t < 1 || p->tp_rank < 0 || p->tp_rank >= t)
+        return mdc_fail(MDC_ERR_INVALID, "--tp %d: tensor-parallel rank %d out of range", t, p->tp_rank);
+    if (c->H % t)
+        return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide --heads %d (attention is split by heads)", t, c->H);
+    if ((4 * c->C) % t)
+        return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide the MLP width 4C = %d (--channels %d)", t, 4 * c->C,
+                        c->C);
+    if (c->Vp % t)
+        return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide the padded vocabulary %d (--vocab %d padded to a "
+                        "multiple of 128); pick a --vocab whose padding is a multiple of %d x 128", t, c->Vp, c->V, t);
+    if (p->sp && t == 1) return mdc_fail(MDC_ERR_INVALID, "--sp needs --tp 2 or more (it splits the sequence over tp)");
+    if (p->sp && T % t)
+        return mdc_fail(MDC_ERR_INVALID, "--sp: the sequence length %d (--seq) is not divisible by --tp %d", T, t);
+    if (p->layer_lo < 0 || p->layer_hi > c->L || p->layer_lo > p->layer_hi)
+        return mdc_fail(MDC_ERR_INVALID, "layer range [%d, %d) outside the model's %d layers", p->layer_lo, p->layer_hi,
+                        c->L);
+    return MDC_OK;
+}
+
+/* The slice of global tensor g (global table entry) that partition p holds, as a local entry. */
+static void slice_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, const mdc_param_tensor *g, int gi,
+                     mdc_param_tensor *t) {
+    *t = *g;
+    t->global = gi, t->split = MDC_SPLIT_NONE, t->row0 = 0, t->col0 = 0, t->pieces = 1, t->pstride = 0;
+    int tp = p->tp, r = p->tp_rank, C = c->C;
+    if (tp == 1) return;
+    if (gi == 0) { /* wte: rows of the padded vocabulary */
+        int rows = c->Vp / tp, lo = r * rows, valid = c->V - lo;
+        valid = valid < 0 ? 0 : valid > rows ? rows : valid;
+        t->split = MDC_SPLIT_ROWS, t->row0 = lo, t->shape[0] = valid;
+        t->numel = (size_t)valid * C, t->alloc = (size_t)rows * C;
+        return;
+    }
+    if (gi < 2 || gi >= mdc_gpt2_tensor_count(c) - 2) return; /* wpe, ln_f */
+    int k = (gi - 2) % NLT;
+    int last = g->ndim == 2 ? 1 : 0; /* the dimension that holds columns */
+    switch (k) {
+    case QKVW: case QKVB: /* the q, k, v columns of this rank's heads */
+        t->split = MDC_SPLIT_COLS, t->pieces = 3, t->pstride = C, t->col0 = r * (C / tp);
+        t->shape[last] = 3 * (C / tp);
+        break;
+    case FCW: case FCB:
+        t->split = MDC_SPLIT_COLS, t->col0 = r * (4 * C / tp), t->shape[last] = 4 * C / tp;
+        break;
+    case ATTPW: case FCPW: /* row-parallel: rows of the input dimension */
+        t->split = MDC_SPLIT_ROWS, t->shape[0] = g->shape[0] / tp, t->row0 = r * t->shape[0];
+        break;
+    default: /* LayerNorms and the row-parallel biases are replicated */
+        return;
+    }
+    t->numel = t->alloc = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+}
+
+static int held(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int gi) {
+    int n = mdc_gpt2_tensor_count(c);
+    if (gi == 0) return p->has_embed || p->has_head; /* the tied wte */
+    if (gi == 1) return p->has_embed;
+    if (gi >= n - 2) return p->has_head;
+    int l = (gi - 2) / NLT;
+    return l >= p->layer_lo && l < p->layer_hi;
+}
+
+/* unit of global tensor gi: 0 embedding (or the head's wte without the embedding), 1 + l, L + 1 */
+static int unit_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int gi) {
+    int n = mdc_gpt2_tensor_count(c);
+    if (gi == 0) return p->has_embed ? 0 : c->L + 1;
+    if (gi == 1) return 0;
+    if (gi >= n - 2) return c->L + 1;
+    return 1 + (gi - 2) / NLT;
+}
+
+mdc_status mdc_i_layout_build(mdc_gpt2 *m) {
+    const mdc_gpt2_config *c = &m->cfg;
+    int n = mdc_gpt2_tensor_count(c), U = mdc_gpt2_unit_count(c);
+    m->tensors = calloc((size_t)n, sizeof *m->tensors);
+    m->tensor_of = malloc((size_t)n * sizeof(int));
+    m->unit_off = calloc((size_t)U, sizeof(size_t));
+    m->unit_count = calloc((size_t)U, sizeof(size_t));
+    if (!m->tensors || !m->tensor_of || !m->unit_off || !m->unit_count)
+        return mdc_fail(MDC_ERR_OOM_HOST, "model tensor table");
+    /* wte joins the head's unit when the embedding is elsewhere: order units, then tensors */
+    size_t off = 0;
+    m->ntensors = 0;
+    for (int u = 0; u < U; u++) {
+        m->unit_off[u] = off;
+        for (int gi = 0; gi < n; gi++) {
+            if (u == 0) m->tensor_of[gi] = -1;
+            if (!held(c, &m->part, gi) || unit_of(c, &m->part, gi) != u) continue;
+            mdc_param_tensor g, *t = &m->tensors[m->ntensors];
+            mdc_gpt2_tensor_at(c, gi, &g);
+            slice_of(c, &m->part, &g, gi, t);
+            t->offset = off;
+            off += t->alloc;
+            m->tensor_of[gi] = m->ntensors++;
+        }
+        m->unit_count[u] = off - m->unit_off[u];
+    }
+    m->floats = off;
+    return MDC_OK;
+}
+
+float *mdc_i_tensor(const mdc_gpt2 *m, float *base, int gi) {
+    int i = m->tensor_of[gi];
+    return i < 0 || !base ? NULL : base + m->tensors[i].offset;
+}
+
+int mdc_gpt2_local_count(const mdc_gpt2 *m) { return m->ntensors; }
+const mdc_param_tensor *mdc_gpt2_local_tensor(const mdc_gpt2 *m, int i) {
+    return i >= 0 && i < m->ntensors ? &m->tensors[i] : NULL;
+}
+size_t mdc_gpt2_local_floats(const mdc_gpt2 *m) { return m->floats; }
+const mdc_gpt2_part *mdc_gpt2_get_part(const mdc_gpt2 *m) { return &m->part; }
+
+void mdc_gpt2_local_unit(const mdc_gpt2 *m, int unit, size_t *offset, size_t *count) {
+    *offset = m->unit_off[unit], *count = m->unit_count[unit];
+}
+
+/* Walks the runs of local tensor t: fn(local offset, global offset, length) for each
+ * contiguous run (one per row and piece); rows past the global shape (wte padding) skipped. */
+typedef void (*run_fn)(void *ctx, size_t local, size_t global, size_t n);
+static void for_each_run(const mdc_gpt2_config *c, const mdc_param_tensor *t, run_fn fn, void *ctx) {
+    mdc_param_tensor g;
+    mdc_gpt2_tensor_at(c, t->global, &g);
+    size_t gcols = g.ndim == 2 ? (size_t)g.shape[1] : (size_t)g.shape[0];
+    size_t lcols = t->ndim == 2 ? (size_t)t->shape[1] : (size_t)t->shape[0];
+    size_t rows = t->ndim == 2 ? (size_t)t->shape[0] : 1, w = lcols / (size_t)t->pieces;
+    if (t->pieces == 1 && lcols == gcols) { /* whole rows: one run */
+        fn(ctx, t->offset, g.offset + (size_t)t->row0 * gcols, rows * lcols);
+        return;
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (int k = 0; k < t->pieces; k++) {
+            size_t lo = t->offset + r * lcols + (size_t)k * w;
+            size_t go = g.offset + ((size_t)t->row0 + r) * gcols + (size_t)t->col0 + (size_t)k * (size_t)t->pstride;
+            fn(ctx, lo, go, w);
+        }
+}
+
+typedef struct {
+    const float *src;
+    float *dst;
+    int to_global;
+} copy_ctx;
+static void copy_run(void *vc, size_t local, size_t global, size_t n) {
+    copy_ctx *c = vc;
+    if (c->to_global) memcpy(c->dst + global, c->src + local, n * sizeof(float));
+    else memcpy(c->dst + local, c->src + global, n * sizeof(float));
+}
+
+void mdc_gpt2_local_to_global(const mdc_gpt2 *m, const float *local, float *global) {
+    copy_ctx cc = {local, global, 1};
+    for (int i = 0; i < m->ntensors; i++) for_each_run(&m->cfg, &m->tensors[i], copy_run, &cc);
+}
+
+void mdc_gpt2_global_to_local(const mdc_gpt2 *m, const float *global, float *local) {
+    copy_ctx cc = {global, local, 0};
+    for (int i = 0; i < m->ntensors; i++) {
+        const mdc_param_tensor *t = &m->tensors[i];
+        memset(local + t->offset, 0, t->alloc * sizeof(float)); /* wte padding rows */
+        for_each_run(&m->cfg, t, copy_run, &cc);
+    }
+}
+
+/* ---- initialization by global element index ------------------------------------------------ */
+
+uint64_t mdc_i_mix64(uint64_t x) { /* splitmix64: the value at a counter depends on nothing else */
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* N(0,1) for element `i` of stream `seed` (Box-Muller on two 53-bit uniforms, double). */
+float mdc_i_normal_at(uint64_t seed, uint64_t i) {
+    uint64_t a = mdc_i_mix64(seed * 0x632be59bd9b4e019ull ^ mdc_i_mix64(2 * i)), b = mdc_i_mix64(a ^ mdc_i_mix64(2 * i + 1));
+    double u1 = ((double)(a >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
+    double u2 = (double)(b >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+typedef struct {
+    float *p;
+    uint64_t seed, gbase;
+    float sd;
+} init_ctx;
+static void init_run(void *vc, size_t local, size_t global, size_t n) {
+    init_ctx *c = vc;
+    float *p = c->p + local;
+    uint64_t base = global; /* the element's offset in the serial allocation */
+    long len = (long)n;
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < len; j++) p[j] = c->sd * mdc_i_normal_at(c->seed, base + (uint64_t)j);
+}
+
+void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed) {
+    float resid = 0.02f / sqrtf(2.0f * m->cfg.L);
+    for (int i = 0; i < m->ntensors; i++) {
+        const mdc_param_tensor *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        memset(p, 0, t->alloc * sizeof(float));
+        const char *dot = strrchr(t->name, '.');
+        if (strstr(t->name, "ln_")) {
+            if (!strcmp(dot, ".weight")) for (size_t j = 0; j < t->alloc; j++) p[j] = 1.0f;
+        } else if (t->ndim == 2) {
+            init_ctx ic = {m->params, seed, 0, strstr(t->name, "c_proj.weight") ? resid : 0.02f};
+            for_each_run(&m->cfg, t, init_run, &ic);
+        }
+    }
+    mdc_dev_copy(m->dev, (double)m->floats * 4, MDC_LINK_PCIE);
+}
+
+mdc_status mdc_gpt2_create_layout(mdc_gpt2 **out, const mdc_gpt2_config *cfg_in, const mdc_gpt2_part *part) {
+    *out = NULL;
+    mdc_gpt2_config cfg = *cfg_in;
+    mdc_status st = mdc_gpt2_config_check(&cfg);
+    if (!st) st = mdc_gpt2_part_check(part, &cfg, part->sp ? part->tp : 1);
+    if (st) return st;
+    mdc_gpt2 *m = calloc(1, sizeof *m);
+    if (!m) return mdc_fail(MDC_ERR_OOM_HOST, "model layout");
+    m->cfg = cfg, m->part = *part;
+    if ((st = mdc_i_layout_build(m))) {
+        mdc_gpt2_free(m);
+        return st;
+    }
+    *out = m;
+    return MDC_OK;
+}

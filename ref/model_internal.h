@@ -1,0 +1,89 @@
+/* Shared by the files of the model (ref/gpt2.c: configs, the serial API, the optimizer;
+ * ref/layout.c: partitions and the local tensor table; ref/block.c: activation sets and the
+ * block API). Not a public header. */
+#ifndef MINIDC_REF_MODEL_INTERNAL_H
+#define MINIDC_REF_MODEL_INTERNAL_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/kernels.h"
+#include "minidc/model.h"
+
+/* per-layer tensors, in file order */
+enum { LN1W, LN1B, QKVW, QKVB, ATTPW, ATTPB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLT };
+extern const char *const mdc_i_layer_names[NLT];
+
+/* Attention: the materialized kernel when the creation T <= this (fast, B*H*T*T floats per
+ * layer), the tiled online-softmax kernel above it (O(T) per row). */
+enum { MDC_GPT2_TILED_T = 256 };
+
+struct mdc_gpt2 {
+    mdc_gpt2_config cfg;
+    mdc_gpt2_part part;
+    const mdc_gpt2_comm *comm; /* NULL: the serial model (fused kernels, no communication) */
+    mdc_device *dev;
+    int t;                     /* AdamW steps taken */
+    float *params, *grads, *m, *v;
+    mdc_param_tensor *tensors; /* the local table */
+    int ntensors;
+    size_t floats;             /* local allocation */
+    int *tensor_of;            /* global index -> local index, -1 if not held */
+    size_t *unit_off, *unit_count; /* local unit ranges, L + 2 each */
+    unsigned flags;
+    mdc_gpt2_hooks hooks;
+    mdc_gpt2_acts *acts;       /* the default activation set */
+    float loss;                /* mean loss of the last mdc_gpt2_forward */
+};
+
+/* Sizes of one rank's share of a micro-batch. */
+typedef struct {
+    int B, T, Tl;   /* batch, sequence, positions per rank in the residual stream (T / seq_split) */
+    int n, nl;      /* B T, B Tl */
+    int C, Cl, Hl, Fl, Vl; /* channels, attention width C/t, heads H/t, MLP width 4C/t, vocab Vp/t */
+} mdc_i_sizes;
+
+/* Offsets (floats) of every buffer in the one activation allocation. */
+typedef struct {
+    size_t encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean, ln2_rstd, fch,
+        fchg, res3;                    /* per-layer buffers: base of the first held layer; stride below */
+    size_t layer_stride;
+    size_t lnf, lnf_mean, lnf_rstd, logits, losses, lse;
+    /* backward work space (shared by the layers) */
+    size_t dres, dln, datty, dbig, dbig2, attscratch;
+    /* with communication: the row-parallel partial sums, the gathered input (SP), the
+     * partial input gradient (SP), the vocab-parallel loss statistics */
+    size_t partial, full, dfull, vstat;
+    size_t total;
+    int tiled;
+} mdc_i_acts_layout;
+
+struct mdc_gpt2_acts {
+    mdc_device *dev;
+    const mdc_gpt2 *m;
+    int maxB, maxT, B, T, have_targets;
+    mdc_i_acts_layout lay;
+    float *buf;
+    int *inputs, *targets;
+    /* B without W: per held layer, the gradients the weight part needs (allocated on first use) */
+    float **wstash;
+    size_t wstash_floats;
+    char *wpending;
+};
+
+mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int has_comm, int B, int T);
+mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T);
+
+/* ref/layout.c: builds the local table and unit ranges of m->part (m->cfg set). */
+mdc_status mdc_i_layout_build(mdc_gpt2 *m);
+/* pointer to local tensor of global index `gi` in base (params, grads, m, v), NULL if not held */
+float *mdc_i_tensor(const mdc_gpt2 *m, float *base, int gi);
+/* global index of layer l's tensor k, of the embeddings and ln_f */
+static inline int mdc_i_gl(int l, int k) { return 2 + l * NLT + k; }
+static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) { return 2 + c->L * NLT + bias; }
+
+/* splitmix64 and the normal at a counter (initialization by global element index) */
+uint64_t mdc_i_mix64(uint64_t x);
+float mdc_i_normal_at(uint64_t seed, uint64_t i);
+
+#endif

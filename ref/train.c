@@ -1,0 +1,142 @@
+/* The training step every mesh runs (include/minidc/train.h): the micro-batch loop over the
+ * block API, the data-parallel component's hooks, SP's tp reduction of replicated gradients,
+ * one allreduce of the loss and the squared norm, AdamW. The serial model is a plan with no
+ * groups, and then the step is exactly the serial forward, backward and update. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/kernels.h"
+#include "minidc/train.h"
+
+mdc_step_plan mdc_step_plan_default(mdc_gpt2 *m) {
+    mdc_step_plan p;
+    memset(&p, 0, sizeof p);
+    p.m = m;
+    p.count_loss = 1;
+    p.micro_batch = 1, p.accum = 1, p.seq = 1;
+    return p;
+}
+
+static double sent(mdc_gpt2 *m) {
+    mdc_dev_counters c;
+    mdc_dev_get_counters(mdc_gpt2_device(m), &c);
+    return c.bytes_sent;
+}
+
+/* ---- SP: the replicated tensors' partial gradients, summed over tp in one allreduce --------- */
+typedef struct {
+    const char *want;
+    float *buf;
+    size_t n;
+    int unpack;
+} sp_ctx;
+static void sp_visit(void *vc, int ti, float *grad, float *param, size_t n) {
+    (void)param;
+    sp_ctx *c = vc;
+    if (!c->want[ti]) return;
+    if (c->buf) {
+        if (c->unpack) memcpy(grad, c->buf + c->n, n * sizeof(float));
+        else memcpy(c->buf + c->n, grad, n * sizeof(float));
+    }
+    c->n += n;
+}
+static void sp_walk(mdc_step_plan *p, sp_ctx *c) {
+    c->n = 0;
+    if (p->dp) {
+        mdc_dp_for_each_segment(p->dp, sp_visit, c);
+        return;
+    }
+    float *G = mdc_gpt2_grads(p->m), *P = mdc_gpt2_params(p->m);
+    for (int i = 0; i < mdc_gpt2_local_count(p->m); i++) {
+        const mdc_param_tensor *t = mdc_gpt2_local_tensor(p->m, i);
+        sp_visit(c, i, G + t->offset, P + t->offset, t->alloc);
+    }
+}
+static mdc_status sp_reduce(mdc_step_plan *p) {
+    sp_ctx c = {p->sp_partial, NULL, 0, 0};
+    sp_walk(p, &c);
+    if (!c.n) return MDC_OK;
+    size_t n = c.n, t = (size_t)mdc_group_size(p->tp_group);
+    size_t padded = (n + t - 1) / t * t; /* so the ring's bytes are exactly 2(t-1)/t of it */
+    c.buf = calloc(padded, sizeof(float));
+    if (!c.buf) return mdc_fail(MDC_ERR_OOM_HOST, "SP gradient reduction (%zu floats)", padded);
+    sp_walk(p, &c);
+    double b0 = sent(p->m);
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, c.buf, padded, MDC_F32, MDC_SUM, p->tp_group);
+    p->sp_bytes += sent(p->m) - b0;
+    c.unpack = 1;
+    if (!st) sp_walk(p, &c);
+    free(c.buf);
+    return st;
+}
+
+mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *targets) {
+    mdc_gpt2 *m = p->m;
+    mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
+    const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
+    size_t rows = (size_t)p->micro_batch * p->seq;
+    mdc_status st = mdc_gpt2_zero_grad(m);
+    if (st) return st;
+    if (p->dp) mdc_dp_begin_step(p->dp);
+    p->loss_sum = 0, p->scalar_bytes = 0, p->sp_bytes = 0;
+    for (int k = 0; k < p->accum; k++) {
+        if (p->dp) mdc_dp_begin_micro(p->dp, k);
+        double sum = 0;
+        if ((st = mdc_gpt2_set_batch(a, inputs + k * rows, targets + k * rows, p->micro_batch, p->seq))) return st;
+        if ((st = mdc_gpt2_embed_forward(m, a))) return st;
+        for (int l = part->layer_lo; l < part->layer_hi; l++)
+            if ((st = mdc_gpt2_block_forward(m, a, l))) return st;
+        if ((st = mdc_gpt2_head_forward(m, a, &sum))) return st;
+        p->loss_sum += sum;
+        if ((st = mdc_gpt2_head_backward(m, a, p->dloss))) return st;
+        for (int l = part->layer_hi - 1; l >= part->layer_lo; l--)
+            if ((st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH))) return st;
+        if ((st = mdc_gpt2_embed_backward(m, a))) return st;
+    }
+    if (p->dp && (st = mdc_dp_finish(p->dp))) return st;
+    if (p->tp_group && p->sp_partial && (st = sp_reduce(p))) return st;
+    return MDC_OK;
+}
+
+mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *loss, float *grad_norm) {
+    mdc_gpt2 *m = p->m;
+    double sumsq;
+    if (p->dp) {
+        sumsq = mdc_dp_sumsq(p->dp, p->skip);
+    } else if (!p->skip) {
+        sumsq = mdc_gpt2_grad_sumsq(m);
+    } else {
+        sumsq = 0;
+        float *G = mdc_gpt2_grads(m);
+        for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
+            const mdc_param_tensor *t = mdc_gpt2_local_tensor(m, i);
+            if (!p->skip[i]) sumsq += mdc_grad_sumsq(mdc_gpt2_device(m), G + t->offset, t->alloc);
+        }
+    }
+    double lsum = p->count_loss ? p->loss_sum : 0;
+    if (p->sum_group && mdc_group_size(p->sum_group) > 1) {
+        /* one allreduce, padded to W slots each, so its bytes are the ring's exact 2(W-1)/W */
+        size_t W = (size_t)mdc_group_size(p->sum_group);
+        double *sc = calloc(2 * W, sizeof(double));
+        if (!sc) return mdc_fail(MDC_ERR_OOM_HOST, "step scalars");
+        sc[0] = lsum, sc[1] = sumsq;
+        double b0 = sent(m);
+        mdc_status st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, MDC_F64, MDC_SUM, p->sum_group);
+        p->scalar_bytes = sent(m) - b0;
+        lsum = sc[0], sumsq = sc[1];
+        free(sc);
+        if (st) return st;
+    }
+    double norm = sqrt(sumsq);
+    if (loss) *loss = (float)(lsum / p->tokens);
+    if (grad_norm) *grad_norm = (float)norm;
+    if (p->dp) return mdc_dp_update(p->dp, o, norm);
+    return mdc_gpt2_adamw_all(m, o, mdc_clip_scale(norm, o->grad_clip));
+}
+
+mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o,
+                        float *loss, float *grad_norm) {
+    mdc_status st = mdc_step_grads(p, inputs, targets);
+    return st ? st : mdc_step_update(p, o, loss, grad_norm);
+}

@@ -1,0 +1,232 @@
+/* The trainer (include/minidc/train.h): one object that runs any mesh. It builds the mesh's
+ * groups, this rank's model partition (initialized by global element index, so every shard is
+ * the serial slice), the tensor-parallel communication points, the data-parallel component on
+ * the dense data-parallel group, and the step plan; it moves state between the local layouts
+ * and the serial (global) one for checkpoints and checks. The serial model is the trainer
+ * without a transport. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/kernels.h"
+#include "minidc/train.h"
+
+struct mdc_trainer {
+    mdc_trainer_config tc;
+    mdc_mesh *mesh;   /* NULL: serial */
+    mdc_tp *tp;       /* NULL: tp = 1 */
+    mdc_gpt2 *m;
+    mdc_dp *dp;       /* NULL: one replica and no ZeRO */
+    mdc_step_plan plan;
+    char *skip, *sp_partial;
+    int dp_rank, dp_size, tp_rank, steps;
+};
+
+static int coord(const mdc_trainer *t, mdc_axis a) { return t->mesh ? mdc_mesh_coord(t->mesh, a) : 0; }
+
+mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *dev, const mdc_trainer_config *tc,
+                              uint64_t seed) {
+    *out = NULL;
+    const mdc_mesh_dims *d = &tc->dims;
+    if (d->cp > 1) return mdc_fail(MDC_ERR_INVALID, "--cp %d: context parallelism is not built yet (use --cp 1)", d->cp);
+    if (d->ep > 1) return mdc_fail(MDC_ERR_INVALID, "--ep %d: expert parallelism is not built yet (use --ep 1)", d->ep);
+    if (d->pp > 1) return mdc_fail(MDC_ERR_INVALID, "--pp %d: pipeline parallelism is not built yet (use --pp 1)", d->pp);
+    if (!tr && d->tp * d->cp * d->ep * d->dp * d->pp != 1)
+        return mdc_fail(MDC_ERR_INVALID, "a mesh of more than one rank needs a transport (run under mpiexec.mpich)");
+    if (tc->micro_batch <= 0 || tc->accum <= 0 || tc->seq <= 0)
+        return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x --accum %d x --seq %d: all must be positive", tc->micro_batch,
+                        tc->accum, tc->seq);
+    mdc_trainer *t = calloc(1, sizeof *t);
+    if (!t) return mdc_fail(MDC_ERR_OOM_HOST, "trainer");
+    t->tc = *tc;
+    mdc_status st = MDC_OK;
+    if (tr && (st = mdc_mesh_create(&t->mesh, tr, d))) goto fail;
+    t->tp_rank = coord(t, MDC_AXIS_TP);
+    t->dp_rank = coord(t, MDC_AXIS_DP), t->dp_size = d->dp;
+    mdc_gpt2_part part = mdc_gpt2_part_serial(&tc->cfg);
+    part.tp = d->tp, part.tp_rank = t->tp_rank, part.sp = tc->sp;
+    if ((st = mdc_gpt2_part_check(&part, &tc->cfg, tc->seq))) goto fail;
+    if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
+    if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch,
+                                   tc->seq, mdc_dp_model_flags(tc->zero))))
+        goto fail;
+    mdc_gpt2_init(t->m, seed);
+    if (d->dp > 1 || tc->zero) {
+        mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, tc->seq, tc->bucket_bytes, tc->poison, tc->prefetch};
+        mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
+        if (!g) { st = mdc_fail(MDC_ERR_INVALID, "--zero %d needs a transport (run under mpiexec.mpich)", tc->zero); goto fail; }
+        if ((st = mdc_dp_attach(&t->dp, g, t->m, &dc))) goto fail;
+    }
+    int n = mdc_gpt2_local_count(t->m);
+    if (d->tp > 1) {
+        t->skip = calloc((size_t)n, 1), t->sp_partial = calloc((size_t)n, 1);
+        if (!t->skip || !t->sp_partial) { st = mdc_fail(MDC_ERR_OOM_HOST, "trainer"); goto fail; }
+        for (int i = 0; i < n; i++) {
+            const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
+            int replicated = p->split == MDC_SPLIT_NONE;
+            t->skip[i] = replicated && t->tp_rank > 0;          /* counted once, on tp rank 0 */
+            t->sp_partial[i] = tc->sp && replicated && p->global != 1; /* wpe's gradient is whole */
+        }
+    }
+    mdc_step_plan *p = &t->plan;
+    *p = mdc_step_plan_default(t->m);
+    p->dp = t->dp;
+    p->sum_group = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
+    p->tp_group = tc->sp && t->tp ? mdc_tp_group(t->tp) : NULL;
+    p->count_loss = t->tp_rank == 0;
+    p->skip = t->skip;
+    p->sp_partial = tc->sp ? t->sp_partial : NULL;
+    p->micro_batch = tc->micro_batch, p->accum = tc->accum, p->seq = tc->seq;
+    p->tokens = (double)tc->micro_batch * tc->seq * tc->accum * d->dp;
+    p->dloss = 1.0f / ((float)tc->micro_batch * (float)tc->accum * (float)d->dp * (float)tc->seq);
+    *out = t;
+    return MDC_OK;
+fail:
+    mdc_trainer_free(t);
+    return st;
+}
+
+void mdc_trainer_free(mdc_trainer *t) {
+    if (!t) return;
+    mdc_dp_free(t->dp);
+    mdc_gpt2_free(t->m);
+    mdc_tp_free(t->tp);
+    mdc_mesh_free(t->mesh);
+    free(t->skip), free(t->sp_partial);
+    free(t);
+}
+
+mdc_gpt2 *mdc_trainer_model(mdc_trainer *t) { return t->m; }
+const mdc_mesh *mdc_trainer_mesh(const mdc_trainer *t) { return t->mesh; }
+int mdc_trainer_adam_step(const mdc_trainer *t) { return t->dp ? mdc_dp_adam_step(t->dp) : mdc_gpt2_adam_step(t->m); }
+
+mdc_status mdc_trainer_step(mdc_trainer *t, const int *inputs, const int *targets, const mdc_adamw_config *o,
+                            float *loss, float *grad_norm) {
+    size_t off = (size_t)t->dp_rank * t->tc.accum * t->tc.micro_batch * t->tc.seq;
+    if (t->tp) mdc_tp_reset_counts(t->tp);
+    mdc_status st = mdc_step_run(&t->plan, inputs + off, targets + off, o, loss, grad_norm);
+    t->steps++;
+    if (!st && t->tc.check_replicas && t->tp) st = mdc_trainer_check_replicas(t);
+    return st;
+}
+
+/* ---- state in the global layout ------------------------------------------------------------- */
+
+/* This rank's local arrays (params, m, v) in full local layout, gathered over data parallelism
+ * to dp rank 0 (the others get nothing: *have = 0). */
+static mdc_status local_state(mdc_trainer *t, float *lp, float *lm, float *lv, int *have) {
+    size_t bytes = mdc_gpt2_local_floats(t->m) * sizeof(float);
+    *have = t->dp_rank == 0;
+    if (t->dp) return mdc_dp_gather_state(t->dp, lp, lm, lv, 0);
+    memcpy(lp, mdc_gpt2_params(t->m), bytes);
+    float *am = mdc_gpt2_adam_m(t->m), *av = mdc_gpt2_adam_v(t->m);
+    am ? (void)memcpy(lm, am, bytes) : (void)memset(lm, 0, bytes);
+    av ? (void)memcpy(lv, av, bytes) : (void)memset(lv, 0, bytes);
+    return MDC_OK;
+}
+
+mdc_status mdc_trainer_gather(mdc_trainer *t, float *params, float *m, float *v, int root) {
+    size_t L = mdc_gpt2_local_floats(t->m);
+    int tp = t->tc.dims.tp, have = 0, me = !t->mesh || mdc_transport_rank(mdc_group_transport(
+                                                          mdc_mesh_group(t->mesh, MDC_MESH_WORLD))) == root;
+    if (root != 0) return mdc_fail(MDC_ERR_INVALID, "mdc_trainer_gather: root %d (only world rank 0)", root);
+    float *loc = malloc(3 * L * sizeof(float)), *all = NULL;
+    mdc_gpt2 *lay = NULL;
+    mdc_status st = loc ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "gathering the training state");
+    if (!st) st = local_state(t, loc, loc + L, loc + 2 * L, &have);
+    /* the dp-rank-0 ranks of every tp rank send their local state to world rank 0 (tp rank 0) */
+    if (!st && have && tp > 1) {
+        all = me ? malloc((size_t)tp * 3 * L * sizeof(float)) : NULL;
+        if (me && !all) st = mdc_fail(MDC_ERR_OOM_HOST, "gathering the tp shards");
+        if (!st) st = mdc_gather(loc, all, 3 * L, MDC_F32, 0, mdc_tp_group(t->tp));
+    }
+    if (!st && me) {
+        float *dst[3] = {params, m, v};
+        for (int q = 0; q < tp && !st; q++) {
+            mdc_gpt2_part part = *mdc_gpt2_get_part(t->m);
+            part.tp_rank = q;
+            if ((st = mdc_gpt2_create_layout(&lay, mdc_gpt2_get_config(t->m), &part))) break;
+            const float *src = tp > 1 ? all + (size_t)q * 3 * L : loc;
+            for (int k = 0; k < 3; k++)
+                if (dst[k]) mdc_gpt2_local_to_global(lay, src + (size_t)k * L, dst[k]);
+            mdc_gpt2_free(lay);
+            lay = NULL;
+        }
+    }
+    free(all), free(loc);
+    return st;
+}
+
+mdc_status mdc_trainer_load(mdc_trainer *t, const float *params, const float *m, const float *v, int adam_step) {
+    size_t L = mdc_gpt2_local_floats(t->m);
+    float *loc = malloc(3 * L * sizeof(float));
+    if (!loc) return mdc_fail(MDC_ERR_OOM_HOST, "loading the training state");
+    mdc_gpt2_global_to_local(t->m, params, loc);
+    if (m) mdc_gpt2_global_to_local(t->m, m, loc + L);
+    else memset(loc + L, 0, L * sizeof(float));
+    if (v) mdc_gpt2_global_to_local(t->m, v, loc + 2 * L);
+    else memset(loc + 2 * L, 0, L * sizeof(float));
+    mdc_status st = MDC_OK;
+    if (t->dp) {
+        st = mdc_dp_load_state(t->dp, loc, loc + L, loc + 2 * L, adam_step);
+    } else {
+        memcpy(mdc_gpt2_params(t->m), loc, L * sizeof(float));
+        if (adam_step > 0 && !(st = mdc_gpt2_set_adam_step(t->m, adam_step))) {
+            memcpy(mdc_gpt2_adam_m(t->m), loc + L, L * sizeof(float));
+            memcpy(mdc_gpt2_adam_v(t->m), loc + 2 * L, L * sizeof(float));
+        }
+    }
+    free(loc);
+    return st;
+}
+
+/* ---- replicas --------------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t *h;
+    const mdc_gpt2 *m;
+} hash_ctx;
+static void hash_run(uint64_t *h, const float *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n * sizeof(float); i++) *h = (*h ^ b[i]) * 0x100000001b3ull; /* FNV-1a */
+}
+static void hash_visit(void *vc, int ti, float *grad, float *param, size_t n) {
+    (void)grad;
+    hash_ctx *c = vc;
+    if (mdc_gpt2_local_tensor(c->m, ti)->split == MDC_SPLIT_NONE) hash_run(&c->h[ti], param, n);
+}
+
+mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
+    if (!t->tp) return MDC_OK;
+    int n = mdc_gpt2_local_count(t->m), tp = t->tc.dims.tp;
+    uint64_t *h = calloc((size_t)n * (size_t)(tp + 1), sizeof(uint64_t));
+    if (!h) return mdc_fail(MDC_ERR_OOM_HOST, "replica check");
+    for (int i = 0; i < n; i++) h[i] = 0xcbf29ce484222325ull;
+    hash_ctx c = {h, t->m};
+    if (t->dp) mdc_dp_for_each_segment(t->dp, hash_visit, &c);
+    else
+        for (int i = 0; i < n; i++) {
+            const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
+            hash_visit(&c, i, NULL, mdc_gpt2_params(t->m) + p->offset, p->alloc);
+        }
+    mdc_status st = mdc_allgather(h, h + n, (size_t)n, MDC_I64, mdc_tp_group(t->tp));
+    for (int q = 1; !st && q < tp; q++)
+        for (int i = 0; i < n; i++)
+            if (h[n + (size_t)q * n + i] != h[n + i]) {
+                st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d the replicated tensor '%s' differs "
+                              "between tp rank 0 and tp rank %d (dp rank %d)", t->steps,
+                              mdc_gpt2_local_tensor(t->m, i)->name, q, t->dp_rank);
+                break;
+            }
+    free(h);
+    return st;
+}
+
+void mdc_trainer_report(mdc_trainer *t, FILE *out) {
+    if (t->tp) mdc_tp_report(t->tp, t->m, t->tc.micro_batch, t->tc.seq, t->tc.accum, t->plan.sp_bytes, out);
+    if (t->dp && t->tp_rank == 0) mdc_dp_report(t->dp, out);
+    if (t->mesh && mdc_mesh_group(t->mesh, MDC_MESH_WORLD) && mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == 0 &&
+        mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) > 1)
+        fprintf(out, "loss and gradient norm: one allreduce of 2 x %d doubles per step over every rank, %.0f bytes sent "
+                     "by rank 0\n", mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)), t->plan.scalar_bytes);
+}

@@ -1,0 +1,143 @@
+/* Checkpoints, the generated task and the serial comparison of `minidc train`
+ * (tools/train_state.h). A checkpoint is one safetensors file of global tensors with Hugging
+ * Face names (include/minidc/weights.h): the parameters, AdamW's m and v, the step, the data
+ * position and the seed, so any mesh resumes any other mesh's run. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train_state.h"
+
+/* Each sequence repeats a random pattern of 2..8 tokens drawn from the first min(V, 32) ids;
+ * after one period every next token is predictable. The loss falls from ln V to about ln 32
+ * as the model learns the alphabet (tens of steps), then toward (period / T) ln 32 as it
+ * learns to copy (hundreds). */
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+void mdc_train_generated_batch(int *inputs, int *targets, int B, int T, int V, uint64_t seed, int step) {
+    for (int b = 0; b < B; b++) {
+        uint64_t r = mix(seed ^ mix(((uint64_t)step << 20) + (uint64_t)b));
+        int period = 2 + (int)(r % 7), pat[8];
+        uint64_t alphabet = V < 32 ? (uint64_t)V : 32;
+        for (int i = 0; i < period; i++) pat[i] = (int)(mix(r + 1 + (uint64_t)i) % alphabet);
+        for (int t = 0; t <= T; t++) {
+            int tok = pat[t % period];
+            if (t < T) inputs[(size_t)b * T + t] = tok;
+            if (t > 0) targets[(size_t)b * T + t - 1] = tok;
+        }
+    }
+}
+
+/* A serial model on its own unaccounted device: the global layout for checkpoint files. */
+static mdc_status scratch_model(mdc_runtime *rt, const mdc_gpt2_config *cfg, mdc_device **dev, mdc_gpt2 **m) {
+    mdc_status st = mdc_device_create_spec(dev, mdc_device_get_spec(rt->dev), mdc_device_get_energy_table(rt->dev),
+                                           1e6, MDC_EMULATE_OFF, 1, rt->rank);
+    if (!st) st = mdc_gpt2_create(m, *dev, cfg, 1, 1);
+    return st;
+}
+
+/* fsync a file and its directory, so the rename of the safetensors writer is durable. */
+static mdc_status fsync_path(const char *path) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0) {
+        if (fd >= 0) close(fd);
+        return mdc_fail(MDC_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+    }
+    close(fd);
+    char *d = strdup(path);
+    if (!d) return mdc_fail(MDC_ERR_OOM_HOST, "fsync");
+    fd = open(dirname(d), O_RDONLY);
+    if (fd >= 0) fsync(fd), close(fd);
+    free(d);
+    return MDC_OK;
+}
+
+mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config *cfg, const char *path,
+                          const mdc_train_state *ts) {
+    mdc_device *sdev = NULL;
+    mdc_gpt2 *sm = NULL;
+    mdc_status st = MDC_OK;
+    float *p = NULL, *m = NULL, *v = NULL;
+    int step = mdc_trainer_adam_step(t);
+    if (rt->rank == 0) {
+        st = scratch_model(rt, cfg, &sdev, &sm);
+        if (!st && step > 0) st = mdc_gpt2_set_adam_step(sm, step);
+        if (!st) p = mdc_gpt2_params(sm), m = mdc_gpt2_adam_m(sm), v = mdc_gpt2_adam_v(sm);
+    }
+    /* a failure on rank 0 here is rank 0's alone: it aborts the peers (caller) */
+    if (!st) st = mdc_trainer_gather(t, p, m, v, 0);
+    if (!st && rt->rank == 0) {
+        st = mdc_checkpoint_save(path, sm, ts);
+        if (!st) st = fsync_path(path);
+    }
+    mdc_gpt2_free(sm);
+    mdc_device_free(sdev);
+    return st;
+}
+
+mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, const mdc_gpt2_config *cfg,
+                          const char *path, mdc_train_state *ts) {
+    mdc_tensorfile *tf = NULL;
+    mdc_device *sdev = NULL;
+    mdc_gpt2 *sm = NULL;
+    mdc_status st = mdc_safetensors_read(path, &tf);
+    if (!st) st = scratch_model(rt, cfg, &sdev, &sm);
+    if (!st) st = mdc_checkpoint_load(tf, path, sm, ts);
+    int step = sm ? mdc_gpt2_adam_step(sm) : 0;
+    if (!st) st = mdc_trainer_load(t, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
+    if (!st && serial) st = mdc_trainer_load(serial, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
+    mdc_tensorfile_free(tf);
+    mdc_gpt2_free(sm);
+    mdc_device_free(sdev);
+    return st;
+}
+
+mdc_status mdc_train_first_step(const char *path, uint64_t step, int steps, int *step0) {
+    if (step > (uint64_t)1 << 30)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: step %llu out of range (at most 2^30)", path, (unsigned long long)step);
+    /* 64-bit sum: the last step must still fit the int step counter */
+    if (steps < 0 || (long long)step + steps > INT_MAX)
+        return mdc_fail(MDC_ERR_INVALID, "--steps %d after step %llu of the checkpoint %s would pass step %d", steps,
+                        (unsigned long long)step, path, INT_MAX);
+    *step0 = (int)step;
+    return MDC_OK;
+}
+
+/* Relative differences of a (the mesh) and b (serial). Elementwise measures over the whole
+ * vector are dominated by parameters whose gradient is mostly rounding noise (the key bias's
+ * exact gradient is 0; rows of unused tokens), which AdamW amplifies: docs/data-parallel.md.
+ * So the criterion is normwise over everything, with a looser bound per tensor. */
+int mdc_train_compare(const mdc_gpt2_config *cfg, const float *a, const float *b, double worst_loss) {
+    double d2 = 0, b2 = 0, worst = 0;
+    char worst_name[48] = "";
+    for (int i = 0; i < mdc_gpt2_tensor_count(cfg); i++) {
+        mdc_param_tensor t;
+        mdc_gpt2_tensor_at(cfg, i, &t);
+        double dm = 0, bm = 0;
+        for (size_t j = t.offset; j < t.offset + t.numel; j++) {
+            double e = fabs((double)a[j] - b[j]);
+            if (isnan(e)) e = INFINITY;
+            d2 += e * e, b2 += (double)b[j] * b[j];
+            if (e > dm) dm = e;
+            if (fabs((double)b[j]) > bm) bm = fabs((double)b[j]);
+        }
+        double r = bm > 0 ? dm / bm : dm;
+        if (!(r <= worst)) worst = r, snprintf(worst_name, sizeof worst_name, "%s", t.name);
+    }
+    double l2 = b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
+    int ok = l2 <= 1e-5 && worst <= 1e-3;
+    printf("check-serial: largest loss difference %.3g; relative parameter difference %.3g (||mesh - serial|| / "
+           "||serial||; limit 1e-5), worst tensor %s %.3g (max |mesh - serial| / max |serial|; limit 1e-3): %s\n",
+           worst_loss, l2, worst_name, worst, ok ? "ok" : "FAILED");
+    return ok;
+}

@@ -1,0 +1,31 @@
+/* The state side of `minidc train` (tools/train_state.c): checkpoints of the global tensors
+ * written from and read into any mesh, the generated task, and the comparison with serial. */
+#ifndef MINIDC_TOOLS_TRAIN_STATE_H
+#define MINIDC_TOOLS_TRAIN_STATE_H
+
+#include "minidc/runtime.h"
+#include "minidc/train.h"
+#include "minidc/weights.h"
+
+/* The generated repeat task: B rows of T tokens for a step (deterministic in seed, step, row). */
+void mdc_train_generated_batch(int *inputs, int *targets, int B, int T, int V, uint64_t seed, int step);
+
+/* Gathers the trainer's state into the serial layout on rank 0 and writes one safetensors
+ * checkpoint there (atomically, fsync'd). Collective. */
+mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config *cfg, const char *path,
+                          const mdc_train_state *ts);
+/* Every rank reads the checkpoint and loads its partition (a bad file fails everywhere alike);
+ * `serial` (may be NULL) is loaded too. */
+mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, const mdc_gpt2_config *cfg,
+                          const char *path, mdc_train_state *ts);
+/* The first step of a run of `steps` steps resumed at `step` of checkpoint `path`:
+ * MDC_ERR_FORMAT if the step is out of range (above 2^30), MDC_ERR_INVALID if step + steps
+ * would pass INT_MAX; else *step0 = step. */
+mdc_status mdc_train_first_step(const char *path, uint64_t step, int steps, int *step0);
+
+/* --check-serial's verdict, printed on rank 0: every tensor's relative difference
+ * max |a - b| / max |b| (limit 1e-3) and the normwise ||a - b|| / ||b|| over all (limit
+ * 1e-5), a = the mesh's parameters, b = the serial run's. Returns 1 if within the limits. */
+int mdc_train_compare(const mdc_gpt2_config *cfg, const float *a, const float *b, double worst_loss);
+
+#endif
