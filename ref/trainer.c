@@ -100,14 +100,23 @@ mdc_gpt2 *mdc_trainer_model(mdc_trainer *t) { return t->m; }
 const mdc_mesh *mdc_trainer_mesh(const mdc_trainer *t) { return t->mesh; }
 int mdc_trainer_adam_step(const mdc_trainer *t) { return t->dp ? mdc_dp_adam_step(t->dp) : mdc_gpt2_adam_step(t->m); }
 
-mdc_status mdc_trainer_step(mdc_trainer *t, const int *inputs, const int *targets, const mdc_adamw_config *o,
-                            float *loss, float *grad_norm) {
+mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targets) {
     size_t off = (size_t)t->dp_rank * t->tc.accum * t->tc.micro_batch * t->tc.seq;
     if (t->tp) mdc_tp_reset_counts(t->tp);
-    mdc_status st = mdc_step_run(&t->plan, inputs + off, targets + off, o, loss, grad_norm);
+    return mdc_step_grads(&t->plan, inputs + off, targets + off);
+}
+
+mdc_status mdc_trainer_finish_step(mdc_trainer *t, const mdc_adamw_config *o, float *loss, float *grad_norm) {
+    mdc_status st = mdc_step_update(&t->plan, o, loss, grad_norm);
     t->steps++;
     if (!st && t->tc.check_replicas && t->tp) st = mdc_trainer_check_replicas(t);
     return st;
+}
+
+mdc_status mdc_trainer_step(mdc_trainer *t, const int *inputs, const int *targets, const mdc_adamw_config *o,
+                            float *loss, float *grad_norm) {
+    mdc_status st = mdc_trainer_grads(t, inputs, targets);
+    return st ? st : mdc_trainer_finish_step(t, o, loss, grad_norm);
 }
 
 /* ---- state in the global layout ------------------------------------------------------------- */
@@ -125,15 +134,31 @@ static mdc_status local_state(mdc_trainer *t, float *lp, float *lm, float *lv, i
     return MDC_OK;
 }
 
+static mdc_status gather_global(mdc_trainer *t, float *params, float *m, float *v, float *grads, int root);
+
 mdc_status mdc_trainer_gather(mdc_trainer *t, float *params, float *m, float *v, int root) {
+    return gather_global(t, params, m, v, NULL, root);
+}
+
+mdc_status mdc_trainer_gather_grads(mdc_trainer *t, float *grads, int root) {
+    if (t->tc.zero) return mdc_fail(MDC_ERR_INVALID, "gathering gradients: ZeRO-%d shards them (use --zero 0)", t->tc.zero);
+    return gather_global(t, NULL, NULL, NULL, grads, root);
+}
+
+static mdc_status gather_global(mdc_trainer *t, float *params, float *m, float *v, float *grads, int root) {
     size_t L = mdc_gpt2_local_floats(t->m);
-    int tp = t->tc.dims.tp, have = 0, me = !t->mesh || mdc_transport_rank(mdc_group_transport(
-                                                          mdc_mesh_group(t->mesh, MDC_MESH_WORLD))) == root;
+    int tp = t->tc.dims.tp, have = 0, me = !t->mesh || mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == root;
     if (root != 0) return mdc_fail(MDC_ERR_INVALID, "mdc_trainer_gather: root %d (only world rank 0)", root);
     float *loc = malloc(3 * L * sizeof(float)), *all = NULL;
     mdc_gpt2 *lay = NULL;
     mdc_status st = loc ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "gathering the training state");
-    if (!st) st = local_state(t, loc, loc + L, loc + 2 * L, &have);
+    if (!st && grads) { /* DDP: every replica holds the reduced gradients */
+        memcpy(loc, mdc_gpt2_grads(t->m), L * sizeof(float));
+        memset(loc + L, 0, 2 * L * sizeof(float));
+        have = t->dp_rank == 0;
+    } else if (!st) {
+        st = local_state(t, loc, loc + L, loc + 2 * L, &have);
+    }
     /* the dp-rank-0 ranks of every tp rank send their local state to world rank 0 (tp rank 0) */
     if (!st && have && tp > 1) {
         all = me ? malloc((size_t)tp * 3 * L * sizeof(float)) : NULL;
@@ -141,7 +166,7 @@ mdc_status mdc_trainer_gather(mdc_trainer *t, float *params, float *m, float *v,
         if (!st) st = mdc_gather(loc, all, 3 * L, MDC_F32, 0, mdc_tp_group(t->tp));
     }
     if (!st && me) {
-        float *dst[3] = {params, m, v};
+        float *dst[3] = {grads ? grads : params, m, v};
         for (int q = 0; q < tp && !st; q++) {
             mdc_gpt2_part part = *mdc_gpt2_get_part(t->m);
             part.tp_rank = q;

@@ -79,6 +79,13 @@ mdc_status mdc_trainer_step(mdc_trainer *t, const int *inputs, const int *target
  * m, v may be NULL): collective over every rank. And back from global arrays every rank holds. */
 mdc_status mdc_trainer_gather(mdc_trainer *t, float *params, float *m, float *v, int root);
 mdc_status mdc_trainer_load(mdc_trainer *t, const float *params, const float *m, const float *v, int adam_step);
+/* The first half of a step (forward and backward of every micro-batch, gradients reduced,
+ * no update), for checks: then mdc_trainer_gather_grads puts the gradients in the global
+ * layout on world rank 0 (collective; --zero 0 only, MDC_ERR_INVALID for sharded gradients),
+ * and mdc_trainer_finish_step updates as mdc_trainer_step would have. */
+mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targets);
+mdc_status mdc_trainer_gather_grads(mdc_trainer *t, float *grads, int root);
+mdc_status mdc_trainer_finish_step(mdc_trainer *t, const mdc_adamw_config *o, float *loss, float *grad_norm);
 int mdc_trainer_adam_step(const mdc_trainer *t);
 mdc_gpt2 *mdc_trainer_model(mdc_trainer *t);
 const mdc_mesh *mdc_trainer_mesh(const mdc_trainer *t);
