@@ -11,5 +11,9 @@
 #include "minidc/model.h"
 #include "minidc/tensorfile.h"
 #include "minidc/datasets.h"
+#include "minidc/dp.h"
+#include "minidc/mesh.h"
+#include "minidc/tp.h"
+#include "minidc/train.h"
 
 #endif
