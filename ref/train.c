@@ -71,6 +71,17 @@ static mdc_status sp_reduce(mdc_step_plan *p) {
     return st;
 }
 
+mdc_status mdc_step_forward(mdc_step_plan *p, const int *inputs, const int *targets, double *loss_sum) {
+    mdc_gpt2 *m = p->m;
+    mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
+    const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
+    mdc_status st = mdc_gpt2_set_batch(a, inputs, targets, p->micro_batch, p->seq);
+    if (!st) st = mdc_gpt2_embed_forward(m, a);
+    for (int l = part->layer_lo; !st && l < part->layer_hi; l++) st = mdc_gpt2_block_forward(m, a, l);
+    if (!st) st = mdc_gpt2_head_forward(m, a, loss_sum);
+    return st;
+}
+
 mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *targets) {
     mdc_gpt2 *m = p->m;
     mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
@@ -83,11 +94,7 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
     for (int k = 0; k < p->accum; k++) {
         if (p->dp) mdc_dp_begin_micro(p->dp, k);
         double sum = 0;
-        if ((st = mdc_gpt2_set_batch(a, inputs + k * rows, targets + k * rows, p->micro_batch, p->seq))) return st;
-        if ((st = mdc_gpt2_embed_forward(m, a))) return st;
-        for (int l = part->layer_lo; l < part->layer_hi; l++)
-            if ((st = mdc_gpt2_block_forward(m, a, l))) return st;
-        if ((st = mdc_gpt2_head_forward(m, a, &sum))) return st;
+        if ((st = mdc_step_forward(p, inputs + k * rows, targets + k * rows, &sum))) return st;
         p->loss_sum += sum;
         if ((st = mdc_gpt2_head_backward(m, a, p->dloss))) return st;
         for (int l = part->layer_hi - 1; l >= part->layer_lo; l--)

@@ -1,6 +1,8 @@
 #!/bin/bash
 # `minidc train`: a short run on the generated task (progress lines, falling loss, the device
-# report), and the exit status 2 with a message naming the option for bad options.
+# report), the exit status 2 with a message naming the option for bad options, the serial
+# results pinned bit for bit (tiny, seed 1, 10 steps: the losses and a digest of every tensor
+# of the checkpoint), and --save then --resume equal to the run that never stopped.
 BUILD=${BUILD:-build}
 m=$BUILD/minidc
 fail=0
@@ -36,4 +38,39 @@ status "bad number" 2 "$t/num" $m train --steps many
 check "number message" "$t/num" "--steps needs an integer"
 status "help" 0 "$t/help" $m train --help
 check "help text" "$t/help" "--config NAME"
+# ---- pinned serial results: any change to the model's arithmetic shows here -----------------
+# The digest is SHA-256 over the checkpoint's tensors (name, then bytes, in name order):
+# parameters and AdamW moments after 10 steps, so every step's gradient is in it.
+digest() {
+    /usr/bin/python3 - "$1" <<'EOF'
+import hashlib, json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+hdr = json.loads(b[8:8 + n]); data = b[8 + n:]
+h = hashlib.sha256()
+for k in sorted(k for k in hdr if k != "__metadata__"):
+    s, e = hdr[k]["data_offsets"]; h.update(k.encode()); h.update(data[s:e])
+print(h.hexdigest())
+EOF
+}
+status "pinned: tiny, seed 1, 10 steps" 0 "$t/pin" $m train --config tiny --seed 1 --steps 10 --save "$t/pin.st"
+want_loss="6.2582 5.8736 5.5721 5.4806 5.3121 5.1052 5.0118 4.8043 4.6910 4.5624"
+want_norm="4.507 3.278 2.431 2.285 2.204 2.333 2.273 2.147 2.166 2.112"
+got_loss=$(awk '/^step /{printf "%s%s", sep, $4; sep=" "}' "$t/pin")
+got_norm=$(awk '/^step /{printf "%s%s", sep, $6; sep=" "}' "$t/pin")
+[ "$got_loss" = "$want_loss" ] || { echo "FAIL: pinned losses: got $got_loss, want $want_loss"; fail=1; }
+[ "$got_norm" = "$want_norm" ] || { echo "FAIL: pinned norms: got $got_norm, want $want_norm"; fail=1; }
+want_digest=c4d97f4d11e932985b5ef00c06b0bbf29488ea7098fa6478df190b0f7e99624d
+got_digest=$(digest "$t/pin.st")
+[ "$got_digest" = "$want_digest" ] || { echo "FAIL: pinned tensors after 10 steps: digest $got_digest, want $want_digest"; fail=1; }
+
+# ---- --save, then --resume: the same bits as the run that never stopped ---------------------
+$m data generate copy --tokens 6000 "$t/copy.bin" >/dev/null 2>&1 || { echo "FAIL: minidc data generate"; fail=1; }
+r="--config tiny --batch 4 --seq 32 --data $t/copy.bin"
+status "6 steps in one run" 0 "$t/a" $m train $r --steps 6 --save "$t/a.st"
+status "3 steps" 0 "$t/b" $m train $r --steps 3 --save "$t/b.st"
+status "3 more, resumed" 0 "$t/c" $m train $r --steps 3 --resume "$t/b.st" --save "$t/c.st"
+cmp -s "$t/a.st" "$t/c.st" || { echo "FAIL: the resumed run's checkpoint differs from the uninterrupted run's"; fail=1; }
+l6a=$(awk '/^step     6 /{print $4}' "$t/a"); l6c=$(awk '/^step     6 /{print $4}' "$t/c")
+[ -n "$l6a" ] && [ "$l6a" = "$l6c" ] || { echo "FAIL: step 6's loss '$l6a' vs '$l6c' after resuming"; fail=1; }
 exit $fail

@@ -1,5 +1,7 @@
-/* minidc bench train: one GPT-2 training step (forward, backward, clipping, AdamW) on a named
- * config, B=4, T=min(256, context), 2 OpenMP threads: ms per step (median), tokens/s, model
+/* minidc bench train: one GPT-2 training step (forward, backward, clipping, AdamW: the step
+ * every mesh runs, ref/train.c) on a named config, B=4, T=min(256, context), 2 OpenMP threads;
+ * under mpiexec.mpich with --tp T [--sp], the same global batch on a tensor-parallel mesh
+ * (rank 0 reports; the ms are its wall time per step): ms per step (median), tokens/s, model
  * FLOPs utilization against this machine's 2-thread sgemm peak (measured here through the
  * same fixed-partition sgemm the kernels use), and peak resident memory against the computed
  * params + grads + AdamW + activations. With --torch-ms X (PyTorch's ms per step for the same
@@ -16,6 +18,8 @@
 #include "commands.h"
 #include "minidc/kernels.h"
 #include "minidc/model.h"
+#include "minidc/runtime.h"
+#include "minidc/train.h"
 
 static double status_kib(const char *key) { /* VmHWM / VmRSS from /proc/self/status, KiB */
     FILE *f = fopen("/proc/self/status", "r");
@@ -86,17 +90,19 @@ static int arg_ms(const char *opt, const char *v, double *out) {
 
 int mdc_bench_train(int argc, char **argv) {
     const char *config = "tiny";
-    int B = 4, T = 0, steps = 0, threads = 2;
+    int B = 4, T = 0, steps = 0, threads = 2, tp = 1, sp = 0;
     double torch_ms = 0, torch_cpu = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) {
             printf("usage: minidc bench train [--config tiny|small|gpt2] [--batch 4] [--seq T] [--steps N]\n"
                    "                          [--threads 2] [--torch-ms MS] [--torch-cpu-ms MS]\n"
+                   "       mpiexec.mpich -n T minidc bench train --tp T [--sp] ...   (tensor parallel)\n"
                    "--batch 1..1024, --seq 1..the context, --steps 1..100000, --threads 1..1024\n"
                    "cpu ms = process CPU time per step / threads: the step's cost when the cores are shared\n");
             return 0;
         }
+        if (!strcmp(a, "--sp")) { sp = 1; continue; }
         if (!v) { fprintf(stderr, "minidc bench train: %s needs a value\n", a); return 2; }
         int ok = 1;
         if (!strcmp(a, "--config")) config = v;
@@ -104,6 +110,7 @@ int mdc_bench_train(int argc, char **argv) {
         else if (!strcmp(a, "--seq")) ok = mdc_arg_int("bench train", a, v, 1, 1 << 20, &T);
         else if (!strcmp(a, "--steps")) ok = mdc_arg_int("bench train", a, v, 1, MAX_STEPS, &steps);
         else if (!strcmp(a, "--threads")) ok = mdc_arg_int("bench train", a, v, 1, MAX_THREADS, &threads);
+        else if (!strcmp(a, "--tp")) ok = mdc_arg_int("bench train", a, v, 1, 64, &tp);
         else if (!strcmp(a, "--torch-ms")) ok = arg_ms(a, v, &torch_ms);
         else if (!strcmp(a, "--torch-cpu-ms")) ok = arg_ms(a, v, &torch_cpu);
         else { fprintf(stderr, "minidc bench train: unknown option '%s'\n", a); return 2; }
@@ -128,25 +135,40 @@ int mdc_bench_train(int argc, char **argv) {
     double rss0 = status_kib("VmRSS:"); /* OpenBLAS buffers and the program, before the model */
     FILE *cr = fopen("/proc/self/clear_refs", "w"); /* "5": reset VmHWM (the peak test's matrices) */
     if (cr) fputs("5", cr), fclose(cr);
-    mdc_device_options o;
-    mdc_device_options_default(&o);
+    mdc_runtime rt;
+    memset(&rt, 0, sizeof rt);
     mdc_device *dev = NULL;
-    mdc_gpt2 *m = NULL;
-    mdc_status st = mdc_device_create(&dev, &o, 0);
-    if (!st) st = mdc_gpt2_create(&m, dev, &cfg, B, T);
+    mdc_trainer *tr = NULL;
+    mdc_status st = MDC_OK;
+    if (tp > 1 || sp) { /* a tensor-parallel mesh: MPI, every rank one device */
+        int one = 1;
+        char *noargs[] = {argv[0], NULL}, **pa = noargs;
+        if (!(st = mdc_runtime_init(&rt, &one, &pa)) && rt.size != tp)
+            st = mdc_fail(MDC_ERR_INVALID, "--tp %d but the job has %d rank(s): run mpiexec.mpich -n %d", tp, rt.size, tp);
+        dev = rt.dev;
+        if (!getenv("MINIDC_ALGO_ALLREDUCE")) mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "ring");
+        if (!getenv("MINIDC_ALGO_REDUCE_SCATTER")) mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, "ring");
+        if (!getenv("MINIDC_ALGO_ALLGATHER")) mdc_coll_set_algo(MDC_COLL_ALLGATHER, "ring");
+    } else {
+        mdc_device_options o;
+        mdc_device_options_default(&o);
+        st = mdc_device_create(&dev, &o, 0);
+    }
+    mdc_trainer_config tc = {cfg, {tp, 1, 1, 1, 1}, sp, 0, 0, 0, B, 1, T, 0, 0};
+    if (!st) st = mdc_trainer_create(&tr, rt.tr, dev, &tc, 1);
     if (st) {
         fprintf(stderr, "minidc bench train: %s: %s\n", mdc_strerror(st), mdc_detail());
+        if (rt.tr) mdc_runtime_die(&rt, st, 1, st == MDC_ERR_INVALID ? 2 : 1);
         mdc_device_free(dev);
-        return 1;
+        return st == MDC_ERR_INVALID ? 2 : 1;
     }
-    mdc_gpt2_init(m, 1);
     size_t nin = sizeof(int) * 2 * (size_t)B * (size_t)T, nms = sizeof(double) * 2 * (size_t)steps;
     int *in = malloc(nin);
     double *ms = malloc(nms);
     if (!in || !ms) {
         free(in), free(ms);
-        mdc_gpt2_free(m);
-        mdc_device_free(dev);
+        mdc_trainer_free(tr);
+        if (!rt.tr) mdc_device_free(dev);
         return oom(!in ? "the input and target tokens" : "the step times", !in ? nin : nms);
     }
     int *tg = in + B * T;
@@ -156,14 +178,25 @@ int mdc_bench_train(int argc, char **argv) {
     mdc_adamw_config opt;
     mdc_adamw_config_default(&opt);
     float loss = 0;
+    mdc_dev_reset_counters(dev);
+    double v0 = 0;
     for (int s = 0; s <= steps; s++) { /* step 0 warms up (first touch of grads, AdamW state) */
         double t0 = mdc_wall_time(), c0 = cpu_seconds();
-        mdc_gpt2_forward(m, in, tg, B, T, &loss);
-        mdc_gpt2_zero_grad(m);
-        mdc_gpt2_backward(m);
-        mdc_gpt2_update(m, &opt, NULL);
+        if ((st = mdc_trainer_step(tr, in, tg, &opt, &loss, NULL))) {
+            fprintf(stderr, "minidc bench train: %s: %s\n", mdc_strerror(st), mdc_detail());
+            if (rt.tr) mdc_runtime_die(&rt, st, 0, 1);
+            return 1;
+        }
         if (s) ms[s - 1] = (mdc_wall_time() - t0) * 1e3, cms[s - 1] = (cpu_seconds() - c0) * 1e3 / threads;
+        else {
+            mdc_dev_counters c;
+            mdc_dev_get_counters(dev, &c);
+            v0 = c.now;
+        }
     }
+    mdc_dev_counters vc;
+    mdc_dev_get_counters(dev, &vc);
+    double vms = (vc.now - v0) / steps * 1e3; /* virtual ms per step on the preset */
     qsort(ms, steps, sizeof(double), cmp_d);
     qsort(cms, steps, sizeof(double), cmp_d);
     double cmed = cms[steps / 2];
@@ -172,11 +205,19 @@ int mdc_bench_train(int argc, char **argv) {
     double cmfu = flops / (cmed * 1e-3) / cpu_peak;
     mdc_gpt2_memory need = mdc_gpt2_memory_need(&cfg, B, T);
     double hwm = status_kib("VmHWM:") * 1024, model_rss = hwm - rss0 * 1024;
-    printf("%-6s B=%d T=%-4d minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  %6.1f GFLOP/step  MFU %5.1f%% of %.0f "
-           "(cpu %5.1f%% of %.0f GFLOP/s)  RSS %.1f MiB (model %.1f) / computed %.1f MiB = %.2fx\n",
-           config, B, T, med, cmed, tok, flops / 1e9, 100 * mfu, peak / 1e9, 100 * cmfu, cpu_peak / 1e9, hwm / 1048576,
-           model_rss / 1048576, need.total / 1048576.0, model_rss / need.total);
-    if (torch_ms > 0) {
+    char mesh[32] = "";
+    if (tp > 1) snprintf(mesh, sizeof mesh, " tp=%d%s", tp, sp ? "+sp" : "");
+    if (rt.rank == 0 && tp > 1)
+        printf("%-6s B=%d T=%-4d%s minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  virtual %.3f ms/step on %s\n", config, B, T,
+               mesh, med, cmed, tok, vms, mdc_device_get_spec(dev)->name);
+    else if (rt.rank == 0)
+        printf("%-6s B=%d T=%-4d minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  %6.1f GFLOP/step  MFU %5.1f%% of %.0f "
+               "(cpu %5.1f%% of %.0f GFLOP/s)  RSS %.1f MiB (model %.1f) / computed %.1f MiB = %.2fx  virtual %.3f "
+               "ms/step on %s\n",
+               config, B, T, med, cmed, tok, flops / 1e9, 100 * mfu, peak / 1e9, 100 * cmfu, cpu_peak / 1e9,
+               hwm / 1048576, model_rss / 1048576, need.total / 1048576.0, model_rss / need.total, vms,
+               mdc_device_get_spec(dev)->name);
+    if (torch_ms > 0 && rt.rank == 0) {
         double target = !strcmp(config, "tiny") ? 2.0 : !strcmp(config, "small") ? 1.5 : 1.2;
         double ratio = torch_ms / med;
         printf("%-6s B=%d T=%-4d torch  %9.1f ms (cpu %8.1f) %9.0f tok/s  ratio %.2fx (cpu %.2fx), target %.1fx: %s\n",
@@ -184,7 +225,8 @@ int mdc_bench_train(int argc, char **argv) {
                torch_cpu > 0 ? torch_cpu / cmed : 0, target, ratio >= target ? "PASS" : "MISS");
     }
     free(ms), free(in);
-    mdc_gpt2_free(m);
-    mdc_device_free(dev);
+    mdc_trainer_free(tr);
+    if (rt.tr) mdc_runtime_finalize(&rt);
+    else mdc_device_free(dev);
     return 0;
 }

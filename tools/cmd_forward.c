@@ -10,7 +10,8 @@
  * "loss" (scalar), "losses" (B,T) and "grad.<name>" for each parameter (minidc's table names:
  * wte, wpe, h.N.ln_1.weight, ...; HF shapes). With --steps N: "steps.loss" (N+1) = the loss
  * before each of the N AdamW steps and after the last, and "final.<name>" = the parameters
- * after N steps. Exit status: 0 ok, 1 failure, 2 bad usage. */
+ * after N steps. The forward, the gradients and the steps are the training step's code
+ * (ref/train.c), as `minidc train` runs it. Exit status: 0 ok, 1 failure, 2 bad usage. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "minidc/kernels.h"
 #include "minidc/model.h"
 #include "minidc/tensorfile.h"
+#include "minidc/train.h"
 #include "minidc/weights.h"
 
 static void usage(FILE *f) {
@@ -183,7 +185,12 @@ int mdc_cmd_forward(int argc, char **argv) {
     wt = NULL;
 
     float loss = -1;
-    TRY(mdc_gpt2_forward(m, x, y, B, T, &loss));
+    mdc_step_plan plan = mdc_step_plan_default(m);
+    plan.micro_batch = B, plan.seq = T, plan.tokens = (double)B * T;
+    plan.dloss = 1.0f / ((float)B * (float)T);
+    double lsum = 0;
+    TRY(mdc_step_forward(&plan, x, y, &lsum));
+    if (y) loss = (float)(lsum / plan.tokens);
     TRY(mdc_tensorfile_new(&out));
     TRY(mdc_gpt2_set_config_meta(&cfg, out));
     /* logits without the padding columns */
@@ -199,8 +206,7 @@ int mdc_cmd_forward(int argc, char **argv) {
     if (y) {
         TRY(mdc_tensorfile_add(out, "loss", MDC_TD_F32, 0, NULL, &loss));
         TRY(mdc_tensorfile_add(out, "losses", MDC_TD_F32, 2, bt, mdc_gpt2_losses(m)));
-        TRY(mdc_gpt2_zero_grad(m));
-        TRY(mdc_gpt2_backward(m));
+        TRY(mdc_step_grads(&plan, x, y));
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_grads(m), "grad.", 0, out));
     }
     if (steps > 0) {
@@ -209,16 +215,11 @@ int mdc_cmd_forward(int argc, char **argv) {
             st = mdc_fail(MDC_ERR_OOM_HOST, "steps");
             goto fail;
         }
-        step_loss[0] = loss;
-        for (int k = 0; k < steps; k++) {
-            if (k > 0) {
-                TRY(mdc_gpt2_zero_grad(m));
-                TRY(mdc_gpt2_forward(m, x, y, B, T, &step_loss[k]));
-                TRY(mdc_gpt2_backward(m));
-            }
-            TRY(mdc_gpt2_update(m, &opt, NULL));
-        }
-        TRY(mdc_gpt2_forward(m, x, y, B, T, &step_loss[steps]));
+        /* the gradients of the first step are there already: update, then full steps */
+        TRY(mdc_step_update(&plan, &opt, &step_loss[0], NULL));
+        for (int k = 1; k < steps; k++) TRY(mdc_step_run(&plan, x, y, &opt, &step_loss[k], NULL));
+        TRY(mdc_step_forward(&plan, x, y, &lsum));
+        step_loss[steps] = (float)(lsum / plan.tokens);
         int64_t ns[1] = {steps + 1};
         TRY(mdc_tensorfile_add(out, "steps.loss", MDC_TD_F32, 1, ns, step_loss));
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "final.", 0, out));

@@ -40,6 +40,9 @@ typedef struct {
 
 /* A plan for model m alone: one micro-batch of the default set's size, no groups. */
 mdc_step_plan mdc_step_plan_default(mdc_gpt2 *m);
+/* The forward of one micro-batch (micro_batch rows of seq tokens; targets may be NULL) on the
+ * plan's activation set: logits and per-position losses there, *loss_sum their sum. */
+mdc_status mdc_step_forward(mdc_step_plan *p, const int *inputs, const int *targets, double *loss_sum);
 /* Forward and backward of every micro-batch (inputs, targets: this rank's accum x
  * micro_batch rows of seq tokens), gradients complete and reduced over data parallelism and
  * SP. Leaves the loss sum in p->loss_sum. */
