@@ -93,22 +93,25 @@ void mdc_tp_reset_counts(mdc_tp *tp) { memset(&tp->counts, 0, sizeof tp->counts)
 void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double sp_grad_bytes, FILE *out) {
     if (mdc_group_world_rank(tp->g, 0) != 0 || tp->r != 0) return; /* world rank 0 prints */
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
-    double t = tp->t, L = c->L, h = c->C, a = c->H, bs = (double)b * s, bsh = bs * h, beta = 4, f = (t - 1) / t;
+    double t = tp->t, L = c->L, h = c->C, a = c->H, bs = (double)b * s, bsh = bs * h, beta = 4;
+    /* (t-1)/t of a block, in integers (h and bs' are multiples of t): exact, comparable with == */
+    double ring_bsh = (t - 1) * (bsh / t) * beta, ring_bsp;
     double bsp = (double)mdc_tp_padded(tp, (size_t)(b * s));
+    ring_bsp = (t - 1) * (bsp / t) * beta;
     const mdc_tp_counts *n = &tp->counts;
     /* per micro-batch: TP 2 AR per layer forward (g) and 2 backward (f), the embedding's g, the
      * LM head's f (its input gradient); SP turns each into RS + AG, gathers the column-parallel
      * inputs again in backward (2 per layer, and ln_f's) */
     double want_calls[MDC_TP_KINDS], want_bytes[MDC_TP_KINDS];
     if (!tp->sp) {
-        want_calls[MDC_TP_AR] = k * (4 * L + 2), want_bytes[MDC_TP_AR] = want_calls[MDC_TP_AR] * 2 * f * bsh * beta;
+        want_calls[MDC_TP_AR] = k * (4 * L + 2), want_bytes[MDC_TP_AR] = want_calls[MDC_TP_AR] * 2 * ring_bsh;
         want_calls[MDC_TP_AG] = want_calls[MDC_TP_RS] = want_bytes[MDC_TP_AG] = want_bytes[MDC_TP_RS] = 0;
     } else {
         want_calls[MDC_TP_AR] = want_bytes[MDC_TP_AR] = 0;
         want_calls[MDC_TP_AG] = k * (6 * L + 3), want_calls[MDC_TP_RS] = k * (4 * L + 2);
-        for (int i = MDC_TP_AG; i <= MDC_TP_RS; i++) want_bytes[i] = want_calls[i] * f * bsh * beta;
+        for (int i = MDC_TP_AG; i <= MDC_TP_RS; i++) want_bytes[i] = want_calls[i] * ring_bsh;
     }
-    want_calls[MDC_TP_AR_LOSS] = 3 * k, want_bytes[MDC_TP_AR_LOSS] = 3 * k * 2 * f * bsp * beta;
+    want_calls[MDC_TP_AR_LOSS] = 3 * k, want_bytes[MDC_TP_AR_LOSS] = 3 * k * 2 * ring_bsp;
     static const char *const what[MDC_TP_KINDS] = {"AllReduce (b,s,h)", "AllReduce (b,s) loss", "AllGather (b,s,h)",
                                                    "ReduceScatter (b,s,h)"};
     static const char *const form_tp[MDC_TP_KINDS] = {"k(4L+2) x 2(t-1)/t bsh beta", "3k x 2(t-1)/t bs' beta", "-", "-"};
@@ -139,20 +142,20 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
     fprintf(out, "  parameters per rank: (Psi - R)/t + R = (%.0f - %zu)/%d + %zu = %.0f floats; allocated %zu %s "
                  "(R = the replicated LayerNorms, wpe and row-parallel biases)\n",
             psi, repl, tp->t, repl, split / t + (double)repl, local, (double)local == split / t + (double)repl ? "ok" : "DIFFERS");
+    /* activations per layer, floats: minidc's fp32 stash (ref/block.c's layout) beside
+     * Korthikanti et al. 2022's 16-bit count (with dropout masks), with and without SP */
     int tiled = s > 256;
     double att = tiled ? b * (a / t) * s : b * (a / t) * (double)s * s;
-    double nl = tp->sp ? bs / t : bs;
-    double ours = 4 * nl * h + 12 * bsh / t + 4 * nl + att;
-    double kor = tp->sp ? bsh / t * (34 + 5 * a * s / h) : bsh * (10 + 24 / t + 5 * a * s / (h * t));
+    double ours_tp = 4 * bsh + 12 * bsh / t + 4 * bs + att, ours_sp = 16 * bsh / t + 4 * bs / t + att;
+    double kor_tp = bsh * (10 + 24 / t + 5 * a * s / (h * t)), kor_sp = bsh / t * (34 + 5 * a * s / h);
     const char *att_form = tiled ? "a b s / t (tiled: the log-sum-exp only)" : "a b s^2 / t (the probabilities)";
-    fprintf(out, "  activations per layer (floats, x 4 bytes): minidc's fp32 stash %s + %s = %.0f bytes (allocator "
-                 "%.0f)\n", tp->sp ? "(sbh/t)(4 + 12) + 4 sb/t" : "sbh(4 + 12/t) + 4 sb", att_form, 4 * ours,
-            4.0 * (double)mdc_gpt2_acts_layer_floats(m, b, s));
-    fprintf(out, "    beside Korthikanti et al. 2022 (16-bit, with dropout masks): %s = %.0f bytes\n",
-            tp->sp ? "(sbh/t)(34 + 5as/h)" : "sbh(10 + 24/t + 5as/(ht))", kor);
-    double red = 48 * bs * h;
-    fprintf(out, "  LayerNorm and bias+residual FLOPs per layer per micro-batch (48 per element of (b,s,h)): %s %.0f "
-                 "on every rank%s\n",
-            tp->sp ? "with SP each rank does 1/t:" : "without SP every tp rank repeats all",
-            tp->sp ? red / t : red, tp->sp ? "" : " (SP would cut it to 1/t)");
+    fprintf(out, "  activations per layer, bytes: minidc's fp32 stash 4 x (sbh(4 + 12/t) + 4 sb + %s) = %.0f without SP, "
+                 "4 x ((sbh/t)(4 + 12) + 4 sb/t + ...) = %.0f with SP; this run's allocator %.0f\n",
+            att_form, 4 * ours_tp, 4 * ours_sp, 4.0 * (double)mdc_gpt2_acts_layer_floats(m, b, s));
+    fprintf(out, "    beside Korthikanti et al. 2022 (16-bit, with dropout masks): sbh(10 + 24/t + 5as/(ht)) = %.0f without "
+                 "SP, (sbh/t)(34 + 5as/h) = %.0f with SP\n", kor_tp, kor_sp);
+    double red = 48 * bsh;
+    fprintf(out, "  LayerNorm and bias+residual FLOPs per layer per micro-batch (48 per element of (b,s,h)): %.0f on every "
+                 "tp rank without SP (the same work t times), %.0f per rank with SP; this run: %.0f\n",
+            red, red / t, tp->sp ? red / t : red);
 }

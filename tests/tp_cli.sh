@@ -1,0 +1,59 @@
+#!/bin/bash
+# minidc train with tensor and sequence parallelism: bad meshes and sizes refused before any
+# message (exit 2, rank 0 names the option and the sizes), a tp checkpoint resumed on another
+# mesh with --check-serial, and the report's collective counts and bytes equal to the formulas.
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+bin=$BUILD/minidc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+odd="--vocab 300 --ctx 12 --layers 2 --heads 6 --channels 48 --batch 12 --quiet"
+run() { # ranks args...
+    local n=$1; shift
+    timeout -k 5 120 "$MPIEXEC" -n "$n" "$bin" train "$@" >"$tmp/out" 2>&1
+    rc=$?
+}
+expect_error() { # what want_rc pattern ranks args...
+    local what=$1 want=$2 pat=$3; shift 3
+    run "$@"
+    if [ $rc != "$want" ]; then echo "FAIL: $what: exit $rc, want $want"; cat "$tmp/out"; fail=1; return; fi
+    if ! grep -q -- "$pat" "$tmp/out"; then echo "FAIL: $what: no '$pat' in:"; cat "$tmp/out"; fail=1; return; fi
+    [ "$(grep -c -- "$pat" "$tmp/out")" = 1 ] || { echo "FAIL: $what: the error must be printed once"; fail=1; }
+    echo "ok: $what: $(grep -m1 -- "$pat" "$tmp/out")"
+}
+expect_ok() { # what ranks args...
+    local what=$1; shift
+    run "$@"
+    if [ $rc != 0 ]; then echo "FAIL: $what: exit $rc"; cat "$tmp/out"; fail=1; else echo "ok: $what"; fi
+}
+
+expect_error "heads not divisible by tp" 2 "--tp 4 does not divide --heads 6" 4 --tp 4 $odd --steps 1
+expect_error "padded vocabulary not divisible by tp" 2 "--tp 3 does not divide the padded vocabulary 512" 3 \
+    --tp 3 --config tiny --heads 6 --channels 48 --steps 1
+expect_error "--sp without tp" 2 "--sp needs --tp 2 or more" 2 --dp 2 --sp $odd --steps 1
+expect_error "sequence not divisible by tp with SP" 2 "sequence length 10 (--seq) is not divisible by --tp 4" 4 \
+    --tp 4 --sp --vocab 300 --ctx 12 --layers 1 --heads 4 --channels 32 --batch 4 --seq 10 --steps 1
+expect_error "mesh larger than the job" 2 "but the job has 2" 2 --tp 2 --dp 2 $odd --steps 1
+expect_error "pipeline not built yet" 2 "--pp 2: pipeline parallelism is not built yet" 2 --pp 2 --dp 1 $odd --steps 1
+
+# every collective of the report equals its formula; the replicas stay identical
+expect_ok "tp 2 x dp 2, ZeRO-1, --check-serial --check-replicas" 4 --tp 2 --dp 2 --zero 1 $odd --steps 4 \
+    --check-serial --check-replicas
+grep -q "check-serial: .* ok" "$tmp/out" || { echo "FAIL: tp 2 x dp 2 check-serial"; cat "$tmp/out"; fail=1; }
+grep -q "AllReduce (b,s,h) .* ok" "$tmp/out" || { echo "FAIL: TP allreduce figures"; grep -A8 "tensor parallel" "$tmp/out"; fail=1; }
+! grep -q DIFFERS "$tmp/out" || { echo "FAIL: a figure differs from its formula"; grep DIFFERS "$tmp/out"; fail=1; }
+expect_ok "tp 3 with SP, accumulation 2, --check-serial" 3 --tp 3 --sp --accum 2 $odd --steps 4 --check-serial \
+    --check-replicas --save "$tmp/tp3.st"
+grep -q "check-serial: .* ok" "$tmp/out" || { echo "FAIL: tp 3 SP check-serial"; cat "$tmp/out"; fail=1; }
+for k in AllGather ReduceScatter; do
+    grep -q "$k (b,s,h) .* ok" "$tmp/out" || { echo "FAIL: SP $k figures"; grep -A8 "tensor parallel" "$tmp/out"; fail=1; }
+done
+! grep -q DIFFERS "$tmp/out" || { echo "FAIL: a figure differs from its formula"; grep DIFFERS "$tmp/out"; fail=1; }
+
+# the tp 3 checkpoint holds global tensors: resumed on dp 2 ZeRO-3 and on tp 2 with SP
+expect_ok "tp 3 checkpoint resumed on dp 2 ZeRO-3" 2 --dp 2 --zero 3 $odd --steps 2 --resume "$tmp/tp3.st" --check-serial
+grep -q "check-serial: .* ok" "$tmp/out" || { echo "FAIL: resume on dp 2"; cat "$tmp/out"; fail=1; }
+expect_ok "tp 3 checkpoint resumed on tp 2 with SP" 2 --tp 2 --sp $odd --steps 2 --resume "$tmp/tp3.st" --check-serial
+grep -q "check-serial: .* ok" "$tmp/out" || { echo "FAIL: resume on tp 2"; cat "$tmp/out"; fail=1; }
+exit $fail
