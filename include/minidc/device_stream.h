@@ -1,5 +1,5 @@
 /* A second "stream" on the emulated device's virtual clock, for communication that overlaps
- * compute (DDP bucket allreduce during backward, ZeRO reduce-scatter). Added by the dp branch.
+ * compute (DDP bucket allreduce during backward, ZeRO reduce-scatter).
  *
  *   mdc_dev_stream_begin(dev, s)  the device's clock moves to the comm stream: now becomes
  *                                 max(now, s->free_at) (the stream runs one thing at a time);
