@@ -15,6 +15,12 @@
  *             bytes 4*(3*T*hs [dO O read, D] + 6*T*hs [k v read, dk dv read+written]
  *                  + sum over (j, i>=j) tile pairs of rows_i*(4*hs + 2) [q dO read, dq
  *                  read+written, lse D read])
+ * Dropout on the probabilities (kernels/dropout.c; M the mask, s = 1/(1-p)): the forward
+ * multiplies each tile's exp(S - m') by M s after its row sums (l stays the undropped sum), so
+ * O = (M P s) V; the backward regenerates M per tile (no mask is stored) for
+ * dV_j += (M P s)^T dO_i and dP = M (dO_i V_j^T) s, and D = rowsum(dO * O) is still
+ * rowsum(P * dP). Extra FLOPs: forward Pc, backward 2*Pc; no extra bytes (the mask is made
+ * in registers).
  * No sgemm spans two heads: the bits do not depend on the thread count. */
 #include <omp.h>
 #include <stdlib.h>
@@ -38,10 +44,12 @@ static double bwd_bytes(int T, int hs) {
     return 4.0 * (3.0 * T * hs + 6.0 * T * hs + pairs * (4.0 * hs + 2));
 }
 
-void mdc_attention_forward_tiled(mdc_device *dev, float *out, float *lse, const float *qkv, int B,
-                                 int T, int C, int NH) {
+static int dropping(const mdc_dropout *drop) { return drop && drop->p > 0.0f; }
+
+void mdc_attention_forward_tiled_drop(mdc_device *dev, float *out, float *lse, const float *qkv,
+                                      const mdc_dropout *drop, int B, int T, int C, int NH) {
     mdc_kernels_init();
-    int hs = C / NH, C3 = 3 * C;
+    int hs = C / NH, C3 = 3 * C, dr = dropping(drop);
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
     {
@@ -75,6 +83,9 @@ void mdc_attention_forward_tiled(mdc_device *dev, float *out, float *lse, const 
                             sum += s[c];
                         }
                         for (int c = ns; c < cols; c++) s[c] = 0;
+                        if (dr)
+                            mdc_dropout_attn_apply(drop, s, s, drop->row0 + b, drop->head0 + h, drop->pos0 + t,
+                                                   drop->pos0 + j0, ns);
                         l[r] = l[r] * corr + sum;
                         m[r] = mx;
                         if (corr != 1.0f) {
@@ -95,18 +106,24 @@ void mdc_attention_forward_tiled(mdc_device *dev, float *out, float *lse, const 
         free(S);
     }
     double n = (double)B * NH;
-    mdc_k_charge(dev, n * (4.0 * hs + 5) * causal(T), n * fwd_bytes(T, hs));
+    mdc_k_charge(dev, n * (4.0 * hs + 5 + dr) * causal(T), n * fwd_bytes(T, hs));
 }
 
-void mdc_attention_backward_tiled(mdc_device *dev, float *dqkv, const float *dout, const float *out,
-                                  const float *qkv, const float *lse, int B, int T, int C, int NH) {
+void mdc_attention_forward_tiled(mdc_device *dev, float *out, float *lse, const float *qkv, int B,
+                                 int T, int C, int NH) {
+    mdc_attention_forward_tiled_drop(dev, out, lse, qkv, NULL, B, T, C, NH);
+}
+
+void mdc_attention_backward_tiled_drop(mdc_device *dev, float *dqkv, const float *dout, const float *out,
+                                       const float *qkv, const float *lse, const mdc_dropout *drop, int B,
+                                       int T, int C, int NH) {
     mdc_kernels_init();
-    int hs = C / NH, C3 = 3 * C;
+    int hs = C / NH, C3 = 3 * C, dr = dropping(drop);
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
     {
-        float *P = malloc(sizeof(float) * (2 * TILE * TILE + (size_t)T));
-        float *dS = P + TILE * TILE, *D = dS + TILE * TILE;
+        float *P = malloc(sizeof(float) * ((2 + dr) * TILE * TILE + (size_t)T));
+        float *dS = P + TILE * TILE, *D = dS + TILE * TILE, *Pd = D + T; /* Pd: the dropped P */
 #pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < B * NH; bh++) {
             int b = bh / NH, h = bh % NH;
@@ -114,6 +131,7 @@ void mdc_attention_backward_tiled(mdc_device *dev, float *dqkv, const float *dou
             const float *q = qkv + qoff, *k = q + C, *v = q + 2 * C;
             float *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C;
             const float *dO = dout + ooff, *O = out + ooff, *ls = lse + (size_t)bh * T;
+            int grow = dr ? drop->row0 + b : 0, ghead = dr ? drop->head0 + h : 0, pos0 = dr ? drop->pos0 : 0;
             for (int t = 0; t < T; t++) {
                 const float *a = dO + (size_t)t * C, *c = O + (size_t)t * C;
                 float d = 0;
@@ -132,13 +150,22 @@ void mdc_attention_backward_tiled(mdc_device *dev, float *dqkv, const float *dou
 #pragma omp simd
                         for (int c = 0; c < ns; c++) p[c] = mdc_k_exp(p[c] - lt);
                         for (int c = ns; c < cols; c++) p[c] = 0;
+                        if (dr) {
+                            float *d = Pd + r * TILE;
+                            mdc_dropout_attn_apply(drop, d, p, grow, ghead, pos0 + t, pos0 + j0, ns);
+                            for (int c = ns; c < cols; c++) d[c] = 0;
+                        }
                     }
-                    mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, P, TILE, dO + (size_t)i0 * C, C, 1.0f,
+                    mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, dr ? Pd : P, TILE, dO + (size_t)i0 * C, C, 1.0f,
                                  dv + (size_t)j0 * C3, C3);
                     mdc_k_sgemm1(0, 1, rows, cols, hs, 1.0f, dO + (size_t)i0 * C, C,
                                  v + (size_t)j0 * C3, C3, 0.0f, dS, TILE);
                     for (int r = 0; r < rows; r++) {
                         float *p = P + r * TILE, *d = dS + r * TILE, Dt = D[i0 + r];
+                        if (dr) {
+                            int t = i0 + r, ns = t - j0 + 1 < cols ? t - j0 + 1 : cols;
+                            mdc_dropout_attn_apply(drop, d, d, grow, ghead, pos0 + t, pos0 + j0, ns);
+                        }
                         for (int c = 0; c < cols; c++) d[c] = p[c] * (d[c] - Dt);
                     }
                     mdc_k_sgemm1(1, 0, cols, hs, rows, scale, dS, TILE, q + (size_t)i0 * C3, C3, 1.0f,
@@ -151,5 +178,10 @@ void mdc_attention_backward_tiled(mdc_device *dev, float *dqkv, const float *dou
         free(P);
     }
     double n = (double)B * NH, pc = causal(T);
-    mdc_k_charge(dev, n * ((10.0 * hs + 4) * pc + 2.0 * T * hs), n * bwd_bytes(T, hs));
+    mdc_k_charge(dev, n * ((10.0 * hs + 4 + 2 * dr) * pc + 2.0 * T * hs), n * bwd_bytes(T, hs));
+}
+
+void mdc_attention_backward_tiled(mdc_device *dev, float *dqkv, const float *dout, const float *out,
+                                  const float *qkv, const float *lse, int B, int T, int C, int NH) {
+    mdc_attention_backward_tiled_drop(dev, dqkv, dout, out, qkv, lse, NULL, B, T, C, NH);
 }

@@ -3,7 +3,8 @@
  *   backward: da += dy; db += dy FLOPs 2*n; bytes 20*n (dy read; da, db read+written)
  *   bias + residual after a row-parallel reduction: out = (res + bias) + y
  *             FLOPs 2*N*C; bytes 4*(3*N*C + C) (the order of the fused serial kernel: the
- *             bias joins the residual first, the product last) */
+ *             bias joins the residual first, the product last)
+ *   bias:     y += bias (rows)   FLOPs N*C; bytes 4*(2*N*C + C) */
 #include "internal.h"
 
 void mdc_residual_forward(mdc_device *dev, float *out, const float *a, const float *b, size_t n) {
@@ -32,4 +33,13 @@ void mdc_residual_bias_forward(mdc_device *dev, float *out, const float *res, co
         for (int j = 0; j < C; j++) o[j] = (r[j] + bias[j]) + v[j];
     }
     mdc_k_charge(dev, 2.0 * N * C, 4.0 * (3.0 * N * C + C));
+}
+
+void mdc_bias_forward(mdc_device *dev, float *y, const float *bias, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *v = y + (size_t)i * C;
+        for (int j = 0; j < C; j++) v[j] += bias[j];
+    }
+    mdc_k_charge(dev, (double)N * C, 4.0 * (2.0 * N * C + C));
 }

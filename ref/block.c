@@ -11,13 +11,19 @@
  * Backward runs the input-gradient part (B) and the weight-gradient part (W) as separate kernel
  * calls; with both requested W runs as each of its inputs is ready, with B alone they are kept
  * in the activation set until W. Each weight gradient is one call on the same inputs either
- * way, so the bits do not depend on the split. */
+ * way, so the bits do not depend on the split.
+ * Dropout (mdc_gpt2_set_dropout): on the attention probabilities and on both residual branches,
+ * with masks keyed by global indices (kernels/dropout.c), so every mesh drops what serial drops. */
 #include <math.h>
 #include <stdio.h>
 
 #include "model_internal.h"
 
-mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int has_comm, int B, int T) {
+int mdc_i_acts_needs(const mdc_gpt2 *m) {
+    return (m->comm ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0);
+}
+
+mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T) {
     mdc_i_acts_layout a;
     memset(&a, 0, sizeof a);
     int t = p->tp, sp = p->sp;
@@ -40,11 +46,12 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     }
     TAKE(dres, nl * C); TAKE(dln, nl * C); TAKE(datty, n * Cl); TAKE(dbig, n * Fl); TAKE(dbig2, n * Fl);
     TAKE(attscratch, a.tiled ? 0 : (size_t)B * Hl * T * T);
-    if (has_comm) {
-        TAKE(partial, n * C);
+    if (needs) TAKE(partial, n * C); /* a row-parallel product before its reduction or dropout */
+    if (needs & MDC_I_NEED_COMM) {
         if (sp) { TAKE(full, n * C); TAKE(dfull, n * C); }
         TAKE(vstat, 2 * n);
     }
+    if (needs & MDC_I_NEED_DROPOUT) TAKE(dmask, nl * C);
 #undef TAKE
     a.total = off;
     return a;
@@ -59,11 +66,11 @@ mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T) {
 }
 
 size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T) {
-    return mdc_i_layout_acts(&m->cfg, &m->part, m->comm != NULL, B, T).layer_stride;
+    return mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T).layer_stride;
 }
 
 size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T) {
-    return mdc_i_layout_acts(&m->cfg, &m->part, m->comm != NULL, B, T).total * sizeof(float) +
+    return mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T).total * sizeof(float) +
            2 * (size_t)B * T * sizeof(int);
 }
 
@@ -78,7 +85,7 @@ mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T) 
     mdc_gpt2_acts *a = calloc(1, sizeof *a);
     if (!a) return mdc_fail(MDC_ERR_OOM_HOST, "activation set: out of host memory");
     a->dev = m->dev, a->m = m, a->maxB = B, a->maxT = T;
-    a->lay = mdc_i_layout_acts(&m->cfg, &m->part, m->comm != NULL, B, T);
+    a->lay = mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T);
     int layers = m->part.layer_hi - m->part.layer_lo;
     a->wstash = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->wstash);
     a->wpending = calloc((size_t)(layers > 0 ? layers : 1), 1);
@@ -158,6 +165,7 @@ float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a) { return buf(a, a->lay.dres); }
 const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a) { return a->buf + a->lay.logits; }
 const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a) { return a->buf + a->lay.losses; }
 int mdc_gpt2_acts_rows(const mdc_gpt2_acts *a) { return a->B * a->T; }
+void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0) { a->row0 = row0; }
 
 /* The column-parallel input: the gathered (B, T, C) with SP, else the local tensor itself. */
 static mdc_status f_in(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *local, const float **in) {
@@ -168,20 +176,53 @@ static mdc_status f_in(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *local, const 
     return m->comm->f_forward(m->comm->ctx, full, local, a->B, a->T, m->cfg.C);
 }
 
-/* out = res + inp @ W + b for a row-parallel linear: fused without communication, else the
- * partial product reduced by g, then bias and residual once. */
-static mdc_status row_parallel(mdc_gpt2 *m, mdc_gpt2_acts *a, float *out, const float *res, const float *inp,
-                               const float *W, const float *b, int K) {
+/* The dropout of a site of layer l on this rank's share of the micro-batch, keyed by global
+ * indices (batch row, position, channel; for attention the global head); NULL when off. */
+static const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts *a, int l, int site, mdc_dropout *d) {
+    if (!(m->drop_p > 0)) return NULL;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    if (!m->comm) {
+    memset(d, 0, sizeof *d);
+    d->p = m->drop_p, d->seed = m->drop_seed, d->step = m->drop_step, d->layer = l, d->site = site;
+    d->row0 = a->row0, d->T = a->T, d->C = m->cfg.C, d->H = m->cfg.H;
+    if (site == MDC_DROP_ATTN) d->head0 = m->part.tp_rank * s.Hl;
+    else d->pos0 = m->part.sp ? m->part.tp_rank * s.Tl : 0;
+    return d;
+}
+
+/* out = res + dropout(inp @ W + b) for a row-parallel linear (dropout of `site`): fused
+ * without communication or dropout, else the product reduced by g, then the bias once and the
+ * residual (through the dropout when it is on). */
+static mdc_status row_parallel(mdc_gpt2 *m, mdc_gpt2_acts *a, float *out, const float *res, const float *inp,
+                               const float *W, const float *b, int K, int l, int site) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    mdc_dropout dd;
+    const mdc_dropout *drop = drop_of(m, a, l, site, &dd);
+    if (!m->comm && !drop) {
         mdc_matmul_residual_forward(m->dev, out, res, inp, W, b, s.n, K, s.C);
         return MDC_OK;
     }
     float *part = buf(a, a->lay.partial), *red = m->part.sp ? buf(a, a->lay.full) : part;
-    mdc_matmul_forward(m->dev, part, inp, W, NULL, s.n, K, s.C);
-    TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
-    mdc_residual_bias_forward(m->dev, out, res, red, b, s.nl, s.C);
+    mdc_matmul_forward(m->dev, part, inp, W, m->comm ? NULL : b, s.n, K, s.C);
+    if (m->comm) TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
+    if (!drop) {
+        mdc_residual_bias_forward(m->dev, out, res, red, b, s.nl, s.C);
+        return MDC_OK;
+    }
+    if (m->comm) mdc_bias_forward(m->dev, red, b, s.nl, s.C);
+    mdc_dropout_residual_forward(m->dev, out, res, red, drop, a->B, s.Tl, s.C);
     return MDC_OK;
+}
+
+/* The gradient of a residual branch's output: dres itself, or through its dropout mask. */
+static const float *branch_grad(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *dres) {
+    mdc_dropout dd;
+    const mdc_dropout *drop = drop_of(m, a, l, site, &dd);
+    if (!drop) return dres;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    float *dy = buf(a, a->lay.dmask);
+    memset(dy, 0, (size_t)s.nl * s.C * sizeof(float));
+    mdc_dropout_residual_backward(m->dev, dy, dres, drop, a->B, s.Tl, s.C);
+    return dy;
 }
 
 mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
@@ -218,15 +259,19 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
                           P(m, mdc_i_gl(l, LN1B)), s.nl, s.C);
     TRY(f_in(m, a, ln1, &in));
     mdc_matmul_forward(d, qkv, in, P(m, mdc_i_gl(l, QKVW)), P(m, mdc_i_gl(l, QKVB)), s.n, s.C, 3 * s.Cl);
-    if (y->tiled) mdc_attention_forward_tiled(d, atty, lact(a, y->att, l), qkv, a->B, a->T, s.Cl, s.Hl);
-    else mdc_attention_forward(d, atty, lact(a, y->att, l), qkv, a->B, a->T, s.Cl, s.Hl);
-    TRY(row_parallel(m, a, res2, x, atty, P(m, mdc_i_gl(l, ATTPW)), P(m, mdc_i_gl(l, ATTPB)), s.Cl));
+    mdc_dropout dd;
+    const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
+    if (y->tiled) mdc_attention_forward_tiled_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
+    else mdc_attention_forward_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
+    TRY(row_parallel(m, a, res2, x, atty, P(m, mdc_i_gl(l, ATTPW)), P(m, mdc_i_gl(l, ATTPB)), s.Cl, l,
+                     MDC_DROP_ATTN_OUT));
     mdc_layernorm_forward(d, ln2, lact(a, y->ln2_mean, l), lact(a, y->ln2_rstd, l), res2, P(m, mdc_i_gl(l, LN2W)),
                           P(m, mdc_i_gl(l, LN2B)), s.nl, s.C);
     TRY(f_in(m, a, ln2, &in));
     mdc_matmul_forward(d, fch, in, P(m, mdc_i_gl(l, FCW)), P(m, mdc_i_gl(l, FCB)), s.n, s.C, s.Fl);
     mdc_gelu_forward(d, fchg, fch, (size_t)s.n * s.Fl);
-    TRY(row_parallel(m, a, res3, res2, fchg, P(m, mdc_i_gl(l, FCPW)), P(m, mdc_i_gl(l, FCPB)), s.Fl));
+    TRY(row_parallel(m, a, res3, res2, fchg, P(m, mdc_i_gl(l, FCPW)), P(m, mdc_i_gl(l, FCPB)), s.Fl, l,
+                     MDC_DROP_MLP_OUT));
     HOOK(MDC_HOOK_POST_FORWARD, 1 + l);
     return MDC_OK;
 }
@@ -418,8 +463,9 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     wgrad_in w = {0};
     const float *in;
     /* MLP: dres is d(x'), which also flows straight to x2 through the residual */
-    TRY(g_back(m, a, dres, &w.d3));
-    w.dres3 = dres;
+    const float *dy = branch_grad(m, a, l, MDC_DROP_MLP_OUT, dres);
+    TRY(g_back(m, a, dy, &w.d3));
+    w.dres3 = dy;
     wready(m, a, l, W_FCP, &w, keep);
     memset(dbig, 0, nF * sizeof(float));
     mdc_matmul_backward(d, dbig, NULL, NULL, w.d3, NULL, P(m, mdc_i_gl(l, FCPW)), s.n, s.Fl, s.C);
@@ -437,14 +483,20 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     mdc_layernorm_backward(d, dres, NULL, NULL, dln, lact(a, y->res2, l), P(m, mdc_i_gl(l, LN2W)),
                            lact(a, y->ln2_mean, l), lact(a, y->ln2_rstd, l), s.nl, s.C);
     /* attention */
-    TRY(g_back(m, a, dres, &w.d2));
-    w.dres2 = dres;
+    dy = branch_grad(m, a, l, MDC_DROP_ATTN_OUT, dres);
+    TRY(g_back(m, a, dy, &w.d2));
+    w.dres2 = dy;
     wready(m, a, l, W_ATTP, &w, keep);
     memset(datty, 0, (size_t)s.n * s.Cl * sizeof(float));
     mdc_matmul_backward(d, datty, NULL, NULL, w.d2, NULL, P(m, mdc_i_gl(l, ATTPW)), s.n, s.Cl, s.C);
     memset(dbig, 0, (size_t)s.n * 3 * s.Cl * sizeof(float));
-    if (y->tiled) mdc_attention_backward_tiled(d, dbig, datty, atty, qkv, lact(a, y->att, l), a->B, a->T, s.Cl, s.Hl);
-    else mdc_attention_backward(d, dbig, buf(a, y->attscratch), datty, qkv, lact(a, y->att, l), a->B, a->T, s.Cl, s.Hl);
+    mdc_dropout dd;
+    const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
+    if (y->tiled)
+        mdc_attention_backward_tiled_drop(d, dbig, datty, atty, qkv, lact(a, y->att, l), drop, a->B, a->T, s.Cl, s.Hl);
+    else
+        mdc_attention_backward_drop(d, dbig, buf(a, y->attscratch), datty, qkv, lact(a, y->att, l), drop, a->B, a->T,
+                                    s.Cl, s.Hl);
     w.dqkv = dbig;
     TRY(f_in(m, a, lact(a, y->ln1, l), &in));
     w.in1 = in;

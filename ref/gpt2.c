@@ -233,6 +233,21 @@ float *mdc_gpt2_adam_m(mdc_gpt2 *m) { return m->m; }
 float *mdc_gpt2_adam_v(mdc_gpt2 *m) { return m->v; }
 int mdc_gpt2_adam_step(const mdc_gpt2 *m) { return m->t; }
 unsigned mdc_gpt2_flags(const mdc_gpt2 *m) { return m->flags; }
+
+mdc_status mdc_gpt2_set_dropout(mdc_gpt2 *m, float p, uint64_t seed) {
+    if (!(p >= 0 && p < 1)) return mdc_fail(MDC_ERR_INVALID, "--dropout %g: must be in [0, 1)", p);
+    int before = mdc_i_acts_needs(m);
+    m->drop_p = p, m->drop_seed = seed;
+    if (mdc_i_acts_needs(m) == before || !m->acts) return MDC_OK;
+    /* the default activation set gains (or loses) the buffers dropout needs */
+    mdc_gpt2_acts *a = m->acts;
+    int B = a->maxB, T = a->maxT;
+    mdc_gpt2_acts_free(a);
+    m->acts = NULL;
+    return mdc_gpt2_acts_create(&m->acts, m, B, T);
+}
+
+void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step) { m->drop_step = step; }
 mdc_gpt2_acts *mdc_gpt2_default_acts(mdc_gpt2 *m) { return m->acts; }
 const float *mdc_gpt2_logits(const mdc_gpt2 *m) { return mdc_gpt2_acts_logits(m->acts); }
 const float *mdc_gpt2_losses(const mdc_gpt2 *m) { return mdc_gpt2_acts_losses(m->acts); }

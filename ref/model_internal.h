@@ -34,6 +34,8 @@ struct mdc_gpt2 {
     mdc_gpt2_hooks hooks;
     mdc_gpt2_acts *acts;       /* the default activation set */
     float loss;                /* mean loss of the last mdc_gpt2_forward */
+    float drop_p;              /* dropout probability (0: none) */
+    uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
 
 /* Sizes of one rank's share of a micro-batch. */
@@ -54,6 +56,7 @@ typedef struct {
     /* with communication: the row-parallel partial sums, the gathered input (SP), the
      * partial input gradient (SP), the vocab-parallel loss statistics */
     size_t partial, full, dfull, vstat;
+    size_t dmask;                      /* dropout: a residual branch's gradient */
     size_t total;
     int tiled;
 } mdc_i_acts_layout;
@@ -62,6 +65,7 @@ struct mdc_gpt2_acts {
     mdc_device *dev;
     const mdc_gpt2 *m;
     int maxB, maxT, B, T, have_targets;
+    int row0;                 /* global batch row of row 0 (the dropout masks' key) */
     mdc_i_acts_layout lay;
     float *buf;
     int *inputs, *targets;
@@ -71,7 +75,10 @@ struct mdc_gpt2_acts {
     char *wpending;
 };
 
-mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int has_comm, int B, int T);
+/* needs: MDC_I_NEED_COMM (communication points), MDC_I_NEED_DROPOUT */
+enum { MDC_I_NEED_COMM = 1, MDC_I_NEED_DROPOUT = 2 };
+mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T);
+int mdc_i_acts_needs(const mdc_gpt2 *m);
 mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T);
 
 /* ref/layout.c: builds the local table and unit ranges of m->part (m->cfg set). */

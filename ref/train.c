@@ -94,6 +94,7 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
     for (int k = 0; k < p->accum; k++) {
         if (p->dp) mdc_dp_begin_micro(p->dp, k);
         double sum = 0;
+        mdc_gpt2_acts_set_row0(a, p->row0 + k * p->micro_batch);
         if ((st = mdc_step_forward(p, inputs + k * rows, targets + k * rows, &sum))) return st;
         p->loss_sum += sum;
         if ((st = mdc_gpt2_head_backward(m, a, p->dloss))) return st;

@@ -51,6 +51,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
                                    tc->seq, mdc_dp_model_flags(tc->zero))))
         goto fail;
     mdc_gpt2_init(t->m, seed);
+    if (tc->dropout > 0 && (st = mdc_gpt2_set_dropout(t->m, tc->dropout, seed))) goto fail;
     if (d->dp > 1 || tc->zero) {
         mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, tc->seq, tc->bucket_bytes, tc->poison, tc->prefetch};
         mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
@@ -74,6 +75,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     p->sum_group = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
     p->tp_group = tc->sp && t->tp ? mdc_tp_group(t->tp) : NULL;
     p->count_loss = t->tp_rank == 0;
+    p->row0 = t->dp_rank * tc->accum * tc->micro_batch;
     p->skip = t->skip;
     p->sp_partial = tc->sp ? t->sp_partial : NULL;
     p->micro_batch = tc->micro_batch, p->accum = tc->accum, p->seq = tc->seq;
@@ -103,6 +105,7 @@ int mdc_trainer_adam_step(const mdc_trainer *t) { return t->dp ? mdc_dp_adam_ste
 mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targets) {
     size_t off = (size_t)t->dp_rank * t->tc.accum * t->tc.micro_batch * t->tc.seq;
     if (t->tp) mdc_tp_reset_counts(t->tp);
+    mdc_gpt2_set_dropout_step(t->m, (uint64_t)mdc_trainer_adam_step(t)); /* resumed runs draw the same masks */
     return mdc_step_grads(&t->plan, inputs + off, targets + off);
 }
 

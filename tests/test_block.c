@@ -1,6 +1,7 @@
 /* The block API and partitions, without MPI: (1) block backward's input part B and weight part
  * W give the same gradients, bit for bit, as both at once, whether W follows each B or every W
- * runs after the whole backward (a zero-bubble order); W without B and B twice are refused;
+ * runs after the whole backward (a zero-bubble order), without and with dropout; W without B
+ * and B twice are refused;
  * (2) the shards of a tensor-parallel partition, initialized by global element index and
  * copied back to the global layout, equal the serial initialization bit for bit for t = 2, 3, 4
  * and every rank; the local layout holds (Psi - R)/t + R floats. */
@@ -52,11 +53,15 @@ static void test_split_backward(void) {
     for (int i = 0; i < B * T; i++) in[i] = (i * 37 + 5) % odd.V, tg[i] = (i * 101 + 3) % odd.V;
     size_t n = mdc_gpt2_local_floats(m);
     float *g0 = malloc(n * sizeof(float)), *g1 = malloc(n * sizeof(float)), *g2 = malloc(n * sizeof(float));
-    grads(m, 0, in, tg, g0);
-    grads(m, 1, in, tg, g1);
-    grads(m, 2, in, tg, g2);
-    tu_cmp_f32("gradients, W after each B", g1, g0, n);
-    tu_cmp_f32("gradients, every W after the backward", g2, g0, n);
+    for (int drop = 0; drop < 2; drop++) { /* and with dropout: the masks are regenerated, not stored */
+        MDC_CHECK(mdc_gpt2_set_dropout(m, drop ? 0.1f : 0.0f, 3));
+        grads(m, 0, in, tg, g0);
+        grads(m, 1, in, tg, g1);
+        grads(m, 2, in, tg, g2);
+        tu_cmp_f32(drop ? "dropout 0.1: gradients, W after each B" : "gradients, W after each B", g1, g0, n);
+        tu_cmp_f32(drop ? "dropout 0.1: gradients, every W after the backward" : "gradients, every W after the backward",
+                   g2, g0, n);
+    }
     double mx = 0;
     for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(g0[i]));
     TU_CHECK(mx > 0, "the gradients are all zero");

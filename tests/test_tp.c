@@ -17,7 +17,9 @@
  *      docs/data-parallel.md).
  * Replicated tensors are compared bit for bit across tp ranks after every step
  * (check_replicas), and ZeRO-3 poisons non-resident parameters with NaN. The serial
- * reference (one micro-batch of the whole global batch) runs once, on rank 0.
+ * reference (one micro-batch of the whole global batch) runs once, on rank 0, for each dropout
+ * setting: off, and 0.1 on the attention probabilities and both residual branches (with ZeRO 0
+ * and 2), where every mesh must drop exactly the elements serial drops.
  * Sizes: V=300 pads to Vp=384; Vp, H=12, 4C=192 and T=12 are divisible by 1, 2, 3 and 4, so
  * the last vocabulary shard holds padding and SP splits the sequence on every tp; the global
  * batch (8, 12 at N=3) divides by dp x accum on every mesh. */
@@ -44,6 +46,7 @@ static double forward(mdc_gpt2 *m, const int *in, const int *tg, int row0, int m
     const mdc_gpt2_part *p = mdc_gpt2_get_part(m);
     double sum = 0;
     MDC_CHECK(mdc_gpt2_set_batch(a, in + (size_t)row0 * T, tg + (size_t)row0 * T, mb, T));
+    mdc_gpt2_acts_set_row0(a, row0); /* the dropout masks' key */
     MDC_CHECK(mdc_gpt2_embed_forward(m, a));
     for (int l = p->layer_lo; l < p->layer_hi; l++) MDC_CHECK(mdc_gpt2_block_forward(m, a, l));
     MDC_CHECK(mdc_gpt2_head_forward(m, a, &sum));
@@ -78,14 +81,14 @@ typedef struct {
 } reference;
 
 static void serial_run(reference *R, mdc_runtime *rt, const mdc_gpt2_config *cfg, int B, int *in, int *tg,
-                       const mdc_adamw_config *opt) {
+                       const mdc_adamw_config *opt, float dropout) {
     int T = cfg->T;
     size_t P = mdc_gpt2_param_floats(cfg), nl = (size_t)B * T * cfg->Vp;
     mdc_device *sdev;
     mdc_trainer *ser;
     MDC_CHECK(mdc_device_create_spec(&sdev, mdc_device_get_spec(rt->dev), mdc_device_get_energy_table(rt->dev), 1,
                                      MDC_EMULATE_OFF, 1, 0));
-    mdc_trainer_config sc = {*cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0};
+    mdc_trainer_config sc = {*cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, dropout};
     MDC_CHECK(mdc_trainer_create(&ser, NULL, sdev, &sc, 7));
     R->logits = malloc(nl * sizeof(float)), R->grads = calloc(P, sizeof(float)), R->params = calloc(P, sizeof(float));
     batch(in, tg, 0, B * T, cfg->V);
@@ -197,19 +200,28 @@ int main(int argc, char **argv) {
     mdc_adamw_config opt;
     mdc_adamw_config_default(&opt);
     opt.lr = 1e-3f, opt.grad_clip = 1.0f;
-    reference R = {0};
+    static const float drops[2] = {0, 0.1f};
+    reference refs[2] = {{0}, {0}};
     double t0 = mdc_wall_time();
-    if (r == 0) serial_run(&R, &rt, &cfg, B, in, tg, &opt);
+    for (int di = 0; di < 2 && r == 0; di++) serial_run(&refs[di], &rt, &cfg, B, in, tg, &opt, drops[di]);
+    if (r == 0) /* else a dropout that does nothing would pass every dropout case */
+        TU_CHECK(fabs(refs[1].fwd_loss - refs[0].fwd_loss) > 1e-4, "dropout 0.1 left the loss at %.9g (without: %.9g)",
+                 refs[1].fwd_loss, refs[0].fwd_loss);
     int cases = 0;
     for (int tp = N; tp >= 1; tp--) {
         if (N % tp) continue;
         int dp = N / tp;
+        for (int di = 0; di < 2; di++)
         for (int sp = 0; sp <= (tp > 1); sp++)
             for (int z = 0; z <= 3; z++) {
+                if (di && (z == 1 || z == 3)) continue; /* dropout: stages 0 and 2 bound the runtime */
                 int accum = 1 + ((z + sp) & 1), mb = B / dp / accum;
+                const reference *Rp = &refs[di];
+#define R (*Rp)
                 char name[80];
-                snprintf(name, sizeof name, "tp %d dp %d sp %d zero %d accum %d", tp, dp, sp, z, accum);
-                mdc_trainer_config tc = {cfg, {tp, 1, 1, dp, 1}, sp, z, 0, 0, mb, accum, T, 1, 1};
+                snprintf(name, sizeof name, "tp %d dp %d sp %d zero %d accum %d%s", tp, dp, sp, z, accum,
+                         di ? " drop 0.1" : "");
+                mdc_trainer_config tc = {cfg, {tp, 1, 1, dp, 1}, sp, z, 0, 0, mb, accum, T, 1, 1, drops[di]};
                 mdc_trainer *t;
                 MDC_CHECK(mdc_trainer_create(&t, rt.tr, rt.dev, &tc, 7));
                 double lrel = 0, lmax = 0, nmax = 0, gw = 0, pw, l2;
@@ -251,10 +263,11 @@ int main(int argc, char **argv) {
                 }
                 mdc_trainer_free(t);
                 cases++;
+#undef R
             }
     }
     if (r == 0) printf("test_tp N %d: %d cases in %.2f s\n", N, cases, mdc_wall_time() - t0);
-    free(R.logits), free(R.grads), free(R.params);
+    for (int di = 0; di < 2; di++) free(refs[di].logits), free(refs[di].grads), free(refs[di].params);
     free(in), free(tg), free(got);
     int rc = tu_finish("test_tp");
     mdc_runtime_finalize(&rt);

@@ -1,7 +1,8 @@
 #!/bin/bash
 # minidc train with tensor and sequence parallelism: bad meshes and sizes refused before any
 # message (exit 2, rank 0 names the option and the sizes), a tp checkpoint resumed on another
-# mesh with --check-serial, and the report's collective counts and bytes equal to the formulas.
+# mesh with --check-serial, the report's collective counts and bytes equal to the formulas, and
+# dropout drawing the same masks on a mesh as in serial.
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
@@ -50,6 +51,16 @@ for k in AllGather ReduceScatter; do
     grep -q "$k (b,s,h) .* ok" "$tmp/out" || { echo "FAIL: SP $k figures"; grep -A8 "tensor parallel" "$tmp/out"; fail=1; }
 done
 ! grep -q DIFFERS "$tmp/out" || { echo "FAIL: a figure differs from its formula"; grep DIFFERS "$tmp/out"; fail=1; }
+
+# dropout keyed by global indices: the mesh drops what serial drops (a different mask would move
+# the loss by about 1e-3); without dropout the loss differs
+expect_ok "tp 2 with SP x dp 2, ZeRO-2, --dropout 0.1, --check-serial" 4 --tp 2 --sp --dp 2 --zero 2 $odd --steps 4 \
+    --dropout 0.1 --check-serial --check-replicas
+grep -q "check-serial: .* ok" "$tmp/out" || { echo "FAIL: dropout check-serial"; cat "$tmp/out"; fail=1; }
+l_drop=$(awk '/^step     4 /{print $4}' "$tmp/out")
+run 1 $odd --steps 4
+l_none=$(awk '/^step     4 /{print $4}' "$tmp/out")
+[ -n "$l_drop" ] && [ "$l_drop" != "$l_none" ] || { echo "FAIL: --dropout 0.1 did not change the loss ($l_drop, $l_none)"; fail=1; }
 
 # the tp 3 checkpoint holds global tensors: resumed on dp 2 ZeRO-3 and on tp 2 with SP
 expect_ok "tp 3 checkpoint resumed on dp 2 ZeRO-3" 2 --dp 2 --zero 3 $odd --steps 2 --resume "$tmp/tp3.st" --check-serial

@@ -50,6 +50,9 @@ static const char usage_text[] =
     "  --check-serial      rank 0 also trains the serial model on the same global batch and\n"
     "                      reports the loss difference per step, and the parameter difference at\n"
     "                      the end (normwise <= 1e-5, every tensor <= 1e-3, else exit 1)\n"
+    "  --dropout P         dropout on the attention probabilities and both residual branches\n"
+    "                      (default 0); masks keyed by global element index: every mesh drops\n"
+    "                      exactly what serial drops\n"
     "  --check-replicas    after every step, compare the tp-replicated tensors (LayerNorms, wpe,\n"
     "                      row-parallel biases) bit for bit across tp ranks\n"
     "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit);\n"
@@ -59,7 +62,7 @@ typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
     int fail_rank, fail_step;
-    double bucket_mb;
+    double bucket_mb, dropout;
     mdc_adamw_config opt;
 } options;
 
@@ -124,6 +127,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--resume")) o->resume = v;
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
+        else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
         else if (!strcmp(a, "--lr")) st = parse_float(a, v, &o->opt.lr);
         else if (!strcmp(a, "--weight-decay")) st = parse_float(a, v, &o->opt.weight_decay);
         else if (!strcmp(a, "--grad-clip")) st = parse_float(a, v, &o->opt.grad_clip);
@@ -220,10 +224,10 @@ int mdc_cmd_train(int argc, char **argv) {
                                           o.data, mdc_loader_vocab_size(ld), cfg.V), 1, 2);
     }
     mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
-                             (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1};
+                             (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout};
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
     if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
-        mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0};
+        mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))

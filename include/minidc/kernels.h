@@ -203,6 +203,11 @@ void mdc_residual_bias_forward(mdc_device *dev,
                                const float *y,     // (N,C) the reduced product
                                const float *bias,  // (C)
                                int N, int C);
+/* y += bias on every row (a row-parallel output's bias, added once after the reduction). */
+void mdc_bias_forward(mdc_device *dev,
+                      float *y,          // (N,C)
+                      const float *bias, // (C)
+                      int N, int C);
 /* da += dout; db += dout. */
 void mdc_residual_backward(mdc_device *dev,
                            float *da,         // (n) +=
@@ -265,6 +270,85 @@ double mdc_grad_norm(mdc_device *dev, const float *grads, size_t n);
 double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n);
 /* PyTorch's clip_grad_norm_ factor: min(1, max_norm / (norm + 1e-6)); 1 if max_norm <= 0. */
 float mdc_clip_scale(double norm, float max_norm);
+
+/* ---- dropout (kernels/dropout.c; attention with dropout in kernels/attention*.c) ----------
+ * Inverted dropout: a kept element is scaled by 1/(1-p), a dropped one is 0. The mask is a
+ * counter-based hash of the GLOBAL element index (no state): a rank holding a slice of a
+ * tensor drops exactly the elements the serial model drops there, and backward kernels
+ * regenerate the mask. p <= 0 (or a NULL descriptor) runs the kernels without dropout, the
+ * same work and bits as the kernels above. */
+enum { MDC_DROP_ATTN = 0, MDC_DROP_ATTN_OUT = 1, MDC_DROP_MLP_OUT = 2 };
+typedef struct {
+    float p;         /* drop probability, in [0, 1) */
+    uint64_t seed;   /* the run's seed */
+    uint64_t step;   /* the optimizer step: a new mask every step */
+    int layer;       /* the block */
+    int site;        /* MDC_DROP_ATTN_OUT or MDC_DROP_MLP_OUT; attention always uses MDC_DROP_ATTN */
+    int row0;        /* global batch row of local row 0 (its row in the step's whole batch) */
+    int pos0;        /* global position of local position 0 (0 for attention over one sequence) */
+    int T;           /* global sequence length */
+    int chan0, C;    /* global channel of local channel 0, global channel count */
+    int head0, H;    /* global head of local head 0, global head count */
+} mdc_dropout;
+
+/* 1 if the residual-branch element (row, pos, chan) (global indices) of site d->site is kept. */
+int mdc_dropout_keep(const mdc_dropout *d, int row, int pos, int chan);
+/* 1 if the attention probability of query qpos for key kpos of (row, head) is kept (global). */
+int mdc_dropout_keep_attn(const mdc_dropout *d, int row, int head, int qpos, int kpos);
+/* dst[c] = kept(row, head, qpos, kpos0 + c) ? src[c] / (1-p) : 0 for c < n (dst may alias src):
+ * the attention kernels' mask of a run of keys; not charged (the caller charges). */
+void mdc_dropout_attn_apply(const mdc_dropout *d,
+                            float *dst,       // (n)
+                            const float *src, // (n)
+                            int row, int head, int qpos, int kpos0, int n);
+
+/* out = res + keep*y/(1-p) over local (B,Tl,Cl), element (b,t,c) at global
+ * (row0+b, pos0+t, chan0+c) (out may alias res or y): a residual branch's dropout. */
+void mdc_dropout_residual_forward(mdc_device *dev,
+                                  float *out,               // (B,Tl,Cl)
+                                  const float *res,         // (B,Tl,Cl) the residual stream
+                                  const float *y,           // (B,Tl,Cl) the branch
+                                  const mdc_dropout *drop,
+                                  int B, int Tl, int Cl);
+/* dy += keep*dout/(1-p); the residual's gradient is dout itself (not written here). */
+void mdc_dropout_residual_backward(mdc_device *dev,
+                                   float *dy,               // (B,Tl,Cl) +=
+                                   const float *dout,       // (B,Tl,Cl)
+                                   const mdc_dropout *drop,
+                                   int B, int Tl, int Cl);
+
+/* Attention with dropout on the probabilities: out = (keep .* P/(1-p)) V. Local head h is
+ * global drop->head0 + h, batch row b global drop->row0 + b, position t global drop->pos0 + t.
+ * att still saves the undropped P; the backwards regenerate the mask. The kernels above are
+ * these with drop = NULL. */
+void mdc_attention_forward_drop(mdc_device *dev,
+                                float *out,       // (B,T,C)
+                                float *att,       // (B,NH,T,T) undropped probabilities
+                                const float *qkv, // (B,T,3C)
+                                const mdc_dropout *drop,
+                                int B, int T, int C, int NH);
+void mdc_attention_backward_drop(mdc_device *dev,
+                                 float *dqkv,       // (B,T,3C) +=
+                                 float *scratch,    // (B,NH,T,T) work space, clobbered
+                                 const float *dout, // (B,T,C)
+                                 const float *qkv,  // (B,T,3C)
+                                 const float *att,  // (B,NH,T,T) from the forward
+                                 const mdc_dropout *drop,
+                                 int B, int T, int C, int NH);
+void mdc_attention_forward_tiled_drop(mdc_device *dev,
+                                      float *out,       // (B,T,C)
+                                      float *lse,       // (B,NH,T) of the undropped scores
+                                      const float *qkv, // (B,T,3C)
+                                      const mdc_dropout *drop,
+                                      int B, int T, int C, int NH);
+void mdc_attention_backward_tiled_drop(mdc_device *dev,
+                                       float *dqkv,       // (B,T,3C) +=
+                                       const float *dout, // (B,T,C)
+                                       const float *out,  // (B,T,C) from the forward
+                                       const float *qkv,  // (B,T,3C)
+                                       const float *lse,  // (B,NH,T)
+                                       const mdc_dropout *drop,
+                                       int B, int T, int C, int NH);
 
 #ifdef __cplusplus
 }

@@ -266,6 +266,18 @@ float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a);
 const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a);  /* (B,T,Vp/t) */
 const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a);  /* (B,T) */
 int mdc_gpt2_acts_rows(const mdc_gpt2_acts *a);             /* B x T of the current batch */
+/* The global batch row of the set's row 0 (its place in the step's whole batch: dropout masks
+ * are keyed by it); 0 by default. */
+void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0);
+
+/* Dropout with probability p in [0, 1) on the attention probabilities and on both residual
+ * branches of every block (0: none, the model's exact serial kernels), masks from a
+ * counter-based hash of (seed, step, layer, site, global batch row, position, channel or head
+ * and key), so every mesh drops exactly the elements serial drops. Re-creates the default
+ * activation set when its buffers change. The step (set before each optimizer step; the AdamW
+ * step count, so a resumed run draws the same masks) keys a new mask every step. */
+mdc_status mdc_gpt2_set_dropout(mdc_gpt2 *m, float p, uint64_t seed);
+void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step);
 
 /* ---- hooks for the data-parallel component (ref/dp.c, ref/zero.c) -----------------------------
  * Units: 0 = the embedding (wte, wpe), 1..L = the transformer blocks, L+1 = the head (ln_f;

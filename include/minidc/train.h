@@ -29,6 +29,7 @@ typedef struct {
     mdc_group *sum_group;   /* loss and squared norm summed over it (every rank); NULL: this rank */
     mdc_group *tp_group;    /* SP: partial gradients of replicated tensors summed here; or NULL */
     int count_loss;         /* this rank's losses count (1 on tp rank 0: the others repeat them) */
+    int row0;               /* global batch row of this rank's first row (dropout masks' key) */
     const char *skip;       /* per local tensor, 1: left out of this rank's norm share (a tp copy) */
     const char *sp_partial; /* per local tensor, 1: its gradient is partial over tp (SP) */
     int micro_batch, accum, seq;
@@ -63,6 +64,7 @@ typedef struct {
     int micro_batch, accum, seq; /* per data-parallel rank */
     int check_replicas;      /* compare tp-replicated tensors bit for bit after every step */
     int poison;              /* ZeRO-3: non-resident parameters are NaN */
+    float dropout;           /* dropout probability (attention probabilities, residual branches) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;
