@@ -1,6 +1,6 @@
 /* Activation sets and the block API of the GPT-2 model (include/minidc/model.h).
  *
- * One layer on this rank (x the residual stream, (B, T/s, C) with SP, else (B, T, C)):
+ * One layer on this rank (x the residual stream, (B, T/t, C) with SP, else (B, T, C)):
  *   ln1 = LN(x); h = f(ln1); qkv = h @ Wqkv + bqkv         (column-parallel: the heads of this rank)
  *   y = attention(qkv); x2 = x + bo + g(y @ Wo)            (row-parallel: partial sums reduced by g)
  *   ln2 = LN(x2); h = f(ln2); u = gelu(h @ Wfc + bfc)      (column-parallel)

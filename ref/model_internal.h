@@ -14,9 +14,6 @@
 enum { LN1W, LN1B, QKVW, QKVB, ATTPW, ATTPB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLT };
 extern const char *const mdc_i_layer_names[NLT];
 
-/* Attention: the materialized kernel when the creation T <= this (fast, B*H*T*T floats per
- * layer), the tiled online-softmax kernel above it (O(T) per row). */
-enum { MDC_GPT2_TILED_T = 256 };
 
 struct mdc_gpt2 {
     mdc_gpt2_config cfg;

@@ -90,19 +90,15 @@ void mdc_tp_reset_counts(mdc_tp *tp) { memset(&tp->counts, 0, sizeof tp->counts)
 
 /* ---- the figures beside their formulas --------------------------------------------------------- */
 
-void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double sp_grad_bytes, FILE *out) {
-    if (mdc_group_world_rank(tp->g, 0) != 0 || tp->r != 0) return; /* world rank 0 prints */
+void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double *want_calls, double *want_bytes) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
-    double t = tp->t, L = c->L, h = c->C, a = c->H, bs = (double)b * s, bsh = bs * h, beta = 4;
+    double t = tp->t, L = c->L, bsh = (double)b * s * c->C, beta = 4;
     /* (t-1)/t of a block, in integers (h and bs' are multiples of t): exact, comparable with == */
-    double ring_bsh = (t - 1) * (bsh / t) * beta, ring_bsp;
-    double bsp = (double)mdc_tp_padded(tp, (size_t)(b * s));
-    ring_bsp = (t - 1) * (bsp / t) * beta;
-    const mdc_tp_counts *n = &tp->counts;
+    double ring_bsh = (t - 1) * (bsh / t) * beta;
+    double ring_bsp = (t - 1) * ((double)mdc_tp_padded(tp, (size_t)(b * s)) / t) * beta;
     /* per micro-batch: TP 2 AR per layer forward (g) and 2 backward (f), the embedding's g, the
      * LM head's f (its input gradient); SP turns each into RS + AG, gathers the column-parallel
      * inputs again in backward (2 per layer, and ln_f's) */
-    double want_calls[MDC_TP_KINDS], want_bytes[MDC_TP_KINDS];
     if (!tp->sp) {
         want_calls[MDC_TP_AR] = k * (4 * L + 2), want_bytes[MDC_TP_AR] = want_calls[MDC_TP_AR] * 2 * ring_bsh;
         want_calls[MDC_TP_AG] = want_calls[MDC_TP_RS] = want_bytes[MDC_TP_AG] = want_bytes[MDC_TP_RS] = 0;
@@ -112,6 +108,16 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
         for (int i = MDC_TP_AG; i <= MDC_TP_RS; i++) want_bytes[i] = want_calls[i] * ring_bsh;
     }
     want_calls[MDC_TP_AR_LOSS] = 3 * k, want_bytes[MDC_TP_AR_LOSS] = 3 * k * 2 * ring_bsp;
+}
+
+void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double sp_grad_bytes, FILE *out) {
+    if (mdc_group_world_rank(tp->g, 0) != 0 || tp->r != 0) return; /* world rank 0 prints */
+    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
+    double t = tp->t, h = c->C, a = c->H, bs = (double)b * s, bsh = bs * h;
+    double bsp = (double)mdc_tp_padded(tp, (size_t)(b * s));
+    const mdc_tp_counts *n = &tp->counts;
+    double want_calls[MDC_TP_KINDS], want_bytes[MDC_TP_KINDS];
+    mdc_tp_formulas(tp, m, b, s, k, want_calls, want_bytes);
     static const char *const what[MDC_TP_KINDS] = {"AllReduce (b,s,h)", "AllReduce (b,s) loss", "AllGather (b,s,h)",
                                                    "ReduceScatter (b,s,h)"};
     static const char *const form_tp[MDC_TP_KINDS] = {"k(4L+2) x 2(t-1)/t bsh beta", "3k x 2(t-1)/t bs' beta", "-", "-"};
@@ -124,14 +130,18 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
         fprintf(out, "  %-24s %6llu %8.0f %14.0f %14.0f  %s %s\n", what[i], n->calls[i], want_calls[i], n->bytes[i],
                 want_bytes[i], tp->sp ? form_sp[i] : form_tp[i],
                 n->calls[i] == want_calls[i] && n->bytes[i] == want_bytes[i] ? "ok" : "DIFFERS");
-    fprintf(out, "  (bs' = bs padded to a multiple of t = %.0f. Per layer: %s; the embedding's lookup and the LM head's "
-                 "input gradient add one each%s)\n", bsp,
+    fprintf(out, "  (bs' = bs padded to a multiple of t = %.0f. Per layer: %s; once per micro-batch: %s)\n", bsp,
             tp->sp ? "AG + RS at f and g forward, AG + RS backward, AG of f's input again: 10 (t-1)/t bsh beta"
                    : "AR at the 2 g forward, AR at the 2 f backward: 4 x 2(t-1)/t bsh beta",
-            tp->sp ? ", ln_f's gather two" : "");
-    if (tp->sp)
-        fprintf(out, "  SP gradients of LayerNorms and row-parallel biases: one AllReduce over tp per step, %.0f bytes\n",
-                sp_grad_bytes);
+            tp->sp ? "the embedding's RS forward and AG backward, ln_f's AG forward and again backward, the LM "
+                     "head's input gradient RS"
+                   : "the embedding's AR (g) and the LM head's input gradient AR (f)");
+    if (tp->sp) { /* (6L + 2) h floats: ln_1, ln_2 and the two biases of each layer, ln_f */
+        double nf = (double)mdc_tp_padded(tp, (size_t)(6 * c->L + 2) * (size_t)c->C);
+        fprintf(out, "  SP gradients of LayerNorms and row-parallel biases: one AllReduce over tp per step, %.0f bytes; "
+                     "formula 2(t-1)/t (6L+2)' h beta = %.0f (' padded to a multiple of t; ZeRO-2/3: the shard's part)\n",
+                sp_grad_bytes, 2 * (t - 1) * (nf / t) * 4);
+    }
     /* memory */
     size_t local = mdc_gpt2_local_floats(m), repl = 0;
     for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
@@ -144,7 +154,7 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
             psi, repl, tp->t, repl, split / t + (double)repl, local, (double)local == split / t + (double)repl ? "ok" : "DIFFERS");
     /* activations per layer, floats: minidc's fp32 stash (ref/block.c's layout) beside
      * Korthikanti et al. 2022's 16-bit count (with dropout masks), with and without SP */
-    int tiled = s > 256;
+    int tiled = s > MDC_GPT2_TILED_T; /* the attention kernel the model chose */
     double att = tiled ? b * (a / t) * s : b * (a / t) * (double)s * s;
     double ours_tp = 4 * bsh + 12 * bsh / t + 4 * bs + att, ours_sp = 16 * bsh / t + 4 * bs / t + att;
     double kor_tp = bsh * (10 + 24 / t + 5 * a * s / (h * t)), kor_sp = bsh / t * (34 + 5 * a * s / h);

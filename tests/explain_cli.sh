@@ -68,5 +68,70 @@ while IFS= read -r cmd; do
         diff <(echo "$want") <(echo "$got") | head -10; fail=1; }
 done < <(sed -n 's/^\$ \(build\/minidc explain .*\)$/\1/p' "$doc")
 [ $n -ge 5 ] || { echo "$doc: expected at least 5 explain examples, found $n"; fail=1; }
+# `explain block`: one GPT-2 block under tensor parallelism, listed without MPI. Per block, the
+# listing must hold DESIGN.md's collectives: TP 4 AllReduce of bsh floats, 4 x 2(t-1)/t bsh beta
+# bytes per rank; SP 6 AllGather + 4 ReduceScatter (the inputs of the column-parallel linears are
+# gathered again in backward), 10 (t-1)/t bsh beta; and every total it prints must say ok.
+sizes="--vocab 384 --heads 6 --channels 192 --ctx 48 --layers 2"
+for t in 1 2 3; do
+    for sp in "" --sp; do
+        [ $t = 1 ] && [ -n "$sp" ] && continue
+        out=$("$bin" explain block $sizes --batch 2 --tp $t $sp 2>&1) ||
+            { echo "explain block --tp $t $sp failed:"; echo "$out" | tail -3; fail=1; continue; }
+        got=$(echo "$out" | awk '/^block (forward|backward)/ {on = 1; next} /^$/ || /^[^ ]/ {on = 0}
+            on && / AllReduce over tp/ {ar++} on && / AllGather over tp/ {ag++} on && / ReduceScatter over tp/ {rs++}
+            on && / bytes per rank$/ {by += $(NF - 3)} END {print ar + 0, ag + 0, rs + 0, by + 0}')
+        bsh=$((2 * 48 * 192))
+        if [ $t = 1 ]; then want="0 0 0 0"
+        elif [ -z "$sp" ]; then want="4 0 0 $((4 * 2 * (t - 1) * (bsh / t) * 4))"
+        else want="0 6 4 $((10 * (t - 1) * (bsh / t) * 4))"; fi
+        [ "$got" = "$want" ] ||
+            { echo "explain block --tp $t $sp: per block AR AG RS bytes = $got, the formulas say $want"; fail=1; }
+        [ $t = 1 ] && continue
+        echo "$out" | grep -qE "^  (TP|SP): .* = ${want##* } bytes per rank; listed ${want##* } ok$" ||
+            { echo "explain block --tp $t $sp: no per-layer total of ${want##* } bytes:"; echo "$out" | grep -A1 "^per layer"; fail=1; }
+        echo "$out" | grep -q DIFFERS && { echo "explain block --tp $t $sp:"; echo "$out" | grep DIFFERS; fail=1; }
+    done
+done
+# A size the partition cannot split: exit 2 and the same message as minidc train, naming the option.
+while IFS=: read -r args msg; do
+    out=$("$bin" explain block $args 2>&1)
+    rc=$?
+    { [ $rc = 2 ] && echo "$out" | grep -qF -- "$msg"; } ||
+        { echo "explain block $args: expected exit 2 and '$msg', got $rc:"; echo "$out" | head -3; fail=1; }
+done <<'BAD'
+--tp 5:--tp 5 does not divide --heads 4
+--tp 3 --heads 6 --channels 192:--tp 3 does not divide the padded vocabulary 512
+--tp 2 --channels 130 --heads 5:--tp 2 does not divide --heads 5
+--tp 2 --sp --seq 63:--sp: the sequence length 63 (--seq) is not divisible by --tp 2
+--sp:--sp needs --tp 2 or more
+--tp 65:--tp needs an integer in 1..64
+--tp 2 --seq 65:--seq 65 must be in [1, 64]
+--batch 0:--batch needs an integer
+--config nosuch:--config: unknown config 'nosuch'
+--heads 5:--heads: 5 heads do not divide --channels 128
+BAD
+# The listing agrees with the code: its totals per micro-batch equal what a one-step run of
+# minidc train counts (calls and bytes sent per rank, in its tensor-parallel report; MPI here).
+mpi=${MPIEXEC:-mpiexec.mpich}
+if command -v "$mpi" >/dev/null 2>&1; then
+    small="--vocab 384 --heads 6 --channels 192 --ctx 24 --layers 2 --batch 1"
+    for run in "2" "2 --sp" "3 --sp"; do
+        t=${run%% *} sp=
+        [ "$run" != "$t" ] && sp=${run#* }
+        ex=$("$bin" explain block $small --tp $t $sp 2>&1)
+        tr=$(MINIDC_TIMEOUT=30 "$mpi" -n $t "$bin" train $small --tp $t $sp --steps 1 --quiet 2>&1) ||
+            { echo "train --tp $t $sp failed:"; echo "$tr" | tail -3; fail=1; continue; }
+        pick='index($0, n) == 1 {split(substr($0, length(n) + 1), f, " "); print f[1], f[k]}'
+        for row in "AllReduce (b,s,h)" "AllReduce (b,s) loss" "AllGather (b,s,h)" "ReduceScatter (b,s,h)"; do
+            e=$(echo "$ex" | awk -v n="  $row " -v k=2 "$pick")
+            a=$(echo "$tr" | awk -v n="  $row " -v k=3 "$pick")
+            { [ -n "$e" ] && [ "$e" = "$a" ]; } ||
+                { echo "explain block --tp $t $sp: $row: listed (calls bytes) '$e', train counted '$a'"; fail=1; }
+        done
+    done
+else
+    echo "explain block: $mpi not found, the comparison with minidc train is skipped"
+fi
 [ $fail = 0 ] && echo "explain_cli: ok"
 exit $fail

@@ -22,6 +22,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: minidc explain COLL [--algo A] -n P --count K [options]\n"
+            "       minidc explain block --tp T [--sp] [sizes]   (one GPT-2 block, tensor parallel)\n"
             "  COLL           allreduce reduce_scatter allgather bcast reduce gather scatter\n"
             "                 alltoall alltoallv barrier\n"
             "  --algo A       algorithm (default: the cost model's choice; --list shows them)\n"
@@ -122,6 +123,7 @@ static void print_steps(const mdc_schedule *s) {
 }
 
 int mdc_cmd_explain(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "block")) return mdc_explain_block(argc - 1, argv + 1); /* tools/explain_block.c */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -39,6 +39,10 @@ typedef struct {
     int C;   /* channels; H must divide C */
 } mdc_gpt2_config;
 
+/* Attention: the materialized kernel when the sequence T <= this (fast, B*H*T*T floats per
+ * layer), the tiled online-softmax kernel above it (O(T) per row). */
+enum { MDC_GPT2_TILED_T = 256 };
+
 /* V rounded up to a multiple of 128. */
 int mdc_gpt2_padded_vocab(int V);
 

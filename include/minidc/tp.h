@@ -46,6 +46,8 @@ void mdc_tp_reset_counts(mdc_tp *tp);
  * schedule (k micro-batches of b x s), the parameter and activation memory per rank next to
  * the formulas, and the LayerNorm work that SP divides. */
 void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double sp_grad_bytes, FILE *out);
+/* The calls and bytes per rank per step that schedule should take, by MDC_TP_* kind. */
+void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double *calls, double *bytes);
 
 /* The loss statistics' allreduces are padded to a multiple of t elements, so every
  * tensor-parallel collective moves exactly the ring's (t-1)/t or 2(t-1)/t of its bytes. */
