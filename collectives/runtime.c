@@ -85,6 +85,8 @@ mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv) {
 }
 
 void mdc_runtime_finalize(mdc_runtime *rt) {
+    free(rt->report_schemes);
+    rt->report_schemes = NULL;
     mdc_group_free(rt->world);
     mdc_transport_free(rt->tr);
     mdc_device_free(rt->dev);
@@ -214,7 +216,8 @@ mdc_status mdc_runtime_report(mdc_runtime *rt, FILE *f, double tokens) {
             es[r] = all[r].e;
             memcpy(&pk[(size_t)r * (MDC_MEM_COUNT + 1)], all[r].peak, sizeof all[r].peak);
         }
-        if (!st) st = mdc_device_report_json(rt->opts.report_path, cs, es, pk, rt->size, rt->dev, tokens);
+        if (!st)
+            st = mdc_device_report_json(rt->opts.report_path, cs, es, pk, rt->size, rt->dev, tokens, rt->report_schemes);
         free(cs);
         free(es);
         free(pk);

@@ -205,13 +205,15 @@ static cJSON *report_tree(const mdc_dev_counters *cs, const mdc_energy *es, cons
 
 mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters,
                                   const mdc_energy *energies, const size_t *peak_bytes,
-                                  int nranks, const mdc_device *dev0, double tokens) {
+                                  int nranks, const mdc_device *dev0, double tokens, const char *schemes) {
     if (!path || !counters || !energies || !peak_bytes || !dev0 || nranks < 1)
         return mdc_fail(MDC_ERR_INVALID, "mdc_device_report_json: NULL argument or no ranks");
     mdc_status st = MDC_OK;
     char *text = NULL;
     FILE *f = NULL;
     cJSON *root = report_tree(counters, energies, peak_bytes, nranks, dev0, tokens);
+    cJSON *sch = root && schemes ? cJSON_Parse(schemes) : NULL;
+    if (sch) cJSON_AddItemToObject(root, "schemes", sch);
     if (root) text = cJSON_Print(root);
     if (!text) {
         st = mdc_fail(MDC_ERR_OOM_HOST, "--report %s: building the JSON", path);
@@ -238,5 +240,5 @@ mdc_status mdc_device_report_json_one(const char *path, const mdc_device *dev, d
     mdc_dev_get_counters(dev, &c);
     mdc_dev_energy(dev, &e);
     for (int k = 0; k <= MDC_MEM_COUNT; k++) peak[k] = mdc_dev_mem_peak(dev, (mdc_mem_category)k);
-    return mdc_device_report_json(path, &c, &e, peak, 1, dev, tokens);
+    return mdc_device_report_json(path, &c, &e, peak, 1, dev, tokens, NULL);
 }

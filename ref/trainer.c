@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "minidc/kernels.h"
 #include "minidc/train.h"
 
@@ -257,4 +259,53 @@ void mdc_trainer_report(mdc_trainer *t, FILE *out) {
         mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) > 1)
         fprintf(out, "loss and gradient norm: one allreduce of 2 x %d doubles per step over every rank, %.0f bytes sent "
                      "by rank 0\n", mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)), t->plan.scalar_bytes);
+}
+
+/* The figures of mdc_trainer_report as JSON (the --report file's "schemes"). */
+char *mdc_trainer_report_json(mdc_trainer *t) {
+    cJSON *root = cJSON_CreateObject(), *mesh = cJSON_AddObjectToObject(root, "mesh");
+    const mdc_mesh_dims *d = &t->tc.dims;
+    cJSON_AddNumberToObject(mesh, "tp", d->tp), cJSON_AddNumberToObject(mesh, "cp", d->cp);
+    cJSON_AddNumberToObject(mesh, "ep", d->ep), cJSON_AddNumberToObject(mesh, "dp", d->dp);
+    cJSON_AddNumberToObject(mesh, "pp", d->pp), cJSON_AddBoolToObject(mesh, "sp", t->tc.sp);
+    cJSON_AddNumberToObject(root, "scalar_allreduce_bytes", t->plan.scalar_bytes);
+    if (t->tp) {
+        static const char *const kind[MDC_TP_KINDS] = {"allreduce_bsh", "allreduce_loss", "allgather_bsh",
+                                                       "reduce_scatter_bsh"};
+        mdc_tp_counts c;
+        double fc[MDC_TP_KINDS], fb[MDC_TP_KINDS];
+        mdc_tp_get_counts(t->tp, &c);
+        mdc_tp_formulas(t->tp, t->m, t->tc.micro_batch, t->tc.seq, t->tc.accum, fc, fb);
+        cJSON *tp = cJSON_AddObjectToObject(root, "tensor_parallel");
+        for (int i = 0; i < MDC_TP_KINDS; i++) {
+            cJSON *k = cJSON_AddObjectToObject(tp, kind[i]);
+            cJSON_AddNumberToObject(k, "calls", (double)c.calls[i]), cJSON_AddNumberToObject(k, "calls_formula", fc[i]);
+            cJSON_AddNumberToObject(k, "bytes", c.bytes[i]), cJSON_AddNumberToObject(k, "bytes_formula", fb[i]);
+        }
+        cJSON_AddNumberToObject(tp, "sp_gradient_allreduce_bytes", t->plan.sp_bytes);
+        cJSON_AddNumberToObject(tp, "parameter_floats", (double)mdc_gpt2_local_floats(t->m));
+        cJSON_AddNumberToObject(tp, "activation_floats_per_layer",
+                                (double)mdc_gpt2_acts_layer_floats(t->m, t->tc.micro_batch, t->tc.seq));
+    }
+    if (t->dp) {
+        mdc_dp_figures f;
+        mdc_dp_get_figures(t->dp, &f);
+        cJSON *dp = cJSON_AddObjectToObject(root, "data_parallel");
+        cJSON_AddNumberToObject(dp, "zero", f.zero), cJSON_AddNumberToObject(dp, "ranks", f.N);
+        cJSON_AddNumberToObject(dp, "psi_floats", (double)f.psi), cJSON_AddNumberToObject(dp, "shard_floats", (double)f.shard);
+        static const char *const mem[3] = {"parameter_bytes", "gradient_bytes", "optimizer_bytes"};
+        for (int i = 0; i < 3; i++) {
+            cJSON *k = cJSON_AddObjectToObject(dp, mem[i]);
+            cJSON_AddNumberToObject(k, "measured", (double)f.mem[i]), cJSON_AddNumberToObject(k, "exact", (double)f.mem_want[i]);
+            cJSON_AddNumberToObject(k, "formula", f.mem_formula[i]);
+        }
+        cJSON_AddNumberToObject(dp, "step_bytes", f.step_bytes);
+        cJSON_AddNumberToObject(dp, "step_bytes_exact", f.step_bytes_want);
+        cJSON_AddNumberToObject(dp, "step_bytes_formula", f.step_bytes_formula);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    char *out = text ? strdup(text) : NULL; /* plain malloc'd text for the caller's free() */
+    cJSON_free(text);
+    return out;
 }

@@ -40,7 +40,17 @@ expect_error "pipeline not built yet" 2 "--pp 2: pipeline parallelism is not bui
 
 # every collective of the report equals its formula; the replicas stay identical
 expect_ok "tp 2 x dp 2, ZeRO-1, --check-serial --check-replicas" 4 --tp 2 --dp 2 --zero 1 $odd --steps 4 \
-    --check-serial --check-replicas
+    --check-serial --check-replicas --report "$tmp/r.json"
+/usr/bin/python3 - "$tmp/r.json" <<'EOF' || { echo "FAIL: the JSON report's tensor-parallel figures"; fail=1; }
+import json, sys
+s = json.load(open(sys.argv[1]))["schemes"]
+tp, dp = s["tensor_parallel"], s["data_parallel"]
+assert s["mesh"]["tp"] == 2 and s["mesh"]["dp"] == 2, s["mesh"]
+assert tp["allreduce_bsh"]["calls"] == tp["allreduce_bsh"]["calls_formula"] == 10, tp
+for k in tp.values():
+    if isinstance(k, dict): assert k["bytes"] == k["bytes_formula"], k
+assert dp["step_bytes"] == dp["step_bytes_exact"] and dp["zero"] == 1, dp
+EOF
 grep -q "check-serial: .* ok" "$tmp/out" || { echo "FAIL: tp 2 x dp 2 check-serial"; cat "$tmp/out"; fail=1; }
 grep -q "AllReduce (b,s,h) .* ok" "$tmp/out" || { echo "FAIL: TP allreduce figures"; grep -A8 "tensor parallel" "$tmp/out"; fail=1; }
 ! grep -q DIFFERS "$tmp/out" || { echo "FAIL: a figure differs from its formula"; grep DIFFERS "$tmp/out"; fail=1; }

@@ -330,6 +330,7 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     mdc_trainer_report(tr, stdout);
     fflush(stdout);
+    if (r == 0 && rt.opts.report_path[0]) rt.report_schemes = mdc_trainer_report_json(tr);
     if ((st = mdc_runtime_report(&rt, stdout, tokens))) mdc_runtime_die(&rt, st, 0, 1);
     mdc_trainer_free(tr);
     mdc_trainer_free(ser);

@@ -231,10 +231,11 @@ void mdc_dev_energy(const mdc_device *dev, mdc_energy *out);
 void mdc_device_report(const mdc_device *dev, FILE *f, double tokens);
 /* Writes the JSON report of `nranks` devices (rank order) to `path`: counters[r], energies[r],
  * and peak_bytes[r * (MDC_MEM_COUNT + 1) + k] (k = category, MDC_MEM_COUNT = total); the device
- * spec, energy table and mode come from dev0. Fails with MDC_ERR_IO naming the path. */
+ * spec, energy table and mode come from dev0. `schemes` (may be NULL) is a JSON object's text,
+ * the parallel schemes' figures, stored under "schemes". Fails with MDC_ERR_IO naming the path. */
 mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters,
                                   const mdc_energy *energies, const size_t *peak_bytes,
-                                  int nranks, const mdc_device *dev0, double tokens);
+                                  int nranks, const mdc_device *dev0, double tokens, const char *schemes);
 /* The same for one device (train without --dp, forward); nothing when `path` is NULL or empty. */
 mdc_status mdc_device_report_json_one(const char *path, const mdc_device *dev, double tokens);
 

@@ -16,6 +16,8 @@ typedef struct {
     mdc_device *dev;
     mdc_transport *tr;
     mdc_group *world;
+    char *report_schemes; /* rank 0: the schemes' figures as a JSON object's text, for the JSON
+                             report's "schemes" (malloc'd, freed by mdc_runtime_finalize; NULL: none) */
 } mdc_runtime;
 
 /* MPI_Init, parse and remove device options from argv (*argc shrinks), create the device,

@@ -100,6 +100,9 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t);
 /* Prints the mesh, the tensor-parallel figures and the data-parallel figures next to their
  * formulas (rank 0 prints; every rank calls it). */
 void mdc_trainer_report(mdc_trainer *t, FILE *out);
+/* The same figures (this rank's) as a JSON object's text, malloc'd (free it), NULL if out of
+ * memory: the --report file's "schemes" (mdc_runtime's report_schemes). */
+char *mdc_trainer_report_json(mdc_trainer *t);
 
 #ifdef __cplusplus
 }
