@@ -10,6 +10,8 @@
  *                   FLOPs 0; bytes 4*(N + 2*N*C)  (the sum over ranks then adds positions)
  *   positions:      out[b,j,:] = in[b,j,:] + wpe[pos0+j,:]  FLOPs B*Tl*C; bytes 12*B*Tl*C
  *   shard backward: as the backward, rows outside the shard skipped; dwpe from every position */
+#include <limits.h>
+
 #include "internal.h"
 
 void mdc_encoder_forward(mdc_device *dev, float *out, const int *inp, const float *wte,
@@ -26,30 +28,7 @@ void mdc_encoder_forward(mdc_device *dev, float *out, const int *inp, const floa
 
 void mdc_encoder_backward(mdc_device *dev, float *dwte, float *dwpe, const float *dout,
                           const int *inp, int B, int T, int C) {
-    enum { CB = 32 };
-    int ncb = (C + CB - 1) / CB;
-#pragma omp parallel
-    {
-#pragma omp for schedule(static) nowait
-        for (int cb = 0; cb < ncb; cb++) {
-            int c0 = cb * CB, c1 = c0 + CB < C ? c0 + CB : C;
-            for (int bt = 0; bt < B * T; bt++) {
-                float *d = dwte + (size_t)inp[bt] * C;
-                const float *g = dout + (size_t)bt * C;
-                for (int c = c0; c < c1; c++) d[c] += g[c];
-            }
-        }
-#pragma omp for schedule(static)
-        for (int t = 0; t < T; t++) {
-            float *d = dwpe + (size_t)t * C;
-            for (int b = 0; b < B; b++) {
-                const float *g = dout + ((size_t)b * T + t) * C;
-                for (int c = 0; c < C; c++) d[c] += g[c];
-            }
-        }
-    }
-    double n = (double)B * T;
-    mdc_k_charge(dev, 2.0 * n * C, 4.0 * (n + 5.0 * n * C));
+    mdc_embed_shard_backward(dev, dwte, dwpe, dout, inp, 0, INT_MAX, B, T, C); /* every row is this shard's */
 }
 
 void mdc_embed_shard_forward(mdc_device *dev, float *out, const int *inp, const float *wte, int lo, int rows, int N,
