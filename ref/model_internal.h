@@ -90,4 +90,53 @@ static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) { return 2 + c-
 uint64_t mdc_i_mix64(uint64_t x);
 float mdc_i_normal_at(uint64_t seed, uint64_t i);
 
+/* ---- helpers of ref/block.c and ref/block_backward.c ------------------------------------------ */
+#define HOOK(ev, unit)                                                                     \
+    do {                                                                                   \
+        if (m->hooks.fn) {                                                                 \
+            mdc_status hook_st_ = m->hooks.fn(m->hooks.ctx, (ev), (unit));                 \
+            if (hook_st_) return hook_st_;                                                 \
+        }                                                                                  \
+    } while (0)
+#define TRY(expr)                                  \
+    do {                                           \
+        mdc_status try_st_ = (expr);               \
+        if (try_st_) return try_st_;               \
+    } while (0)
+
+static inline float *buf(mdc_gpt2_acts *a, size_t off) { return a->buf + off; }
+static inline float *lact(mdc_gpt2_acts *a, size_t off, int l) {
+    return a->buf + off + (size_t)(l - a->m->part.layer_lo) * a->lay.layer_stride;
+}
+/* the residual stream entering layer l */
+static inline float *x_in(mdc_gpt2_acts *a, int l) {
+    return l > a->m->part.layer_lo ? lact(a, a->lay.res3, l - 1) : buf(a, a->lay.encoded);
+}
+static inline float *P(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->params, gi); }
+static inline float *G(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->grads, gi); }
+
+
+/* The column-parallel input: the gathered (B, T, C) with SP, else the local tensor itself. */
+static inline mdc_status f_in(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *local, const float **in) {
+    *in = local;
+    if (!m->part.sp) return MDC_OK;
+    float *full = buf(a, a->lay.full);
+    *in = full;
+    return m->comm->f_forward(m->comm->ctx, full, local, a->B, a->T, m->cfg.C);
+}
+
+/* The dropout of a site of layer l on this rank's share of the micro-batch, keyed by global
+ * indices (batch row, position, channel; for attention the global head); NULL when off. */
+static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts *a, int l, int site, mdc_dropout *d) {
+    if (!(m->drop_p > 0)) return NULL;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    memset(d, 0, sizeof *d);
+    d->p = m->drop_p, d->seed = m->drop_seed, d->step = m->drop_step, d->layer = l, d->site = site;
+    d->row0 = a->row0, d->T = a->T, d->C = m->cfg.C, d->H = m->cfg.H;
+    if (site == MDC_DROP_ATTN) d->head0 = m->part.tp_rank * s.Hl;
+    else d->pos0 = m->part.sp ? m->part.tp_rank * s.Tl : 0;
+    return d;
+}
+
+
 #endif

@@ -1,0 +1,132 @@
+/* Activation sets (include/minidc/model.h): every tensor one micro-batch keeps between its
+ * forward and its backward, laid out in one device allocation for this rank's partition
+ * (local heads, MLP columns, vocabulary shard; with SP the residual stream's T/t positions),
+ * plus the backward work space and what the communication points and dropout need. */
+#include <stdio.h>
+
+#include "model_internal.h"
+
+int mdc_i_acts_needs(const mdc_gpt2 *m) {
+    return (m->comm ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0);
+}
+
+mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T) {
+    mdc_i_acts_layout a;
+    memset(&a, 0, sizeof a);
+    int t = p->tp, sp = p->sp;
+    size_t n = (size_t)B * T, nl = sp ? n / (size_t)t : n, C = (size_t)c->C;
+    size_t Cl = C / (size_t)t, Hl = (size_t)(c->H / t), Fl = 4 * C / (size_t)t, Vl = (size_t)c->Vp / (size_t)t;
+    a.tiled = T > MDC_GPT2_TILED_T;
+    size_t attn = a.tiled ? (size_t)B * Hl * T : (size_t)B * Hl * T * T;
+    size_t off = 0, layers = (size_t)(p->layer_hi - p->layer_lo);
+#define TAKE(field, k) (a.field = off, off += ((k) + 15) / 16 * 16)
+    TAKE(encoded, nl * C);
+    size_t l0 = off;
+    TAKE(ln1, nl * C); TAKE(ln1_mean, nl); TAKE(ln1_rstd, nl); TAKE(qkv, 3 * n * Cl); TAKE(atty, n * Cl);
+    TAKE(att, attn); TAKE(res2, nl * C); TAKE(ln2, nl * C); TAKE(ln2_mean, nl); TAKE(ln2_rstd, nl);
+    TAKE(fch, n * Fl); TAKE(fchg, n * Fl); TAKE(res3, nl * C);
+    a.layer_stride = off - l0;
+    off = l0 + a.layer_stride * layers;
+    if (p->has_head) {
+        TAKE(lnf, nl * C); TAKE(lnf_mean, nl); TAKE(lnf_rstd, nl);
+        TAKE(logits, n * Vl); TAKE(losses, n); TAKE(lse, n);
+    }
+    TAKE(dres, nl * C); TAKE(dln, nl * C); TAKE(datty, n * Cl); TAKE(dbig, n * Fl); TAKE(dbig2, n * Fl);
+    TAKE(attscratch, a.tiled ? 0 : (size_t)B * Hl * T * T);
+    if (needs) TAKE(partial, n * C); /* a row-parallel product before its reduction or dropout */
+    if (needs & MDC_I_NEED_COMM) {
+        if (sp) { TAKE(full, n * C); TAKE(dfull, n * C); }
+        TAKE(vstat, 2 * n);
+    }
+    if (needs & MDC_I_NEED_DROPOUT) TAKE(dmask, nl * C);
+#undef TAKE
+    a.total = off;
+    return a;
+}
+
+mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T) {
+    mdc_i_sizes s;
+    int t = m->part.tp, split = m->part.sp ? t : 1;
+    s.B = B, s.T = T, s.Tl = T / split, s.n = B * T, s.nl = B * s.Tl;
+    s.C = m->cfg.C, s.Cl = m->cfg.C / t, s.Hl = m->cfg.H / t, s.Fl = 4 * m->cfg.C / t, s.Vl = m->cfg.Vp / t;
+    return s;
+}
+
+size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T) {
+    return mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T).layer_stride;
+}
+
+size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T) {
+    return mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T).total * sizeof(float) +
+           2 * (size_t)B * T * sizeof(int);
+}
+
+mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T) {
+    *out = NULL;
+    if (B <= 0) return mdc_fail(MDC_ERR_INVALID, "--batch: batch size %d must be positive", B);
+    if (T <= 0 || T > m->cfg.T)
+        return mdc_fail(MDC_ERR_INVALID, "--seq: sequence length %d must be in [1, context %d]", T, m->cfg.T);
+    if (m->part.sp && T % m->part.tp)
+        return mdc_fail(MDC_ERR_INVALID, "--sp: the sequence length %d (--seq) is not divisible by --tp %d", T,
+                        m->part.tp);
+    mdc_gpt2_acts *a = calloc(1, sizeof *a);
+    if (!a) return mdc_fail(MDC_ERR_OOM_HOST, "activation set: out of host memory");
+    a->dev = m->dev, a->m = m, a->maxB = B, a->maxT = T;
+    a->lay = mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T);
+    int layers = m->part.layer_hi - m->part.layer_lo;
+    a->wstash = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->wstash);
+    a->wpending = calloc((size_t)(layers > 0 ? layers : 1), 1);
+    mdc_status st = a->wstash && a->wpending ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "activation set");
+    if (!st) st = mdc_dev_alloc(m->dev, (void **)&a->buf, a->lay.total * sizeof(float), MDC_MEM_ACTS, "activations");
+    if (!st) st = mdc_dev_alloc(m->dev, (void **)&a->inputs, 2 * (size_t)B * T * sizeof(int), MDC_MEM_ACTS, "tokens");
+    if (st) {
+        mdc_gpt2_acts_free(a);
+        return st;
+    }
+    a->targets = a->inputs + (size_t)B * T;
+    *out = a;
+    return MDC_OK;
+}
+
+void mdc_gpt2_acts_free(mdc_gpt2_acts *a) {
+    if (!a) return;
+    int layers = a->m->part.layer_hi - a->m->part.layer_lo;
+    for (int i = 0; a->wstash && i < layers; i++) mdc_dev_free(a->dev, a->wstash[i]);
+    free(a->wstash), free(a->wpending);
+    mdc_dev_free(a->dev, a->buf);
+    mdc_dev_free(a->dev, a->inputs);
+    free(a);
+}
+
+mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *targets, int B, int T) {
+    const mdc_gpt2_config *c = &a->m->cfg;
+    if (B <= 0 || B > a->maxB)
+        return mdc_fail(MDC_ERR_INVALID, "forward: batch %d not in [1, %d] (the creation batch)", B, a->maxB);
+    if (T <= 0 || T > a->maxT)
+        return mdc_fail(MDC_ERR_INVALID, "forward: sequence %d not in [1, %d] (the creation length)", T, a->maxT);
+    if (a->m->part.sp && T % a->m->part.tp)
+        return mdc_fail(MDC_ERR_INVALID, "--sp: the sequence length %d is not divisible by --tp %d", T, a->m->part.tp);
+    size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++) {
+        if (inputs && (inputs[i] < 0 || inputs[i] >= c->V))
+            return mdc_fail(MDC_ERR_INVALID, "forward: input token %d at position %zu not in [0, %d)", inputs[i], i, c->V);
+        if (targets && (targets[i] < 0 || targets[i] >= c->V))
+            return mdc_fail(MDC_ERR_INVALID, "forward: target %d at position %zu not in [0, %d)", targets[i], i, c->V);
+    }
+    if (inputs) memcpy(a->inputs, inputs, N * sizeof(int));
+    if (targets) memcpy(a->targets, targets, N * sizeof(int));
+    mdc_dev_copy(a->dev, (double)N * sizeof(int) * ((inputs != NULL) + (targets != NULL)), MDC_LINK_PCIE);
+    a->B = B, a->T = T, a->have_targets = targets != NULL;
+    return MDC_OK;
+}
+
+float *mdc_gpt2_acts_residual(mdc_gpt2_acts *a) {
+    const mdc_gpt2_part *p = &a->m->part;
+    return p->layer_hi > p->layer_lo ? lact(a, a->lay.res3, p->layer_hi - 1) : buf(a, a->lay.encoded);
+}
+float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a) { return buf(a, a->lay.dres); }
+const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a) { return a->buf + a->lay.logits; }
+const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a) { return a->buf + a->lay.losses; }
+int mdc_gpt2_acts_rows(const mdc_gpt2_acts *a) { return a->B * a->T; }
+void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0) { a->row0 = row0; }
+
