@@ -103,7 +103,7 @@ void mdc_runtime_die(mdc_runtime *rt, mdc_status st, int all_ranks_same, int cod
         fprintf(stderr, "minidc: rank %d: %s: %s\n", rt->rank, mdc_strerror(st), mdc_detail());
     if (!all_ranks_same && rt->tr) mdc_transport_abort_peers(rt->tr, mdc_detail());
     fflush(stderr);
-    if (all_ranks_same) {
+    if (all_ranks_same || rt->size == 1) { /* nobody to abort: a clean finalize */
         mdc_runtime_finalize(rt);
         exit(code);
     }

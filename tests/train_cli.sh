@@ -60,7 +60,11 @@ got_loss=$(awk '/^step /{printf "%s%s", sep, $4; sep=" "}' "$t/pin")
 got_norm=$(awk '/^step /{printf "%s%s", sep, $6; sep=" "}' "$t/pin")
 [ "$got_loss" = "$want_loss" ] || { echo "FAIL: pinned losses: got $got_loss, want $want_loss"; fail=1; }
 [ "$got_norm" = "$want_norm" ] || { echo "FAIL: pinned norms: got $got_norm, want $want_norm"; fail=1; }
+# The sanitizer build vectorizes the kernels' `omp simd` reductions differently, so it rounds
+# its sums in another (fixed) order: it has its own digest, the same before and after the model
+# became a loop over the block API, as the -O2 build's is.
 want_digest=c4d97f4d11e932985b5ef00c06b0bbf29488ea7098fa6478df190b0f7e99624d
+[ "${SANITIZE:-0}" = 1 ] && want_digest=bc8df5136b0ab28fcbeaaf2bedef45c4a1ae207963f8a4431c9233bdc3f1ff46
 got_digest=$(digest "$t/pin.st")
 [ "$got_digest" = "$want_digest" ] || { echo "FAIL: pinned tensors after 10 steps: digest $got_digest, want $want_digest"; fail=1; }
 
