@@ -63,3 +63,5 @@ for cfg in tiny small gpt2; do
         --torch-ms "${r% *}" --torch-cpu-ms "${r#* }" || exit 1
 done
 # ---- end kernels ---------------------------------------------------------------------------
+# ---- tensor and sequence parallelism against serial in the same run (tools/bench_tp.sh) -----
+"$(dirname "$0")/bench_tp.sh" "$BUILD" "$MPIEXEC" || exit 1
