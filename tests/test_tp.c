@@ -1,7 +1,8 @@
 /* Tensor parallelism (TP) and Megatron sequence parallelism (SP), composed with data
  * parallelism and ZeRO 0-3, against the serial model, through the trainer (train.h).
  * Every mesh tp x dp = N runs (N=4: tp4, tp2 x dp2, dp4; N=3: tp3, dp3; N=2: tp2, dp2;
- * N=1: a one-rank mesh), with SP off and on where tp > 1, and every ZeRO stage 0-3
+ * N=1: a one-rank mesh; at 6 and 8 ranks, outside make check for their time on 2 cores,
+ * tp3 x dp2 and tp4 x dp2), with SP off and on where tp > 1, and every ZeRO stage 0-3
  * (all 20 cases at N=4 stay well under a minute on 2 cores, so no stage is left out);
  * gradient accumulation 2 where zero + sp is odd. Each case checks against serial:
  *  (a) one forward of every micro-batch through the block API: the loss (rel 1e-6) and every
@@ -193,7 +194,7 @@ int main(int argc, char **argv) {
     int N = rt.size, r = rt.rank;
     mdc_gpt2_config cfg = CFG;
     MDC_CHECK(mdc_gpt2_config_check(&cfg));
-    int T = cfg.T, B = N == 3 ? 12 : 8;
+    int T = cfg.T, B = N == 3 ? 12 : N <= 4 ? 8 : 2 * N; /* divisible by dp x accum on every mesh */
     size_t P = mdc_gpt2_param_floats(&cfg);
     int *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
     float *got = calloc(P, sizeof(float));
@@ -210,6 +211,8 @@ int main(int argc, char **argv) {
     int cases = 0;
     for (int tp = N; tp >= 1; tp--) {
         if (N % tp) continue;
+        /* 6 and 8 ranks: tp 3 and tp 4 composed with dp 2 (the smaller meshes run at 1-4 ranks) */
+        if (N > 4 && N / tp != 2) continue;
         int dp = N / tp;
         for (int di = 0; di < 2; di++)
         for (int sp = 0; sp <= (tp > 1); sp++)
