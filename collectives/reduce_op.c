@@ -7,24 +7,26 @@
  * reduced in f32 and rounded to nearest-even after every step, as a GPU ring does; min/max
  * return the left operand unless the right one is strictly smaller/larger. AVG reduces as SUM
  * and mdc_reduce_finish divides once at the end. No threads: the result never depends on the
- * thread count. The loops are vectorised (-O3 here), which is exact for element-wise IEEE ops. */
+ * thread count. The loops are vectorised (-O3 here), which is exact for element-wise IEEE ops.
+ * MDC_EXACT elements are accumulators (exact.c), summed limbwise: exactly associative. */
 #pragma GCC optimize("O3")
 #include <string.h>
 
 #include "coll_internal.h"
 
-static const size_t dtype_size[MDC_DTYPE_COUNT] = {
+static const size_t dtype_size[MDC_DTYPE_END] = {
     [MDC_F32] = 4, [MDC_F64] = 8, [MDC_F16] = 2, [MDC_BF16] = 2, [MDC_I32] = 4, [MDC_I64] = 8, [MDC_U8] = 1,
+    [MDC_EXACT] = sizeof(mdc_exact),
 };
-static const char *const dtype_names[MDC_DTYPE_COUNT] = {
+static const char *const dtype_names[MDC_DTYPE_END] = {
     [MDC_F32] = "f32", [MDC_F64] = "f64", [MDC_F16] = "f16", [MDC_BF16] = "bf16",
-    [MDC_I32] = "i32", [MDC_I64] = "i64", [MDC_U8] = "u8",
+    [MDC_I32] = "i32", [MDC_I64] = "i64", [MDC_U8] = "u8", [MDC_EXACT] = "exact",
 };
 static const char *const op_names[MDC_OP_COUNT] = {
     [MDC_SUM] = "sum", [MDC_PROD] = "prod", [MDC_MIN] = "min", [MDC_MAX] = "max", [MDC_AVG] = "avg",
 };
 
-size_t mdc_dtype_size(mdc_dtype t) { return (unsigned)t < MDC_DTYPE_COUNT ? dtype_size[t] : 0; }
+size_t mdc_dtype_size(mdc_dtype t) { return (unsigned)t < MDC_DTYPE_END ? dtype_size[t] : 0; }
 
 double mdc_dtype_get(const void *buf, mdc_dtype t, size_t i) {
     switch (t) {
@@ -35,6 +37,7 @@ double mdc_dtype_get(const void *buf, mdc_dtype t, size_t i) {
     case MDC_I32: return ((const int32_t *)buf)[i];
     case MDC_I64: return (double)((const int64_t *)buf)[i];
     case MDC_U8: return ((const uint8_t *)buf)[i];
+    case MDC_EXACT: return mdc_exact_to_f64((const mdc_exact *)buf + i);
     default: return 0;
     }
 }
@@ -48,15 +51,16 @@ void mdc_dtype_set(void *buf, mdc_dtype t, size_t i, double v) {
     case MDC_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case MDC_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
     case MDC_U8: ((uint8_t *)buf)[i] = (uint8_t)(int)v; break;
+    case MDC_EXACT: mdc_exact_clear((mdc_exact *)buf + i), mdc_exact_add_f64((mdc_exact *)buf + i, v); break;
     default: break;
     }
 }
-const char *mdc_dtype_name(mdc_dtype t) { return (unsigned)t < MDC_DTYPE_COUNT ? dtype_names[t] : "?"; }
+const char *mdc_dtype_name(mdc_dtype t) { return (unsigned)t < MDC_DTYPE_END ? dtype_names[t] : "?"; }
 const char *mdc_op_name(mdc_op op) { return (unsigned)op < MDC_OP_COUNT ? op_names[op] : "?"; }
 
 int mdc_dtype_parse(const char *s) {
     if (!s) return -1;
-    for (int i = 0; i < MDC_DTYPE_COUNT; i++)
+    for (int i = 0; i < MDC_DTYPE_END; i++)
         if (!strcmp(s, dtype_names[i])) return i;
     if (!strcmp(s, "float")) return MDC_F32;
     if (!strcmp(s, "double")) return MDC_F64;
@@ -144,6 +148,9 @@ void mdc_i_reduce3(void *out, const void *a, const void *b, size_t n, mdc_dtype 
     case MDC_I32: INT_OPS(int32_t, uint32_t); break;
     case MDC_I64: INT_OPS(int64_t, uint64_t); break;
     case MDC_U8: INT_OPS(uint8_t, uint8_t); break;
+    case MDC_EXACT: /* exact, hence the same for any association; other ops are refused earlier */
+        if (op == MDC_SUM) mdc_exact_sum_n(out, a, b, n);
+        break;
     default: break;
     }
 }

@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "  --chunk BYTES  ring allreduce chunk size (default 0: one chunk per rank); the pipelined\n"
             "                 broadcast's chunk (default 1 MiB)\n"
             "  --root R       root of bcast, reduce, gather, scatter (default 0)\n"
-            "  --dtype T      f32 f64 f16 bf16 i32 i64 u8 (default f32)\n"
+            "  --dtype T      f32 f64 f16 bf16 i32 i64 u8 exact (default f32; exact: sum only)\n"
             "  --op OP        sum prod min max avg (default sum)\n"
             "  --device NAME  preset whose links give alpha, beta, gamma (default h100)\n"
             "  --gpus-per-node G  ranks per virtual node (default 8): NVLink inside, network across\n"

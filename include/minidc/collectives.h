@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "minidc/device.h"
+#include "minidc/exact.h"
 #include "minidc/status.h"
 
 #ifdef __cplusplus
@@ -19,23 +20,33 @@ extern "C" {
 
 /* ---- data types and reduction ops --------------------------------------------------------- */
 
-typedef enum { MDC_F32 = 0, MDC_F64, MDC_F16, MDC_BF16, MDC_I32, MDC_I64, MDC_U8, MDC_DTYPE_COUNT } mdc_dtype;
+/* MDC_DTYPE_COUNT counts the element-wise types, on which every op is defined. MDC_EXACT follows
+ * them: its element is one exact accumulator (mdc_exact, minidc/exact.h), reduced only by
+ * MDC_SUM (exactly, so every algorithm gives the same bits); it has no MPI type. MDC_DTYPE_END
+ * is one past the last dtype. */
+typedef enum {
+    MDC_F32 = 0, MDC_F64, MDC_F16, MDC_BF16, MDC_I32, MDC_I64, MDC_U8, MDC_DTYPE_COUNT,
+    MDC_EXACT = MDC_DTYPE_COUNT, MDC_DTYPE_END
+} mdc_dtype;
 typedef enum { MDC_SUM = 0, MDC_PROD, MDC_MIN, MDC_MAX, MDC_AVG, MDC_OP_COUNT } mdc_op;
 
 size_t mdc_dtype_size(mdc_dtype t);
 const char *mdc_dtype_name(mdc_dtype t);
 const char *mdc_op_name(mdc_op op);
 /* Element i of a buffer of type t, read as / written from a double (f16/bf16 through f32 with
- * round-to-nearest-even; integers by C conversion, u8 via int). For tests, tools, benchmarks. */
+ * round-to-nearest-even; integers by C conversion, u8 via int; exact: get rounds the sum to
+ * the nearest double, set stores an accumulator holding v, mdc_exact_add_f64). For tests,
+ * tools, benchmarks. */
 double mdc_dtype_get(const void *buf, mdc_dtype t, size_t i);
 void mdc_dtype_set(void *buf, mdc_dtype t, size_t i, double v);
-/* Parses "f32", "bf16", ...; "sum", "avg", ...; returns -1 if unknown. */
+/* Parses "f32", "bf16", ..., "exact"; "sum", "avg", ...; returns -1 if unknown. */
 int mdc_dtype_parse(const char *s);
 int mdc_op_parse(const char *s);
 
 /* inout[i] = inout[i] OP in[i] for count elements (AVG reduces as SUM; the division by the
  * group size happens once at the end: mdc_reduce_finish). f16/bf16 are widened to f32, reduced,
- * and rounded to nearest-even each call, as a GPU ring does. Deterministic, no threads. */
+ * and rounded to nearest-even each call, as a GPU ring does; exact adds accumulators (SUM only:
+ * other ops leave inout as it is). Deterministic, no threads. */
 void mdc_reduce_local(void *inout, const void *in, size_t count, mdc_dtype t, mdc_op op);
 /* For AVG: buf[i] /= n (integers: truncating division). No-op for other ops. */
 void mdc_reduce_finish(void *buf, size_t count, mdc_dtype t, mdc_op op, int n);
