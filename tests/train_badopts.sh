@@ -88,7 +88,7 @@ dp "a diverging run (--lr 1e30)" 1 "rank 0: step 2: the loss is -*nan (the model
 serial "--report (serial train)" 0 "^trained 1 steps" --report "$t/train.json"
 grep -q '"format":.*"minidc-device-report-1"' "$t/train.json" 2>/dev/null ||
     { echo "FAIL: serial train --report wrote no JSON report"; fail=1; }
-serial "--report to an unwritable path" 1 "--report $t/no/such/dir/r.json: cannot open for writing" \
+serial "--report to an unwritable path (refused before the first step)" 2 "--report $t/no/such/dir/r.json: the directory $t/no/such/dir does not exist" \
     --report "$t/no/such/dir/r.json"
 
 /usr/bin/python3 - "$t" <<'EOF'
@@ -112,6 +112,6 @@ fwd "--grad-clip nan" 2 "--grad-clip nan must be" --grad-clip nan
 fwd "--report" 0 "after 1 AdamW steps" --report "$t/fwd.json"
 grep -q '"format":.*"minidc-device-report-1"' "$t/fwd.json" 2>/dev/null ||
     { echo "FAIL: forward --report wrote no JSON report"; fail=1; }
-fwd "--report to an unwritable path" 1 "--report $t/no/such/dir/f.json: cannot open for writing" \
+fwd "--report to an unwritable path (refused before any work)" 2 "--report $t/no/such/dir/f.json: the directory $t/no/such/dir does not exist" \
     --report "$t/no/such/dir/f.json"
 exit $fail

@@ -3,9 +3,13 @@
  * command, the option and the value on stderr. Each mdc_arg_* returns 1 on success, 0 on a bad
  * value; each mdc_parse_* returns MDC_OK or MDC_ERR_INVALID with the same reason in mdc_detail(). */
 #include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli_args.h"
 
@@ -103,5 +107,37 @@ mdc_status mdc_adamw_check(const mdc_adamw_config *o) {
     if (!isfinite(o->grad_clip) || !(o->grad_clip >= 0))
         return mdc_fail(MDC_ERR_INVALID, "--grad-clip %g must be a finite number >= 0 (0 = no clipping)",
                         o->grad_clip);
+    return MDC_OK;
+}
+
+/* ---- outputs: checked before the work starts ------------------------------------------------ */
+
+mdc_status mdc_check_output(const char *opt, const char *path) {
+    if (!path || !path[0]) return mdc_fail(MDC_ERR_INVALID, "%s needs a file name", opt);
+    struct stat s;
+    if (stat(path, &s) == 0) {
+        if (S_ISDIR(s.st_mode)) return mdc_fail(MDC_ERR_INVALID, "%s %s is a directory, not a file", opt, path);
+        if (!S_ISREG(s.st_mode))
+            return mdc_fail(MDC_ERR_INVALID, "%s %s is not a regular file (a device, FIFO or socket): minidc writes "
+                            "its outputs as regular files only", opt, path);
+    }
+    char *copy = strdup(path);
+    if (!copy) return mdc_fail(MDC_ERR_OOM_HOST, "%s", opt);
+    const char *dir = dirname(copy);
+    mdc_status st = MDC_OK;
+    if (stat(dir, &s) != 0 || !S_ISDIR(s.st_mode))
+        st = mdc_fail(MDC_ERR_INVALID, "%s %s: the directory %s does not exist", opt, path, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        st = mdc_fail(MDC_ERR_INVALID, "%s %s: the directory %s is not writable: %s", opt, path, dir, strerror(errno));
+    free(copy);
+    return st;
+}
+
+mdc_status mdc_check_not_input(const char *out_opt, const char *out, const char *in_opt, const char *in) {
+    struct stat a, b;
+    if (!out || !in || stat(out, &a) != 0 || stat(in, &b) != 0) return MDC_OK; /* a new file is no input */
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return mdc_fail(MDC_ERR_INVALID, "%s %s is the same file as %s %s: writing it would destroy an input of "
+                        "this run", out_opt, out, in_opt, in);
     return MDC_OK;
 }

@@ -26,4 +26,11 @@ mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, dou
  * MDC_ERR_INVALID naming the first bad option and its value. */
 mdc_status mdc_adamw_check(const mdc_adamw_config *o);
 
+/* An output file, checked before any work: if it exists it is a regular file (not a directory,
+ * device or FIFO), and its directory exists and is writable. MDC_ERR_INVALID naming the option,
+ * the path and why. */
+mdc_status mdc_check_output(const char *opt, const char *path);
+/* MDC_ERR_INVALID if `out` is the same file as the input `in` (both may be NULL or missing). */
+mdc_status mdc_check_not_input(const char *out_opt, const char *out, const char *in_opt, const char *in);
+
 #endif

@@ -140,6 +140,20 @@ int mdc_cmd_forward(int argc, char **argv) {
         fprintf(stderr, "minidc forward: %s\n", mdc_detail());
         return 2;
     }
+    /* the outputs, before any work; none may be one of the inputs */
+    const char *report = dopt.report_path[0] ? dopt.report_path : NULL;
+    const char *in_opt[3] = {"--weights", "--tokens", "--targets"}, *in[3] = {wpath, xpath, ypath};
+    const char *out_opt[2] = {"--dump", "--report"}, *outs[2] = {dump, report};
+    for (int k = 0; k < 2; k++) {
+        if (!outs[k]) continue;
+        mdc_status cst = mdc_check_output(out_opt[k], outs[k]);
+        for (int j = 0; j < 3 && !cst; j++) cst = mdc_check_not_input(out_opt[k], outs[k], in_opt[j], in[j]);
+        if (!cst && k == 1) cst = mdc_check_not_input("--report", report, "--dump", dump);
+        if (cst) {
+            fprintf(stderr, "minidc forward: %s\n", mdc_detail());
+            return 2;
+        }
+    }
     if (steps > 0 && !ypath) {
         fprintf(stderr, "minidc forward: --steps needs --targets\n");
         return 2;

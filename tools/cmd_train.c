@@ -199,6 +199,14 @@ int mdc_cmd_train(int argc, char **argv) {
         return 0;
     }
     if ((st = validate(&o, rt.size, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
+    /* every output is checked before the first step: a bad path must not cost the run */
+    const char *report = rt.opts.report_path[0] ? rt.opts.report_path : NULL;
+    if ((o.save && ((st = mdc_check_output("--save", o.save)) || (st = mdc_check_not_input("--save", o.save, "--data", o.data)))) ||
+        (report && ((st = mdc_check_output("--report", report)) ||
+                    (st = mdc_check_not_input("--report", report, "--data", o.data)) ||
+                    (st = mdc_check_not_input("--report", report, "--resume", o.resume)) ||
+                    (st = mdc_check_not_input("--report", report, "--save", o.save)))))
+        mdc_runtime_die(&rt, st, 1, 2);
     int threads = mdc_kernels_init();
     /* bandwidth-optimal ring algorithms, so the bytes sent equal the formulas exactly, and an
      * allreduce gives every rank the same bits (MINIDC_ALGO_<COLL> still overrides) */

@@ -1,0 +1,50 @@
+#!/bin/bash
+# Outputs are checked before any work (train, forward): a destination under a regular file, a
+# directory, a FIFO or a device, or one of the run's inputs, is refused with exit 2 and a message
+# naming the option and the path, before the first step (no "step" line), on every rank of a
+# multi-rank run (the message printed once); --resume X --save X stays allowed.
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+m=$BUILD/minidc
+fail=0
+t=$(mktemp -d /tmp/minidc-outputs-XXXXXX)
+trap 'rm -rf "$t"' EXIT
+tiny="--vocab 65 --ctx 8 --layers 2 --heads 2 --channels 16 --batch 4 --quiet"
+expect() { # what, status, pattern, command...
+    local what=$1 want=$2 pat=$3; shift 3
+    timeout -k 5 60 "$@" >"$t/out" 2>&1 </dev/null
+    local rc=$?
+    if [ $rc != "$want" ]; then echo "FAIL: $what: exit $rc, expected $want"; sed 's/^/  | /' "$t/out" | tail -5; fail=1; return; fi
+    if ! grep -q -- "$pat" "$t/out"; then echo "FAIL: $what: no '$pat' in:"; sed 's/^/  | /' "$t/out" | tail -5; fail=1; return; fi
+    if grep -q "^step " "$t/out"; then echo "FAIL: $what: it trained before refusing"; fail=1; return; fi
+    echo "ok: $what: $(grep -m1 -- "$pat" "$t/out")"
+}
+touch "$t/file"
+mkfifo "$t/fifo"
+mkdir "$t/dir"
+expect "--save under a regular file" 2 "--save $t/file/c.st: the directory $t/file does not exist" \
+    "$m" train $tiny --steps 50 --save "$t/file/c.st"
+expect "--save to a directory" 2 "--save $t/dir is a directory, not a file" "$m" train $tiny --steps 50 --save "$t/dir"
+expect "--report to a FIFO (no hang)" 2 "--report $t/fifo is not a regular file" "$m" train $tiny --steps 50 --report "$t/fifo"
+expect "--save to a device" 2 "--save /dev/null is not a regular file" "$m" train $tiny --steps 50 --save /dev/null
+"$m" data generate copy --tokens 2000 "$t/d.bin" >/dev/null 2>&1 || { echo "FAIL: data generate"; fail=1; }
+expect "--save over the --data file" 2 "--save $t/d.bin is the same file as --data $t/d.bin" \
+    "$m" train $tiny --steps 50 --data "$t/d.bin" --save "$t/d.bin"
+expect "2 ranks, --save under a regular file" 2 "the directory $t/file does not exist" \
+    "$MPIEXEC" -n 2 "$m" train $tiny --dp 2 --steps 50 --save "$t/file/c.st"
+[ "$(grep -c 'does not exist' "$t/out")" = 1 ] || { echo "FAIL: the error must be printed once (rank 0)"; fail=1; }
+# forward: --dump may not overwrite the weights or the tokens
+"$m" train $tiny --steps 1 --save "$t/w.st" >/dev/null 2>&1 || { echo "FAIL: saving weights"; fail=1; }
+/usr/bin/python3 -c "import numpy as np; np.save('$t/x.npy', np.arange(8, dtype=np.int32).reshape(2, 4))" ||
+    { echo "FAIL: writing tokens"; fail=1; }
+cp "$t/w.st" "$t/w0.st"
+expect "forward --dump over --weights" 2 "--dump $t/w.st is the same file as --weights $t/w.st" \
+    "$m" forward --weights "$t/w.st" --tokens "$t/x.npy" --dump "$t/w.st"
+cmp -s "$t/w.st" "$t/w0.st" || { echo "FAIL: the weights file changed"; fail=1; }
+expect "forward --report over --tokens" 2 "--report $t/x.npy is the same file as --tokens $t/x.npy" \
+    "$m" forward --weights "$t/w.st" --tokens "$t/x.npy" --dump "$t/o.st" --report "$t/x.npy"
+# resuming from a file and saving to it is allowed: the old file stays until the new one is complete
+timeout 60 "$m" train $tiny --steps 2 --resume "$t/w.st" --save "$t/w.st" >"$t/out" 2>&1 ||
+    { echo "FAIL: --resume X --save X"; cat "$t/out"; fail=1; }
+grep -q "saved $t/w.st (step 3" "$t/out" || { echo "FAIL: --resume X --save X did not save step 3"; cat "$t/out"; fail=1; }
+exit $fail
