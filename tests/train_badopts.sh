@@ -55,6 +55,11 @@ dp "--steps INT_MAX after step 2^30" 2 "--steps 2147483647 after step 1073741824
 serial "checkpoint step 99999999999" 1 "big.st: step 99999999999 out of range" --resume "$t/big.st"
 dp "checkpoint step 99999999999 (was truncated)" 1 "big.st: step 99999999999 out of range" --resume "$t/big.st"
 
+# ---- sizes: 0 is an error, not the default -------------------------------------------------
+for o in --batch --seq --layers --heads --channels --vocab --ctx; do
+    expect "$o 0" 2 "$o needs an integer in 1.." "$m" train --config tiny --steps 1 $o 0
+done
+
 # ---- 4: optimizer values, one check for all three paths ------------------------------------
 serial "--lr inf" 2 "--lr inf: the learning rate must be a finite number > 0" --lr inf
 serial "--lr 1e39 (inf as a float)" 2 "--lr inf: the learning rate" --lr 1e39

@@ -100,10 +100,11 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         {"--check-replicas", offsetof(options, replicas)},
     };
     static const struct { const char *name; size_t off; int lo; } counts[] = {
-        {"--vocab", offsetof(options, V), 0},  {"--ctx", offsetof(options, T), 0},
-        {"--layers", offsetof(options, L), 0}, {"--heads", offsetof(options, H), 0},
-        {"--channels", offsetof(options, C), 0}, {"--batch", offsetof(options, B), 0},
-        {"--seq", offsetof(options, seq), 0},  {"--steps", offsetof(options, steps), 0},
+        /* a size of 0 is an error, never "the default": leave the option out for that */
+        {"--vocab", offsetof(options, V), 1},  {"--ctx", offsetof(options, T), 1},
+        {"--layers", offsetof(options, L), 1}, {"--heads", offsetof(options, H), 1},
+        {"--channels", offsetof(options, C), 1}, {"--batch", offsetof(options, B), 1},
+        {"--seq", offsetof(options, seq), 1},  {"--steps", offsetof(options, steps), 0},
         {"--seed", offsetof(options, seed), 0}, {"--dp", offsetof(options, dp), 1},
         {"--tp", offsetof(options, tp), 1},    {"--pp", offsetof(options, pp), 1},
         {"--cp", offsetof(options, cp), 1},    {"--ep", offsetof(options, ep), 1},
