@@ -1,8 +1,7 @@
 /* Tensor parallelism (TP) and Megatron sequence parallelism (SP), composed with data
  * parallelism and ZeRO 0-3, against the serial model, through the trainer (train.h).
  * Every mesh tp x dp = N runs (N=4: tp4, tp2 x dp2, dp4; N=3: tp3, dp3; N=2: tp2, dp2;
- * N=1: a one-rank mesh; at 6 and 8 ranks, outside make check for their time on 2 cores,
- * tp3 x dp2 and tp4 x dp2), with SP off and on where tp > 1, and every ZeRO stage 0-3
+ * N=1: a one-rank mesh; N=6 and 8: tp3 x dp2 and tp4 x dp2), with SP off and on where tp > 1, and every ZeRO stage 0-3
  * (all 30 cases at N=4, dropout included, stay well under a minute on 2 cores);
  * gradient accumulation 2 where zero + sp is odd. Each case checks against serial:
  *  (a) one forward of every micro-batch through the block API: the loss (rel 1e-6) and every
