@@ -51,14 +51,24 @@ echo "== tools/bench_interposer.sh (tests/bench_interposer.c with and without th
 BUILD=$BUILD MPIEXEC=$MPIEXEC tools/bench_interposer.sh || exit 1
 # ---- kernels: training step vs PyTorch (tools/bench_train.c, tests/bench_torch.py) ----------
 # Each config in its own process (peak RSS per config); PyTorch measured right before minidc,
-# both on 2 threads, each in its own best OpenMP wait policy on 2 cores: PyTorch with
-# OMP_WAIT_POLICY=PASSIVE (its default setting is up to 1.8x slower here: its OpenMP threads spin
-# against OpenBLAS's), minidc with libgomp's default (spin ~0.3 ms, then sleep: one thread pool,
-# so the short spin between kernels costs nothing; PASSIVE makes tiny 2x slower by waking
+# each in its own best setting on the 2 cores (docs/performance.md, "The PyTorch reference").
+# PyTorch: OpenBLAS on 2 threads (OPENBLAS_NUM_THREADS=1, exported above for minidc, which cuts
+# its products itself, ran every PyTorch matmul on one core: 74 against 140 GFLOP/s here),
+# OMP_WAIT_POLICY=PASSIVE (its OpenMP threads otherwise spin against OpenBLAS's), huge pages for
+# malloc (bench_torch.py sets them); run with 2 and with 1 OpenMP thread of its own (2 is
+# faster when its elementwise kernels are large, 1 when the per-op wake-ups dominate), the
+# faster compared. minidc: libgomp's default wait policy (spin ~0.3 ms, then sleep: one thread
+# pool, so the short spin between kernels costs nothing; PASSIVE makes tiny 2x slower by waking
 # threads through the kernel at every parallel region). Multi-rank runs keep PASSIVE.
 echo "== minidc bench train (training step, B=4, 2 threads; PyTorch in the same run)"
 for cfg in tiny small gpt2; do
-    r=$(OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench_torch.py --config $cfg 2>/dev/null) || r="0 0"
+    r="0 0"
+    for t in 2 1; do
+        p=$(OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=2 \
+            /usr/bin/python3 tests/bench_torch.py --config $cfg --threads $t --blas-threads 2 2>/dev/null) || continue
+        echo "# PyTorch $cfg, $t+2 threads (its own + OpenBLAS): wall ms, cpu ms per step: $p"
+        r=$(echo "$p $r" | awk '{ if ($3 == 0 || $1 < $3) print $1, $2; else print $3, $4 }')
+    done
     env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 "$BUILD/minidc" bench train --config $cfg \
         --torch-ms "${r% *}" --torch-cpu-ms "${r#* }" || exit 1
 done
