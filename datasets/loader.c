@@ -1,6 +1,6 @@
 /* The B x T batch loader, sharded by data-parallel rank (semantics in include/minidc/datasets.h).
- * Its whole state is the position (global batches consumed), so a checkpoint resumes it with
- * mdc_loader_seek and every rank count walks the same sequence of global batches. */
+ * Its whole state is the number of global sequences consumed, so a checkpoint resumes it with
+ * mdc_loader_seek_sequences, with any batch and every rank count on the same sequence stream. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +10,7 @@ struct mdc_loader {
     mdc_shard shard;        /* tokens copied in (no vocabulary) */
     mdc_loader_config cfg;
     uint64_t windows;       /* S = (N - 1) / T */
-    uint64_t position;      /* global batches consumed */
+    uint64_t seqs;          /* global sequences consumed */
     uint64_t *perm;         /* permutation of epoch perm_epoch (shuffle only) */
     uint64_t perm_epoch;
     int have_perm;
@@ -89,7 +89,7 @@ void mdc_loader_free(mdc_loader *ld) {
 mdc_status mdc_loader_next(mdc_loader *ld, int *inputs, int *targets) {
     const int B = ld->cfg.batch, T = ld->cfg.seq_len, per = B / ld->cfg.nranks;
     for (int row = 0; row < per; row++) {
-        uint64_t g = ld->position * (uint64_t)B + (uint64_t)(ld->cfg.rank * per + row);
+        uint64_t g = ld->seqs + (uint64_t)(ld->cfg.rank * per + row);
         uint64_t epoch = g / ld->windows, w = g % ld->windows;
         if (ld->cfg.shuffle) {
             if (!ld->have_perm || ld->perm_epoch != epoch) make_perm(ld, epoch);
@@ -101,12 +101,14 @@ mdc_status mdc_loader_next(mdc_loader *ld, int *inputs, int *targets) {
             targets[(size_t)row * T + t] = (int)src[t + 1];
         }
     }
-    ld->position++;
+    ld->seqs += (uint64_t)B;
     return MDC_OK;
 }
 
-uint64_t mdc_loader_position(const mdc_loader *ld) { return ld->position; }
-void mdc_loader_seek(mdc_loader *ld, uint64_t position) { ld->position = position; }
+uint64_t mdc_loader_position(const mdc_loader *ld) { return ld->seqs / (uint64_t)ld->cfg.batch; }
+void mdc_loader_seek(mdc_loader *ld, uint64_t position) { ld->seqs = position * (uint64_t)ld->cfg.batch; }
+uint64_t mdc_loader_sequences(const mdc_loader *ld) { return ld->seqs; }
+void mdc_loader_seek_sequences(mdc_loader *ld, uint64_t sequences) { ld->seqs = sequences; }
 uint32_t mdc_loader_vocab_size(const mdc_loader *ld) { return ld->shard.vocab_size; }
 uint64_t mdc_loader_windows(const mdc_loader *ld) { return ld->windows; }
 const mdc_shard *mdc_loader_shard(const mdc_loader *ld) { return &ld->shard; }

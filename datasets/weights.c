@@ -290,6 +290,9 @@ mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_st
     if (!st) st = set_u64(tf, "data_position", s->data_position);
     if (!st) st = set_u64(tf, "seed", s->seed);
     if (!st) st = set_u64(tf, "adam_step", (uint64_t)mdc_gpt2_adam_step(m));
+    if (!st && s->seed_set) st = set_u64(tf, "seed_set", 1);
+    if (!st && s->global_batch) st = set_u64(tf, "global_batch", s->global_batch);
+    if (!st && s->global_batch) st = set_u64(tf, "data_sequences", s->data_sequences);
     if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
     if (!st && mdc_gpt2_adam_m(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_m(m), "adam.m.", 1, tf);
     if (!st && mdc_gpt2_adam_v(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_v(m), "adam.v.", 1, tf);
@@ -339,6 +342,15 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
     if ((st = get_u64(tf, label, "step", &s->step)) || (st = get_u64(tf, label, "data_position", &s->data_position)) ||
         (st = get_u64(tf, label, "seed", &s->seed)) || (st = get_u64(tf, label, "adam_step", &adam_step)))
         return st;
+    s->seed_set = s->global_batch = s->data_sequences = 0; /* optional: absent in older checkpoints */
+    if (mdc_tensorfile_get_meta(tf, "seed_set") && (st = get_u64(tf, label, "seed_set", &s->seed_set))) return st;
+    if (mdc_tensorfile_get_meta(tf, "global_batch") &&
+        ((st = get_u64(tf, label, "global_batch", &s->global_batch)) ||
+         (st = get_u64(tf, label, "data_sequences", &s->data_sequences))))
+        return st;
+    if (s->seed_set > 1) return mdc_fail(MDC_ERR_FORMAT, "%s: seed_set %llu (want 0 or 1)", label, (unsigned long long)s->seed_set);
+    if (s->global_batch > (uint64_t)1 << 30)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: global_batch %llu out of range", label, (unsigned long long)s->global_batch);
     if (adam_step > (uint64_t)1 << 30)
         return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu out of range", label, (unsigned long long)adam_step);
     if ((st = load(m, tf, label, "adam."))) return st;

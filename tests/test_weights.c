@@ -49,7 +49,7 @@ int main(void) {
     MDC_CHECK(mdc_gpt2_zero_grad(a));
     MDC_CHECK(mdc_gpt2_backward(a));
     MDC_CHECK(mdc_gpt2_update(a, &opt, NULL));
-    mdc_train_state s = {1, 1, 5}, r;
+    mdc_train_state s = {1, 1, 5, 1, 4, 4}, r;
     MDC_CHECK(mdc_checkpoint_save(p, a, &s));
 
     mdc_tensorfile *tf;

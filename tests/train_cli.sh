@@ -2,7 +2,9 @@
 # `minidc train`: a short run on the generated task (progress lines, falling loss, the device
 # report), the exit status 2 with a message naming the option for bad options, the serial
 # results pinned bit for bit (tiny, seed 1, 10 steps: the losses and a digest of every tensor
-# of the checkpoint), and --save then --resume equal to the run that never stopped.
+# of the checkpoint), --save then --resume equal to the run that never stopped, and a resume
+# that continues the same run: the checkpoint's seed (another --seed refused unless forced;
+# 0 is a seed) and the data in sequences (another --batch continues at the next sequence).
 BUILD=${BUILD:-build}
 m=$BUILD/minidc
 fail=0
@@ -77,4 +79,19 @@ status "3 more, resumed" 0 "$t/c" $m train $r --steps 3 --resume "$t/b.st" --sav
 cmp -s "$t/a.st" "$t/c.st" || { echo "FAIL: the resumed run's checkpoint differs from the uninterrupted run's"; fail=1; }
 l6a=$(awk '/^step     6 /{print $4}' "$t/a"); l6c=$(awk '/^step     6 /{print $4}' "$t/c")
 [ -n "$l6a" ] && [ "$l6a" = "$l6c" ] || { echo "FAIL: step 6's loss '$l6a' vs '$l6c' after resuming"; fail=1; }
+
+# ---- resume continues the same run: the seed, and the data in sequences -------------------
+status "4 steps of batch 4, seed 3" 0 "$t/s1" $m train $r --steps 4 --seed 3 --save "$t/s3.st"
+status "resumed with --batch 8" 0 "$t/s2" $m train --config tiny --seq 32 --data "$t/copy.bin" --batch 8 --steps 1 \
+    --resume "$t/s3.st" --save "$t/s4.st"
+check "the data continues at sequence 16" "$t/s2" "global batch 4 -> 8; the data continues at sequence 16"
+check "the checkpoint's seed continues" "$t/s2" "the checkpoint's seed 3 continues the run"
+seqs=$(/usr/bin/python3 -c "import json,struct,sys; b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]; m=json.loads(b[8:8+n])['__metadata__']; print(m['data_sequences'], m['global_batch'], m['seed'])" "$t/s4.st")
+[ "$seqs" = "24 8 3" ] || { echo "FAIL: after resuming: data_sequences, global_batch, seed = $seqs, want 24 8 3"; fail=1; }
+status "resumed with another --seed" 2 "$t/s5" $m train $r --steps 1 --seed 4 --resume "$t/s3.st"
+check "--seed on resume" "$t/s5" "--seed 4 differs from the seed 3 of the checkpoint"
+status "resumed with another --seed, forced" 0 "$t/s6" $m train $r --steps 1 --seed 4 --force-seed --resume "$t/s3.st"
+status "--seed 0 is a seed" 0 "$t/s7" $m train $r --steps 1 --seed 0 --save "$t/s0.st"
+status "resumed from seed 0 with --seed 1" 2 "$t/s8" $m train $r --steps 1 --seed 1 --resume "$t/s0.st"
+check "--seed 0 recorded" "$t/s8" "--seed 1 differs from the seed 0 of the checkpoint"
 exit $fail

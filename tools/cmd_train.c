@@ -33,7 +33,9 @@ static const char usage_text[] =
     "  --steps N           optimizer steps (default 100)\n"
     "  --lr X              AdamW learning rate (default 1e-3); --weight-decay X (0.1)\n"
     "  --grad-clip X       global gradient-norm clip (default 1; 0 = off)\n"
-    "  --seed S            initialization and generated-data seed (default 1)\n"
+    "  --seed S            initialization, data and dropout seed (default 1); on --resume the\n"
+    "                      checkpoint's seed continues the run: a different --seed is an error\n"
+    "  --force-seed        with --resume: take --seed even where the checkpoint has another\n"
     "  --data FILE         token shard; default: the generated repeat task\n"
     "  --save FILE / --resume FILE   checkpoint of the global tensors after the last step / before\n"
     "                      the first (any mesh resumes any other's)\n"
@@ -61,6 +63,7 @@ static const char usage_text[] =
 typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
+    int seed_given, force_seed;
     int fail_rank, fail_step;
     double bucket_mb, dropout;
     mdc_adamw_config opt;
@@ -97,7 +100,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
     static const struct { const char *name; size_t off; } flags[] = {
         {"--quiet", offsetof(options, quiet)},       {"--check-serial", offsetof(options, check)},
         {"--prefetch", offsetof(options, prefetch)}, {"--sp", offsetof(options, sp)},
-        {"--check-replicas", offsetof(options, replicas)},
+        {"--check-replicas", offsetof(options, replicas)}, {"--force-seed", offsetof(options, force_seed)},
     };
     static const struct { const char *name; size_t off; int lo; } counts[] = {
         /* a size of 0 is an error, never "the default": leave the option out for that */
@@ -118,6 +121,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !done; k++)
             if (!strcmp(a, flags[k].name)) *(int *)((char *)o + flags[k].off) = 1, done = 1;
         if (done) continue;
+        if (!strcmp(a, "--seed")) o->seed_given = 1;
         for (size_t k = 0; k < sizeof counts / sizeof counts[0] && !done; k++)
             if (!strcmp(a, counts[k].name))
                 st = mdc_parse_int(a, v, counts[k].lo, INT_MAX, (int *)((char *)o + counts[k].off)), done = 1;
@@ -242,17 +246,35 @@ int mdc_cmd_train(int argc, char **argv) {
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))
             mdc_runtime_die(&rt, st, 0, 1);
     }
-    mdc_train_state ts = {0, 0, (uint64_t)o.seed};
+    mdc_train_state ts = {0, 0, (uint64_t)o.seed, 1, (uint64_t)B, 0};
     int step0 = 0;
     if (o.resume) {
         if ((st = mdc_train_load(&rt, tr, ser, &cfg, o.resume, &ts))) die(&rt, st, 1);
         /* the step must fit the int step counter, with --steps added */
         if ((st = mdc_train_first_step(o.resume, ts.step, o.steps, &step0))) die(&rt, st, 1);
-        if (ts.seed == 0) ts.seed = (uint64_t)o.seed; /* a checkpoint that records no seed */
+        /* the seed keys the data stream and the dropout masks: the checkpoint's continues the run */
+        int known = ts.seed_set || ts.seed != 0; /* older files wrote 0 for "none" */
+        if (known && o.seed_given && ts.seed != (uint64_t)o.seed && !o.force_seed)
+            mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--seed %d differs from the seed %llu of the checkpoint %s: "
+                                          "the run would not continue the same data and dropout masks (leave --seed "
+                                          "out, or add --force-seed)", o.seed, (unsigned long long)ts.seed, o.resume),
+                            1, 2);
+        if (!known || (o.seed_given && o.force_seed)) ts.seed = (uint64_t)o.seed;
         else if (ts.seed != (uint64_t)o.seed && r == 0)
-            printf("resume: the checkpoint's seed %llu replaces --seed %d (the data stream continues)\n",
-                   (unsigned long long)ts.seed, o.seed);
-        if (ld) mdc_loader_seek(ld, ts.data_position);
+            printf("resume: the checkpoint's seed %llu continues the run\n", (unsigned long long)ts.seed);
+        if (ld) { /* in sequences when the file says how many, so another --batch continues at the next one */
+            if (ts.global_batch) mdc_loader_seek_sequences(ld, ts.data_sequences);
+            else mdc_loader_seek(ld, ts.data_position);
+            if (ts.global_batch && ts.global_batch != (uint64_t)B && r == 0)
+                printf("resume: global batch %llu -> %d; the data continues at sequence %llu\n",
+                       (unsigned long long)ts.global_batch, B, (unsigned long long)ts.data_sequences);
+        }
+        ts.seed_set = 1, ts.global_batch = (uint64_t)B;
+        if (o.dropout > 0) { /* the masks follow the run's seed too */
+            st = mdc_gpt2_set_dropout(mdc_trainer_model(tr), (float)o.dropout, ts.seed);
+            if (!st && ser) st = mdc_gpt2_set_dropout(mdc_trainer_model(ser), (float)o.dropout, ts.seed);
+            if (st) die(&rt, st, 1);
+        }
     }
     static const char *const names[4] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
     if (r == 0) {
@@ -333,6 +355,7 @@ int mdc_cmd_train(int argc, char **argv) {
     if (o.save) {
         ts.step = (uint64_t)(step0 + o.steps);
         ts.data_position = ld ? mdc_loader_position(ld) : ts.step;
+        ts.data_sequences = ld ? mdc_loader_sequences(ld) : 0;
         if ((st = mdc_train_save(&rt, tr, &cfg, o.save, &ts))) mdc_runtime_die(&rt, st, 0, 1);
         if (r == 0) printf("saved %s (step %llu; the global tensors of every shard in one file)\n", o.save,
                            (unsigned long long)ts.step);

@@ -105,6 +105,10 @@ mdc_status mdc_loader_next(mdc_loader *ld, int *inputs, int *targets);
  * config) and mdc_loader_seek(position) resumes exactly there. */
 uint64_t mdc_loader_position(const mdc_loader *ld);
 void mdc_loader_seek(mdc_loader *ld, uint64_t position);
+/* The same in global sequences consumed (batch x batches): a checkpoint stores it, so a run
+ * resumed with another --batch continues at the next sequence. */
+uint64_t mdc_loader_sequences(const mdc_loader *ld);
+void mdc_loader_seek_sequences(mdc_loader *ld, uint64_t sequences);
 /* Vocabulary size and windows per epoch of the loaded stream; the shard itself. */
 uint32_t mdc_loader_vocab_size(const mdc_loader *ld);
 uint64_t mdc_loader_windows(const mdc_loader *ld);

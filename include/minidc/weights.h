@@ -58,6 +58,10 @@ typedef struct {
     uint64_t step;           /* optimizer steps taken (also the model's AdamW t) */
     uint64_t data_position;  /* mdc_loader_position() after the last step */
     uint64_t seed;           /* the run's --seed */
+    /* written since the one training driver (0 when a file lacks them): */
+    uint64_t seed_set;       /* 1: `seed` is the run's seed (else 0 may mean "none recorded") */
+    uint64_t global_batch;   /* the run's --batch */
+    uint64_t data_sequences; /* mdc_loader_sequences() after the last step (with --data) */
 } mdc_train_state;
 
 mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *st);
