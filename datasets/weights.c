@@ -281,6 +281,50 @@ static mdc_status get_u64(const mdc_tensorfile *tf, const char *label, const cha
     return MDC_OK;
 }
 
+/* A 64-bit digest of a tensor's bytes (8 at a time, multiply-xorshift): the checkpoint's
+ * "checksum.<name>" entries, so a file mixed from two writers, or edited, names its tensor. */
+static uint64_t digest(const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t h = 0x243f6a8885a308d3ull ^ (uint64_t)n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h ^ (h >> 32);
+}
+
+mdc_status mdc_checkpoint_seal(mdc_tensorfile *tf) {
+    for (int i = 0; i < tf->count; i++) {
+        char key[160], val[24];
+        snprintf(key, sizeof key, "checksum.%s", tf->tensors[i].name);
+        snprintf(val, sizeof val, "%016llx", (unsigned long long)digest(tf->tensors[i].data, tf->tensors[i].nbytes));
+        mdc_status st = mdc_tensorfile_set_meta(tf, key, val);
+        if (st) return st;
+    }
+    return MDC_OK;
+}
+
+/* Every tensor with a "checksum.<name>" entry must match it (files without them, from older
+ * writers or other tools, are not checked). */
+static mdc_status verify_checksums(const mdc_tensorfile *tf, const char *label) {
+    for (int i = 0; i < tf->count; i++) {
+        char key[160], val[24];
+        snprintf(key, sizeof key, "checksum.%s", tf->tensors[i].name);
+        const char *want = mdc_tensorfile_get_meta(tf, key);
+        if (!want) continue;
+        snprintf(val, sizeof val, "%016llx", (unsigned long long)digest(tf->tensors[i].data, tf->tensors[i].nbytes));
+        if (strcmp(val, want))
+            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' does not match its checksum (%s in the file, %s "
+                            "computed): the file was changed or mixed from two writers after it was saved", label,
+                            tf->tensors[i].name, want, val);
+    }
+    return MDC_OK;
+}
+
 mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *s) {
     mdc_tensorfile *tf = NULL;
     mdc_status st = mdc_tensorfile_new(&tf);
@@ -296,6 +340,7 @@ mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_st
     if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
     if (!st && mdc_gpt2_adam_m(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_m(m), "adam.m.", 1, tf);
     if (!st && mdc_gpt2_adam_v(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_v(m), "adam.v.", 1, tf);
+    if (!st) st = mdc_checkpoint_seal(tf);
     if (!st) st = mdc_safetensors_write(path, tf);
     mdc_tensorfile_free(tf);
     return st;
@@ -354,8 +399,10 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
     if (adam_step > (uint64_t)1 << 30)
         return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu out of range", label, (unsigned long long)adam_step);
     if ((st = load(m, tf, label, "adam."))) return st;
-    if (adam_step == 0) return MDC_OK;
-    if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
-    if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;
-    return load_moment(m, tf, label, "adam.v.", mdc_gpt2_adam_v(m), 1);
+    if (adam_step > 0) {
+        if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
+        if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;
+        if ((st = load_moment(m, tf, label, "adam.v.", mdc_gpt2_adam_v(m), 1))) return st;
+    }
+    return verify_checksums(tf, label); /* after the values' own checks, which name the element */
 }

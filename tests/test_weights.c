@@ -105,10 +105,14 @@ int main(void) {
     TU_CONTAINS(mdc_detail(), "cannot be negative");
     av[3] = -0.0f;
     am[3] = -fabsf(keepm) - 1.0f;
+    TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_FORMAT); /* valid values, but not what was saved */
+    TU_CONTAINS(mdc_detail(), "does not match its checksum");
+    MDC_CHECK(mdc_checkpoint_seal(tf)); /* as a writer of these values would have */
     MDC_CHECK(mdc_checkpoint_load(tf, p, b, &r));
     float gv = mdc_gpt2_adam_v(b)[pwte.offset + 3], gm = mdc_gpt2_adam_m(b)[pfc.offset + 3];
     TU_CHECK(gv == 0 && signbit(gv) && gm == am[3], "loaded v = %g, m = %g (want -0, %g)", gv, gm, am[3]);
     av[3] = keepv, am[3] = keepm;
+    MDC_CHECK(mdc_checkpoint_seal(tf));
     /* the same through a file: the path names it */
     float keepw = w[17];
     w[17] = NAN;

@@ -4,7 +4,8 @@
 # results pinned bit for bit (tiny, seed 1, 10 steps: the losses and a digest of every tensor
 # of the checkpoint), --save then --resume equal to the run that never stopped, and a resume
 # that continues the same run: the checkpoint's seed (another --seed refused unless forced;
-# 0 is a seed) and the data in sequences (another --batch continues at the next sequence).
+# 0 is a seed) and the data in sequences (another --batch continues at the next sequence);
+# an edited or mixed checkpoint refused with the tensor named (its checksums).
 BUILD=${BUILD:-build}
 m=$BUILD/minidc
 fail=0
@@ -94,4 +95,23 @@ status "resumed with another --seed, forced" 0 "$t/s6" $m train $r --steps 1 --s
 status "--seed 0 is a seed" 0 "$t/s7" $m train $r --steps 1 --seed 0 --save "$t/s0.st"
 status "resumed from seed 0 with --seed 1" 2 "$t/s8" $m train $r --steps 1 --seed 1 --resume "$t/s0.st"
 check "--seed 0 recorded" "$t/s8" "--seed 1 differs from the seed 0 of the checkpoint"
+
+# ---- checkpoints carry a checksum of every tensor: an edited or mixed file names its tensor --
+/usr/bin/python3 - "$t/s3.st" "$t/s4.st" "$t/edited.st" "$t/mixed.st" <<'EOF' || { echo "FAIL: editing checkpoints"; fail=1; }
+import json, struct, sys
+a, b, edited, mixed = sys.argv[1:5]
+def parts(p):
+    d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+    return d[:8 + n], json.loads(d[8:8 + n]), bytearray(d[8 + n:])
+ha, ja, da = parts(a)
+hb, jb, db = parts(b)
+o = ja["h.0.ln_1.weight"]["data_offsets"][0]
+e = bytearray(da); e[o:o + 4] = struct.pack("<f", 0.75)   # a finite value: only the checksum sees it
+open(edited, "wb").write(ha + bytes(e))
+open(mixed, "wb").write(ha + bytes(db))                  # a's header, b's tensors (the same layout)
+EOF
+status "resume from an edited checkpoint" 1 "$t/e1" $m train $r --steps 1 --seed 3 --resume "$t/edited.st"
+check "the edited tensor is named" "$t/e1" "tensor 'h.0.ln_1.weight' does not match its checksum"
+status "resume from a mixed checkpoint" 1 "$t/e2" $m train $r --steps 1 --seed 3 --resume "$t/mixed.st"
+check "a mixed file is refused" "$t/e2" "does not match its checksum"
 exit $fail

@@ -53,7 +53,8 @@ mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path);
  * One safetensors file: the parameters under their HF names (so the file is also a weights
  * file for `minidc forward`), AdamW's moments as "adam.m.<name>" and "adam.v.<name>" (when
  * the optimizer has stepped), and __metadata__ "minidc.format" = "checkpoint-1", the config,
- * and the integers of mdc_train_state in decimal. */
+ * the integers of mdc_train_state in decimal, and "checksum.<tensor>" (16 hex digits) for every
+ * tensor, verified on load: a changed or mixed file names the tensor (MDC_ERR_FORMAT). */
 typedef struct {
     uint64_t step;           /* optimizer steps taken (also the model's AdamW t) */
     uint64_t data_position;  /* mdc_loader_position() after the last step */
@@ -65,6 +66,9 @@ typedef struct {
 } mdc_train_state;
 
 mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *st);
+/* Sets the "checksum.<tensor>" entries of every tensor from its bytes as they are now (what
+ * mdc_checkpoint_save does before writing; for tools that build or edit checkpoints). */
+mdc_status mdc_checkpoint_seal(mdc_tensorfile *tf);
 /* Restores parameters, AdamW moments and step into a model created with the checkpoint's
  * config (read it with mdc_gpt2_read_weights first, or use mdc_checkpoint_read). A config
  * mismatch names the field and both values. */
