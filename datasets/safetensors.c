@@ -271,7 +271,7 @@ mdc_status mdc_safetensors_read(const char *path, mdc_tensorfile **out) {
 mdc_status mdc_safetensors_write(const char *path, const mdc_tensorfile *tf) {
     mdc_status st = MDC_OK;
     cJSON *root = cJSON_CreateObject();
-    char *json = NULL, *tmp = NULL;
+    char *json = NULL;
     FILE *f = NULL;
     if (!root) return mdc_fail(MDC_ERR_OOM_HOST, "%s: header", path);
     if (tf->meta_count) {
@@ -311,18 +311,14 @@ mdc_status mdc_safetensors_write(const char *path, const mdc_tensorfile *tf) {
         off += t->nbytes;
     }
     json = cJSON_PrintUnformatted(root);
-    tmp = malloc(strlen(path) + 5);
-    if (!json || !tmp) {
+    if (!json) {
         st = mdc_fail(MDC_ERR_OOM_HOST, "%s: header", path);
         goto done;
     }
-    sprintf(tmp, "%s.tmp", path);
     size_t jl = strlen(json), hl = (jl + 7) / 8 * 8;
-    f = fopen(tmp, "wb");
-    if (!f) {
-        st = mdc_fail(MDC_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto done;
-    }
+    mdc_atomic a;
+    if ((st = mdc_atomic_open(&a, path))) goto done;
+    f = a.f;
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hl >> (8 * i));
     int ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(json, 1, jl, f) == jl;
@@ -330,16 +326,9 @@ mdc_status mdc_safetensors_write(const char *path, const mdc_tensorfile *tf) {
     for (int i = 0; ok && i < tf->count; i++)
         ok = !tf->tensors[i].nbytes ||
              fwrite(tf->tensors[i].data, 1, tf->tensors[i].nbytes, f) == tf->tensors[i].nbytes;
-    if (fclose(f) != 0) ok = 0;
-    f = NULL;
-    if (!ok || rename(tmp, path) != 0) {
-        st = mdc_fail(MDC_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        remove(tmp);
-        goto done;
-    }
+    f = NULL; /* the commit closes it */
+    st = mdc_atomic_commit(&a, ok, path);
 done:
-    if (f) fclose(f);
-    free(tmp);
     free(json);
     cJSON_Delete(root);
     return st;

@@ -2,7 +2,9 @@
 # Outputs are checked before any work (train, forward): a destination under a regular file, a
 # directory, a FIFO or a device, or one of the run's inputs, is refused with exit 2 and a message
 # naming the option and the path, before the first step (no "step" line), on every rank of a
-# multi-rank run (the message printed once); --resume X --save X stays allowed.
+# multi-rank run (the message printed once); --resume X --save X stays allowed; checkpoints are
+# written atomically: through a symbolic link, whole when three runs save to one path at once
+# (each tensor's checksum is checked on resume), without stale temporary files.
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 m=$BUILD/minidc
@@ -47,4 +49,19 @@ expect "forward --report over --tokens" 2 "--report $t/x.npy is the same file as
 timeout 60 "$m" train $tiny --steps 2 --resume "$t/w.st" --save "$t/w.st" >"$t/out" 2>&1 ||
     { echo "FAIL: --resume X --save X"; cat "$t/out"; fail=1; }
 grep -q "saved $t/w.st (step 3" "$t/out" || { echo "FAIL: --resume X --save X did not save step 3"; cat "$t/out"; fail=1; }
+
+# ---- the atomic writer: through a symbolic link, never mixed, no stale temporary files -------
+"$m" train $tiny --steps 1 --save "$t/target.st" >/dev/null 2>&1 && ln -s "$t/target.st" "$t/link.st" ||
+    { echo "FAIL: making a link"; fail=1; }
+timeout 60 "$m" train $tiny --steps 2 --save "$t/link.st" >"$t/out" 2>&1 || { echo "FAIL: saving through a link"; fail=1; }
+[ -L "$t/link.st" ] || { echo "FAIL: the link was replaced by a file"; fail=1; }
+grep -q "step 2" <(/usr/bin/python3 -c "import json,struct,sys; b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]; print('step', json.loads(b[8:8+n])['__metadata__']['step'])" "$t/target.st") ||
+    { echo "FAIL: the link's target does not hold the new checkpoint"; fail=1; }
+sleep 0 & dead=$!; wait $dead                                # a pid that no longer runs
+touch "$t/c.st.tmp.$dead.0"                                   # what a killed writer leaves behind
+for i in 1 2 3; do "$m" train $tiny --steps 3 --seed $i --save "$t/c.st" >/dev/null 2>&1 & done; wait
+[ ! -e "$t/c.st.tmp.$dead.0" ] || { echo "FAIL: a dead writer's temporary file is still there"; fail=1; }
+ls "$t" | grep -q "c.st.tmp" && { echo "FAIL: temporary files left: $(ls "$t" | grep c.st.tmp)"; fail=1; }
+timeout 60 "$m" train $tiny --steps 1 --resume "$t/c.st" --force-seed >"$t/out" 2>&1 ||
+    { echo "FAIL: three concurrent savers left a checkpoint that does not resume:"; tail -3 "$t/out"; fail=1; }
 exit $fail

@@ -2,15 +2,11 @@
  * (tools/train_state.h). A checkpoint is one safetensors file of global tensors with Hugging
  * Face names (include/minidc/weights.h): the parameters, AdamW's m and v, the step, the data
  * position and the seed, so any mesh resumes any other mesh's run. */
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "train_state.h"
 
@@ -46,22 +42,6 @@ static mdc_status scratch_model(mdc_runtime *rt, const mdc_gpt2_config *cfg, mdc
     return st;
 }
 
-/* fsync a file and its directory, so the rename of the safetensors writer is durable. */
-static mdc_status fsync_path(const char *path) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0 || fsync(fd) != 0) {
-        if (fd >= 0) close(fd);
-        return mdc_fail(MDC_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-    }
-    close(fd);
-    char *d = strdup(path);
-    if (!d) return mdc_fail(MDC_ERR_OOM_HOST, "fsync");
-    fd = open(dirname(d), O_RDONLY);
-    if (fd >= 0) fsync(fd), close(fd);
-    free(d);
-    return MDC_OK;
-}
-
 mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config *cfg, const char *path,
                           const mdc_train_state *ts) {
     mdc_device *sdev = NULL;
@@ -77,8 +57,7 @@ mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config
     /* a failure on rank 0 here is rank 0's alone: it aborts the peers (caller) */
     if (!st) st = mdc_trainer_gather(t, p, m, v, 0);
     if (!st && rt->rank == 0) {
-        st = mdc_checkpoint_save(path, sm, ts);
-        if (!st) st = fsync_path(path);
+        st = mdc_checkpoint_save(path, sm, ts); /* atomic and fsync'd (mdc_atomic_*) */
     }
     mdc_gpt2_free(sm);
     mdc_device_free(sdev);
