@@ -7,6 +7,9 @@
 mdc_status mdc_source_open(mdc_source *s, const char *path) {
     memset(s, 0, sizeof *s);
     s->label = path;
+    struct stat pre; /* before opening: a FIFO would block the open until someone writes to it */
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+        return mdc_fail(MDC_ERR_IO, "%s: not a regular file (a directory, device or FIFO)", path);
     s->f = fopen(path, "rb");
     if (!s->f) return mdc_fail(MDC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;

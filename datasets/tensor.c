@@ -242,6 +242,9 @@ mdc_status mdc_read_file(const char *path, size_t max_bytes, unsigned char **out
     *len = 0;
     mdc_status st = MDC_OK;
     unsigned char *buf = NULL;
+    struct stat pre; /* before opening: a FIFO would block the open until someone writes to it */
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+        return mdc_fail(MDC_ERR_IO, "%s: not a regular file (a directory, device or FIFO)", path);
     FILE *f = fopen(path, "rb");
     if (!f) return mdc_fail(MDC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;

@@ -1,8 +1,10 @@
 /* Custom devices and energy tables from JSON files, validated field by field. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "minidc/device.h"
 
@@ -59,8 +61,11 @@ static const field table_fields[] = {
 /* Reads a whole file into a NUL-terminated buffer the caller frees. */
 static mdc_status read_text(const char *path, char **out) {
     *out = NULL;
+    struct stat pre; /* a FIFO would block the open until someone writes to it */
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+        return mdc_fail(MDC_ERR_IO, "%s: not a regular file (a directory, device or FIFO)", path);
     FILE *f = fopen(path, "rb");
-    if (!f) return mdc_fail(MDC_ERR_IO, "%s: cannot open", path);
+    if (!f) return mdc_fail(MDC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {

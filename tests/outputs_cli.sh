@@ -4,7 +4,8 @@
 # naming the option and the path, before the first step (no "step" line), on every rank of a
 # multi-rank run (the message printed once); --resume X --save X stays allowed; checkpoints are
 # written atomically: through a symbolic link, whole when three runs save to one path at once
-# (each tensor's checksum is checked on resume), without stale temporary files.
+# (each tensor's checksum is checked on resume), without stale temporary files; a FIFO given as
+# an input is refused at once instead of waited on.
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 m=$BUILD/minidc
@@ -64,4 +65,11 @@ for i in 1 2 3; do "$m" train $tiny --steps 3 --seed $i --save "$t/c.st" >/dev/n
 ls "$t" | grep -q "c.st.tmp" && { echo "FAIL: temporary files left: $(ls "$t" | grep c.st.tmp)"; fail=1; }
 timeout 60 "$m" train $tiny --steps 1 --resume "$t/c.st" --force-seed >"$t/out" 2>&1 ||
     { echo "FAIL: three concurrent savers left a checkpoint that does not resume:"; tail -3 "$t/out"; fail=1; }
+
+# ---- a FIFO given as an input is refused at once (no open that waits for a writer) -----------
+for o in --data --resume --device-file; do
+    expect "$o FIFO (no hang)" 1 "$t/fifo: not a regular file" "$m" train $tiny --steps 1 $o "$t/fifo"
+done
+expect "forward --tokens FIFO (no hang)" 1 "$t/fifo: not a regular file" \
+    "$m" forward --weights "$t/w.st" --tokens "$t/fifo" --dump "$t/o2.st"
 exit $fail
