@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "minidc/weights.h"
 
@@ -139,6 +140,31 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
     mdc_status st = mdc_gpt2_config_check(cfg);
     if (st) return mdc_fail(st, "%s: inferred V=%d T=%d L=%d H=%d C=%d: %s", label, cfg->V, cfg->T, cfg->L,
                             cfg->H, cfg->C, mdc_detail());
+    /* every tensor of that model, with its shape, before anyone allocates it: a small file that
+     * names h.199 must not cost a 200-layer model's memory to be refused */
+    for (int i = 0; i < mdc_gpt2_tensor_count(cfg); i++) {
+        mdc_param_tensor p;
+        mdc_gpt2_tensor_at(cfg, i, &p);
+        const mdc_tensor *t = find_canon(tf, p.name);
+        if (!t)
+            return mdc_fail(MDC_ERR_FORMAT, "%s: no tensor '%s' (the file's names imply L=%d layers: h.0 to h.%d)",
+                            label, mdc_gpt2_hf_name(&p), cfg->L, cfg->L - 1);
+        if (t->ndim != p.ndim || t->shape[0] != p.shape[0] || (p.ndim == 2 && t->shape[1] != p.shape[1])) {
+            char a[96], b[96];
+            int64_t want[2] = {p.shape[0], p.shape[1]};
+            shape_str(a, sizeof a, t->ndim, t->shape);
+            shape_str(b, sizeof b, p.ndim, want);
+            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape %s in the file, the model expects %s", label,
+                            t->name, a, b);
+        }
+    }
+    /* parameters, gradients and AdamW's two moments: bounded by the host's memory */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double need = 16.0 * (double)mdc_gpt2_param_floats(cfg), have = pages > 0 && page > 0 ? (double)pages * page : 0;
+    if (have > 0 && need > have)
+        return mdc_fail(MDC_ERR_OOM_HOST, "%s: a model of %zu parameters needs %.1f GiB for its parameters, gradients "
+                        "and AdamW state; this host has %.1f GiB", label, mdc_gpt2_param_count(cfg), need / 1073741824.0,
+                        have / 1073741824.0);
     return MDC_OK;
 }
 

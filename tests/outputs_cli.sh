@@ -5,7 +5,8 @@
 # multi-rank run (the message printed once); --resume X --save X stays allowed; checkpoints are
 # written atomically: through a symbolic link, whole when three runs save to one path at once
 # (each tensor's checksum is checked on resume), without stale temporary files; a FIFO given as
-# an input is refused at once instead of waited on.
+# an input is refused at once instead of waited on; a tiny weights file naming a huge model is
+# refused before the model is allocated.
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 m=$BUILD/minidc
@@ -72,4 +73,21 @@ for o in --data --resume --device-file; do
 done
 expect "forward --tokens FIFO (no hang)" 1 "$t/fifo: not a regular file" \
     "$m" forward --weights "$t/w.st" --tokens "$t/fifo" --dump "$t/o2.st"
+
+# ---- a tiny weights file naming a huge model is refused before anything is allocated ----------
+/usr/bin/python3 -c "import numpy as np; np.save('$t/x1.npy', np.zeros((1, 1), dtype=np.int32))" || { echo "FAIL: x1"; fail=1; }
+/usr/bin/python3 - "$t/h199.st" <<'EOF' || { echo "FAIL: writing h199.st"; fail=1; }
+import json, struct, sys
+# V=1, T=1, C=768: 6 KB of data, but 200 layers of C=768 would be 1.4 G parameters
+ts = {"wte.weight": [1, 768], "wpe.weight": [1, 768], "h.199.ln_1.weight": [768]}
+hdr, off, data = {"__metadata__": {"n_head": "12"}}, 0, b""
+for k, sh in ts.items():
+    n = 4
+    for d in sh: n *= d
+    hdr[k] = {"dtype": "F32", "shape": sh, "data_offsets": [off, off + n]}; off += n; data += b"\0" * n
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + data)
+EOF
+expect "a 9 KB file naming h.199, under a 1 GB address-space limit" 1 "no tensor 'h.0.ln_1.weight' (the file's names imply L=200" \
+    bash -c "ulimit -v 1000000; exec '$m' forward --weights '$t/h199.st' --tokens '$t/x1.npy' --dump '$t/o3.st'"
 exit $fail
