@@ -87,8 +87,10 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
     if (!spec || !table) return mdc_fail(MDC_ERR_INVALID, "mdc_device_create_spec: NULL spec or table");
     if (!(hbm_scale > 0))
         return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be > 0 (got %g)", hbm_scale);
-    if (!(time_scale > 0) || !isfinite(time_scale))
-        return mdc_fail(MDC_ERR_INVALID, "--time-scale must be > 0 (got %g)", time_scale);
+    /* bounded: at 1e6 a virtual millisecond already waits 17 minutes of wall time */
+    if (!(time_scale > 0) || !(time_scale <= 1e6))
+        return mdc_fail(MDC_ERR_INVALID, "--time-scale %g: must be in (0, 1e6] wall seconds per virtual second",
+                        time_scale);
     if (!isfinite(hbm_scale))
         return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be finite (got %g)", hbm_scale);
     /* Every divisor of the clock must be a positive finite number. */

@@ -61,7 +61,14 @@ int mdc_device_options_parse(mdc_device_options *o, int argc, char **argv, int *
             return -1;
         }
         return 1;
-    case 4: return parse_double(a, v, &o->time_scale);
+    case 4: {
+        int r = parse_double(a, v, &o->time_scale);
+        if (r == 1 && !(o->time_scale <= 1e6)) { /* a virtual millisecond would wait 17 minutes and more */
+            mdc_fail(MDC_ERR_INVALID, "--time-scale %s: at most 1e6 wall seconds per virtual second", v);
+            return -1;
+        }
+        return r;
+    }
     case 5: snprintf(o->energy_table, sizeof o->energy_table, "%s", v); return 1;
     case 6: snprintf(o->report_path, sizeof o->report_path, "%s", v); return 1;
     default: {

@@ -49,6 +49,7 @@ int main(void) {
     bad("--hbm-scale", "nan", "--hbm-scale");
     bad("--hbm-scale", "inf", "--hbm-scale");
     bad("--time-scale", "0", "--time-scale");
+    bad("--time-scale", "1e7", "--time-scale 1e7: at most 1e6 wall seconds per virtual second");
     bad("--emulate", "fast", "--emulate: expected off, account or throttle, got 'fast'");
     bad("--gpus-per-node", "0", "--gpus-per-node");
     bad("--gpus-per-node", "2.5", "--gpus-per-node");
