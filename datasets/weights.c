@@ -137,6 +137,16 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
                             "(n_head): give --heads", label);
     }
     cfg->H = (int)h;
+    /* sizes the __metadata__ states must agree with the tensors' shapes */
+    const struct { const char *key; int shapes; } said[] = {
+        {"n_vocab", cfg->V}, {"n_ctx", cfg->T}, {"n_layer", cfg->L}, {"n_embd", cfg->C}};
+    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++) {
+        long long x;
+        int r = parse_int_meta(tf, said[i].key, &x);
+        if (r < 0 || (r > 0 && x != said[i].shapes))
+            return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ %s = '%s' contradicts the tensors' shapes (%d)", label,
+                            said[i].key, mdc_tensorfile_get_meta(tf, said[i].key), said[i].shapes);
+    }
     mdc_status st = mdc_gpt2_config_check(cfg);
     if (st) return mdc_fail(st, "%s: inferred V=%d T=%d L=%d H=%d C=%d: %s", label, cfg->V, cfg->T, cfg->L,
                             cfg->H, cfg->C, mdc_detail());
@@ -425,6 +435,16 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
     if (adam_step > (uint64_t)1 << 30)
         return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu out of range", label, (unsigned long long)adam_step);
     if ((st = load(m, tf, label, "adam."))) return st;
+    if (adam_step == 0) /* no step taken: moments that are not all zero contradict it */
+        for (int i = 0; i < tf->count; i++) {
+            const mdc_tensor *t = &tf->tensors[i];
+            if (strncmp(t->name, "adam.", 5) || t->dtype != MDC_TD_F32) continue;
+            const float *x = t->data;
+            for (size_t j = 0; j < t->numel; j++)
+                if (x[j] != 0)
+                    return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step 0 but tensor '%s' holds a non-zero moment at "
+                                    "element %zu (%g)", label, t->name, j, x[j]);
+        }
     if (adam_step > 0) {
         if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
         if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;

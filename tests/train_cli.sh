@@ -5,7 +5,8 @@
 # of the checkpoint), --save then --resume equal to the run that never stopped, and a resume
 # that continues the same run: the checkpoint's seed (another --seed refused unless forced;
 # 0 is a seed) and the data in sequences (another --batch continues at the next sequence);
-# an edited or mixed checkpoint refused with the tensor named (its checksums).
+# an edited or mixed checkpoint refused with the tensor named (its checksums), and metadata that
+# contradicts the tensors refused naming the field.
 BUILD=${BUILD:-build}
 m=$BUILD/minidc
 fail=0
@@ -114,4 +115,21 @@ status "resume from an edited checkpoint" 1 "$t/e1" $m train $r --steps 1 --seed
 check "the edited tensor is named" "$t/e1" "tensor 'h.0.ln_1.weight' does not match its checksum"
 status "resume from a mixed checkpoint" 1 "$t/e2" $m train $r --steps 1 --seed 3 --resume "$t/mixed.st"
 check "a mixed file is refused" "$t/e2" "does not match its checksum"
+
+# ---- contradictory metadata is an error naming the field ---------------------------------------
+/usr/bin/python3 - "$t/s3.st" "$t/embd.st" "$t/adam0.st" <<'EOF' || { echo "FAIL: editing metadata"; fail=1; }
+import json, struct, sys
+src, embd, adam0 = sys.argv[1:4]
+d = open(src, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n]); data = d[8 + n:]
+def write(path, key, value):
+    g = json.loads(json.dumps(h)); g["__metadata__"][key] = value
+    j = json.dumps(g, separators=(",", ":")).encode(); j += b" " * (-len(j) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(j)) + j + data)
+write(embd, "n_embd", "32")
+write(adam0, "adam_step", "0")
+EOF
+status "metadata n_embd against the shapes" 1 "$t/m1" $m train $r --steps 1 --resume "$t/embd.st"
+check "n_embd contradiction named" "$t/m1" "__metadata__ n_embd = '32' contradicts the tensors' shapes (128)"
+status "adam_step 0 with moments" 1 "$t/m2" $m train $r --steps 1 --resume "$t/adam0.st"
+check "adam_step 0 contradiction named" "$t/m2" "adam_step 0 but tensor 'adam.m."
 exit $fail
