@@ -10,15 +10,6 @@
 static const mdc_gpt2_config odd = {300, 0, 12, 3, 12, 48};
 enum { B = 2, T = 12 };
 
-static mdc_device *make_dev(void) {
-    mdc_device_spec spec;
-    mdc_energy_table tab;
-    MDC_CHECK(mdc_preset_find("h100", &spec));
-    MDC_CHECK(mdc_energy_table_find("default", &tab));
-    mdc_device *d;
-    MDC_CHECK(mdc_device_create_spec(&d, &spec, &tab, 1.0, MDC_EMULATE_ACCOUNT, 1.0, 0));
-    return d;
-}
 
 /* gradients of one micro-batch, block backward in the given order: 0 both at once, 1 W right
  * after each B, 2 every B first (and the embedding), then every W */
@@ -45,7 +36,7 @@ static void grads(mdc_gpt2 *m, int order, const int *in, const int *tg, float *o
 }
 
 static void test_split_backward(void) {
-    mdc_device *d = make_dev();
+    mdc_device *d = tu_device(1.0);
     mdc_gpt2 *m;
     MDC_CHECK(mdc_gpt2_create(&m, d, &odd, B, T));
     mdc_gpt2_init(m, 7);
@@ -80,7 +71,7 @@ static mdc_status g_bwd(void *c, float *a, const float *b, int x, int y, int z) 
 static mdc_status vocab(void *c, float *a, int n, int mx) { (void)c, (void)a, (void)n, (void)mx; return never(); }
 
 static void test_partitions(void) {
-    mdc_device *d = make_dev();
+    mdc_device *d = tu_device(1.0);
     mdc_gpt2_config cfg = odd;
     MDC_CHECK(mdc_gpt2_config_check(&cfg));
     mdc_gpt2 *ser;

@@ -28,19 +28,6 @@ static double *dcopy(const float *x, size_t n) {
     return d;
 }
 
-/* |got - want| <= tol * max|want| over all elements */
-static void near_vec(const char *what, const float *got, const double *want, size_t n, double tol) {
-    double maxw = 1e-6, maxe = 0;
-    size_t worst = 0;
-    for (size_t i = 0; i < n; i++) maxw = fmax(maxw, fabs(want[i]));
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - want[i]);
-        if (!(e <= maxe)) maxe = e, worst = i;
-    }
-    int ok = maxe <= tol * maxw;
-    printf("%-52s max err %.3g (rel %.3g)%s\n", what, maxe, maxe / maxw, ok ? "" : "  FAIL");
-    TU_CHECK(ok, "%s: element %zu: got %.9g want %.9g", what, worst, got[worst], want[worst]);
-}
 
 /* central differences of a double loss in ~150 elements of x against the analytic gradient */
 typedef double (*loss_fn)(void *ctx);
@@ -61,19 +48,10 @@ static void fd_check(const char *what, double *x, size_t n, const float *analyti
     }
     char name[96];
     snprintf(name, sizeof name, "grad %s vs finite diff", what);
-    near_vec(name, got, num, m, 2e-5);
+    tu_near_vec(name, got, num, m, 2e-5);
     free(num), free(got);
 }
 
-static mdc_device *make_dev(void) {
-    mdc_device_spec spec;
-    mdc_energy_table tab;
-    MDC_CHECK(mdc_preset_find("h100", &spec));
-    MDC_CHECK(mdc_energy_table_find("default", &tab));
-    mdc_device *d;
-    MDC_CHECK(mdc_device_create_spec(&d, &spec, &tab, 1.0, MDC_EMULATE_ACCOUNT, 1.0, 0));
-    return d;
-}
 static void expect_charge(mdc_device *d, const char *what, double flops, double bytes) {
     mdc_dev_counters c;
     mdc_dev_get_counters(d, &c);
@@ -248,9 +226,9 @@ static void test_attn_ref(int B, int T, int C, int NH, int fd) {
         char what[96];
         run_attn(NULL, NULL, tiled, &d, out, sv, dq, qkv, dy, B, T, C, NH);
         snprintf(what, sizeof what, "%s forward p=0.3 B%d T%d C%d NH%d", kind, B, T, C, NH);
-        near_vec(what, out, want, ny, 1e-5);
+        tu_near_vec(what, out, want, ny, 1e-5);
         snprintf(what, sizeof what, "%s backward p=0.3 B%d T%d C%d NH%d", kind, B, T, C, NH);
-        near_vec(what, dq, k.dq, nq, 1e-5);
+        tu_near_vec(what, dq, k.dq, nq, 1e-5);
         if (fd) {
             snprintf(what, sizeof what, "attention dqkv p=0.3 (%s)", kind);
             fd_check(what, k.qkv, nq, dq, ref_loss, &k);
@@ -426,7 +404,7 @@ static void test_threads(void) {
 }
 
 int main(void) {
-    mdc_device *dev = make_dev();
+    mdc_device *dev = tu_device(1.0);
     test_mask();
     test_split_residual();
     test_split_attn(0);

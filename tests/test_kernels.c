@@ -37,19 +37,6 @@ static float *fdup(const float *x, size_t n) {
     return y;
 }
 
-/* |got - want| <= tol * max(max|want|, floor) over all elements */
-static void near_vec(const char *what, const float *got, const double *want, size_t n, double tol) {
-    double maxw = 1e-6, maxe = 0;
-    size_t worst = 0;
-    for (size_t i = 0; i < n; i++) maxw = fmax(maxw, fabs(want[i]));
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - want[i]);
-        if (!(e <= maxe)) maxe = e, worst = i;
-    }
-    int ok = maxe <= tol * maxw;
-    printf("%-44s max err %.3g (rel %.3g)%s\n", what, maxe, maxe / maxw, ok ? "" : "  FAIL");
-    TU_CHECK(ok, "%s: element %zu: got %.9g want %.9g", what, worst, got[worst], want[worst]);
-}
 
 /* Central differences of a double loss in each element of x, against the analytic gradient. */
 typedef double (*loss_fn)(void *ctx);
@@ -71,20 +58,11 @@ static void fd_check(const char *what, double *x, size_t n, const float *analyti
     }
     char name[96];
     snprintf(name, sizeof name, "grad %s vs finite diff", what);
-    near_vec(name, got, num, m, 2e-5);
+    tu_near_vec(name, got, num, m, 2e-5);
     free(num);
     free(got);
 }
 
-static mdc_device *make_dev(void) {
-    mdc_device_spec spec;
-    mdc_energy_table tab;
-    MDC_CHECK(mdc_preset_find("h100", &spec));
-    MDC_CHECK(mdc_energy_table_find("default", &tab));
-    mdc_device *d;
-    MDC_CHECK(mdc_device_create_spec(&d, &spec, &tab, 1.0, MDC_EMULATE_ACCOUNT, 1.0, 0));
-    return d;
-}
 
 static void expect_charge(mdc_device *d, const char *what, double flops, double bytes) {
     mdc_dev_counters c;
@@ -131,7 +109,7 @@ static void test_layernorm(mdc_device *d) {
     mdc_layernorm_forward(d, out, mean, rstd, x, w, b, N, C);
     expect_charge(d, "layernorm forward", 8.0 * N * C, 4.0 * (2.0 * N * C + 2 * C + 2 * N));
     ln_ref(&k);
-    near_vec("layernorm forward", out, k.out, n, 1e-6);
+    tu_near_vec("layernorm forward", out, k.out, n, 1e-6);
     mdc_layernorm_backward(d, dx, dw, db, dy, x, w, mean, rstd, N, C);
     expect_charge(d, "layernorm backward", 14.0 * N * C, 4.0 * (4.0 * N * C + 5 * C + 2 * N));
     for (size_t i = 0; i < n; i++) dx[i] -= dx0[i]; /* the kernel accumulates */
@@ -170,15 +148,15 @@ static void test_matmul(mdc_device *d, int N, int C, int OC) {
     mdc_matmul_forward(d, out, x, w, b, N, C, OC);
     expect_charge(d, name, 2 * n * c * oc + n * oc, 4 * (n * c + c * oc + oc + n * oc));
     mm_ref(&k);
-    near_vec(name, out, k.out, ny, 1e-6);
+    tu_near_vec(name, out, k.out, ny, 1e-6);
     mdc_matmul_residual_forward(d, out, res, x, w, b, N, C, OC);
     expect_charge(d, "matmul residual", 2 * n * c * oc + 2 * n * oc, 4 * (n * c + c * oc + oc + 2 * n * oc));
     for (size_t i = 0; i < ny; i++) k.out[i] += res[i];
-    near_vec("matmul residual forward", out, k.out, ny, 1e-6);
+    tu_near_vec("matmul residual forward", out, k.out, ny, 1e-6);
     memcpy(out, res, ny * sizeof(float)); /* in place: out aliases residual */
     mdc_matmul_residual_forward(d, out, out, x, w, b, N, C, OC);
     mdc_dev_reset_counters(d);
-    near_vec("matmul residual forward in place", out, k.out, ny, 1e-6);
+    tu_near_vec("matmul residual forward in place", out, k.out, ny, 1e-6);
     mdc_matmul_backward(d, dx, dw, db, dy, x, w, N, C, OC);
     expect_charge(d, "matmul backward", 4 * n * c * oc + n * oc,
                   4 * (n * oc + n * c + 2 * c * oc) + 4 * (n * oc + c * oc + 2 * n * c) + 4 * (n * oc + 2 * oc));
@@ -204,7 +182,7 @@ static void test_lmhead(mdc_device *d) {
     mdc_lmhead_forward(d, out, x, wte, N, C, Vp);
     expect_charge(d, "lm head forward", 2 * n * c * v, 4 * (n * c + v * c + n * v));
     mm_ref(&k);
-    near_vec("lm head forward", out, k.out, ny, 1e-6);
+    tu_near_vec("lm head forward", out, k.out, ny, 1e-6);
     mdc_lmhead_backward(d, dx, dw, dy, x, wte, N, C, Vp);
     expect_charge(d, "lm head backward", 4 * n * c * v, 4 * (2 * n * v + 3 * v * c + 3 * n * c));
     fd_check("lm head dinp", k.x, nx, dx, mm_loss, &k);
@@ -272,18 +250,18 @@ static void test_attention(mdc_device *d, int B, int T, int C, int NH, int fd) {
     mdc_attention_forward(d, out, att, qkv, B, T, C, NH);
     expect_charge(d, name, bh * (4.0 * hs + 5) * pc, bh * 4 * (4.0 * T * hs + 4 * pc));
     at_ref(&k);
-    near_vec(name, out, k.out, ny, 2e-6);
+    tu_near_vec(name, out, k.out, ny, 2e-6);
     mdc_attention_forward_tiled(d, out2, lse, qkv, B, T, C, NH);
     expect_charge(d, "attention forward tiled", bh * (4.0 * hs + 5) * pc, bh * tiled_bytes_fwd(T, hs));
-    near_vec("attention forward tiled vs reference", out2, k.out, ny, 2e-6);
+    tu_near_vec("attention forward tiled vs reference", out2, k.out, ny, 2e-6);
     double *o1 = dcopy(out, ny);
-    near_vec("attention forward tiled vs plain", out2, o1, ny, 2e-6);
+    tu_near_vec("attention forward tiled vs plain", out2, o1, ny, 2e-6);
     mdc_attention_backward(d, dq, scr, dy, qkv, att, B, T, C, NH);
     expect_charge(d, "attention backward", bh * (8.0 * hs + 4) * pc, bh * 4 * (10.0 * T * hs + 7 * pc));
     mdc_attention_backward_tiled(d, dq2, dy, out2, qkv, lse, B, T, C, NH);
     expect_charge(d, "attention backward tiled", bh * ((10.0 * hs + 4) * pc + 2.0 * T * hs), bh * tiled_bytes_bwd(T, hs));
     double *g1 = dcopy(dq, nq);
-    near_vec("attention backward tiled vs plain", dq2, g1, nq, 1e-5);
+    tu_near_vec("attention backward tiled vs plain", dq2, g1, nq, 1e-5);
     if (fd) {
         fd_check("attention dqkv (plain)", k.qkv, nq, dq, at_loss, &k);
         fd_check("attention dqkv (tiled)", k.qkv, nq, dq2, at_loss, &k);
@@ -309,7 +287,7 @@ static void test_gelu(mdc_device *d) {
     mdc_gelu_forward(d, out, x, n);
     expect_charge(d, "gelu forward", 10.0 * n, 8.0 * n);
     for (size_t i = 0; i < n; i++) k.out[i] = gelu_ref(k.x[i]);
-    near_vec("gelu forward", out, k.out, n, 1e-6);
+    tu_near_vec("gelu forward", out, k.out, n, 1e-6);
     mdc_gelu_backward(d, dx, x, dy, n);
     expect_charge(d, "gelu backward", 16.0 * n, 16.0 * n);
     fd_check("gelu", k.x, n, dx, gelu_loss, &k);
@@ -392,10 +370,10 @@ static void test_softmax_ce(mdc_device *d) {
         for (int j = 0; j < Vp; j++) pr[(size_t)i * Vp + j] = j < V ? exp(k.x[(size_t)i * Vp + j] - mx) / s : 0;
         lr[i] = mx + log(s) - k.x[(size_t)i * Vp + tg[i]];
     }
-    near_vec("softmax forward", p, pr, n, 1e-6);
+    tu_near_vec("softmax forward", p, pr, n, 1e-6);
     mdc_crossentropy_forward(d, losses, lse, x, tg, N, V, Vp);
     expect_charge(d, "cross-entropy forward", 4.0 * N * V + N, 4.0 * ((double)N * V + 3.0 * N));
-    near_vec("cross-entropy forward", losses, lr, N, 1e-6);
+    tu_near_vec("cross-entropy forward", losses, lr, N, 1e-6);
     mdc_crossentropy_backward(d, dx, x, lse, tg, 1.0f / N, N, V, Vp);
     expect_charge(d, "cross-entropy backward", 3.0 * N * V + N, 4.0 * ((double)N * V + (double)N * Vp + 2.0 * N));
     fd_check("cross-entropy dlogits", k.x, n, dx, ce_loss, &k);
@@ -431,9 +409,9 @@ static void test_adamw(mdc_device *d) {
             pd[i] -= lr / bc1 * md[i] / (sqrt(vd[i]) / sqrt(bc2) + eps);
         }
     }
-    near_vec("adamw params after 3 steps", p, pd, n, 1e-6);
-    near_vec("adamw m", m, md, n, 1e-6);
-    near_vec("adamw v", v, vd, n, 1e-6);
+    tu_near_vec("adamw params after 3 steps", p, pd, n, 1e-6);
+    tu_near_vec("adamw m", m, md, n, 1e-6);
+    tu_near_vec("adamw v", v, vd, n, 1e-6);
     free(p), free(g), free(m), free(v), free(pd), free(md), free(vd);
 }
 
@@ -504,7 +482,7 @@ static void test_big_products(mdc_device *d) {
     mdc_matmul_forward(d, out, a, w, NULL, M, K, OC);
     mdc_dev_reset_counters(d);
     mm_ref(&k);
-    near_vec("matmul with the K split (20x9000x30)", out, k.out, (size_t)M * OC, 1e-5);
+    tu_near_vec("matmul with the K split (20x9000x30)", out, k.out, (size_t)M * OC, 1e-5);
     free(a), free(w), free(out), free(k.x), free(k.w), free(k.out);
 }
 
@@ -585,7 +563,7 @@ static void test_nonfinite(mdc_device *d) {
 }
 
 int main(void) {
-    mdc_device *d = make_dev();
+    mdc_device *d = tu_device(1.0);
     test_layernorm(d);
     test_matmul(d, 5, 7, 9);
     test_matmul(d, 300, 40, 200); /* blocked: 2+ sgemm blocks */

@@ -7,15 +7,6 @@
 
 #include "testutil.h"
 
-static mdc_device *make_dev(double hbm_scale) {
-    mdc_device_spec spec;
-    mdc_energy_table tab;
-    MDC_CHECK(mdc_preset_find("h100", &spec));
-    MDC_CHECK(mdc_energy_table_find("default", &tab));
-    mdc_device *d;
-    MDC_CHECK(mdc_device_create_spec(&d, &spec, &tab, hbm_scale, MDC_EMULATE_ACCOUNT, 1.0, 0));
-    return d;
-}
 
 static const mdc_gpt2_config odd = {97, 0, 13, 2, 3, 72};
 enum { B = 3, T = 13 };
@@ -88,7 +79,7 @@ static float step(mdc_gpt2 *m, const int *in, const int *tg, float *norm) {
 }
 
 static void test_gradients(void) {
-    mdc_device *d = make_dev(1);
+    mdc_device *d = tu_device(1);
     mdc_gpt2 *m;
     MDC_CHECK(mdc_gpt2_create(&m, d, &odd, B, T));
     mdc_gpt2_init(m, 7);
@@ -161,7 +152,7 @@ static void test_gradients(void) {
 /* charged FLOPs, memory, and the bits with 1 and 2 threads */
 static void run(int threads, float **out_params, float **out_grads, float *losses) {
     omp_set_num_threads(threads);
-    mdc_device *d = make_dev(1);
+    mdc_device *d = tu_device(1);
     mdc_gpt2 *m;
     MDC_CHECK(mdc_gpt2_create(&m, d, &odd, B, T));
     mdc_gpt2_init(m, 11);
@@ -204,7 +195,7 @@ static void test_threads_flops_memory(void) {
 }
 
 static void test_learns(void) {
-    mdc_device *d = make_dev(1);
+    mdc_device *d = tu_device(1);
     mdc_gpt2 *m;
     MDC_CHECK(mdc_gpt2_create(&m, d, &odd, B, T));
     mdc_gpt2_init(m, 3);
@@ -229,12 +220,12 @@ static void test_learns(void) {
 }
 
 static void test_errors(void) {
-    mdc_device *d = make_dev(1e-9); /* 80 bytes of HBM */
+    mdc_device *d = tu_device(1e-9); /* 80 bytes of HBM */
     mdc_gpt2 *m = NULL;
     TU_STATUS(mdc_gpt2_create(&m, d, &odd, B, T), MDC_ERR_OOM_DEVICE);
     TU_CHECK(m == NULL, "no model on failure");
     mdc_device_free(d);
-    d = make_dev(1);
+    d = tu_device(1);
     TU_STATUS(mdc_gpt2_create(&m, d, &odd, B, T + 1), MDC_ERR_INVALID);
     TU_CONTAINS(mdc_detail(), "--seq");
     mdc_gpt2_config c = odd;

@@ -70,6 +70,32 @@ static inline void tu_coll_options(int argc, char **argv) {
         if (!strcmp(argv[i], "--slice")) mdc_coll_set_slice((size_t)strtoull(argv[i + 1], NULL, 10));
 }
 
+/* An h100 on the default energy table, accounting only (rank 0), HBM times hbm_scale. */
+static inline mdc_device *tu_device(double hbm_scale) {
+    mdc_device_spec spec;
+    mdc_energy_table tab;
+    MDC_CHECK(mdc_preset_find("h100", &spec));
+    MDC_CHECK(mdc_energy_table_find("default", &tab));
+    mdc_device *d;
+    MDC_CHECK(mdc_device_create_spec(&d, &spec, &tab, hbm_scale, MDC_EMULATE_ACCOUNT, 1.0, 0));
+    return d;
+}
+
+/* |got - want| <= tol * max(max|want|, 1e-6) over n elements: prints the max error, and a
+ * failure names the worst element. */
+static inline void tu_near_vec(const char *what, const float *got, const double *want, size_t n, double tol) {
+    double maxw = 1e-6, maxe = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) maxw = fmax(maxw, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= maxe)) maxe = e, worst = i;
+    }
+    int ok = maxe <= tol * maxw;
+    printf("%-52s max err %.3g (rel %.3g)%s\n", what, maxe, maxe / maxw, ok ? "" : "  FAIL");
+    TU_CHECK(ok, "%s: element %zu: got %.9g want %.9g", what, worst, got[worst], want[worst]);
+}
+
 /* Ends a test: prints the verdict, returns the process exit code. */
 static inline int tu_finish(const char *name) {
     if (tu_failures) fprintf(stderr, "%s: %d check(s) failed\n", name, tu_failures);
