@@ -256,13 +256,13 @@ mdc_status mdc_npy_write(const char *path, const mdc_tensor *t) {
     size_t hlen = total - pre;
     unsigned char head[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', pre == 10 ? 1 : 2, 0};
     for (size_t i = 0; i < pre - 8; i++) head[8 + i] = (unsigned char)(hlen >> (8 * i));
-    FILE *f = fopen(path, "wb");
-    if (!f) return mdc_fail(MDC_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    mdc_atomic a;
+    mdc_status st = mdc_atomic_open(&a, path);
+    if (st) return st;
+    FILE *f = a.f;
     int ok = fwrite(head, 1, pre, f) == pre && fwrite(dict, 1, (size_t)n, f) == (size_t)n;
     for (size_t i = (size_t)n; ok && i + 1 < hlen; i++) ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF;
     if (ok && t->nbytes) ok = fwrite(t->data, 1, t->nbytes, f) == t->nbytes;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) return mdc_fail(MDC_ERR_IO, "%s: write failed", path);
-    return MDC_OK;
+    return mdc_atomic_commit(&a, ok, path);
 }

@@ -193,13 +193,13 @@ static mdc_status write_vocab(const char *path, const mdc_shard *s) {
         }
     }
     json = cJSON_Print(root);
-    FILE *f = json ? fopen(path, "w") : NULL;
-    if (!f) {
-        st = mdc_fail(MDC_ERR_IO, "%s: cannot create", path);
+    mdc_atomic a;
+    if (!json) {
+        st = mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
         goto done;
     }
-    int ok = fputs(json, f) >= 0 && fputc('\n', f) != EOF;
-    if (fclose(f) != 0 || !ok) st = mdc_fail(MDC_ERR_IO, "%s: write failed", path);
+    if ((st = mdc_atomic_open(&a, path))) goto done;
+    st = mdc_atomic_commit(&a, fputs(json, a.f) >= 0 && fputc('\n', a.f) != EOF, path);
 done:
     free(json);
     cJSON_Delete(root);
@@ -222,8 +222,10 @@ mdc_status mdc_shard_write(const char *path, const mdc_shard *s) {
     put32(h + 24, (uint32_t)s->count);
     put32(h + 28, (uint32_t)((uint64_t)s->count >> 32));
     memcpy(h + 32, s->source, strnlen(s->source, 31));
-    FILE *f = fopen(path, "wb");
-    if (!f) return mdc_fail(MDC_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    mdc_atomic a;
+    mdc_status st = mdc_atomic_open(&a, path);
+    if (st) return st;
+    FILE *f = a.f;
     int ok = fwrite(h, 1, sizeof h, f) == sizeof h;
     unsigned char buf[4096];
     size_t per = sizeof buf / (size_t)width, i = 0;
@@ -236,13 +238,12 @@ mdc_status mdc_shard_write(const char *path, const mdc_shard *s) {
         ok = fwrite(buf, (size_t)width, n, f) == n;
         i += n;
     }
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) return mdc_fail(MDC_ERR_IO, "%s: write failed", path);
+    if ((st = mdc_atomic_commit(&a, ok, path))) return st;
     if (!s->vocab) return MDC_OK;
     char *vpath = malloc(strlen(path) + 12);
     if (!vpath) return mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
     sprintf(vpath, "%s.vocab.json", path);
-    mdc_status st = write_vocab(vpath, s);
+    st = write_vocab(vpath, s);
     free(vpath);
     return st;
 }

@@ -210,7 +210,6 @@ mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *coun
         return mdc_fail(MDC_ERR_INVALID, "mdc_device_report_json: NULL argument or no ranks");
     mdc_status st = MDC_OK;
     char *text = NULL;
-    FILE *f = NULL;
     cJSON *root = report_tree(counters, energies, peak_bytes, nranks, dev0, tokens);
     cJSON *sch = root && schemes ? cJSON_Parse(schemes) : NULL;
     if (sch) cJSON_AddItemToObject(root, "schemes", sch);
@@ -219,13 +218,14 @@ mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *coun
         st = mdc_fail(MDC_ERR_OOM_HOST, "--report %s: building the JSON", path);
         goto done;
     }
-    f = fopen(path, "w");
-    if (!f) {
-        st = mdc_fail(MDC_ERR_IO, "--report %s: cannot open for writing", path);
+    mdc_atomic a;
+    if (mdc_atomic_open(&a, path)) {
+        st = mdc_fail(MDC_ERR_IO, "--report %s: cannot open for writing (%s)", path, mdc_detail());
         goto done;
     }
-    if (fputs(text, f) < 0 || fputc('\n', f) == EOF) st = mdc_fail(MDC_ERR_IO, "--report %s: write failed", path);
-    if (fclose(f) != 0 && !st) st = mdc_fail(MDC_ERR_IO, "--report %s: write failed", path);
+    char label[300];
+    snprintf(label, sizeof label, "--report %s", path);
+    st = mdc_atomic_commit(&a, fputs(text, a.f) >= 0 && fputc('\n', a.f) != EOF, label);
 done:
     cJSON_free(text);
     cJSON_Delete(root);

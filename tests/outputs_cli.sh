@@ -3,7 +3,7 @@
 # directory, a FIFO or a device, or one of the run's inputs, is refused with exit 2 and a message
 # naming the option and the path, before the first step (no "step" line), on every rank of a
 # multi-rank run (the message printed once); --resume X --save X stays allowed; checkpoints are
-# written atomically: through a symbolic link, whole when three runs save to one path at once
+# written atomically (and reports and shards): through a symbolic link, whole when three runs save to one path at once
 # (each tensor's checksum is checked on resume), without stale temporary files; a FIFO given as
 # an input is refused at once instead of waited on; a tiny weights file naming a huge model is
 # refused before the model is allocated.
@@ -93,4 +93,12 @@ lim="ulimit -v 1000000;"
 [ "${SANITIZE:-0}" = 1 ] && lim=""
 expect "a 9 KB file naming h.199, under a 1 GB address-space limit" 1 "no tensor 'h.0.ln_1.weight' (the file's names imply L=200" \
     bash -c "$lim exec '$m' forward --weights '$t/h199.st' --tokens '$t/x1.npy' --dump '$t/o3.st'"
+
+# ---- reports, shards and their vocabularies go through the same writer -----------------------
+touch "$t/rt.json" && ln -s "$t/rt.json" "$t/rl.json" && touch "$t/dt.bin" && ln -s "$t/dt.bin" "$t/dl.bin"
+timeout 60 "$m" train $tiny --steps 1 --report "$t/rl.json" >/dev/null 2>&1 || { echo "FAIL: --report through a link"; fail=1; }
+"$m" data generate copy --tokens 500 "$t/dl.bin" >/dev/null 2>&1 || { echo "FAIL: data generate through a link"; fail=1; }
+[ -L "$t/rl.json" ] && [ -L "$t/dl.bin" ] || { echo "FAIL: a link was replaced by a file"; fail=1; }
+[ -s "$t/rt.json" ] && [ -s "$t/dt.bin" ] || { echo "FAIL: the links' targets were not written"; fail=1; }
+ls "$t" | grep -q "\.tmp\." && { echo "FAIL: temporary files left: $(ls "$t" | grep '\.tmp\.')"; fail=1; }
 exit $fail

@@ -255,6 +255,20 @@ double mdc_wall_time(void);
 #define MDC_WAIT_WALL_MAX_S 3600.0
 void mdc_wait_wall(double seconds);
 
+/* ---- atomic writing (device/atomic.c): every file minidc writes ---------------------------------------------------
+ * A new file beside the destination (<path>.tmp.<pid>.<n>, created exclusively), fsync'd and
+ * renamed over it, the directory fsync'd: readers see the old file or the new one, never a mix
+ * or a truncation. A symbolic link is written through; a destination that is not a regular file
+ * is refused (MDC_ERR_IO); temporary files of writers that are gone are removed. Write to
+ * `f` between open and commit; commit(ok = 0) or abort removes the temporary file. */
+typedef struct {
+    FILE *f;
+    char *tmp, *dest;
+} mdc_atomic;
+mdc_status mdc_atomic_open(mdc_atomic *a, const char *path);
+mdc_status mdc_atomic_commit(mdc_atomic *a, int ok, const char *label);
+void mdc_atomic_abort(mdc_atomic *a);
+
 #ifdef __cplusplus
 }
 #endif

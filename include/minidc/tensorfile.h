@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "minidc/device.h" /* mdc_atomic_*: the atomic writer */
 #include "minidc/status.h"
 
 #ifdef __cplusplus
@@ -128,19 +129,6 @@ mdc_status mdc_npy_write(const char *path, const mdc_tensor *t);
  * MDC_ERR_IO naming the path. */
 mdc_status mdc_read_file(const char *path, size_t max_bytes, unsigned char **out, size_t *len);
 
-/* ---- atomic writing (datasets/atomic.c) ---------------------------------------------------
- * A new file beside the destination (<path>.tmp.<pid>.<n>, created exclusively), fsync'd and
- * renamed over it, the directory fsync'd: readers see the old file or the new one, never a mix
- * or a truncation. A symbolic link is written through; a destination that is not a regular file
- * is refused (MDC_ERR_IO); temporary files of writers that are gone are removed. Write to
- * `f` between open and commit; commit(ok = 0) or abort removes the temporary file. */
-typedef struct {
-    FILE *f;
-    char *tmp, *dest;
-} mdc_atomic;
-mdc_status mdc_atomic_open(mdc_atomic *a, const char *path);
-mdc_status mdc_atomic_commit(mdc_atomic *a, int ok, const char *label);
-void mdc_atomic_abort(mdc_atomic *a);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* Atomic file writing (include/minidc/tensorfile.h, mdc_atomic_*): the data goes to a new file
+/* Atomic file writing (include/minidc/device.h, mdc_atomic_*), for every file minidc writes: the data goes to a new file
  * beside the destination, named after this process and a counter (so two writers of one path
  * never mix), created exclusively, fsync'd, renamed over the destination, and the directory
  * fsync'd: a crash or a full disk leaves the old file whole, never a truncated one. A symbolic
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "minidc/tensorfile.h"
+#include "minidc/device.h"
 
 /* "<dir>/<base>.tmp.<pid>.<n>" files of dead processes beside dest: removed. */
 static void remove_stale(const char *dest) {
