@@ -74,6 +74,8 @@ mdc_status mdc_shard_read_header(const char *path, mdc_shard *out) {
     return st;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 mdc_status mdc_vocab_read(const char *path, char ***vocab, uint32_t *n) {
     unsigned char *buf = NULL;
     size_t len;
@@ -84,7 +86,19 @@ mdc_status mdc_vocab_read(const char *path, char ***vocab, uint32_t *n) {
     *n = 0;
     mdc_status st = mdc_read_file(path, VOCAB_MAX_BYTES, &buf, &len);
     if (st) return st;
-    root = cJSON_ParseWithLength((const char *)buf, len);
+    const char *end = NULL;
+    if (memchr(buf, 0, len)) {
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: a NUL byte at byte %zu: not a JSON text", path,
+                      (size_t)((const unsigned char *)memchr(buf, 0, len) - buf));
+        goto done;
+    }
+    root = cJSON_ParseWithLengthOpts((const char *)buf, len, &end, 0);
+    for (const char *p = end; root && p && p < (const char *)buf + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: text after the JSON object (at byte %ld)", path,
+                          (long)(p - (const char *)buf));
+            goto done;
+        }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
     const cJSON *toks = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     if (!cJSON_IsObject(root) || !cJSON_IsString(type) || strcmp(type->valuestring, "char") ||
@@ -108,6 +122,19 @@ mdc_status mdc_vocab_read(const char *path, char ***vocab, uint32_t *n) {
             goto done;
         }
     }
+    /* two ids for one string would decode ambiguously: refuse duplicates (sorted copy) */
+    char **sorted = malloc((cnt ? cnt : 1) * sizeof *sorted);
+    if (!sorted) {
+        st = mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
+        goto done;
+    }
+    memcpy(sorted, v, cnt * sizeof *sorted);
+    qsort(sorted, cnt, sizeof *sorted, cmp_str);
+    for (uint32_t i = 1; i < cnt && !st; i++)
+        if (!strcmp(sorted[i - 1], sorted[i]))
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: the token \"%s\" appears twice in 'tokens'", path, sorted[i]);
+    free(sorted);
+    if (st) goto done;
     *vocab = v;
     *n = cnt;
     v = NULL;

@@ -90,6 +90,11 @@ static mdc_status read_text(const char *path, char **out) {
     }
     fclose(f);
     buf[n] = '\0';
+    if (strlen(buf) != n) { /* JSON has no NUL: a parser would stop there and ignore the rest */
+        size_t at = strlen(buf);
+        free(buf);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: a NUL byte at byte %zu: not a JSON text", path, at);
+    }
     *out = buf;
     return MDC_OK;
 }
@@ -97,10 +102,16 @@ static mdc_status read_text(const char *path, char **out) {
 /* Fills `dst` from the JSON object. All fields required unless `optional_strings`. */
 static mdc_status load_fields(const char *path, const char *text, void *dst, const field *fs,
                               int nf, int optional_strings) {
-    cJSON *root = cJSON_Parse(text);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
     if (!root) return mdc_fail(MDC_ERR_FORMAT, "%s: not valid JSON (near byte %ld)", path,
                                (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
     mdc_status st = MDC_OK;
+    for (const char *p = end; p && *p; p++) /* only white space may follow the object */
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: text after the JSON object (at byte %ld)", path, (long)(p - text));
+            goto done;
+        }
     if (!cJSON_IsObject(root)) {
         st = mdc_fail(MDC_ERR_FORMAT, "%s: expected a JSON object", path);
         goto done;

@@ -110,4 +110,20 @@ expect "data generate --tokens 0" 2 "--tokens needs an integer in 1..4294967296,
     $m data generate copy --tokens 0 "$t/y.bin"
 expect "data generate --tokens 1000" 0 "1000 tokens, vocab 10" \
     $m data generate copy --tokens 1000 "$t/y.bin"
+
+# ---- device and vocabulary JSON as strict as the safetensors header ----
+good=$(dev ok 0)
+{ cat "$good"; echo ' {"more": 1}'; } >"$t/trail.json"
+expect "device file with text after the object" 1 "text after the JSON object" $m devices --device-file "$t/trail.json"
+{ head -c 20 "$good"; printf '\0'; tail -c +21 "$good"; } >"$t/nul.json"
+expect "device file with a NUL byte" 1 "a NUL byte at byte 20" $m devices --device-file "$t/nul.json"
+$m data generate copy --tokens 300 "$t/v.bin" >/dev/null 2>&1 || { echo "FAIL: data generate"; fail=1; }
+vocab() { printf '{"type": "char", "tokens": [%s]}%s' "$1" "$2" >"$t/v.bin.vocab.json"; }
+toks='"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"'
+vocab "$toks" ""
+expect "a good vocabulary" 0 "vocabulary:  0='a'" $m data info "$t/v.bin"
+vocab '"a", "b", "c", "d", "e", "f", "g", "h", "a", "j"' ""
+expect "a vocabulary with a token twice" 1 'the token "a" appears twice' $m data info "$t/v.bin"
+vocab "$toks" " garbage"
+expect "a vocabulary with text after it" 1 "text after the JSON object" $m data info "$t/v.bin"
 exit $fail
