@@ -319,7 +319,7 @@ void mdc_dev_energy(const mdc_device *dev, mdc_energy *e) {
     for (int l = 0; l < MDC_LINK_COUNT; l++) e->total += e->link[l];
 }
 
-/* dp branch: the communication stream (device/stream.c, include/minidc/device_stream.h)
+/* The communication stream (device/stream.c, include/minidc/device_stream.h)
  * moves the clock between streams through this accessor. */
 #include "minidc/device_stream.h"
 mdc_dev_counters *mdc_dev_i_counters(mdc_device *dev) { return &dev->c; }
