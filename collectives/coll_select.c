@@ -146,6 +146,13 @@ static void read_env(void) {
     }
 }
 
+void mdc_coll_prefer_ring(void) {
+    static const mdc_coll cs[3] = {MDC_COLL_ALLREDUCE, MDC_COLL_REDUCE_SCATTER, MDC_COLL_ALLGATHER};
+    static const char *const env[3] = {"MINIDC_ALGO_ALLREDUCE", "MINIDC_ALGO_REDUCE_SCATTER", "MINIDC_ALGO_ALLGATHER"};
+    for (int k = 0; k < 3; k++)
+        if (!getenv(env[k])) mdc_coll_set_algo(cs[k], "ring");
+}
+
 mdc_status mdc_coll_set_algo(mdc_coll c, const char *algo) {
     read_env();
     settings_gen++;

@@ -29,28 +29,6 @@ static double *dcopy(const float *x, size_t n) {
 }
 
 
-/* central differences of a double loss in ~150 elements of x against the analytic gradient */
-typedef double (*loss_fn)(void *ctx);
-static void fd_check(const char *what, double *x, size_t n, const float *analytic, loss_fn f, void *ctx) {
-    size_t step = n <= 300 ? 1 : n / 150 + 1, m = 0;
-    while (step > 1 && n % step == 0) step++;
-    double *num = malloc(sizeof(double) * n);
-    float *got = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i += step) {
-        double s = x[i], h = 1e-5 * fmax(1.0, fabs(s));
-        x[i] = s + h;
-        double lp = f(ctx);
-        x[i] = s - h;
-        double lm = f(ctx);
-        x[i] = s;
-        num[m] = (lp - lm) / (2 * h);
-        got[m++] = analytic[i];
-    }
-    char name[96];
-    snprintf(name, sizeof name, "grad %s vs finite diff", what);
-    tu_near_vec(name, got, num, m, 2e-5);
-    free(num), free(got);
-}
 
 static void expect_charge(mdc_device *d, const char *what, double flops, double bytes) {
     mdc_dev_counters c;
@@ -231,7 +209,7 @@ static void test_attn_ref(int B, int T, int C, int NH, int fd) {
         tu_near_vec(what, dq, k.dq, nq, 1e-5);
         if (fd) {
             snprintf(what, sizeof what, "attention dqkv p=0.3 (%s)", kind);
-            fd_check(what, k.qkv, nq, dq, ref_loss, &k);
+            tu_fd_check(what, k.qkv, nq, dq, ref_loss, &k);
         }
         free(out), free(sv), free(dq);
     }
@@ -369,7 +347,7 @@ static void test_p0(mdc_device *dev) {
     /* loss = sum dy * (res + keep*y/(1-p)): d loss / d y by finite differences */
     double *yd = dcopy(y, n);
     res_ctx rc = {yd, res, dy, &d, T, C, n};
-    fd_check("residual dropout dy", yd, n, g, loss_y, &rc);
+    tu_fd_check("residual dropout dy", yd, n, g, loss_y, &rc);
     free(qkv), free(dy), free(scr), free(res), free(y), free(a), free(b), free(g), free(g0), free(yd);
 }
 

@@ -38,30 +38,6 @@ static float *fdup(const float *x, size_t n) {
 }
 
 
-/* Central differences of a double loss in each element of x, against the analytic gradient. */
-typedef double (*loss_fn)(void *ctx);
-static void fd_check(const char *what, double *x, size_t n, const float *analytic, loss_fn f, void *ctx) {
-    /* every element of small tensors; ~150 spread over larger ones (a prime stride) */
-    size_t step = n <= 300 ? 1 : n / 150 + 1, m = 0;
-    while (step > 1 && n % step == 0) step++;
-    double *num = malloc(sizeof(double) * n);
-    float *got = malloc(sizeof(float) * n);
-    for (size_t j = 0, i = 0; j < n; j += step, i = j) {
-        double s = x[i], h = 1e-5 * fmax(1.0, fabs(s));
-        x[i] = s + h;
-        double lp = f(ctx);
-        x[i] = s - h;
-        double lm = f(ctx);
-        x[i] = s;
-        num[m] = (lp - lm) / (2 * h);
-        got[m++] = analytic[i];
-    }
-    char name[96];
-    snprintf(name, sizeof name, "grad %s vs finite diff", what);
-    tu_near_vec(name, got, num, m, 2e-5);
-    free(num);
-    free(got);
-}
 
 
 static void expect_charge(mdc_device *d, const char *what, double flops, double bytes) {
@@ -114,9 +90,9 @@ static void test_layernorm(mdc_device *d) {
     expect_charge(d, "layernorm backward", 14.0 * N * C, 4.0 * (4.0 * N * C + 5 * C + 2 * N));
     for (size_t i = 0; i < n; i++) dx[i] -= dx0[i]; /* the kernel accumulates */
     for (int i = 0; i < C; i++) dw[i] -= dw0[i], db[i] -= db0[i];
-    fd_check("layernorm dinp", k.x, n, dx, ln_loss, &k);
-    fd_check("layernorm dweight", k.w, C, dw, ln_loss, &k);
-    fd_check("layernorm dbias", k.b, C, db, ln_loss, &k);
+    tu_fd_check("layernorm dinp", k.x, n, dx, ln_loss, &k);
+    tu_fd_check("layernorm dweight", k.w, C, dw, ln_loss, &k);
+    tu_fd_check("layernorm dbias", k.b, C, db, ln_loss, &k);
     free(x), free(w), free(b), free(dy), free(out), free(mean), free(rstd), free(dx), free(dw), free(db);
     free(dx0), free(dw0), free(db0), free(k.x), free(k.w), free(k.b), free(k.dy), free(k.out);
 }
@@ -160,9 +136,9 @@ static void test_matmul(mdc_device *d, int N, int C, int OC) {
     mdc_matmul_backward(d, dx, dw, db, dy, x, w, N, C, OC);
     expect_charge(d, "matmul backward", 4 * n * c * oc + n * oc,
                   4 * (n * oc + n * c + 2 * c * oc) + 4 * (n * oc + c * oc + 2 * n * c) + 4 * (n * oc + 2 * oc));
-    fd_check("matmul dinp", k.x, nx, dx, mm_loss, &k);
-    fd_check("matmul dweight", k.w, nw, dw, mm_loss, &k);
-    fd_check("matmul dbias", k.b, OC, db, mm_loss, &k);
+    tu_fd_check("matmul dinp", k.x, nx, dx, mm_loss, &k);
+    tu_fd_check("matmul dweight", k.w, nw, dw, mm_loss, &k);
+    tu_fd_check("matmul dbias", k.b, OC, db, mm_loss, &k);
     free(x), free(w), free(b), free(dy), free(out), free(res), free(dx), free(dw), free(db);
     free(k.x), free(k.w), free(k.b), free(k.dy), free(k.out);
 }
@@ -185,11 +161,11 @@ static void test_lmhead(mdc_device *d) {
     tu_near_vec("lm head forward", out, k.out, ny, 1e-6);
     mdc_lmhead_backward(d, dx, dw, dy, x, wte, N, C, Vp);
     expect_charge(d, "lm head backward", 4 * n * c * v, 4 * (2 * n * v + 3 * v * c + 3 * n * c));
-    fd_check("lm head dinp", k.x, nx, dx, mm_loss, &k);
+    tu_fd_check("lm head dinp", k.x, nx, dx, mm_loss, &k);
     float *dwt = malloc(sizeof(float) * nw);
     for (int vv = 0; vv < Vp; vv++)
         for (int cc = 0; cc < C; cc++) dwt[(size_t)cc * Vp + vv] = dw[(size_t)vv * C + cc];
-    fd_check("lm head dwte", k.w, nw, dwt, mm_loss, &k);
+    tu_fd_check("lm head dwte", k.w, nw, dwt, mm_loss, &k);
     free(x), free(wte), free(dy), free(out), free(dx), free(dw), free(wt), free(dwt);
     free(k.x), free(k.w), free(k.dy), free(k.out);
 }
@@ -263,8 +239,8 @@ static void test_attention(mdc_device *d, int B, int T, int C, int NH, int fd) {
     double *g1 = dcopy(dq, nq);
     tu_near_vec("attention backward tiled vs plain", dq2, g1, nq, 1e-5);
     if (fd) {
-        fd_check("attention dqkv (plain)", k.qkv, nq, dq, at_loss, &k);
-        fd_check("attention dqkv (tiled)", k.qkv, nq, dq2, at_loss, &k);
+        tu_fd_check("attention dqkv (plain)", k.qkv, nq, dq, at_loss, &k);
+        tu_fd_check("attention dqkv (tiled)", k.qkv, nq, dq2, at_loss, &k);
     }
     free(qkv), free(dy), free(out), free(out2), free(att), free(scr), free(lse), free(dq), free(dq2);
     free(k.qkv), free(k.dy), free(k.out), free(o1), free(g1);
@@ -290,7 +266,7 @@ static void test_gelu(mdc_device *d) {
     tu_near_vec("gelu forward", out, k.out, n, 1e-6);
     mdc_gelu_backward(d, dx, x, dy, n);
     expect_charge(d, "gelu backward", 16.0 * n, 16.0 * n);
-    fd_check("gelu", k.x, n, dx, gelu_loss, &k);
+    tu_fd_check("gelu", k.x, n, dx, gelu_loss, &k);
     free(x), free(dy), free(out), free(dx), free(k.x), free(k.dy), free(k.out);
 }
 
@@ -376,7 +352,7 @@ static void test_softmax_ce(mdc_device *d) {
     tu_near_vec("cross-entropy forward", losses, lr, N, 1e-6);
     mdc_crossentropy_backward(d, dx, x, lse, tg, 1.0f / N, N, V, Vp);
     expect_charge(d, "cross-entropy backward", 3.0 * N * V + N, 4.0 * ((double)N * V + (double)N * Vp + 2.0 * N));
-    fd_check("cross-entropy dlogits", k.x, n, dx, ce_loss, &k);
+    tu_fd_check("cross-entropy dlogits", k.x, n, dx, ce_loss, &k);
     float *xin = fdup(x, n); /* in place */
     mdc_crossentropy_backward(d, xin, xin, lse, tg, 1.0f / N, N, V, Vp);
     mdc_dev_reset_counters(d);

@@ -187,9 +187,7 @@ int main(int argc, char **argv) {
     mdc_runtime rt;
     MDC_CHECK(mdc_runtime_init(&rt, &argc, &argv));
     mdc_kernels_init();
-    MDC_CHECK(mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "ring"));
-    MDC_CHECK(mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, "ring"));
-    MDC_CHECK(mdc_coll_set_algo(MDC_COLL_ALLGATHER, "ring"));
+    mdc_coll_prefer_ring(); /* as minidc train runs */
     int N = rt.size, r = rt.rank;
     mdc_gpt2_config cfg = CFG;
     MDC_CHECK(mdc_gpt2_config_check(&cfg));

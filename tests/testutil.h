@@ -96,6 +96,31 @@ static inline void tu_near_vec(const char *what, const float *got, const double 
     TU_CHECK(ok, "%s: element %zu: got %.9g want %.9g", what, worst, got[worst], want[worst]);
 }
 
+/* Central differences of a double loss in each element of x, against the analytic gradient. */
+typedef double (*tu_loss_fn)(void *ctx);
+static inline void tu_fd_check(const char *what, double *x, size_t n, const float *analytic, tu_loss_fn f, void *ctx) {
+    /* every element of small tensors; ~150 spread over larger ones (a prime stride) */
+    size_t step = n <= 300 ? 1 : n / 150 + 1, m = 0;
+    while (step > 1 && n % step == 0) step++;
+    double *num = malloc(sizeof(double) * n);
+    float *got = malloc(sizeof(float) * n);
+    for (size_t j = 0, i = 0; j < n; j += step, i = j) {
+        double s = x[i], h = 1e-5 * fmax(1.0, fabs(s));
+        x[i] = s + h;
+        double lp = f(ctx);
+        x[i] = s - h;
+        double lm = f(ctx);
+        x[i] = s;
+        num[m] = (lp - lm) / (2 * h);
+        got[m++] = analytic[i];
+    }
+    char name[96];
+    snprintf(name, sizeof name, "grad %s vs finite diff", what);
+    tu_near_vec(name, got, num, m, 2e-5);
+    free(num);
+    free(got);
+}
+
 /* Ends a test: prints the verdict, returns the process exit code. */
 static inline int tu_finish(const char *name) {
     if (tu_failures) fprintf(stderr, "%s: %d check(s) failed\n", name, tu_failures);

@@ -146,9 +146,7 @@ int mdc_bench_train(int argc, char **argv) {
         if (!(st = mdc_runtime_init(&rt, &one, &pa)) && rt.size != tp)
             st = mdc_fail(MDC_ERR_INVALID, "--tp %d but the job has %d rank(s): run mpiexec.mpich -n %d", tp, rt.size, tp);
         dev = rt.dev;
-        if (!getenv("MINIDC_ALGO_ALLREDUCE")) mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "ring");
-        if (!getenv("MINIDC_ALGO_REDUCE_SCATTER")) mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, "ring");
-        if (!getenv("MINIDC_ALGO_ALLGATHER")) mdc_coll_set_algo(MDC_COLL_ALLGATHER, "ring");
+        mdc_coll_prefer_ring();
     } else {
         mdc_device_options o;
         mdc_device_options_default(&o);

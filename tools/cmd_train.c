@@ -213,11 +213,7 @@ int mdc_cmd_train(int argc, char **argv) {
                     (st = mdc_check_not_input("--report", report, "--save", o.save)))))
         mdc_runtime_die(&rt, st, 1, 2);
     int threads = mdc_kernels_init();
-    /* bandwidth-optimal ring algorithms, so the bytes sent equal the formulas exactly, and an
-     * allreduce gives every rank the same bits (MINIDC_ALGO_<COLL> still overrides) */
-    if (!getenv("MINIDC_ALGO_ALLREDUCE")) mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "ring");
-    if (!getenv("MINIDC_ALGO_REDUCE_SCATTER")) mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, "ring");
-    if (!getenv("MINIDC_ALGO_ALLGATHER")) mdc_coll_set_algo(MDC_COLL_ALLGATHER, "ring");
+    mdc_coll_prefer_ring(); /* bytes equal to the formulas, the same bits on every rank */
 
     int r = rt.rank, B = o.B, T = o.seq, mb = B / o.dp / o.accum;
     mdc_loader *ld = NULL;

@@ -145,6 +145,10 @@ const char *mdc_coll_name(mdc_coll c);
 int mdc_coll_parse(const char *s);
 /* Forces an algorithm ("auto" or NULL restores the cost model); MDC_ERR_INVALID if unknown. */
 mdc_status mdc_coll_set_algo(mdc_coll c, const char *algo);
+/* Ring allreduce, reduce-scatter and allgather unless MINIDC_ALGO_<COLL> says otherwise: the
+ * bandwidth-optimal algorithms whose bytes equal the textbook formulas, and whose allreduce
+ * gives every rank the same bits (training uses them). */
+void mdc_coll_prefer_ring(void);
 /* The algorithm the dispatcher would choose for this call (for reports and tests). */
 const char *mdc_coll_choose(mdc_coll c, size_t bytes, const mdc_group *g);
 /* Ring allreduce chunk size in bytes (0 = one chunk per rank); MINIDC_RING_CHUNK env. */
