@@ -161,12 +161,6 @@ static void state_free(mdc_gpt2 *m, float *p, unsigned host_flag) {
 
 int mdc_gpt2_unit_count(const mdc_gpt2_config *cfg) { return cfg->L + 2; }
 
-void mdc_gpt2_unit_range(const mdc_gpt2_config *cfg, int unit, size_t *offset, size_t *count) {
-    size_t emb = ((size_t)cfg->Vp + (size_t)cfg->T) * (size_t)cfg->C, lf = layer_floats(cfg);
-    if (unit <= 0) *offset = 0, *count = emb;
-    else if (unit <= cfg->L) *offset = emb + (size_t)(unit - 1) * lf, *count = lf;
-    else *offset = emb + (size_t)cfg->L * lf, *count = 2 * (size_t)cfg->C;
-}
 
 void mdc_gpt2_set_hooks(mdc_gpt2 *m, const mdc_gpt2_hooks *h) {
     if (h) m->hooks = *h;

@@ -154,30 +154,30 @@ static mdc_status gather_global(mdc_trainer *t, float *params, float *m, float *
     size_t L = mdc_gpt2_local_floats(t->m);
     int tp = t->tc.dims.tp, have = 0, me = !t->mesh || mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == root;
     if (root != 0) return mdc_fail(MDC_ERR_INVALID, "mdc_trainer_gather: root %d (only world rank 0)", root);
-    float *loc = malloc(3 * L * sizeof(float)), *all = NULL;
+    int K = grads ? 1 : 3; /* arrays moved: the gradients, or parameters and both moments */
+    float *loc = malloc((size_t)K * L * sizeof(float)), *all = NULL;
     mdc_gpt2 *lay = NULL;
     mdc_status st = loc ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "gathering the training state");
     if (!st && grads) { /* DDP: every replica holds the reduced gradients */
         memcpy(loc, mdc_gpt2_grads(t->m), L * sizeof(float));
-        memset(loc + L, 0, 2 * L * sizeof(float));
         have = t->dp_rank == 0;
     } else if (!st) {
         st = local_state(t, loc, loc + L, loc + 2 * L, &have);
     }
     /* the dp-rank-0 ranks of every tp rank send their local state to world rank 0 (tp rank 0) */
     if (!st && have && tp > 1) {
-        all = me ? malloc((size_t)tp * 3 * L * sizeof(float)) : NULL;
+        all = me ? malloc((size_t)tp * K * L * sizeof(float)) : NULL;
         if (me && !all) st = mdc_fail(MDC_ERR_OOM_HOST, "gathering the tp shards");
-        if (!st) st = mdc_gather(loc, all, 3 * L, MDC_F32, 0, mdc_tp_group(t->tp));
+        if (!st) st = mdc_gather(loc, all, (size_t)K * L, MDC_F32, 0, mdc_tp_group(t->tp));
     }
     if (!st && me) {
-        float *dst[3] = {grads ? grads : params, m, v};
+        float *dst[3] = {grads ? grads : params, grads ? NULL : m, grads ? NULL : v};
         for (int q = 0; q < tp && !st; q++) {
             mdc_gpt2_part part = *mdc_gpt2_get_part(t->m);
             part.tp_rank = q;
             if ((st = mdc_gpt2_create_layout(&lay, mdc_gpt2_get_config(t->m), &part))) break;
-            const float *src = tp > 1 ? all + (size_t)q * 3 * L : loc;
-            for (int k = 0; k < 3; k++)
+            const float *src = tp > 1 ? all + (size_t)q * K * L : loc;
+            for (int k = 0; k < K; k++)
                 if (dst[k]) mdc_gpt2_local_to_global(lay, src + (size_t)k * L, dst[k]);
             mdc_gpt2_free(lay);
             lay = NULL;
@@ -244,7 +244,8 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
         for (int i = 0; i < n; i++)
             if (h[n + (size_t)q * n + i] != h[n + i]) {
                 st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d the replicated tensor '%s' differs "
-                              "between tp rank 0 and tp rank %d (dp rank %d)", t->steps,
+                              "between tp rank 0 and tp rank %d (dp rank %d): the tp ranks computed different bits (a "
+                              "reduction that did not give every rank the same result)", t->steps,
                               mdc_gpt2_local_tensor(t->m, i)->name, q, t->dp_rank);
                 break;
             }

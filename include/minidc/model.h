@@ -246,9 +246,9 @@ size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T);
 /* ---- the block API ----------------------------------------------------------------------------
  * One micro-batch moves through: set_batch, embed_forward, block_forward(l) for each held l,
  * head_forward (loss); then head_backward, block_backward(l) in reverse, embed_backward. Every
- * backward ADDS into the gradients. A stage without the embedding receives its input with
- * writing mdc_gpt2_acts_residual before its first block; a stage without the head writes
- * its output gradient into mdc_gpt2_acts_dresidual before its last block's backward. */
+ * backward ADDS into the gradients. (Partitions hold every layer, the embedding and the head
+ * for now; the layer range is there for pipeline stages, which will pass the residual stream
+ * between them.) */
 mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *targets, int B, int T);
 mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a);
 mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l);
@@ -263,13 +263,10 @@ mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss);
 enum { MDC_BWD_INPUT = 1, MDC_BWD_WEIGHT = 2, MDC_BWD_BOTH = 3 };
 mdc_status mdc_gpt2_block_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int parts);
 mdc_status mdc_gpt2_embed_backward(mdc_gpt2 *m, mdc_gpt2_acts *a);
-/* The residual stream between blocks: (B, T/seq_split, C) after the last forward block run
- * (the input of the next), and its gradient during backward. For pipeline transfers. */
+/* The residual stream after the last held block, (B, T/seq_split, C): the head's input. */
 float *mdc_gpt2_acts_residual(mdc_gpt2_acts *a);
-float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a);
 const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a);  /* (B,T,Vp/t) */
 const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a);  /* (B,T) */
-int mdc_gpt2_acts_rows(const mdc_gpt2_acts *a);             /* B x T of the current batch */
 /* The global batch row of the set's row 0 (its place in the step's whole batch: dropout masks
  * are keyed by it); 0 by default. */
 void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0);
@@ -303,11 +300,9 @@ typedef struct {
 } mdc_gpt2_hooks;
 /* Sets (copies) the hooks; NULL removes them. */
 void mdc_gpt2_set_hooks(mdc_gpt2 *m, const mdc_gpt2_hooks *h);
-/* L + 2 units; unit u covers floats [*offset, *offset + *count) of the serial parameter
- * allocation (the config's layout), or of this model's local allocation (_local; a unit that
- * is not held has count 0). */
+/* L + 2 units; unit u covers floats [*offset, *offset + *count) of this model's local
+ * allocation (a unit that is not held has count 0). */
 int mdc_gpt2_unit_count(const mdc_gpt2_config *cfg);
-void mdc_gpt2_unit_range(const mdc_gpt2_config *cfg, int unit, size_t *offset, size_t *count);
 void mdc_gpt2_local_unit(const mdc_gpt2 *m, int unit, size_t *offset, size_t *count);
 /* Creation flags: the parameters (HOST_PARAMS) and/or gradients (HOST_GRADS) live in plain host
  * memory that is NOT charged to the emulated HBM; a ZeRO scheme then owns residency and charges
