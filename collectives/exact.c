@@ -202,9 +202,56 @@ double mdc_exact_to_f64(const mdc_exact *a) {
     return neg ? -v : v;
 }
 
+/* The common case without the general rounding: normalized limbs, the magnitude's top limb k
+ * (2 <= k < 8) and the next as a 64-bit integer M with the lower limbs' sticky bit in bit 0
+ * (M has at least 33 significant bits, so that bit is below float's rounding position and the
+ * one conversion of M to float rounds as the exact value would). Returns 0 where the result
+ * could be subnormal or overflow, or is zero: the general path decides those. */
+static int fast_f32(const mdc_exact *a, float *out) {
+    int64_t l[MDC_EXACT_LIMBS];
+    int64_t c = 0;
+    for (int k = 0; k + 1 < MDC_EXACT_LIMBS; k++) {
+        int64_t v = a->limb[k] + c;
+        l[k] = (int64_t)((uint64_t)v & 0xffffffffu);
+        c = (v - l[k]) / ((int64_t)1 << 32);
+    }
+    l[MDC_EXACT_LIMBS - 1] = a->limb[MDC_EXACT_LIMBS - 1] + c;
+    int neg = l[MDC_EXACT_LIMBS - 1] < 0;
+    if (neg) { /* two's complement: the magnitude in the same 32-bit limbs */
+        int64_t b = 0;
+        for (int k = 0; k + 1 < MDC_EXACT_LIMBS; k++) {
+            int64_t v = -l[k] - b;
+            b = v < 0;
+            l[k] = v + (b << 32);
+        }
+        l[MDC_EXACT_LIMBS - 1] = -l[MDC_EXACT_LIMBS - 1] - b;
+    }
+    if (l[MDC_EXACT_LIMBS - 1]) return 0;
+    int k = MDC_EXACT_LIMBS - 2;
+    while (k >= 0 && !l[k]) k--;
+    if (k < 2) return 0; /* below 2^-85: let the general path handle subnormals */
+    uint64_t M = ((uint64_t)l[k] << 32) | (uint64_t)l[k - 1];
+    for (int j = 0; j < k - 1; j++)
+        if (l[j]) {
+            M |= 1;
+            break;
+        }
+    int e = 32 * (k - 1) + MDC_EXACT_LSB;       /* value = M 2^e */
+    int top = 63 - __builtin_clzll(M) + e;       /* floor(log2 value) */
+    if (top > 126) return 0;                     /* may round to 2^128 or beyond */
+    uint32_t pb = (uint32_t)(e + 127) << 23;     /* 2^e, a normal float: e >= -117 */
+    float p2;
+    memcpy(&p2, &pb, sizeof p2);
+    float f = (float)M * p2;                     /* M rounded once; the scaling is exact (normal) */
+    *out = neg ? -f : f;
+    return 1;
+}
+
 float mdc_exact_to_f32(const mdc_exact *a) {
     double s;
     if (special(a, &s)) return (float)s;
+    float quick;
+    if (fast_f32(a, &quick)) return quick;
     int neg, e;
     uint64_t M;
     if (!round_to(a, 24, &neg, &M, &e)) return (float)zero_of(a);

@@ -66,6 +66,54 @@ void mdc_exact_normalize(mdc_exact *a);
 float mdc_exact_to_f32(const mdc_exact *a);
 double mdc_exact_to_f64(const mdc_exact *a);
 
+
+/* ---- arrays of exact sums (exact mode's working storage) --------------------------------------
+ * An element is a double holding its exact sum so far: a sum of floats is a multiple of 2^-149,
+ * and while it needs at most 53 bits a double holds it exactly. Each addition is checked with
+ * TwoSum (the rounding error of s + x is computed exactly); the first inexact addition moves the
+ * element into an accumulator ("escalation") and the double becomes a NaN naming it. Either way
+ * the element is its exact sum, so every rounding of it gives the bits of the exact sum rounded
+ * once, however the additions were ordered or split. Escalation is rare (two block partials of
+ * one element 2^22 apart), so the common case is one double add and a check. Not threadsafe for
+ * the same element; different elements may be added from different threads. */
+typedef struct {
+    double *v;       /* n elements: the exact sum, or a NaN whose payload is a slot index */
+    size_t n;
+    mdc_exact *slot; /* the escalated elements' accumulators */
+    size_t nslot, cap;
+    int oom;         /* a slot could not be allocated (sticky; mdc_xsum_ok reports it) */
+} mdc_xsum;
+
+/* Allocates n zero elements (host memory); 0 on success, -1 when out of memory. */
+int mdc_xsum_init(mdc_xsum *x, size_t n);
+void mdc_xsum_free(mdc_xsum *x);
+/* Every element back to the empty sum (+0), the slots dropped. */
+void mdc_xsum_clear(mdc_xsum *x);
+/* x[off + i] = 0 for i < n (slots of those elements are left unused until the next clear). */
+void mdc_xsum_zero(mdc_xsum *x, size_t off, size_t n);
+/* 1 unless a slot allocation failed since the last clear. */
+int mdc_xsum_ok(const mdc_xsum *x);
+/* x[off + i] += p[i], exactly. */
+void mdc_xsum_add(mdc_xsum *x, size_t off, const float *p, size_t n);
+/* x[off + r ldx + c] += p[r ldp + c] for rows r < rows, columns c < cols, exactly. */
+void mdc_xsum_add2d(mdc_xsum *x, size_t off, size_t ldx, const float *p, size_t ldp, int rows, int cols);
+/* x[off + i] = a[i] (a double where the value is one, else a slot): a reduction's result back. */
+void mdc_xsum_set(mdc_xsum *x, size_t off, const mdc_exact *a, size_t n);
+/* out[i] = the exact value of x[off + i] as an accumulator (for a reduction over ranks). */
+void mdc_xsum_get(const mdc_xsum *x, size_t off, size_t n, mdc_exact *out);
+/* out[i] = x[off + i] rounded to float once (nearest, ties to even). */
+void mdc_xsum_round(const mdc_xsum *x, size_t off, size_t n, float *out);
+/* The exact value of element i as a double when it is one (returns 1), else 0. */
+int mdc_xsum_double(const mdc_xsum *x, size_t i, double *out);
+/* out[i] = a[i] rounded to float, for n accumulators. */
+void mdc_exact_round_n(const mdc_exact *a, size_t n, float *out);
+/* a += x exactly for a double that is a multiple of 2^-149 with |x| < 2^127 (any sum of floats
+ * that fits in a double); other doubles as mdc_exact_add_f64. */
+void mdc_exact_add_f64_exact(mdc_exact *a, double x);
+/* a += x[i]^2 for i < n, each square exact in double (48 bits) and then added exactly; a
+ * square below 2^-149's resolution is rounded first (deterministically, per element). */
+void mdc_exact_add_squares(mdc_exact *a, const float *x, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

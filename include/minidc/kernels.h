@@ -350,6 +350,33 @@ void mdc_attention_backward_tiled_drop(mdc_device *dev,
                                        const mdc_dropout *drop,
                                        int B, int T, int C, int NH);
 
+
+/* ---- exact mode's block kernels (kernels/exact_blocks.c, docs/exactness.md) -----------------
+ * Each adds block partial sums into arrays of exact sums (minidc/exact.h) at offsets in
+ * floats of the same layout as the float tensors; n is a multiple of the block. */
+#include "minidc/exact.h"
+/* dW (IN x OUT at off) += sum over blocks of blk rows of A^T Bm: A (n, IN) row stride lda,
+ * Bm (n, OUT) row stride ldb (weight gradients over tokens; the LM head's dwte). */
+void mdc_x_wgrad(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int lda, const float *Bm, int ldb, int n,
+                 int IN, int OUT, int blk);
+/* db (OUT at off) += column sums of D (n, OUT) row stride ld, over blocks of blk rows. */
+void mdc_x_colsum(mdc_device *dev, mdc_xsum *xs, size_t off, const float *D, int ld, int n, int OUT, int blk);
+/* out (n, OUT at 0) += A (n, K) W (K, OUT), summed over blocks of kblk indices of K; transW:
+ * W is stored transposed, (OUT, K) with row stride ldw (a column-parallel input gradient). */
+void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, const float *W, int ldw, int transW, int n,
+                    int K, int OUT, int kblk);
+/* LayerNorm's dweight, dbias (C each) over blocks of blk rows. */
+void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout,
+                           const float *inp, const float *mean, const float *rstd, int n, int C, int blk);
+/* Embedding rows [lo, lo + rows) of wte (at off_wte) += each token's dout row; wpe (at off_wpe,
+ * -1: none) += every sequence's row at each position (B, T full sequences). */
+void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp,
+                 int lo, int rows, int B, int T, int C);
+/* se[i] = sum over blocks of vblk of the block's float sum of exp(z - mx[i]), z the first
+ * `valid` of row i of logits (row stride ld). */
+void mdc_x_sumexp(mdc_device *dev, mdc_exact *se, const float *logits, int ld, const float *mx, int n, int valid,
+                  int vblk);
+
 #ifdef __cplusplus
 }
 #endif
