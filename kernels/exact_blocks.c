@@ -240,3 +240,51 @@ void mdc_x_sumexp(mdc_device *dev, mdc_exact *se, const float *logits, int ld, c
     }
     mdc_k_charge(dev, 3.0 * n * valid, 4.0 * n * valid);
 }
+
+void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const float *W, int ldw, int transW,
+                  const float *bias, int n, int K, int N) {
+    const float *Bm = W;
+    float *packed = NULL;
+    size_t ldb = (size_t)ldw;
+    if (transW) { /* W stored (N, K): its transpose packed once */
+        packed = malloc(sizeof(float) * (size_t)K * (size_t)N);
+        if (!packed) { /* the same chains straight from W, one column at a time */
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < N; j++) {
+                    float s = 0;
+                    for (int k = 0; k < K; k++) s = s + A[(size_t)i * lda + k] * W[(size_t)j * ldw + k];
+                    out[(size_t)i * N + j] = bias ? s + bias[j] : s;
+                }
+            return;
+        }
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < N; j++) packed[(size_t)k * N + j] = W[(size_t)j * ldw + k];
+        Bm = packed, ldb = (size_t)N;
+    }
+    int RT = tile_rows(N), tiles = (n + RT - 1) / RT;
+#pragma omp parallel
+    {
+        float *ap = malloc(sizeof(float) * (size_t)K * (RT + TR));
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < tiles; t++) {
+            int r0 = t * RT, rt = n - r0 < RT ? n - r0 : RT;
+            float *o = out + (size_t)r0 * N;
+            if (ap) block_gemm(o, ap, A + (size_t)r0 * lda, 1, (size_t)lda, Bm, ldb, rt, N, K);
+            else
+                for (int i = 0; i < rt; i++)
+                    for (int j = 0; j < N; j++) {
+                        float s = 0;
+                        for (int k = 0; k < K; k++) s = s + A[(size_t)(r0 + i) * lda + k] * Bm[(size_t)k * ldb + j];
+                        o[(size_t)i * N + j] = s;
+                    }
+            if (bias)
+                for (int i = 0; i < rt; i++)
+                    for (int j = 0; j < N; j++) o[(size_t)i * N + j] = o[(size_t)i * N + j] + bias[j];
+        }
+        free(ap);
+    }
+    free(packed);
+    double nn = n, k = K, o = N;
+    mdc_k_charge(dev, 2 * nn * k * o + (bias ? nn * o : 0), 4 * (nn * k + k * o + nn * o));
+}

@@ -7,7 +7,7 @@
 #include "model_internal.h"
 
 int mdc_i_acts_needs(const mdc_gpt2 *m) {
-    return (m->comm ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0);
+    return (m->comm || m->x.blk ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0);
 }
 
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T) {
@@ -106,6 +106,12 @@ mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *ta
         return mdc_fail(MDC_ERR_INVALID, "forward: sequence %d not in [1, %d] (the creation length)", T, a->maxT);
     if (a->m->part.sp && T % a->m->part.tp)
         return mdc_fail(MDC_ERR_INVALID, "--sp: the sequence length %d is not divisible by --tp %d", T, a->m->part.tp);
+    int blk = a->m->x.blk, Tl = T / (a->m->part.sp ? a->m->part.tp : 1);
+    if (blk && Tl % blk)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--exact-block %d does not divide the %d positions of a sequence this rank holds (sequence %d%s); "
+                        "use a block that divides %d",
+                        blk, Tl, T, a->m->part.sp ? ", split over --tp by --sp" : "", Tl);
     size_t N = (size_t)B * T;
     for (size_t i = 0; i < N; i++) {
         if (inputs && (inputs[i] < 0 || inputs[i] >= c->V))

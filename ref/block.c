@@ -21,10 +21,22 @@
  * without communication or dropout, else the product reduced by g, then the bias once and the
  * residual (through the dropout when it is on). */
 static mdc_status row_parallel(mdc_gpt2 *m, mdc_gpt2_acts *a, float *out, const float *res, const float *inp,
-                               const float *W, const float *b, int K, int l, int site) {
+                               const float *W, const float *b, int K, int kblk, int l, int site) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, site, &dd);
+    if (m->x.blk) { /* exact: the product in contraction blocks, summed exactly over them and tp */
+        float *red = buf(a, a->lay.partial);
+        mdc_i_x_begin(m, a);
+        mdc_x_contract(m->dev, &m->x.act, inp, K, W, s.C, 0, s.n, K, s.C, kblk);
+        TRY(mdc_i_x_reduce(m, a, red));
+        if (!drop) mdc_residual_bias_forward(m->dev, out, res, red, b, s.nl, s.C);
+        else {
+            mdc_bias_forward(m->dev, red, b, s.nl, s.C);
+            mdc_dropout_residual_forward(m->dev, out, res, red, drop, a->B, s.Tl, s.C);
+        }
+        return MDC_OK;
+    }
     if (!m->comm && !drop) {
         mdc_matmul_residual_forward(m->dev, out, res, inp, W, b, s.n, K, s.C);
         return MDC_OK;
@@ -74,21 +86,47 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     mdc_layernorm_forward(d, ln1, lact(a, y->ln1_mean, l), lact(a, y->ln1_rstd, l), x, P(m, mdc_i_gl(l, LN1W)),
                           P(m, mdc_i_gl(l, LN1B)), s.nl, s.C);
     TRY(f_in(m, a, ln1, &in));
-    mdc_matmul_forward(d, qkv, in, P(m, mdc_i_gl(l, QKVW)), P(m, mdc_i_gl(l, QKVB)), s.n, s.C, 3 * s.Cl);
+    mm_forward(m, qkv, in, P(m, mdc_i_gl(l, QKVW)), P(m, mdc_i_gl(l, QKVB)), s.n, s.C, 3 * s.Cl);
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
     if (y->tiled) mdc_attention_forward_tiled_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
     else mdc_attention_forward_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
-    TRY(row_parallel(m, a, res2, x, atty, P(m, mdc_i_gl(l, ATTPW)), P(m, mdc_i_gl(l, ATTPB)), s.Cl, l,
+    TRY(row_parallel(m, a, res2, x, atty, P(m, mdc_i_gl(l, ATTPW)), P(m, mdc_i_gl(l, ATTPB)), s.Cl, x_head(m), l,
                      MDC_DROP_ATTN_OUT));
     mdc_layernorm_forward(d, ln2, lact(a, y->ln2_mean, l), lact(a, y->ln2_rstd, l), res2, P(m, mdc_i_gl(l, LN2W)),
                           P(m, mdc_i_gl(l, LN2B)), s.nl, s.C);
     TRY(f_in(m, a, ln2, &in));
-    mdc_matmul_forward(d, fch, in, P(m, mdc_i_gl(l, FCW)), P(m, mdc_i_gl(l, FCB)), s.n, s.C, s.Fl);
+    mm_forward(m, fch, in, P(m, mdc_i_gl(l, FCW)), P(m, mdc_i_gl(l, FCB)), s.n, s.C, s.Fl);
     mdc_gelu_forward(d, fchg, fch, (size_t)s.n * s.Fl);
-    TRY(row_parallel(m, a, res3, res2, fchg, P(m, mdc_i_gl(l, FCPW)), P(m, mdc_i_gl(l, FCPB)), s.Fl, l,
+    TRY(row_parallel(m, a, res3, res2, fchg, P(m, mdc_i_gl(l, FCPW)), P(m, mdc_i_gl(l, FCPB)), s.Fl, x_mlp(m), l,
                      MDC_DROP_MLP_OUT));
     HOOK(MDC_HOOK_POST_FORWARD, 1 + l);
+    return MDC_OK;
+}
+
+/* The loss in exact mode, vocab-parallel (serial: one shard): the max over tp, the sum-exp in
+ * vocabulary blocks into one accumulator per position summed over tp exactly, and the target
+ * logit (one shard holds it, so its sum over tp is exact in any order). */
+static mdc_status exact_loss(mdc_gpt2 *m, mdc_gpt2_acts *a) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    const mdc_i_acts_layout *y = &a->lay;
+    int n = s.n, lo = m->part.tp_rank * s.Vl, valid = m->cfg.V - lo;
+    valid = valid < 0 ? 0 : valid > s.Vl ? s.Vl : valid;
+    float *logits = buf(a, y->logits), *mx = buf(a, y->vstat), *losses = buf(a, y->losses), *lse = buf(a, y->lse);
+    mdc_vocab_shard_max(m->dev, mx, logits, n, s.Vl, valid);
+    if (m->comm) TRY(m->comm->vocab(m->comm->ctx, mx, n, 1));
+    mdc_x_sumexp(m->dev, m->x.se, logits, s.Vl, mx, n, valid, MDC_EXACT_VOCAB_BLOCK);
+    mdc_vocab_shard_target(m->dev, losses, logits, a->targets, lo, n, s.Vl, valid);
+    if (m->comm) {
+        TRY(m->comm->x_vocab(m->comm->ctx, m->x.se, n));
+        TRY(m->comm->vocab(m->comm->ctx, losses, n, 0));
+    }
+    for (int i = 0; i < n; i++) {
+        lse[i] = mx[i] + logf(mdc_exact_to_f32(&m->x.se[i]));
+        losses[i] = lse[i] - losses[i];
+    }
+    mdc_dev_kernel(m->dev, 3.0 * n, 16.0 * n, MDC_PREC_FP32);
+    mdc_exact_add_f32s(&m->x.loss, losses, (size_t)n);
     return MDC_OK;
 }
 
@@ -104,9 +142,13 @@ mdc_status mdc_gpt2_head_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, double *loss_sum
     mdc_layernorm_forward(d, lnf, buf(a, y->lnf_mean), buf(a, y->lnf_rstd), mdc_gpt2_acts_residual(a),
                           P(m, mdc_i_glnf(c, 0)), P(m, mdc_i_glnf(c, 1)), s.nl, s.C);
     TRY(f_in(m, a, lnf, &in));
-    mdc_lmhead_forward(d, logits, in, P(m, 0), s.n, s.C, s.Vl);
+    if (m->x.blk) mdc_x_matmul(d, logits, in, s.C, P(m, 0), s.C, 1, NULL, s.n, s.C, s.Vl);
+    else mdc_lmhead_forward(d, logits, in, P(m, 0), s.n, s.C, s.Vl);
     double sum = 0;
-    if (a->have_targets) {
+    if (a->have_targets && m->x.blk) {
+        TRY(exact_loss(m, a));
+        for (int i = 0; i < s.n; i++) sum += losses[i];
+    } else if (a->have_targets) {
         if (!m->comm) {
             mdc_crossentropy_forward(d, losses, lse, logits, a->targets, s.n, c->V, c->Vp);
         } else { /* vocab-parallel: max, sum-exp, target logit over tp; the logits stay sharded */
@@ -143,7 +185,7 @@ mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss) {
     const float *in;
     HOOK(MDC_HOOK_PRE_BACKWARD, c->L + 1);
     TRY(f_in(m, a, buf(a, y->lnf), &in)); /* SP: gathered again, as the blocks' inputs */
-    if (!m->comm) {
+    if (!m->comm && !m->x.blk) {
         mdc_crossentropy_backward(d, logits, logits, buf(a, y->lse), a->targets, dloss, s.n, c->V, c->Vp);
     } else {
         int lo = m->part.tp_rank * s.Vl, valid = c->V - lo;
@@ -152,6 +194,20 @@ mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss) {
     }
     /* dlnf: the LM head is column-parallel over the vocabulary, so its input gradient is a
      * partial sum over the shards: f's backward reduces it */
+    if (m->x.blk) { /* exact: dlnf in vocabulary blocks, dwte and ln_f's gradients in token blocks */
+        mdc_i_x_begin(m, a);
+        mdc_x_contract(d, &m->x.act, logits, s.Vl, P(m, 0), s.C, 0, s.n, s.Vl, s.C, MDC_EXACT_VOCAB_BLOCK);
+        TRY(mdc_i_x_reduce(m, a, dln));
+        mdc_x_wgrad(d, &m->x.g, mdc_i_xoff(m, 0), logits, s.Vl, in, s.C, s.n, s.Vl, s.C, m->x.blk);
+        memset(dres, 0, (size_t)s.nl * s.C * sizeof(float));
+        mdc_layernorm_backward(d, dres, NULL, NULL, dln, mdc_gpt2_acts_residual(a), P(m, mdc_i_glnf(c, 0)),
+                               buf(a, y->lnf_mean), buf(a, y->lnf_rstd), s.nl, s.C);
+        mdc_x_layernorm_wgrad(d, &m->x.g, mdc_i_xoff(m, mdc_i_glnf(c, 0)), mdc_i_xoff(m, mdc_i_glnf(c, 1)), dln,
+                              mdc_gpt2_acts_residual(a), buf(a, y->lnf_mean), buf(a, y->lnf_rstd), s.nl, s.C, m->x.blk);
+        a->have_targets = 0;
+        HOOK(MDC_HOOK_POST_BACKWARD, c->L + 1);
+        return MDC_OK;
+    }
     float *dpart = m->part.sp ? buf(a, y->dfull) : dln;
     memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
     mdc_lmhead_backward(d, dpart, G(m, 0), logits, in, P(m, 0), s.n, s.C, s.Vl);

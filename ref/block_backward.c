@@ -31,10 +31,52 @@ typedef struct {
     const float *dln1;        /* ln_1 */
 } wgrad_in;
 
+/* Exact mode: the same gradients in token blocks, added into the exact sums. The biases of the
+ * row-parallel layers from this rank's rows (all of them without SP). */
+static void wgrad_exact(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int which, const wgrad_in *w) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    mdc_device *d = m->dev;
+    const mdc_i_acts_layout *y = &a->lay;
+    mdc_xsum *g = &m->x.g;
+    int blk = m->x.blk;
+#define XO(k) mdc_i_xoff(m, mdc_i_gl(l, k))
+    switch (which) {
+    case W_FCP:
+        mdc_x_wgrad(d, g, XO(FCPW), lact(a, y->fchg, l), s.Fl, w->d3, s.C, s.n, s.Fl, s.C, blk);
+        mdc_x_colsum(d, g, XO(FCPB), w->dres3, s.C, s.nl, s.C, blk);
+        break;
+    case W_FC:
+        mdc_x_wgrad(d, g, XO(FCW), w->in2, s.C, w->dfc, s.Fl, s.n, s.C, s.Fl, blk);
+        mdc_x_colsum(d, g, XO(FCB), w->dfc, s.Fl, s.n, s.Fl, blk);
+        break;
+    case W_LN2:
+        mdc_x_layernorm_wgrad(d, g, XO(LN2W), XO(LN2B), w->dln2, lact(a, y->res2, l), lact(a, y->ln2_mean, l),
+                              lact(a, y->ln2_rstd, l), s.nl, s.C, blk);
+        break;
+    case W_ATTP:
+        mdc_x_wgrad(d, g, XO(ATTPW), lact(a, y->atty, l), s.Cl, w->d2, s.C, s.n, s.Cl, s.C, blk);
+        mdc_x_colsum(d, g, XO(ATTPB), w->dres2, s.C, s.nl, s.C, blk);
+        break;
+    case W_QKV:
+        mdc_x_wgrad(d, g, XO(QKVW), w->in1, s.C, w->dqkv, 3 * s.Cl, s.n, s.C, 3 * s.Cl, blk);
+        mdc_x_colsum(d, g, XO(QKVB), w->dqkv, 3 * s.Cl, s.n, 3 * s.Cl, blk);
+        break;
+    case W_LN1:
+        mdc_x_layernorm_wgrad(d, g, XO(LN1W), XO(LN1B), w->dln1, x_in(a, l), lact(a, y->ln1_mean, l),
+                              lact(a, y->ln1_rstd, l), s.nl, s.C, blk);
+        break;
+    }
+#undef XO
+}
+
 static void wgrad(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int which, const wgrad_in *w) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_device *d = m->dev;
     const mdc_i_acts_layout *y = &a->lay;
+    if (m->x.blk) {
+        wgrad_exact(m, a, l, which, w);
+        return;
+    }
     switch (which) {
     case W_FCP: /* the bias from this rank's rows: the same gradient without SP, one call */
         mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(l, FCPW)), s.n == s.nl ? G(m, mdc_i_gl(l, FCPB)) : NULL, w->d3,
@@ -121,6 +163,22 @@ static mdc_status g_back(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *dres, const
     return m->comm->g_backward(m->comm->ctx, full, dres, a->B, a->T, m->cfg.C);
 }
 
+/* dln (local rows) = the input gradient dout (B, T, K) W^T of a column-parallel linear with
+ * weight W (C, K): a partial sum over tp shards, reduced by f's backward. Exact mode: in
+ * contraction blocks of kblk, summed exactly. dpart: the (B, T, C) scratch (dln without SP). */
+static mdc_status col_input_grad(mdc_gpt2 *m, mdc_gpt2_acts *a, float *dln, float *dpart, const float *dout,
+                                 const float *W, int K, int kblk) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    if (m->x.blk) {
+        mdc_i_x_begin(m, a);
+        mdc_x_contract(m->dev, &m->x.act, dout, K, W, K, 1, s.n, K, s.C, kblk);
+        return mdc_i_x_reduce(m, a, dln);
+    }
+    memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
+    mdc_matmul_backward(m->dev, dpart, NULL, NULL, dout, NULL, W, s.n, s.C, K);
+    return f_back(m, a, dln, dpart);
+}
+
 static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgrad_in *keep) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_device *d = m->dev;
@@ -128,7 +186,7 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     float *dres = buf(a, y->dres), *dln = buf(a, y->dln), *datty = buf(a, y->datty);
     float *dbig = buf(a, y->dbig), *dbig2 = buf(a, y->dbig2);
     float *dpart = m->part.sp ? buf(a, y->dfull) : dln;
-    size_t nC = (size_t)s.n * s.C, nF = (size_t)s.n * s.Fl;
+    size_t nF = (size_t)s.n * s.Fl;
     float *qkv = lact(a, y->qkv, l), *atty = lact(a, y->atty, l);
     wgrad_in w = {0};
     const float *in;
@@ -138,16 +196,14 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     w.dres3 = dy;
     wready(m, a, l, W_FCP, &w, keep);
     memset(dbig, 0, nF * sizeof(float));
-    mdc_matmul_backward(d, dbig, NULL, NULL, w.d3, NULL, P(m, mdc_i_gl(l, FCPW)), s.n, s.Fl, s.C);
+    mm_dinput(m, dbig, w.d3, P(m, mdc_i_gl(l, FCPW)), s.n, s.Fl, s.C);
     memset(dbig2, 0, nF * sizeof(float));
     mdc_gelu_backward(d, dbig2, lact(a, y->fch, l), dbig, nF);
     w.dfc = dbig2;
     TRY(f_in(m, a, lact(a, y->ln2, l), &in)); /* SP: the input gathered again (Megatron) */
     w.in2 = in;
     wready(m, a, l, W_FC, &w, keep);
-    memset(dpart, 0, nC * sizeof(float));
-    mdc_matmul_backward(d, dpart, NULL, NULL, dbig2, NULL, P(m, mdc_i_gl(l, FCW)), s.n, s.C, s.Fl);
-    TRY(f_back(m, a, dln, dpart));
+    TRY(col_input_grad(m, a, dln, dpart, dbig2, P(m, mdc_i_gl(l, FCW)), s.Fl, x_mlp(m)));
     w.dln2 = dln;
     wready(m, a, l, W_LN2, &w, keep);
     mdc_layernorm_backward(d, dres, NULL, NULL, dln, lact(a, y->res2, l), P(m, mdc_i_gl(l, LN2W)),
@@ -158,7 +214,7 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     w.dres2 = dy;
     wready(m, a, l, W_ATTP, &w, keep);
     memset(datty, 0, (size_t)s.n * s.Cl * sizeof(float));
-    mdc_matmul_backward(d, datty, NULL, NULL, w.d2, NULL, P(m, mdc_i_gl(l, ATTPW)), s.n, s.Cl, s.C);
+    mm_dinput(m, datty, w.d2, P(m, mdc_i_gl(l, ATTPW)), s.n, s.Cl, s.C);
     memset(dbig, 0, (size_t)s.n * 3 * s.Cl * sizeof(float));
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
@@ -171,9 +227,7 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     TRY(f_in(m, a, lact(a, y->ln1, l), &in));
     w.in1 = in;
     wready(m, a, l, W_QKV, &w, keep);
-    memset(dpart, 0, nC * sizeof(float));
-    mdc_matmul_backward(d, dpart, NULL, NULL, dbig, NULL, P(m, mdc_i_gl(l, QKVW)), s.n, s.C, 3 * s.Cl);
-    TRY(f_back(m, a, dln, dpart));
+    TRY(col_input_grad(m, a, dln, dpart, dbig, P(m, mdc_i_gl(l, QKVW)), 3 * s.Cl, x_head(m)));
     w.dln1 = dln;
     wready(m, a, l, W_LN1, &w, keep);
     mdc_layernorm_backward(d, dres, NULL, NULL, dln, x_in(a, l), P(m, mdc_i_gl(l, LN1W)), lact(a, y->ln1_mean, l),
@@ -217,7 +271,12 @@ mdc_status mdc_gpt2_embed_backward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *dres = buf(a, a->lay.dres);
     HOOK(MDC_HOOK_PRE_BACKWARD, 0);
-    if (!m->comm) {
+    if (m->x.blk) { /* exact: each token's row into its embedding row's exact sum */
+        const float *dout;
+        TRY(g_back(m, a, dres, &dout));
+        mdc_x_embed(m->dev, &m->x.g, mdc_i_xoff(m, 0), (long)mdc_i_xoff(m, 1), dout, a->inputs, m->part.tp_rank * s.Vl,
+                    s.Vl, a->B, a->T, s.C);
+    } else if (!m->comm) {
         mdc_encoder_backward(m->dev, G(m, 0), G(m, 1), dres, a->inputs, a->B, a->T, s.C);
     } else {
         const float *dout;

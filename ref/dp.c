@@ -85,12 +85,13 @@ static mdc_status hook(void *ctx, mdc_gpt2_hook_event ev, int u) {
         break;
     case MDC_HOOK_PRE_BACKWARD:
         if (z == 3) st = zero3_use(dp, u, u - 1); /* no-op for the head and the embedding */
-        if (!st && z >= 2) st = mdc_zero_i_live(dp, u);
-        if (!st && z >= 2 && u == head) st = mdc_zero_i_live(dp, 0); /* the LM head adds to wte's grad */
+        if (!st && z >= 2 && !dp->exact) st = mdc_zero_i_live(dp, u);
+        if (!st && z >= 2 && !dp->exact && u == head) st = mdc_zero_i_live(dp, 0); /* the LM head adds to wte's grad */
         break;
     case MDC_HOOK_POST_BACKWARD: {
         const dp_bucket *b = &dp->b[dp->unit_bucket[u]];
-        if (u == b->lo && (z >= 2 || dp->micro == dp->dc.accum - 1) && (z || dp->N > 1)) st = reduce_bucket(dp, b);
+        if (u == b->lo && !dp->exact && (z >= 2 || dp->micro == dp->dc.accum - 1) && (z || dp->N > 1))
+            st = reduce_bucket(dp, b);
         if (!st && z == 3) mdc_zero_i_release(dp, u);
         break;
     }
@@ -102,6 +103,7 @@ void mdc_dp_free(mdc_dp *dp) {
     if (!dp) return;
     mdc_zero_i_free(dp);
     for (int i = 0; i < 2; i++) mdc_dev_free(dp->dev, dp->bucket_buf[i]);
+    mdc_dev_free(dp->dev, dp->xbuf);
     if (dp->m) mdc_gpt2_set_hooks(dp->m, NULL);
     if (dp->owns_model) mdc_gpt2_free(dp->m);
     free(dp->uoff), free(dp->ucount), free(dp->us), free(dp->shoff);
@@ -166,6 +168,8 @@ mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_c
             if ((st = mdc_dev_alloc(dp->dev, (void **)&dp->bucket_buf[i], maxblock * (size_t)dp->N * sizeof(float),
                                     MDC_MEM_COMM, i ? "dp.bucket1" : "dp.bucket0")))
                 goto fail;
+    dp->maxblock = maxblock;
+    dp->exact = mdc_gpt2_exact_block(m) > 0;
     if ((st = mdc_zero_i_alloc(dp))) goto fail;
     mdc_gpt2_hooks h = {hook, dp};
     mdc_gpt2_set_hooks(dp->m, &h);
@@ -201,7 +205,7 @@ void mdc_dp_begin_micro(mdc_dp *dp, int k) { dp->micro = k; }
 mdc_status mdc_dp_finish(mdc_dp *dp) {
     mdc_dev_stream_join(dp->dev, &dp->stream);        /* the last bucket's reduction must be done */
     mdc_dev_stream_join(dp->dev, &dp->gather_stream); /* (no prefetch outlives a step) */
-    return MDC_OK;
+    return dp->exact ? mdc_dp_i_exact_finish(dp) : MDC_OK;
 }
 
 void mdc_dp_begin_step(mdc_dp *dp) { dp->step_bytes = 0; }

@@ -36,6 +36,9 @@ struct mdc_dp {
     mdc_dev_stream gather_stream; /* ZeRO-3 prefetch: its own stream (as FSDP's all-gather
                                    * stream), so using a unit never waits for a reduction */
     double step_bytes; /* sent in the last step */
+    int exact;         /* the model is in exact mode: buckets reduce accumulators at finish (dp_exact.c) */
+    size_t maxblock;   /* the largest bucket's block */
+    mdc_exact *xbuf;   /* exact mode's bucket: N x maxblock accumulators (MDC_MEM_COMM) */
     size_t mem_after[3];
 };
 
@@ -48,6 +51,10 @@ static inline double mdc_dp_i_sent(const mdc_dp *dp) {
 }
 
 /* ---- ref/zero.c ---- */
+/* Rank q's piece of unit u: unit-local [q s_u, min((q+1) s_u, n_u)); returns its length. */
+size_t mdc_dp_i_piece(const mdc_dp *dp, int u, int q, size_t *lo);
+/* ---- ref/dp_exact.c ---- */
+mdc_status mdc_dp_i_exact_finish(mdc_dp *dp);
 /* Packs this rank's rows of bucket b from the full-layout vector `full` into block q of buf
  * (only_q >= 0: that block only), zero padding. */
 void mdc_dp_i_pack(const mdc_dp *dp, const dp_bucket *b, float *buf, const float *full, int only_q);

@@ -210,6 +210,7 @@ fail:
 
 void mdc_gpt2_free(mdc_gpt2 *m) {
     if (!m) return;
+    mdc_i_exact_free(m);
     mdc_gpt2_acts_free(m->acts);
     state_free(m, m->params, MDC_GPT2_HOST_PARAMS);
     state_free(m, m->grads, MDC_GPT2_HOST_GRADS);
@@ -232,8 +233,12 @@ mdc_status mdc_gpt2_set_dropout(mdc_gpt2 *m, float p, uint64_t seed) {
     if (!(p >= 0 && p < 1)) return mdc_fail(MDC_ERR_INVALID, "--dropout %g: must be in [0, 1)", p);
     int before = mdc_i_acts_needs(m);
     m->drop_p = p, m->drop_seed = seed;
+    return mdc_i_acts_refresh(m, before);
+}
+
+mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before) {
     if (mdc_i_acts_needs(m) == before || !m->acts) return MDC_OK;
-    /* the default activation set gains (or loses) the buffers dropout needs */
+    /* the default activation set gains (or loses) the buffers a mode needs */
     mdc_gpt2_acts *a = m->acts;
     int B = a->maxB, T = a->maxT;
     mdc_gpt2_acts_free(a);
@@ -278,6 +283,10 @@ mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, 
 
 mdc_status mdc_gpt2_zero_grad(mdc_gpt2 *m) {
     size_t bytes = m->floats * sizeof(float);
+    if (m->x.blk) {
+        mdc_xsum_clear(&m->x.g);
+        mdc_exact_clear(&m->x.loss);
+    }
     if (!m->grads) return state_alloc(m, &m->grads, bytes, MDC_MEM_GRADS, "grads", MDC_GPT2_HOST_GRADS);
     memset(m->grads, 0, bytes);
     return MDC_OK;
@@ -296,6 +305,7 @@ mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss) {
     for (int l = m->part.layer_hi - 1; !st && l >= m->part.layer_lo; l--)
         st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH);
     if (!st) st = mdc_gpt2_embed_backward(m, a);
+    if (!st) st = mdc_gpt2_exact_round_grads(m); /* exact mode: the sums so far, rounded once */
     return st;
 }
 

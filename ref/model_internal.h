@@ -31,6 +31,14 @@ struct mdc_gpt2 {
     mdc_gpt2_hooks hooks;
     mdc_gpt2_acts *acts;       /* the default activation set */
     float loss;                /* mean loss of the last mdc_gpt2_forward */
+    struct {
+        int blk;               /* canonical token block (0: exact mode off) */
+        mdc_xsum g;            /* the gradients' exact sums (storage: gbuf, MDC_MEM_GRADS) */
+        mdc_xsum act;          /* one (B, T, C) product before its reduction (abuf, MDC_MEM_ACTS) */
+        double *gbuf, *abuf;
+        mdc_exact loss;        /* the losses since zero_grad */
+        mdc_exact *se;         /* per-position sum-exp accumulators of the loss */
+    } x;
     float drop_p;              /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
@@ -76,6 +84,8 @@ struct mdc_gpt2_acts {
 enum { MDC_I_NEED_COMM = 1, MDC_I_NEED_DROPOUT = 2 };
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T);
 int mdc_i_acts_needs(const mdc_gpt2 *m);
+/* The default activation set rebuilt if the needs changed from `before` (ref/gpt2.c). */
+mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before);
 mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T);
 
 /* ref/layout.c: builds the local table and unit ranges of m->part (m->cfg set). */
@@ -138,5 +148,29 @@ static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts 
     return d;
 }
 
+
+/* ---- exact mode (ref/exact_mode.c) -------------------------------------------------------- */
+/* Offset (floats) of global tensor gi's local gradient in the gradient layout. */
+size_t mdc_i_xoff(const mdc_gpt2 *m, int gi);
+/* The exact (B, T, C) partial sums act -> their sum over tp rounded into the local rows
+ * (serial: rounded). Then act is empty again. */
+mdc_status mdc_i_x_reduce(mdc_gpt2 *m, mdc_gpt2_acts *a, float *local);
+/* act emptied for the next product. */
+void mdc_i_x_begin(mdc_gpt2 *m, mdc_gpt2_acts *a);
+/* The contraction blocks: one head, 4C/H. */
+static inline int x_head(const mdc_gpt2 *m) { return m->cfg.C / m->cfg.H; }
+static inline int x_mlp(const mdc_gpt2 *m) { return 4 * m->cfg.C / m->cfg.H; }
+void mdc_i_exact_free(mdc_gpt2 *m);
+/* out (n, N) = inp (n, K) W (K, N) + b: exact mode's fixed-order product, else the fused one. */
+static inline void mm_forward(mdc_gpt2 *m, float *out, const float *inp, const float *W, const float *b, int n, int K,
+                              int N) {
+    if (m->x.blk) mdc_x_matmul(m->dev, out, inp, K, W, N, 0, b, n, K, N);
+    else mdc_matmul_forward(m->dev, out, inp, W, b, n, K, N);
+}
+/* dinp (n, K) = dout (n, N) W^T for W (K, N) (dinp zero before, default mode). */
+static inline void mm_dinput(mdc_gpt2 *m, float *dinp, const float *dout, const float *W, int n, int K, int N) {
+    if (m->x.blk) mdc_x_matmul(m->dev, dinp, dout, N, W, N, 1, NULL, n, N, K);
+    else mdc_matmul_backward(m->dev, dinp, NULL, NULL, dout, NULL, W, n, K, N);
+}
 
 #endif

@@ -8,17 +8,17 @@
 #include "tp_internal.h"
 
 /* (B,T,C) <-> [t][B][T/t][C] */
-static void permute(float *dst, const float *src, int t, int B, int T, int C, int to_blocks) {
-    size_t Tl = (size_t)(T / t), row = Tl * (size_t)C;
+void mdc_sp_i_permute(void *dst, const void *src, size_t esz, int t, int B, int T, int C, int to_blocks) {
+    size_t Tl = (size_t)(T / t), row = Tl * (size_t)C * esz;
     for (int q = 0; q < t; q++)
         for (int b = 0; b < B; b++) {
-            const float *s;
-            float *d;
-            size_t blk = ((size_t)q * B + b) * row, seq = ((size_t)b * T + (size_t)q * Tl) * C;
-            if (to_blocks) d = dst + blk, s = src + seq;
-            else d = dst + seq, s = src + blk;
-            memcpy(d, s, row * sizeof(float));
+            size_t blk = ((size_t)q * B + b) * row, seq = ((size_t)b * T + (size_t)q * Tl) * (size_t)C * esz;
+            if (to_blocks) memcpy((char *)dst + blk, (const char *)src + seq, row);
+            else memcpy((char *)dst + seq, (const char *)src + blk, row);
         }
+}
+static void permute(float *dst, const float *src, int t, int B, int T, int C, int to_blocks) {
+    mdc_sp_i_permute(dst, src, sizeof(float), t, B, T, C, to_blocks);
 }
 
 mdc_status mdc_sp_allgather(mdc_tp *tp, float *full, const float *local, int B, int T, int C) {

@@ -71,7 +71,8 @@ mdc_status mdc_tp_create(mdc_tp **out, mdc_group *g, int sp) {
     if (!tp) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_tp_create");
     tp->g = g, tp->t = mdc_group_size(g), tp->r = mdc_group_rank(g), tp->sp = sp;
     tp->dev = mdc_transport_device(mdc_group_transport(g));
-    mdc_gpt2_comm c = {tp, sp ? tp->t : 1, f_forward, f_backward, g_forward, g_backward, vocab};
+    mdc_gpt2_comm c = {tp, sp ? tp->t : 1, f_forward, f_backward, g_forward, g_backward, vocab, mdc_tp_i_x_reduce,
+                       mdc_tp_i_x_vocab};
     tp->comm = c;
     *out = tp;
     return MDC_OK;
@@ -80,10 +81,12 @@ mdc_status mdc_tp_create(mdc_tp **out, mdc_group *g, int sp) {
 void mdc_tp_free(mdc_tp *tp) {
     if (!tp) return;
     free(tp->scratch);
+    free(tp->xscratch);
     free(tp);
 }
 
 const mdc_gpt2_comm *mdc_tp_comm(mdc_tp *tp) { return &tp->comm; }
+void mdc_tp_set_exact(mdc_tp *tp, int on) { tp->exact = on; }
 mdc_group *mdc_tp_group(mdc_tp *tp) { return tp->g; }
 void mdc_tp_get_counts(const mdc_tp *tp, mdc_tp_counts *c) { *c = tp->counts; }
 void mdc_tp_reset_counts(mdc_tp *tp) { memset(&tp->counts, 0, sizeof tp->counts); }

@@ -12,7 +12,18 @@ struct mdc_tp {
     mdc_tp_counts counts;
     float *scratch; /* the [t][B][T/t][C] staging of SP, and the padded loss statistics */
     size_t scratch_n;
+    int exact;        /* exact mode: the model's reductions carry accumulators (ref/tp_exact.c) */
+    mdc_exact *xscratch;
+    size_t xscratch_n;
 };
+
+/* A host buffer of at least n accumulators (grown as needed). */
+mdc_exact *mdc_tp_i_xscratch(mdc_tp *tp, size_t n);
+/* (B,T,C) <-> [t][B][T/t][C] for elements of esz bytes (ref/sp.c). */
+void mdc_sp_i_permute(void *dst, const void *src, size_t esz, int t, int B, int T, int C, int to_blocks);
+/* exact mode's communication points (ref/tp_exact.c) */
+mdc_status mdc_tp_i_x_reduce(void *ctx, float *local, const mdc_xsum *part, int B, int T, int C);
+mdc_status mdc_tp_i_x_vocab(void *ctx, mdc_exact *acc, int n);
 
 /* A host buffer of at least n floats (grown as needed; not charged: a layout detail). */
 float *mdc_tp_i_scratch(mdc_tp *tp, size_t n);

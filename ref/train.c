@@ -71,6 +71,71 @@ static mdc_status sp_reduce(mdc_step_plan *p) {
     return st;
 }
 
+/* ---- exact mode: SP's replicated gradients summed over tp as accumulators, before the data-
+ * parallel reduction and the one rounding ------------------------------------------------- */
+static mdc_status sp_reduce_exact(mdc_step_plan *p) {
+    mdc_gpt2 *m = p->m;
+    mdc_xsum *xs = mdc_gpt2_exact_grads(m);
+    size_t n = 0, t = (size_t)mdc_group_size(p->tp_group);
+    int nt = mdc_gpt2_local_count(m);
+    for (int i = 0; i < nt; i++)
+        if (p->sp_partial[i]) n += mdc_gpt2_local_tensor(m, i)->alloc;
+    if (!n) return MDC_OK;
+    size_t padded = (n + t - 1) / t * t;
+    mdc_exact *buf = calloc(padded, sizeof *buf);
+    if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "exact SP gradient reduction (%zu accumulators)", padded);
+    size_t k = 0;
+    for (int i = 0; i < nt; i++) {
+        const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
+        if (p->sp_partial[i]) mdc_xsum_get(xs, q->offset, q->alloc, buf + k), k += q->alloc;
+    }
+    double b0 = sent(m);
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, padded, MDC_EXACT, MDC_SUM, p->tp_group);
+    p->sp_bytes += sent(m) - b0;
+    k = 0;
+    for (int i = 0; !st && i < nt; i++) {
+        const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
+        if (p->sp_partial[i]) mdc_xsum_set(xs, q->offset, buf + k, q->alloc), k += q->alloc;
+    }
+    free(buf);
+    return st;
+}
+
+static mdc_status exact_finish(mdc_step_plan *p) {
+    mdc_status st = MDC_OK;
+    if (p->tp_group && p->sp_partial && (st = sp_reduce_exact(p))) return st;
+    if (p->dp) return mdc_dp_finish(p->dp); /* reduces the exact sums and rounds them */
+    return mdc_gpt2_exact_round_grads(p->m);
+}
+
+/* The loss sum and this rank's share of the squared norm as accumulators, summed over the mesh:
+ * the same bits however the tokens and tensors are spread. */
+static mdc_status exact_scalars(mdc_step_plan *p, double *lsum, double *sumsq) {
+    mdc_gpt2 *m = p->m;
+    size_t W = p->sum_group ? (size_t)mdc_group_size(p->sum_group) : 1;
+    mdc_exact *sc = calloc(2 * W, sizeof *sc);
+    if (!sc) return mdc_fail(MDC_ERR_OOM_HOST, "step scalars");
+    if (p->count_loss) sc[0] = *mdc_gpt2_exact_loss(m);
+    if (p->dp) {
+        mdc_dp_sumsq_exact(p->dp, p->skip, &sc[1]);
+    } else {
+        float *G = mdc_gpt2_grads(m);
+        for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
+            const mdc_param_tensor *t = mdc_gpt2_local_tensor(m, i);
+            if (!p->skip || !p->skip[i]) mdc_exact_add_squares(&sc[1], G + t->offset, t->alloc);
+        }
+    }
+    mdc_status st = MDC_OK;
+    if (W > 1) {
+        double b0 = sent(m);
+        st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, MDC_EXACT, MDC_SUM, p->sum_group);
+        p->scalar_bytes = sent(m) - b0;
+    }
+    *lsum = mdc_exact_to_f64(&sc[0]), *sumsq = mdc_exact_to_f64(&sc[1]);
+    free(sc);
+    return st;
+}
+
 mdc_status mdc_step_forward(mdc_step_plan *p, const int *inputs, const int *targets, double *loss_sum) {
     mdc_gpt2 *m = p->m;
     mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
@@ -102,14 +167,23 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
             if ((st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH))) return st;
         if ((st = mdc_gpt2_embed_backward(m, a))) return st;
     }
+    if (mdc_gpt2_exact_block(m)) return exact_finish(p);
     if (p->dp && (st = mdc_dp_finish(p->dp))) return st;
     if (p->tp_group && p->sp_partial && (st = sp_reduce(p))) return st;
     return MDC_OK;
 }
 
+static mdc_status update(mdc_step_plan *p, const mdc_adamw_config *o, double lsum, double sumsq, float *loss,
+                         float *grad_norm);
+
 mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *loss, float *grad_norm) {
     mdc_gpt2 *m = p->m;
-    double sumsq;
+    double sumsq = 0, lsum = 0;
+    if (mdc_gpt2_exact_block(m)) {
+        mdc_status st = exact_scalars(p, &lsum, &sumsq);
+        if (st) return st;
+        return update(p, o, lsum, sumsq, loss, grad_norm);
+    }
     if (p->dp) {
         sumsq = mdc_dp_sumsq(p->dp, p->skip);
     } else if (!p->skip) {
@@ -122,7 +196,7 @@ mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *l
             if (!p->skip[i]) sumsq += mdc_grad_sumsq(mdc_gpt2_device(m), G + t->offset, t->alloc);
         }
     }
-    double lsum = p->count_loss ? p->loss_sum : 0;
+    lsum = p->count_loss ? p->loss_sum : 0;
     if (p->sum_group && mdc_group_size(p->sum_group) > 1) {
         /* one allreduce, padded to W slots each, so its bytes are the ring's exact 2(W-1)/W */
         size_t W = (size_t)mdc_group_size(p->sum_group);
@@ -136,6 +210,12 @@ mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *l
         free(sc);
         if (st) return st;
     }
+    return update(p, o, lsum, sumsq, loss, grad_norm);
+}
+
+static mdc_status update(mdc_step_plan *p, const mdc_adamw_config *o, double lsum, double sumsq, float *loss,
+                         float *grad_norm) {
+    mdc_gpt2 *m = p->m;
     double norm = sqrt(sumsq);
     if (loss) *loss = (float)(lsum / p->tokens);
     if (grad_norm) *grad_norm = (float)norm;

@@ -54,6 +54,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         goto fail;
     mdc_gpt2_init(t->m, seed);
     if (tc->dropout > 0 && (st = mdc_gpt2_set_dropout(t->m, tc->dropout, seed))) goto fail;
+    if (tc->exact_block && (st = mdc_gpt2_set_exact(t->m, tc->exact_block))) goto fail; /* before dp attaches */
+    if (tc->exact_block && t->tp) mdc_tp_set_exact(t->tp, 1);
     if (d->dp > 1 || tc->zero) {
         mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, tc->seq, tc->bucket_bytes, tc->poison, tc->prefetch};
         mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;

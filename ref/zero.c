@@ -20,7 +20,7 @@
 #include "dp_internal.h"
 
 /* Rank q's piece of unit u: unit-local [q s_u, min((q+1) s_u, n_u)). */
-static size_t piece(const mdc_dp *dp, int u, int q, size_t *lo) {
+size_t mdc_dp_i_piece(const mdc_dp *dp, int u, int q, size_t *lo) {
     size_t a = (size_t)q * dp->us[u], b = a + dp->us[u];
     if (a > dp->ucount[u]) a = dp->ucount[u];
     if (b > dp->ucount[u]) b = dp->ucount[u];
@@ -33,7 +33,7 @@ void mdc_dp_i_pack(const mdc_dp *dp, const dp_bucket *b, float *buf, const float
         if (only_q >= 0 && q != only_q) continue;
         float *blk = buf + (size_t)q * b->block;
         for (int u = b->lo; u <= b->hi; u++) {
-            size_t lo, n = piece(dp, u, q, &lo);
+            size_t lo, n = mdc_dp_i_piece(dp, u, q, &lo);
             memcpy(blk, full + dp->uoff[u] + lo, n * sizeof(float));
             memset(blk + n, 0, (dp->us[u] - n) * sizeof(float));
             blk += dp->us[u];
@@ -46,7 +46,7 @@ void mdc_dp_i_unpack(const mdc_dp *dp, const dp_bucket *b, const float *buf, flo
         if (only_q >= 0 && q != only_q) continue;
         const float *blk = buf + (size_t)q * b->block;
         for (int u = b->lo; u <= b->hi; u++) {
-            size_t lo, n = piece(dp, u, q, &lo);
+            size_t lo, n = mdc_dp_i_piece(dp, u, q, &lo);
             memcpy(full + dp->uoff[u] + lo, blk, n * sizeof(float));
             blk += dp->us[u];
         }
@@ -55,14 +55,14 @@ void mdc_dp_i_unpack(const mdc_dp *dp, const dp_bucket *b, const float *buf, flo
 
 void mdc_zero_i_shard_to_full(const mdc_dp *dp, int q, const float *shard, float *full) {
     for (int u = 0; u < dp->nunits; u++) {
-        size_t lo, n = piece(dp, u, q, &lo);
+        size_t lo, n = mdc_dp_i_piece(dp, u, q, &lo);
         memcpy(full + dp->uoff[u] + lo, shard + dp->shoff[u], n * sizeof(float));
     }
 }
 
 void mdc_zero_i_full_to_shard(const mdc_dp *dp, int q, const float *full, float *shard) {
     for (int u = 0; u < dp->nunits; u++) {
-        size_t lo, n = piece(dp, u, q, &lo);
+        size_t lo, n = mdc_dp_i_piece(dp, u, q, &lo);
         memcpy(shard + dp->shoff[u], full + dp->uoff[u] + lo, n * sizeof(float));
         memset(shard + dp->shoff[u] + n, 0, (dp->us[u] - n) * sizeof(float));
     }
@@ -151,7 +151,7 @@ mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) 
     if (st) return st;
     if (dp->dc.zero == 1) { /* the reduced shard goes back into the (full) gradient array */
         for (int u = b->lo; u <= b->hi; u++) {
-            size_t lo, n = piece(dp, u, dp->r, &lo);
+            size_t lo, n = mdc_dp_i_piece(dp, u, dp->r, &lo);
             memcpy(G + dp->uoff[u] + lo, buf + (dp->shoff[u] - dp->shoff[b->lo]), n * sizeof(float));
         }
         return MDC_OK;
@@ -175,7 +175,7 @@ typedef void (*seg_fn)(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, voi
 /* Calls fn on this rank's shard segments of units ulo..uhi, split at tensor boundaries. */
 static void for_each_segment_in(mdc_dp *dp, int ulo, int uhi, seg_fn fn, void *ctx) {
     for (int u = ulo; u <= uhi; u++) {
-        size_t lo, n = piece(dp, u, dp->r, &lo);
+        size_t lo, n = mdc_dp_i_piece(dp, u, dp->r, &lo);
         size_t a = dp->uoff[u] + lo, e = a + n;
         for (int i = 0; i < dp->ntensors && a < e; i++) {
             const mdc_param_tensor *t = &dp->tensors[i];

@@ -90,19 +90,21 @@ static int arg_ms(const char *opt, const char *v, double *out) {
 
 int mdc_bench_train(int argc, char **argv) {
     const char *config = "tiny";
-    int B = 4, T = 0, steps = 0, threads = 2, tp = 1, sp = 0;
+    int B = 4, T = 0, steps = 0, threads = 2, tp = 1, sp = 0, dp = 1, exact = 0, xblock = 0;
     double torch_ms = 0, torch_cpu = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) {
             printf("usage: minidc bench train [--config tiny|small|gpt2] [--batch 4] [--seq T] [--steps N]\n"
                    "                          [--threads 2] [--torch-ms MS] [--torch-cpu-ms MS]\n"
-                   "       mpiexec.mpich -n T minidc bench train --tp T [--sp] ...   (tensor parallel)\n"
+                   "       mpiexec.mpich -n N minidc bench train --tp T [--sp] [--dp D] ...   (N = T x D)\n"
+                   "       [--exact] [--exact-block N]   exact mode (docs/exactness.md)\n"
                    "--batch 1..1024, --seq 1..the context, --steps 1..100000, --threads 1..1024\n"
                    "cpu ms = process CPU time per step / threads: the step's cost when the cores are shared\n");
             return 0;
         }
         if (!strcmp(a, "--sp")) { sp = 1; continue; }
+        if (!strcmp(a, "--exact")) { exact = 1; continue; }
         if (!v) { fprintf(stderr, "minidc bench train: %s needs a value\n", a); return 2; }
         int ok = 1;
         if (!strcmp(a, "--config")) config = v;
@@ -111,6 +113,8 @@ int mdc_bench_train(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) ok = mdc_arg_int("bench train", a, v, 1, MAX_STEPS, &steps);
         else if (!strcmp(a, "--threads")) ok = mdc_arg_int("bench train", a, v, 1, MAX_THREADS, &threads);
         else if (!strcmp(a, "--tp")) ok = mdc_arg_int("bench train", a, v, 1, 64, &tp);
+        else if (!strcmp(a, "--dp")) ok = mdc_arg_int("bench train", a, v, 1, 64, &dp);
+        else if (!strcmp(a, "--exact-block")) ok = mdc_arg_int("bench train", a, v, 1, 1 << 20, &xblock);
         else if (!strcmp(a, "--torch-ms")) ok = arg_ms(a, v, &torch_ms);
         else if (!strcmp(a, "--torch-cpu-ms")) ok = arg_ms(a, v, &torch_cpu);
         else { fprintf(stderr, "minidc bench train: unknown option '%s'\n", a); return 2; }
@@ -128,6 +132,14 @@ int mdc_bench_train(int argc, char **argv) {
         fprintf(stderr, "minidc bench train: --seq %d is longer than config %s's context %d\n", T, config, cfg.T);
         return 2;
     }
+    if (B % dp) {
+        fprintf(stderr, "minidc bench train: --batch %d is not divisible by --dp %d\n", B, dp);
+        return 2;
+    }
+    if (mdc_exact_options(&exact, &xblock, &cfg, T, tp, sp)) {
+        fprintf(stderr, "minidc bench train: %s\n", mdc_detail());
+        return 2;
+    }
     omp_set_num_threads(threads);
     mdc_kernels_init();
     double cpu_peak, peak = sgemm_peak(&cpu_peak, threads);
@@ -140,11 +152,12 @@ int mdc_bench_train(int argc, char **argv) {
     mdc_device *dev = NULL;
     mdc_trainer *tr = NULL;
     mdc_status st = MDC_OK;
-    if (tp > 1 || sp) { /* a tensor-parallel mesh: MPI, every rank one device */
+    if (tp > 1 || sp || dp > 1) { /* a mesh: MPI, every rank one device */
         int one = 1;
         char *noargs[] = {argv[0], NULL}, **pa = noargs;
-        if (!(st = mdc_runtime_init(&rt, &one, &pa)) && rt.size != tp)
-            st = mdc_fail(MDC_ERR_INVALID, "--tp %d but the job has %d rank(s): run mpiexec.mpich -n %d", tp, rt.size, tp);
+        if (!(st = mdc_runtime_init(&rt, &one, &pa)) && rt.size != tp * dp)
+            st = mdc_fail(MDC_ERR_INVALID, "--tp %d x --dp %d but the job has %d rank(s): run mpiexec.mpich -n %d", tp, dp,
+                          rt.size, tp * dp);
         dev = rt.dev;
         mdc_coll_prefer_ring();
     } else {
@@ -152,7 +165,7 @@ int mdc_bench_train(int argc, char **argv) {
         mdc_device_options_default(&o);
         st = mdc_device_create(&dev, &o, 0);
     }
-    mdc_trainer_config tc = {cfg, {tp, 1, 1, 1, 1}, sp, 0, 0, 0, B, 1, T, 0, 0, 0};
+    mdc_trainer_config tc = {cfg, {tp, 1, 1, dp, 1}, sp, 0, 0, 0, B / dp, 1, T, 0, 0, 0, exact ? xblock : 0};
     if (!st) st = mdc_trainer_create(&tr, rt.tr, dev, &tc, 1);
     if (st) {
         fprintf(stderr, "minidc bench train: %s: %s\n", mdc_strerror(st), mdc_detail());
@@ -177,7 +190,7 @@ int mdc_bench_train(int argc, char **argv) {
     mdc_adamw_config_default(&opt);
     float loss = 0;
     mdc_dev_reset_counters(dev);
-    double v0 = 0;
+    double v0 = 0, sent0 = 0;
     for (int s = 0; s <= steps; s++) { /* step 0 warms up (first touch of grads, AdamW state) */
         double t0 = mdc_wall_time(), c0 = cpu_seconds();
         if ((st = mdc_trainer_step(tr, in, tg, &opt, &loss, NULL))) {
@@ -189,12 +202,13 @@ int mdc_bench_train(int argc, char **argv) {
         else {
             mdc_dev_counters c;
             mdc_dev_get_counters(dev, &c);
-            v0 = c.now;
+            v0 = c.now, sent0 = c.bytes_sent;
         }
     }
     mdc_dev_counters vc;
     mdc_dev_get_counters(dev, &vc);
     double vms = (vc.now - v0) / steps * 1e3; /* virtual ms per step on the preset */
+    double sent = (vc.bytes_sent - sent0) / steps; /* bytes this rank sent per step */
     qsort(ms, steps, sizeof(double), cmp_d);
     qsort(cms, steps, sizeof(double), cmp_d);
     double cmed = cms[steps / 2];
@@ -203,16 +217,17 @@ int mdc_bench_train(int argc, char **argv) {
     double cmfu = flops / (cmed * 1e-3) / cpu_peak;
     mdc_gpt2_memory need = mdc_gpt2_memory_need(&cfg, B, T);
     double hwm = status_kib("VmHWM:") * 1024, model_rss = hwm - rss0 * 1024;
-    char mesh[32] = "";
-    if (tp > 1) snprintf(mesh, sizeof mesh, " tp=%d%s", tp, sp ? "+sp" : "");
-    if (rt.rank == 0 && tp > 1)
-        printf("%-6s B=%d T=%-4d%s minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  virtual %.3f ms/step on %s\n", config, B, T,
-               mesh, med, cmed, tok, vms, mdc_device_get_spec(dev)->name);
+    char mesh[64] = "";
+    if (tp > 1 || dp > 1)
+        snprintf(mesh, sizeof mesh, " dp=%d tp=%d%s%s", dp, tp, sp ? "+sp" : "", exact ? " exact" : "");
+    if (rt.rank == 0 && (tp > 1 || dp > 1))
+        printf("%-6s B=%d T=%-4d%s minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  sent %.2f MB/step by rank 0  virtual %.3f "
+               "ms/step on %s\n", config, B, T, mesh, med, cmed, tok, sent / 1e6, vms, mdc_device_get_spec(dev)->name);
     else if (rt.rank == 0)
-        printf("%-6s B=%d T=%-4d minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  %6.1f GFLOP/step  MFU %5.1f%% of %.0f "
+        printf("%-6s B=%d T=%-4d%s minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  %6.1f GFLOP/step  MFU %5.1f%% of %.0f "
                "(cpu %5.1f%% of %.0f GFLOP/s)  RSS %.1f MiB (model %.1f) / computed %.1f MiB = %.2fx  virtual %.3f "
                "ms/step on %s\n",
-               config, B, T, med, cmed, tok, flops / 1e9, 100 * mfu, peak / 1e9, 100 * cmfu, cpu_peak / 1e9,
+               config, B, T, exact ? " exact" : "", med, cmed, tok, flops / 1e9, 100 * mfu, peak / 1e9, 100 * cmfu, cpu_peak / 1e9,
                hwm / 1048576, model_rss / 1048576, need.total / 1048576.0, model_rss / need.total, vms,
                mdc_device_get_spec(dev)->name);
     if (torch_ms > 0 && rt.rank == 0) {

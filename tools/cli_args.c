@@ -141,3 +141,31 @@ mdc_status mdc_check_not_input(const char *out_opt, const char *out, const char 
                         "this run", out_opt, out, in_opt, in);
     return MDC_OK;
 }
+
+mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int tp, int sp) {
+    if (*block) *exact = 1;
+    if (!*exact) return MDC_OK;
+    if (!*block) *block = MDC_EXACT_DEFAULT_BLOCK;
+    int local = sp && tp > 1 ? seq / tp : seq;
+    if (local % *block) {
+        int b = *block;
+        while (local % b) b--; /* the largest block that fits */
+        return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a sequence each rank holds "
+                        "(--seq %d%s); use --exact-block %d (or another divisor of %d) on every mesh you compare",
+                        *block, local, seq, sp && tp > 1 ? " / --tp with --sp" : "", b, local);
+    }
+    if (tp > 0 && (cfg->Vp % tp || (cfg->Vp / tp) % MDC_EXACT_VOCAB_BLOCK))
+        return mdc_fail(MDC_ERR_INVALID, "--exact with --tp %d: the vocabulary shard %d / %d is not a multiple of exact "
+                        "mode's vocabulary block %d; pick a --vocab whose padded size is a multiple of %d",
+                        tp, cfg->Vp, tp, MDC_EXACT_VOCAB_BLOCK, tp * MDC_EXACT_VOCAB_BLOCK);
+    return MDC_OK;
+}
+
+void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out) {
+    fprintf(out, "exact mode: canonical blocks, summed exactly across blocks, micro-batches and ranks:\n"
+                 "  tokens (weight, bias, LayerNorm gradients): %d positions of one sequence\n"
+                 "  contractions: attention output and q/k/v input gradients %d (one head), MLP %d (4C/H), "
+                 "vocabulary %d\n"
+                 "  embedding rows token by token; the loss and the squared gradient norm exactly\n",
+            block, cfg->C / cfg->H, 4 * cfg->C / cfg->H, MDC_EXACT_VOCAB_BLOCK);
+}

@@ -2,6 +2,7 @@
 #ifndef MINIDC_TOOLS_CLI_ARGS_H
 #define MINIDC_TOOLS_CLI_ARGS_H
 #include <stddef.h>
+#include <stdio.h>
 
 #include "minidc/model.h"
 
@@ -25,6 +26,14 @@ mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, dou
  * --beta1 and --beta2 in [0, 1), --eps > 0, --weight-decay >= 0, --grad-clip >= 0 (0 = off).
  * MDC_ERR_INVALID naming the first bad option and its value. */
 mdc_status mdc_adamw_check(const mdc_adamw_config *o);
+
+/* --exact and --exact-block: a block implies exact mode; exact mode without one takes
+ * MDC_EXACT_DEFAULT_BLOCK. The block must divide the positions of a sequence each rank holds
+ * (seq, or seq / tp with SP) and Vp / tp must be a multiple of the vocabulary block: else
+ * MDC_ERR_INVALID naming the option and a size that works. */
+mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int tp, int sp);
+/* One line per kind of canonical block of exact mode, for the start of a run. */
+void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out);
 
 /* An output file, checked before any work: if it exists it is a regular file (not a directory,
  * device or FIFO), and its directory exists and is writable. MDC_ERR_INVALID naming the option,

@@ -55,6 +55,9 @@ static const char usage_text[] =
     "  --dropout P         dropout on the attention probabilities and both residual branches\n"
     "                      (default 0); masks keyed by global element index: every mesh drops\n"
     "                      exactly what serial drops\n"
+    "  --exact             exact mode: every mesh gives the serial run's bits (docs/exactness.md)\n"
+    "  --exact-block N     exact mode's token block (default 32; implies --exact); must divide\n"
+    "                      the positions of a sequence each rank holds (--seq, / --tp with --sp)\n"
     "  --check-replicas    after every step, compare the tp-replicated tensors (LayerNorms, wpe,\n"
     "                      row-parallel biases) bit for bit across tp ranks\n"
     "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit);\n"
@@ -63,7 +66,7 @@ static const char usage_text[] =
 typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
-    int seed_given, force_seed;
+    int seed_given, force_seed, exact, exact_block;
     int fail_rank, fail_step;
     double bucket_mb, dropout;
     mdc_adamw_config opt;
@@ -101,6 +104,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         {"--quiet", offsetof(options, quiet)},       {"--check-serial", offsetof(options, check)},
         {"--prefetch", offsetof(options, prefetch)}, {"--sp", offsetof(options, sp)},
         {"--check-replicas", offsetof(options, replicas)}, {"--force-seed", offsetof(options, force_seed)},
+        {"--exact", offsetof(options, exact)},
     };
     static const struct { const char *name; size_t off; int lo; } counts[] = {
         /* a size of 0 is an error, never "the default": leave the option out for that */
@@ -112,6 +116,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         {"--tp", offsetof(options, tp), 1},    {"--pp", offsetof(options, pp), 1},
         {"--cp", offsetof(options, cp), 1},    {"--ep", offsetof(options, ep), 1},
         {"--accum", offsetof(options, accum), 1}, {"--zero", offsetof(options, zero), INT_MIN},
+        {"--exact-block", offsetof(options, exact_block), 1},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -178,6 +183,7 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
         return mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", o->seq, cfg->T);
     if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
     if ((st = mdc_adamw_check(&o->opt))) return st;
+    if ((st = mdc_exact_options(&o->exact, &o->exact_block, cfg, o->seq, o->tp, o->sp))) return st;
     if (o->fail_rank >= nranks) /* a hook that can never fire would pass a test for nothing */
         return mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: rank %d is not in the job (ranks 0..%d)", o->fail_rank,
                         o->fail_step, o->fail_rank, nranks - 1);
@@ -233,10 +239,12 @@ int mdc_cmd_train(int argc, char **argv) {
                                           o.data, mdc_loader_vocab_size(ld), cfg.V), 1, 2);
     }
     mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
-                             (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout};
+                             (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout,
+                             o.exact ? o.exact_block : 0};
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
     if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
-        mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout};
+        mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout,
+                                 o.exact ? o.exact_block : 0};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))
@@ -285,6 +293,7 @@ int mdc_cmd_train(int argc, char **argv) {
                (4 * pb + ab) / 1048576.0, mdc_device_get_spec(rt.dev)->name);
         printf("data: %s%s\n", o.data ? o.data : "generated repeat task (period 2..8, 32 symbols)",
                o.resume ? " (resumed)" : "");
+        if (o.exact) mdc_exact_print_blocks(&cfg, o.exact_block, stdout);
     }
     if (rt.size > 1) mdc_mesh_print(mdc_trainer_mesh(tr), stdout);
     /* the hook's step must be one this run takes (s below), or it would never fire */
@@ -328,8 +337,12 @@ int mdc_cmd_train(int argc, char **argv) {
             mdc_energy e;
             mdc_dev_get_counters(rt.dev, &c);
             mdc_dev_energy(rt.dev, &e);
-            printf("step %5d  loss %.4f  norm %.3f  %8.1f ms  %9.0f tok/s  virtual %9.3f ms  energy %9.3f J", s + 1, loss,
-                   norm, dt * 1e3, (double)B * T / dt, c.now * 1e3, e.total);
+            if (o.exact) /* every digit a float has: the lines of two meshes compare exactly */
+                printf("step %5d  loss %.9g  norm %.9g  %8.1f ms  %9.0f tok/s  virtual %9.3f ms  energy %9.3f J", s + 1,
+                       loss, norm, dt * 1e3, (double)B * T / dt, c.now * 1e3, e.total);
+            else
+                printf("step %5d  loss %.4f  norm %.3f  %8.1f ms  %9.0f tok/s  virtual %9.3f ms  energy %9.3f J", s + 1,
+                       loss, norm, dt * 1e3, (double)B * T / dt, c.now * 1e3, e.total);
             if (ser) printf("  serial loss %.4f (diff %.2g)", sl, (double)loss - sl);
             printf("\n");
         }
@@ -345,7 +358,7 @@ int mdc_cmd_train(int argc, char **argv) {
         if (r == 0 && (!got || !want)) mdc_runtime_die(&rt, mdc_fail(MDC_ERR_OOM_HOST, "check"), 0, 1);
         if ((st = mdc_trainer_gather(tr, got, NULL, NULL, 0))) mdc_runtime_die(&rt, st, 0, 1);
         if (r == 0 && (st = mdc_trainer_gather(ser, want, NULL, NULL, 0))) mdc_runtime_die(&rt, st, 0, 1);
-        if (r == 0 && !mdc_train_compare(&cfg, got, want, worst_loss)) rc = 1;
+        if (r == 0 && !mdc_train_compare(&cfg, got, want, worst_loss, o.exact)) rc = 1;
         free(got), free(want);
     }
     if (o.save) {

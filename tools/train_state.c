@@ -96,7 +96,25 @@ mdc_status mdc_train_first_step(const char *path, uint64_t step, int steps, int 
  * vector are dominated by parameters whose gradient is mostly rounding noise (the key bias's
  * exact gradient is 0; rows of unused tokens), which AdamW amplifies: docs/data-parallel.md.
  * So the criterion is normwise over everything, with a looser bound per tensor. */
-int mdc_train_compare(const mdc_gpt2_config *cfg, const float *a, const float *b, double worst_loss) {
+int mdc_train_compare(const mdc_gpt2_config *cfg, const float *a, const float *b, double worst_loss, int exact) {
+    if (exact) { /* exact mode: the same bits, or the first tensor that differs is named */
+        size_t ndiff = 0;
+        char first[48] = "";
+        for (int i = 0; i < mdc_gpt2_tensor_count(cfg); i++) {
+            mdc_param_tensor t;
+            mdc_gpt2_tensor_at(cfg, i, &t);
+            for (size_t j = t.offset; j < t.offset + t.numel; j++)
+                if (memcmp(&a[j], &b[j], sizeof(float))) {
+                    if (!ndiff++) snprintf(first, sizeof first, "%s", t.name);
+                }
+        }
+        if (!ndiff && worst_loss == 0)
+            printf("check-serial (exact): every loss and every parameter identical to serial bit for bit: ok\n");
+        else
+            printf("check-serial (exact): %zu parameter(s) differ from serial (first in %s), largest loss difference "
+                   "%.3g: FAILED\n", ndiff, ndiff ? first : "none", worst_loss);
+        return !ndiff && worst_loss == 0;
+    }
     double d2 = 0, b2 = 0, worst = 0;
     char worst_name[48] = "";
     for (int i = 0; i < mdc_gpt2_tensor_count(cfg); i++) {

@@ -68,6 +68,8 @@ mdc_status mdc_dp_finish(mdc_dp *dp);
 /* This rank's share of the squared gradient norm: DDP rank 0 the whole (others 0), ZeRO the
  * shard. Tensors with skip[i] set (local index) are left out; skip may be NULL. */
 double mdc_dp_sumsq(mdc_dp *dp, const char *skip);
+/* Exact mode: the same share, each square added exactly into *acc (ref/dp_exact.c). */
+void mdc_dp_sumsq_exact(mdc_dp *dp, const char *skip, mdc_exact *acc);
 /* AdamW with the clip of `norm` (the global norm), DDP on the replica, ZeRO on the shard. */
 mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
 /* Every run of gradient state this rank holds, one tensor at a time: DDP whole tensors, ZeRO

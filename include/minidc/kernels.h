@@ -365,6 +365,11 @@ void mdc_x_colsum(mdc_device *dev, mdc_xsum *xs, size_t off, const float *D, int
  * W is stored transposed, (OUT, K) with row stride ldw (a column-parallel input gradient). */
 void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, const float *W, int ldw, int transW, int n,
                     int K, int OUT, int kblk);
+/* out (n, N) = A (n, K) W (K, N) (+ bias): each element one chain over k in order from 0,
+ * whatever the shape of the call (the products no scheme splits: their bits must still not
+ * depend on how many rows or columns a rank holds). transW: W stored (N, K), row stride ldw. */
+void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const float *W, int ldw, int transW,
+                  const float *bias, int n, int K, int N);
 /* LayerNorm's dweight, dbias (C each) over blocks of blk rows. */
 void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout,
                            const float *inp, const float *mean, const float *rstd, int n, int C, int blk);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "minidc/device.h"
+#include "minidc/exact.h"
 #include "minidc/status.h"
 
 #ifdef __cplusplus
@@ -207,7 +208,37 @@ typedef struct mdc_gpt2_comm {
     mdc_status (*g_forward)(void *ctx, float *local, float *full, int B, int T, int C);
     mdc_status (*g_backward)(void *ctx, float *dfull, const float *dlocal, int B, int T, int C);
     mdc_status (*vocab)(void *ctx, float *buf, int n, int is_max);
+    /* exact mode: g's forward and f's backward on exact partial sums (part, (B, T, C) as the
+     * float `full`): summed over tp as accumulators, rounded once into `local`; and the
+     * per-position sum-exp accumulators of the loss summed over tp */
+    mdc_status (*x_reduce)(void *ctx, float *local, const mdc_xsum *part, int B, int T, int C);
+    mdc_status (*x_vocab)(void *ctx, mdc_exact *acc, int n);
 } mdc_gpt2_comm;
+
+/* ---- exact mode (docs/exactness.md) -------------------------------------------------------
+ * Every sum a mesh can split is cut into canonical blocks and the blocks are combined exactly,
+ * so every mesh's gradients, losses and updates are the serial run's bits:
+ *   over tokens (weight, bias, LayerNorm gradients): blocks of token_block positions of one
+ *     sequence (a rank's positions of a sequence, with SP, must be a multiple);
+ *   over the contraction of a row-parallel product or a column-parallel input gradient:
+ *     blocks of one head (C/H) for attention, 4C/H for the MLP;
+ *   over the vocabulary (the loss's sum-exp, the LM head's input gradient): blocks of
+ *     MDC_EXACT_VOCAB_BLOCK entries (Vp / tp must be a multiple);
+ *   embedding rows: token by token; the loss and the gradient norm: exactly.
+ * Gradients accumulate as exact sums (mdc_gpt2_exact_grads) until the step rounds them into
+ * the float gradients once, after every reduction over ranks. */
+enum { MDC_EXACT_DEFAULT_BLOCK = 32, MDC_EXACT_VOCAB_BLOCK = 32 };
+/* token_block > 0 turns exact mode on (allocating the exact gradient sums, 8 bytes a float,
+ * MDC_MEM_GRADS), 0 off. MDC_ERR_INVALID names --exact-block or --tp when a block does not fit. */
+mdc_status mdc_gpt2_set_exact(mdc_gpt2 *m, int token_block);
+int mdc_gpt2_exact_block(const mdc_gpt2 *m); /* 0: off */
+/* The gradients' exact sums since zero_grad (local layout, offsets as the float gradients). */
+mdc_xsum *mdc_gpt2_exact_grads(mdc_gpt2 *m);
+/* The sum of the per-position losses of the forwards since zero_grad (exact mode). */
+mdc_exact *mdc_gpt2_exact_loss(mdc_gpt2 *m);
+/* The float gradients = the exact sums rounded once (the whole local layout). MDC_ERR_OOM_HOST
+ * if an exact sum could not get its accumulator. */
+mdc_status mdc_gpt2_exact_round_grads(mdc_gpt2 *m);
 
 /* ---- the model as held by one rank: weights, and activation sets ---------------------------- */
 /* Creates the weights of partition `part` (parameters zero; gradients and AdamW state on first

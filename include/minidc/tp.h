@@ -30,6 +30,8 @@ typedef struct mdc_tp mdc_tp;
 /* On group g (borrowed; its size is t, its rank this rank's tp rank). `sp`: sequence
  * parallelism. No messages. */
 mdc_status mdc_tp_create(mdc_tp **out, mdc_group *g, int sp);
+/* Exact mode: the reductions carry accumulators; the report's formulas count them so. */
+void mdc_tp_set_exact(mdc_tp *tp, int on);
 void mdc_tp_free(mdc_tp *tp); /* NULL is a no-op */
 const mdc_gpt2_comm *mdc_tp_comm(mdc_tp *tp);
 mdc_group *mdc_tp_group(mdc_tp *tp);

@@ -65,6 +65,7 @@ typedef struct {
     int check_replicas;      /* compare tp-replicated tensors bit for bit after every step */
     int poison;              /* ZeRO-3: non-resident parameters are NaN */
     float dropout;           /* dropout probability (attention probabilities, residual branches) */
+    int exact_block;         /* exact mode's token block (0: exact mode off; docs/exactness.md) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;
