@@ -113,17 +113,31 @@ void mdc_x_wgrad(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int 
     charge(dev, N * I * O, (double)nb * I * O, 4 * (N * O + N * I));
 }
 
+/* MINIDC_EXACT_PLANT=1 (a test's planted fault): the first block of every bias gradient sums
+ * its rows in reverse, a reordering inside one block that depends on where a rank's rows begin,
+ * so a mesh must stop matching serial byte for byte (tests/exact_cli.sh). */
+static int planted(void) {
+    static int p = -1;
+    if (p < 0) {
+        const char *e = getenv("MINIDC_EXACT_PLANT");
+        p = e && *e == '1';
+    }
+    return p;
+}
+
 void mdc_x_colsum(mdc_device *dev, mdc_xsum *xs, size_t off, const float *D, int ld, int n, int OUT, int blk) {
     enum { CB = 256 };
-    int ncb = (OUT + CB - 1) / CB, nb = n / blk;
+    int ncb = (OUT + CB - 1) / CB, nb = n / blk, plant = planted();
 #pragma omp parallel for schedule(static)
     for (int cb = 0; cb < ncb; cb++) {
         int c0 = cb * CB, c1 = c0 + CB < OUT ? c0 + CB : OUT;
         float acc[CB];
         for (int b = 0; b < nb; b++) {
             for (int j = c0; j < c1; j++) acc[j - c0] = 0;
-            for (int i = b * blk; i < (b + 1) * blk; i++)
+            for (int q = 0; q < blk; q++) {
+                int i = b * blk + (plant && b == 0 ? blk - 1 - q : q);
                 for (int j = c0; j < c1; j++) acc[j - c0] = acc[j - c0] + D[(size_t)i * ld + j];
+            }
             mdc_xsum_add(xs, off + (size_t)c0, acc, (size_t)(c1 - c0));
         }
     }

@@ -102,15 +102,18 @@ void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, d
     /* per micro-batch: TP 2 AR per layer forward (g) and 2 backward (f), the embedding's g, the
      * LM head's f (its input gradient); SP turns each into RS + AG, gathers the column-parallel
      * inputs again in backward (2 per layer, and ln_f's) */
+    /* exact mode: every reduction but the embedding's carries 80-byte accumulators (20 x beta),
+     * and so does the loss's sum-exp */
+    double red = tp->exact ? k * (ring_bsh + (4 * L + 1) * 20 * ring_bsh) : k * (4 * L + 2) * ring_bsh;
     if (!tp->sp) {
-        want_calls[MDC_TP_AR] = k * (4 * L + 2), want_bytes[MDC_TP_AR] = want_calls[MDC_TP_AR] * 2 * ring_bsh;
+        want_calls[MDC_TP_AR] = k * (4 * L + 2), want_bytes[MDC_TP_AR] = 2 * red;
         want_calls[MDC_TP_AG] = want_calls[MDC_TP_RS] = want_bytes[MDC_TP_AG] = want_bytes[MDC_TP_RS] = 0;
     } else {
         want_calls[MDC_TP_AR] = want_bytes[MDC_TP_AR] = 0;
         want_calls[MDC_TP_AG] = k * (6 * L + 3), want_calls[MDC_TP_RS] = k * (4 * L + 2);
-        for (int i = MDC_TP_AG; i <= MDC_TP_RS; i++) want_bytes[i] = want_calls[i] * ring_bsh;
+        want_bytes[MDC_TP_AG] = want_calls[MDC_TP_AG] * ring_bsh, want_bytes[MDC_TP_RS] = red;
     }
-    want_calls[MDC_TP_AR_LOSS] = 3 * k, want_bytes[MDC_TP_AR_LOSS] = 3 * k * 2 * ring_bsp;
+    want_calls[MDC_TP_AR_LOSS] = 3 * k, want_bytes[MDC_TP_AR_LOSS] = k * 2 * ring_bsp * (tp->exact ? 22 : 3);
 }
 
 void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double sp_grad_bytes, FILE *out) {
@@ -139,11 +142,14 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
             tp->sp ? "the embedding's RS forward and AG backward, ln_f's AG forward and again backward, the LM "
                      "head's input gradient RS"
                    : "the embedding's AR (g) and the LM head's input gradient AR (f)");
+    if (tp->exact)
+        fprintf(out, "  exact mode: the reductions carry 80-byte accumulators, 20 beta: k(4L+1) of them (all but the "
+                     "embedding's) and the loss's sum-exp (the max and the target logit stay float)\n");
     if (tp->sp) { /* (6L + 2) h floats: ln_1, ln_2 and the two biases of each layer, ln_f */
         double nf = (double)mdc_tp_padded(tp, (size_t)(6 * c->L + 2) * (size_t)c->C);
         fprintf(out, "  SP gradients of LayerNorms and row-parallel biases: one AllReduce over tp per step, %.0f bytes; "
                      "formula 2(t-1)/t (6L+2)' h beta = %.0f (' padded to a multiple of t; ZeRO-2/3: the shard's part)\n",
-                sp_grad_bytes, 2 * (t - 1) * (nf / t) * 4);
+                sp_grad_bytes, 2 * (t - 1) * (nf / t) * (tp->exact ? 80 : 4));
     }
     /* memory */
     size_t local = mdc_gpt2_local_floats(m), repl = 0;

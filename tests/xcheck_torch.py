@@ -189,10 +189,12 @@ def reference(c, weights, x, y, dtype, eps):
     return out
 
 
-def run_minidc(c, tmp, wpath, eps):
+def run_minidc(c, tmp, wpath, eps, exact=False):
     dump = os.path.join(tmp, c["name"] + ".dump.safetensors")
     cmd = [MINIDC, "forward", "--weights", wpath, "--tokens", os.path.join(tmp, "x.npy"),
            "--targets", os.path.join(tmp, "y.npy"), "--dump", dump, "--steps", str(STEPS)]
+    if exact:
+        cmd += ["--exact"]
     if not c["hf_style"]:
         cmd += ["--heads", str(c["H"])]
     for k, v in dict(ADAM, eps=eps).items():
@@ -244,6 +246,14 @@ def run_config(c, tmp):
             gname = "grad." + name[len("final."):]
             if gname in ref:
                 print(f"      its step-0 gradient: minidc {got[gname][i]:.6g}, torch {ref[gname][i]:.6g}")
+
+    # exact mode must still be the right answer: the same bound against float64
+    _, gotx = run_minidc(c, tmp, wpath, ADAM["eps"], exact=True)
+    worst_x = max(rel_err(gotx[n], ref[n]) for n in ref)
+    print(f"  exact mode (--exact): worst {worst_x:.2e} against float64 (bound {TOL:.0e})")
+    worst = max(worst, worst_x)
+    if worst_x > TOL:
+        bad += [n + " (exact)" for n in ref if rel_err(gotx[n], ref[n]) > TOL]
 
     # Why the 10-step check uses eps = 1e-5: with eps = 1e-8, elements whose gradient is ~0
     # (the attention key bias has an exactly-zero gradient: softmax ignores a per-row constant)

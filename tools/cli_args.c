@@ -145,7 +145,8 @@ mdc_status mdc_check_not_input(const char *out_opt, const char *out, const char 
 mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int tp, int sp) {
     if (*block) *exact = 1;
     if (!*exact) return MDC_OK;
-    if (!*block) *block = MDC_EXACT_DEFAULT_BLOCK;
+    if (!*block) /* the largest divisor of the sequence up to the default: the same on every mesh */
+        for (*block = MDC_EXACT_DEFAULT_BLOCK; seq % *block; --*block) ;
     int local = sp && tp > 1 ? seq / tp : seq;
     if (local % *block) {
         int b = *block;

@@ -27,8 +27,8 @@ mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, dou
  * MDC_ERR_INVALID naming the first bad option and its value. */
 mdc_status mdc_adamw_check(const mdc_adamw_config *o);
 
-/* --exact and --exact-block: a block implies exact mode; exact mode without one takes
- * MDC_EXACT_DEFAULT_BLOCK. The block must divide the positions of a sequence each rank holds
+/* --exact and --exact-block: a block implies exact mode; exact mode without one takes the
+ * largest divisor of seq up to MDC_EXACT_DEFAULT_BLOCK (it depends on no mesh). The block must divide the positions of a sequence each rank holds
  * (seq, or seq / tp with SP) and Vp / tp must be a multiple of the vocabulary block: else
  * MDC_ERR_INVALID naming the option and a size that works. */
 mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int tp, int sp);

@@ -37,6 +37,7 @@ static void usage(FILE *f) {
             "  --targets FILE     .npy of next-token ids, same shape: adds loss and gradients\n"
             "  --dump FILE        safetensors output: logits, loss, losses, grad.<name>\n"
             "  --steps N          then N AdamW steps on the same batch: steps.loss, final.<name>\n"
+            "  --exact            exact mode (docs/exactness.md); --exact-block N its token block\n"
             "  --lr, --weight-decay, --beta1, --beta2, --eps, --grad-clip   AdamW (model.h defaults;\n"
             "                     lr, eps > 0; betas in [0, 1); weight decay, grad clip >= 0, 0 = off)\n"
             "%s",
@@ -85,7 +86,7 @@ done:
 
 int mdc_cmd_forward(int argc, char **argv) {
     const char *wpath = NULL, *xpath = NULL, *ypath = NULL, *dump = NULL;
-    int heads = 0, steps = 0;
+    int heads = 0, steps = 0, exact = 0, xblock = 0;
     mdc_adamw_config opt;
     mdc_adamw_config_default(&opt);
     mdc_device_options dopt;
@@ -105,6 +106,10 @@ int mdc_cmd_forward(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
+        if (!strcmp(a, "--exact")) {
+            exact = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "minidc forward: unknown option or missing value: '%s'\n", a);
             usage(stderr);
@@ -117,6 +122,7 @@ int mdc_cmd_forward(int argc, char **argv) {
         else if (!strcmp(a, "--dump")) dump = v;
         else if (!strcmp(a, "--heads")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &heads);
         else if (!strcmp(a, "--steps")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &steps);
+        else if (!strcmp(a, "--exact-block")) ok = mdc_arg_int("forward", a, v, 1, 1 << 20, &xblock);
         else if (!strcmp(a, "--lr")) ok = mdc_arg_float("forward", a, v, &opt.lr);
         else if (!strcmp(a, "--weight-decay")) ok = mdc_arg_float("forward", a, v, &opt.weight_decay);
         else if (!strcmp(a, "--beta1")) ok = mdc_arg_float("forward", a, v, &opt.beta1);
@@ -191,9 +197,15 @@ int mdc_cmd_forward(int argc, char **argv) {
         rc = 2;
         goto done;
     }
+    if (mdc_exact_options(&exact, &xblock, &cfg, T, 1, 0)) {
+        fprintf(stderr, "minidc forward: %s\n", mdc_detail());
+        rc = 2;
+        goto done;
+    }
     mdc_kernels_init();
     TRY(mdc_device_create(&dev, &dopt, 0));
     TRY(mdc_gpt2_create(&m, dev, &cfg, B, T));
+    if (exact) TRY(mdc_gpt2_set_exact(m, xblock));
     TRY(mdc_gpt2_load_weights(m, wt, wpath));
     mdc_tensorfile_free(wt);
     wt = NULL;
@@ -204,6 +216,7 @@ int mdc_cmd_forward(int argc, char **argv) {
     plan.dloss = 1.0f / ((float)B * (float)T);
     double lsum = 0;
     TRY(mdc_step_forward(&plan, x, y, &lsum));
+    if (exact) lsum = mdc_exact_to_f64(mdc_gpt2_exact_loss(m)); /* the exact sum of the losses */
     if (y) loss = (float)(lsum / plan.tokens);
     TRY(mdc_tensorfile_new(&out));
     TRY(mdc_gpt2_set_config_meta(&cfg, out));
@@ -232,7 +245,9 @@ int mdc_cmd_forward(int argc, char **argv) {
         /* the gradients of the first step are there already: update, then full steps */
         TRY(mdc_step_update(&plan, &opt, &step_loss[0], NULL));
         for (int k = 1; k < steps; k++) TRY(mdc_step_run(&plan, x, y, &opt, &step_loss[k], NULL));
+        mdc_exact_clear(mdc_gpt2_exact_loss(m));
         TRY(mdc_step_forward(&plan, x, y, &lsum));
+        if (exact) lsum = mdc_exact_to_f64(mdc_gpt2_exact_loss(m));
         step_loss[steps] = (float)(lsum / plan.tokens);
         int64_t ns[1] = {steps + 1};
         TRY(mdc_tensorfile_add(out, "steps.loss", MDC_TD_F32, 1, ns, step_loss));
