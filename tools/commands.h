@@ -14,6 +14,8 @@ int mdc_bench_device(int argc, char **argv); /* tools/bench_device.c */
 int mdc_cmd_explain(int argc, char **argv);
 /* minidc explain block (tools/explain_block.c): one GPT-2 block under tensor parallelism */
 int mdc_explain_block(int argc, char **argv);
+/* minidc explain exact (tools/explain_exact.c): one gradient element, default mode vs exact mode */
+int mdc_explain_exact(int argc, char **argv);
 /* minidc bench allreduce|reduce_scatter|allgather|alltoall|broadcast (tools/bench_coll.c);
  * argv[0] is the collective's name. */
 int mdc_bench_coll(int argc, char **argv);
