@@ -411,7 +411,7 @@ mdc_status mdc_i_check_dtype_op(const char *what, const mdc_group *g, mdc_dtype 
         return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: unknown dtype %d", what, world_of(g), (int)t);
     if (op != -1 && (unsigned)op >= MDC_OP_COUNT)
         return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: unknown op %d", what, world_of(g), op);
-    if (t == MDC_EXACT && op != -1 && op != MDC_SUM) /* exact accumulators only add */
+    if (t >= MDC_EXACT && op != -1 && op != MDC_SUM) /* exact types only add */
         return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: op %s is not defined on dtype %s (only sum)", what,
                         world_of(g), mdc_op_name((mdc_op)op), mdc_dtype_name(t));
     return MDC_OK;

@@ -10,17 +10,19 @@
  * thread count. The loops are vectorised (-O3 here), which is exact for element-wise IEEE ops.
  * MDC_EXACT elements are accumulators (exact.c), summed limbwise: exactly associative. */
 #pragma GCC optimize("O3")
+#include <math.h>
 #include <string.h>
 
 #include "coll_internal.h"
 
 static const size_t dtype_size[MDC_DTYPE_END] = {
     [MDC_F32] = 4, [MDC_F64] = 8, [MDC_F16] = 2, [MDC_BF16] = 2, [MDC_I32] = 4, [MDC_I64] = 8, [MDC_U8] = 1,
-    [MDC_EXACT] = sizeof(mdc_exact),
+    [MDC_EXACT] = sizeof(mdc_exact), [MDC_EXACT_F64] = 8,
 };
 static const char *const dtype_names[MDC_DTYPE_END] = {
     [MDC_F32] = "f32", [MDC_F64] = "f64", [MDC_F16] = "f16", [MDC_BF16] = "bf16",
     [MDC_I32] = "i32", [MDC_I64] = "i64", [MDC_U8] = "u8", [MDC_EXACT] = "exact",
+    [MDC_EXACT_F64] = "exact64",
 };
 static const char *const op_names[MDC_OP_COUNT] = {
     [MDC_SUM] = "sum", [MDC_PROD] = "prod", [MDC_MIN] = "min", [MDC_MAX] = "max", [MDC_AVG] = "avg",
@@ -38,6 +40,7 @@ double mdc_dtype_get(const void *buf, mdc_dtype t, size_t i) {
     case MDC_I64: return (double)((const int64_t *)buf)[i];
     case MDC_U8: return ((const uint8_t *)buf)[i];
     case MDC_EXACT: return mdc_exact_to_f64((const mdc_exact *)buf + i);
+    case MDC_EXACT_F64: return ((const double *)buf)[i];
     default: return 0;
     }
 }
@@ -52,6 +55,7 @@ void mdc_dtype_set(void *buf, mdc_dtype t, size_t i, double v) {
     case MDC_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
     case MDC_U8: ((uint8_t *)buf)[i] = (uint8_t)(int)v; break;
     case MDC_EXACT: mdc_exact_clear((mdc_exact *)buf + i), mdc_exact_add_f64((mdc_exact *)buf + i, v); break;
+    case MDC_EXACT_F64: ((double *)buf)[i] = v; break;
     default: break;
     }
 }
@@ -150,6 +154,16 @@ void mdc_i_reduce3(void *out, const void *a, const void *b, size_t n, mdc_dtype 
     case MDC_U8: INT_OPS(uint8_t, uint8_t); break;
     case MDC_EXACT: /* exact, hence the same for any association; other ops are refused earlier */
         if (op == MDC_SUM) mdc_exact_sum_n(out, a, b, n);
+        break;
+    case MDC_EXACT_F64: /* the exact sum, or NaN (sticky: NaN operands give NaN) */
+        if (op == MDC_SUM) {
+            const double *x = a, *y = b;
+            double *o = out;
+            for (size_t i = 0; i < n; i++) {
+                double s = x[i], q = y[i], u = s + q, z = u - s, e = (s - (u - z)) + (q - z);
+                o[i] = e == 0 ? u : (double)NAN;
+            }
+        }
         break;
     default: break;
     }

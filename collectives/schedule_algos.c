@@ -816,7 +816,7 @@ mdc_status mdc_schedule_build(mdc_schedule *s, mdc_coll c, const char *algo, int
     if (p < 1) return mdc_fail(MDC_ERR_INVALID, "schedule: %d ranks (need at least 1)", p);
     if ((unsigned)t >= MDC_DTYPE_END || (unsigned)op >= MDC_OP_COUNT)
         return mdc_fail(MDC_ERR_INVALID, "schedule: bad dtype or op");
-    if (t == MDC_EXACT && op != MDC_SUM && mdc_coll_is_reduction(c))
+    if (t >= MDC_EXACT && op != MDC_SUM && mdc_coll_is_reduction(c))
         return mdc_fail(MDC_ERR_INVALID, "schedule: op %s is not defined on dtype %s (only sum)",
                         mdc_op_name(op), mdc_dtype_name(t));
     if (root < 0 || root >= p) return mdc_fail(MDC_ERR_INVALID, "root %d outside 0..%d", root, p - 1);

@@ -327,10 +327,10 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
     else blocks = k * (3 * S - (double)dp->us[0] - (double)dp->us[head]); /* see dp.h */
     f->step_bytes_want = 4.0 * n1 * blocks;
     f->step_bytes_formula = (z <= 1 ? 2.0 : z == 2 ? k + 1 : 3.0 * k) * n1 / N * 4.0 * psi;
-    if (dp->exact) { /* one reduction per step, of 80-byte accumulators; the gathers stay float */
+    if (dp->exact) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
         double gathers = z == 0 ? 0 : z <= 2 ? S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]);
-        f->step_bytes_want = n1 * (80.0 * (z ? S : 2 * S) + 4.0 * gathers);
-        f->step_bytes_formula = (z == 0 ? 160.0 : z <= 2 ? 84.0 : 80.0 + 8.0 * k) * n1 / N * psi;
+        f->step_bytes_want = dp->exact_bytes_want + n1 * 4.0 * gathers;
+        f->step_bytes_formula = (z == 0 ? 16.0 : z <= 2 ? 12.0 : 8.0 + 8.0 * k) * n1 / N * psi;
         f->mem_want[1] = (size_t)(8 * psi + (z >= 2 ? 4 * S : 4 * psi));
         f->mem_formula[1] = 8 * psi + (z >= 2 ? 4 * psi / N : 4 * psi);
     }
@@ -377,18 +377,19 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
             mib(d, (double)f.comm_peak));
     static const char *const cform[4] = {"2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi", "(k+1)(N-1)/N x 4 Psi",
                                          "3k(N-1)/N x 4 Psi"};
-    static const char *const xform[4] = {"2(N-1)/N x 80 Psi", "(N-1)/N x (80 + 4) Psi", "(N-1)/N x (80 + 4) Psi",
-                                         "(N-1)/N x (80 + 8k) Psi"};
+    static const char *const xform[4] = {"2(N-1)/N x 8 Psi", "(N-1)/N x (8 + 4) Psi", "(N-1)/N x (8 + 4) Psi",
+                                         "(N-1)/N x (8 + 8k) Psi"};
     if (dp->exact)
-        fprintf(out, "  exact mode: gradients as exact sums (8 Psi, doubles) besides the float gradients, reduced once "
-                     "per step as 80-byte accumulators (20x a float); gradients above are 8 Psi + %s\n",
-                f.zero >= 2 ? "4 Psi/N" : "4 Psi");
+        fprintf(out, "  exact mode: gradients as exact sums (8 Psi, doubles) besides the float gradients (so gradients "
+                     "above are 8 Psi + %s), reduced once per step as doubles (8 bytes an element), %zu element(s) "
+                     "again as 80-byte accumulators where the double sum was not exact\n",
+                f.zero >= 2 ? "4 Psi/N" : "4 Psi", dp->exact_marked);
     fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s\n",
             dp->exact ? xform[f.zero] : cform[f.zero], f.step_bytes_formula, f.step_bytes_want, f.step_bytes,
             f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS");
     if (dp->exact)
-        fprintf(out, "  exact = (N-1) x (80 x %s + 4 x the gathers' blocks): the accumulators' %s once per step\n",
-                f.zero ? "S" : "2 S", f.zero ? "reduce-scatter" : "allreduce");
+        fprintf(out, "  exact = the buckets' exact %s (doubles, counts, and the map and accumulators where needed) + "
+                     "(N-1) x 4 x the gathers' blocks\n", f.zero ? "reduce-scatters" : "allreduces");
     else if (f.zero <= 1)
         fprintf(out, "  exact = 2 (N-1) x 4 S (padded buckets: %s)\n",
                 f.zero ? "reduce-scatter + allgather" : "ring allreduce");

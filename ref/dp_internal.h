@@ -38,7 +38,9 @@ struct mdc_dp {
     double step_bytes; /* sent in the last step */
     int exact;         /* the model is in exact mode: buckets reduce accumulators at finish (dp_exact.c) */
     size_t maxblock;   /* the largest bucket's block */
-    mdc_exact *xbuf;   /* exact mode's bucket: N x maxblock accumulators (MDC_MEM_COMM) */
+    double *xbuf;      /* exact mode's bucket: N x maxblock exact sums as doubles (MDC_MEM_COMM) */
+    size_t exact_marked; /* exact mode, last step: elements that needed accumulators */
+    double exact_bytes_want; /* and the bytes its reductions send by mdc_exact_reduce_bytes */
     size_t mem_after[3];
 };
 

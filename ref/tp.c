@@ -82,6 +82,7 @@ void mdc_tp_free(mdc_tp *tp) {
     if (!tp) return;
     free(tp->scratch);
     free(tp->xscratch);
+    free(tp->dscratch);
     free(tp);
 }
 
@@ -89,7 +90,10 @@ const mdc_gpt2_comm *mdc_tp_comm(mdc_tp *tp) { return &tp->comm; }
 void mdc_tp_set_exact(mdc_tp *tp, int on) { tp->exact = on; }
 mdc_group *mdc_tp_group(mdc_tp *tp) { return tp->g; }
 void mdc_tp_get_counts(const mdc_tp *tp, mdc_tp_counts *c) { *c = tp->counts; }
-void mdc_tp_reset_counts(mdc_tp *tp) { memset(&tp->counts, 0, sizeof tp->counts); }
+void mdc_tp_reset_counts(mdc_tp *tp) {
+    memset(&tp->counts, 0, sizeof tp->counts);
+    tp->exact_marked = 0, tp->exact_bytes_want = 0;
+}
 
 /* ---- the figures beside their formulas --------------------------------------------------------- */
 
@@ -102,11 +106,12 @@ void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, d
     /* per micro-batch: TP 2 AR per layer forward (g) and 2 backward (f), the embedding's g, the
      * LM head's f (its input gradient); SP turns each into RS + AG, gathers the column-parallel
      * inputs again in backward (2 per layer, and ln_f's) */
-    /* exact mode: every reduction but the embedding's carries 80-byte accumulators (20 x beta),
-     * and so does the loss's sum-exp */
-    double red = tp->exact ? k * (ring_bsh + (4 * L + 1) * 20 * ring_bsh) : k * (4 * L + 2) * ring_bsh;
+    /* exact mode: every reduction but the embedding's is an exact one (mdc_exact_reduce_bytes,
+     * summed as they ran), and the loss's sum-exp carries 80-byte accumulators (20 x beta) */
+    double red = k * (4 * L + 2) * ring_bsh;
+    if (tp->exact) red = k * ring_bsh * (tp->sp ? 1 : 2) + tp->exact_bytes_want;
     if (!tp->sp) {
-        want_calls[MDC_TP_AR] = k * (4 * L + 2), want_bytes[MDC_TP_AR] = 2 * red;
+        want_calls[MDC_TP_AR] = k * (4 * L + 2), want_bytes[MDC_TP_AR] = tp->exact ? red : 2 * red;
         want_calls[MDC_TP_AG] = want_calls[MDC_TP_RS] = want_bytes[MDC_TP_AG] = want_bytes[MDC_TP_RS] = 0;
     } else {
         want_calls[MDC_TP_AR] = want_bytes[MDC_TP_AR] = 0;
@@ -143,8 +148,10 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
                      "head's input gradient RS"
                    : "the embedding's AR (g) and the LM head's input gradient AR (f)");
     if (tp->exact)
-        fprintf(out, "  exact mode: the reductions carry 80-byte accumulators, 20 beta: k(4L+1) of them (all but the "
-                     "embedding's) and the loss's sum-exp (the max and the target logit stay float)\n");
+        fprintf(out, "  exact mode: k(4L+1) reductions (all but the embedding's) are exact sums: doubles, 2 beta, plus "
+                     "16(t-1) bytes of counts each, and accumulators for %zu element(s) whose double sum was not exact; "
+                     "the loss's sum-exp as 80-byte accumulators (20 beta); the max and the target logit stay float\n",
+            tp->exact_marked);
     if (tp->sp) { /* (6L + 2) h floats: ln_1, ln_2 and the two biases of each layer, ln_f */
         double nf = (double)mdc_tp_padded(tp, (size_t)(6 * c->L + 2) * (size_t)c->C);
         fprintf(out, "  SP gradients of LayerNorms and row-parallel biases: one AllReduce over tp per step, %.0f bytes; "

@@ -1,13 +1,23 @@
 /* Tensor parallelism in exact mode (docs/exactness.md): g's forward and f's backward take the
  * exact partial sums of a product (one array of exact sums per rank, the blocks of its heads
- * or MLP columns) and sum them over tp as MDC_EXACT accumulators, an AllReduce (SP: a
- * ReduceScatter of the [t][B][T/t][C] blocks), then round each element once. The loss's
- * per-position sum-exp accumulators are summed the same way. An accumulator is 80 bytes on the
- * wire against a float's 4: exact mode's price, counted under the same kinds as the floats. */
+ * or MLP columns) and sum them over tp exactly (mdc_exact_reduce: an AllReduce, with SP a
+ * ReduceScatter of the [t][B][T/t][C] blocks, of doubles, 8 bytes an element, and of
+ * accumulators for the elements whose double sum would not be exact), then round each element
+ * once. The loss's per-position sum-exp accumulators are summed as MDC_EXACT (80 bytes). The
+ * bytes are counted under the same kinds as the floats'. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tp_internal.h"
+
+double *mdc_tp_i_dscratch(mdc_tp *tp, size_t n) {
+    if (n > tp->dscratch_n) {
+        double *p = realloc(tp->dscratch, n * sizeof *p);
+        if (!p) return NULL;
+        tp->dscratch = p, tp->dscratch_n = n;
+    }
+    return tp->dscratch;
+}
 
 mdc_exact *mdc_tp_i_xscratch(mdc_tp *tp, size_t n) {
     if (n > tp->xscratch_n) {
@@ -18,33 +28,40 @@ mdc_exact *mdc_tp_i_xscratch(mdc_tp *tp, size_t n) {
     return tp->xscratch;
 }
 
+typedef struct {
+    const mdc_xsum *part;
+    int t, B, T, C, permuted;
+} fetch_ctx;
+/* Element i of the reduced vector ([t][B][T/t][C] with SP) as an accumulator from the xsum. */
+static void fetch(void *vc, size_t i, mdc_exact *out) {
+    const fetch_ctx *c = vc;
+    size_t j = i;
+    if (c->permuted) {
+        size_t C = (size_t)c->C, Tl = (size_t)(c->T / c->t), row = Tl * C;
+        size_t q = i / ((size_t)c->B * row), b = i / row % (size_t)c->B, w = i % row;
+        j = (b * (size_t)c->T + q * Tl) * C + w;
+    }
+    mdc_xsum_get(c->part, j, 1, out);
+}
+
 mdc_status mdc_tp_i_x_reduce(void *ctx, float *local, const mdc_xsum *part, int B, int T, int C) {
     mdc_tp *tp = ctx;
-    size_t n = (size_t)B * T * C, blk = n / (size_t)tp->t;
+    size_t n = (size_t)B * T * C;
     int permute = tp->sp && B > 1;
-    mdc_exact *x = mdc_tp_i_xscratch(tp, permute ? 2 * n : n);
-    if (!x) return mdc_fail(MDC_ERR_OOM_HOST, "exact tp reduction staging (%zu accumulators)", permute ? 2 * n : n);
-    mdc_xsum_get(part, 0, n, x);
+    double *v = mdc_tp_i_dscratch(tp, n);
+    if (!v) return mdc_fail(MDC_ERR_OOM_HOST, "exact tp reduction staging (%zu doubles)", n);
+    if (permute) mdc_sp_i_permute(v, part->v, sizeof *v, tp->t, B, T, C, 1);
+    else memcpy(v, part->v, n * sizeof *v);
+    fetch_ctx fc = {part, tp->t, B, T, C, permute};
     double b0 = mdc_tp_i_sent(tp);
-    mdc_status st;
-    int kind;
-    if (tp->sp) {
-        const mdc_exact *src = x;
-        if (permute) {
-            mdc_sp_i_permute(x + n, x, sizeof *x, tp->t, B, T, C, 1);
-            src = x + n;
-        }
-        st = mdc_reduce_scatter(src, x, blk, MDC_EXACT, MDC_SUM, tp->g);
-        if (!st) mdc_exact_round_n(x, blk, local);
-        kind = MDC_TP_RS;
-    } else {
-        st = mdc_allreduce(MDC_IN_PLACE, x, n, MDC_EXACT, MDC_SUM, tp->g);
-        if (!st) mdc_exact_round_n(x, n, local);
-        kind = MDC_TP_AR;
-    }
+    mdc_exact_reduce_stats xs;
+    mdc_status st = mdc_exact_reduce(v, n, tp->sp, local, fetch, &fc, tp->g, &xs);
+    int kind = tp->sp ? MDC_TP_RS : MDC_TP_AR;
     tp->counts.calls[kind]++;
     tp->counts.bytes[kind] += mdc_tp_i_sent(tp) - b0;
-    if (tp->dev) mdc_dev_kernel(tp->dev, (double)n, 24.0 * (double)n, MDC_PREC_FP32);
+    tp->exact_marked += xs.marked;
+    tp->exact_bytes_want += mdc_exact_reduce_bytes(n, tp->t, tp->sp, &xs);
+    if (tp->dev) mdc_dev_kernel(tp->dev, (double)n, 12.0 * (double)n, MDC_PREC_FP32);
     return st;
 }
 

@@ -15,7 +15,14 @@ struct mdc_tp {
     int exact;        /* exact mode: the model's reductions carry accumulators (ref/tp_exact.c) */
     mdc_exact *xscratch;
     size_t xscratch_n;
+    double *dscratch;
+    size_t dscratch_n;
+    size_t exact_marked;     /* exact mode since the counts' reset: elements whose sum needed accumulators */
+    double exact_bytes_want; /* and the bytes of those reductions by mdc_exact_reduce_bytes */
 };
+
+/* A host buffer of at least n doubles (grown as needed). */
+double *mdc_tp_i_dscratch(mdc_tp *tp, size_t n);
 
 /* A host buffer of at least n accumulators (grown as needed). */
 mdc_exact *mdc_tp_i_xscratch(mdc_tp *tp, size_t n);

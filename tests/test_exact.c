@@ -393,6 +393,72 @@ static void test_colls(mdc_group *g, const char *gname) {
     TU_CONTAINS(mdc_detail(), "op max is not defined on dtype exact");
 }
 
+/* ---- (d) mdc_exact_reduce: arrays of exact sums over ranks, both passes -------------------------- */
+static uint64_t xmix(uint64_t a) {
+    a += 0x9e3779b97f4a7c15ull;
+    a = (a ^ (a >> 30)) * 0xbf58476d1ce4e5b9ull;
+    a = (a ^ (a >> 27)) * 0x94d049bb133111ebull;
+    return a ^ (a >> 31);
+}
+/* Rank q's floats for element i: class 0 a few of similar magnitude (a double holds their sum),
+ * class 1 also 1e-30 beside 1 (the local sum escalates to an accumulator), class 2 1 + 2^-24 on
+ * rank 0 and 2^-60 on rank 1: each exact as a double, their double sum is not (it rounds to the
+ * float tie 1 + 2^-24, which goes to even, 1, where the exact sum rounds up to 1 + 2^-23). */
+static int xvals(int q, size_t i, int classes, float *f) {
+    uint64_t h = xmix(((uint64_t)q << 40) ^ i);
+    float u = (float)((h >> 40) * 0x1p-24) - 0.5f;
+    int c = (int)(i % (size_t)classes);
+    if (c == 0) return f[0] = u, f[1] = u * 0.75f + 0.125f, f[2] = -0.3f, 3;
+    if (c == 1) return f[0] = 1.0f, f[1] = 1e-30f, f[2] = u, 3;
+    if (q == 0) return f[0] = 1.0f, f[1] = 0x1p-24f, 2;
+    return q == 1 ? (f[0] = 0x1p-60f, 1) : 0;
+}
+static void fetch_x(void *ctx, size_t i, mdc_exact *out) { mdc_xsum_get(ctx, i, 1, out); }
+
+static void test_xreduce(mdc_group *g, const char *gname) {
+    size_t n = (size_t)P * 257;
+    char what[160];
+    for (int classes = 1; classes <= 3; classes += 2) {
+        mdc_xsum xs;
+        TU_CHECK(mdc_xsum_init(&xs, n) == 0, "xsum");
+        float f[4], *want = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+        double *v = malloc(n * sizeof(double));
+        for (size_t i = 0; i < n; i++) {
+            int k = xvals(mdc_group_rank(g), i, classes, f);
+            for (int j = 0; j < k; j++) mdc_xsum_add(&xs, i, &f[j], 1); /* all into element i */
+            mdc_exact ref;
+            mdc_exact_clear(&ref);
+            for (int q = 0; q < P; q++) {
+                int kq = xvals(q, i, classes, f);
+                mdc_exact_add_f32s(&ref, f, (size_t)kq);
+            }
+            want[i] = mdc_exact_to_f32(&ref);
+        }
+        mdc_coll colls[2] = {MDC_COLL_ALLREDUCE, MDC_COLL_REDUCE_SCATTER};
+        for (int c = 0; c < 2; c++)
+            for (int a = 0; a < mdc_coll_algo_count(colls[c]); a++) {
+                const char *name = mdc_coll_algo_at(colls[c], a)->name;
+                MDC_CHECK(mdc_coll_set_algo(colls[c], name));
+                memcpy(v, xs.v, n * sizeof(double));
+                mdc_exact_reduce_stats st;
+                int scatter = c == 1;
+                MDC_CHECK(mdc_exact_reduce(v, n, scatter, out, fetch_x, &xs, g, &st));
+                size_t blk = scatter ? n / (size_t)P : n, base = scatter ? (size_t)mdc_group_rank(g) * blk : 0;
+                snprintf(what, sizeof what, "mdc_exact_reduce by %s %s, %s group, %d class(es)", mdc_coll_name(colls[c]),
+                         name, gname, classes);
+                TU_CHECK(!memcmp(out, want + base, blk * sizeof(float)), "%s: not the exact sum's bits", what);
+                /* one class: every double sum exact, no second pass; three: it ran (classes 1 and 2) */
+                TU_CHECK(st.map == (classes > 1) && (classes == 1 || st.marked >= n / 3), "%s: second pass %d, %zu marked",
+                         what, st.map, st.marked);
+            }
+        for (int c = 0; c < 2; c++) MDC_CHECK(mdc_coll_set_algo(colls[c], "auto"));
+        mdc_xsum_free(&xs);
+        free(want), free(out), free(v);
+    }
+    double d[1] = {0};
+    TU_STATUS(mdc_allreduce(d, d, 1, MDC_EXACT_F64, MDC_MAX, g), MDC_ERR_INVALID);
+}
+
 static void speed(void) {
     size_t n = 10000000;
     float *x = malloc(sizeof(float) * n);
@@ -447,6 +513,10 @@ int main(int argc, char **argv) {
     MDC_CHECK(mdc_group_create(&rev, rt.tr, ranks, P, 5));
     test_colls(rev, "reversed");
     if (R == 0) printf("exact: every allreduce, reduce_scatter and reduce algorithm equals serial on %d ranks\n", P);
+    test_xreduce(rt.world, "world");
+    test_xreduce(rev, "reversed");
+    if (R == 0) printf("exact: mdc_exact_reduce (doubles, then accumulators where a sum is not exact) equals serial's "
+                       "bits through every allreduce and reduce_scatter algorithm on %d ranks\n", P);
     mdc_group_free(rev), free(ranks), mdc_group_free(w2), mdc_transport_free(t2);
     int rc = tu_finish("test_exact"), any = 0;
     MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

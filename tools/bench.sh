@@ -75,3 +75,5 @@ done
 # ---- end kernels ---------------------------------------------------------------------------
 # ---- tensor and sequence parallelism against serial in the same run (tools/bench_tp.sh) -----
 "$(dirname "$0")/bench_tp.sh" "$BUILD" "$MPIEXEC" || exit 1
+# ---- exact mode against default in the same run (tools/bench_exact.sh) ----------------------
+"$(dirname "$0")/bench_exact.sh" "$BUILD" "$MPIEXEC" || exit 1

@@ -20,13 +20,17 @@ extern "C" {
 
 /* ---- data types and reduction ops --------------------------------------------------------- */
 
-/* MDC_DTYPE_COUNT counts the element-wise types, on which every op is defined. MDC_EXACT follows
- * them: its element is one exact accumulator (mdc_exact, minidc/exact.h), reduced only by
- * MDC_SUM (exactly, so every algorithm gives the same bits); it has no MPI type. MDC_DTYPE_END
- * is one past the last dtype. */
+/* MDC_DTYPE_COUNT counts the element-wise types, on which every op is defined. The exact types
+ * follow them, reduced only by MDC_SUM, with no MPI type:
+ *   MDC_EXACT: one exact accumulator (mdc_exact, minidc/exact.h), summed exactly, so every
+ *     algorithm gives the same bits;
+ *   MDC_EXACT_F64: a double holding an exact sum of floats; a sum of two is their sum when that
+ *     is exact (TwoSum's error is 0), else NaN, which every later sum keeps: the result is the
+ *     exact sum or NaN, never a rounded value (exact mode's cheap first pass, mdc_exact_reduce).
+ * MDC_DTYPE_END is one past the last dtype. */
 typedef enum {
     MDC_F32 = 0, MDC_F64, MDC_F16, MDC_BF16, MDC_I32, MDC_I64, MDC_U8, MDC_DTYPE_COUNT,
-    MDC_EXACT = MDC_DTYPE_COUNT, MDC_DTYPE_END
+    MDC_EXACT = MDC_DTYPE_COUNT, MDC_EXACT_F64, MDC_DTYPE_END
 } mdc_dtype;
 typedef enum { MDC_SUM = 0, MDC_PROD, MDC_MIN, MDC_MAX, MDC_AVG, MDC_OP_COUNT } mdc_op;
 
@@ -178,6 +182,28 @@ mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const si
                          void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
                          mdc_dtype t, mdc_group *g);
 mdc_status mdc_barrier(mdc_group *g);
+
+/* ---- exact sums over a group (collectives/exact_reduce.c, minidc/exact.h) ---------------------- */
+/* Element i's exact local value as an accumulator (for the elements whose double is NaN). */
+typedef void (*mdc_exact_fetch_fn)(void *ctx, size_t i, mdc_exact *out);
+typedef struct {
+    int map;           /* 1 if the second pass ran (some sum was not exact on some rank) */
+    size_t marked;     /* elements it summed as accumulators */
+    size_t padded;     /* the same padded to a multiple of p (the accumulators sent) */
+} mdc_exact_reduce_stats;
+/* The exact sum over g of n values per rank, rounded once to float. v: this rank's values as
+ * doubles (exact sums of floats; NaN where fetch must give the accumulator), overwritten.
+ * scatter 0: an allreduce, out gets n floats; 1: a reduce-scatter of p blocks of n/p, out gets
+ * this rank's block. Two passes: the doubles (MDC_EXACT_F64, 8 bytes an element), then, only if
+ * some sum was not exact, a byte map of those elements and their accumulators (MDC_EXACT).
+ * *stats (may be NULL): what the second pass did. Every rank of g calls it. */
+mdc_status mdc_exact_reduce(double *v, size_t n, int scatter, float *out, mdc_exact_fetch_fn fetch, void *ctx,
+                            mdc_group *g, mdc_exact_reduce_stats *stats);
+/* The bytes a rank sends in one mdc_exact_reduce with ring algorithms (the training runs'):
+ * the doubles (2(p-1)/p x 8n, reduce-scatter (p-1)/p x 8n), the NaN counts (p int64, 16(p-1)),
+ * and with the second pass the map (2(p-1)/p x n bytes) and the accumulators (2(p-1)/p x 80
+ * x padded). */
+double mdc_exact_reduce_bytes(size_t n, int p, int scatter, const mdc_exact_reduce_stats *s);
 
 #ifdef __cplusplus
 }
