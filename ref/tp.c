@@ -132,6 +132,9 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
     static const char *const what[MDC_TP_KINDS] = {"AllReduce (b,s,h)", "AllReduce (b,s) loss", "AllGather (b,s,h)",
                                                    "ReduceScatter (b,s,h)"};
     static const char *const form_tp[MDC_TP_KINDS] = {"k(4L+2) x 2(t-1)/t bsh beta", "3k x 2(t-1)/t bs' beta", "-", "-"};
+    static const char *const form_x[MDC_TP_KINDS] = {"k x 2(t-1)/t bsh beta + exact ones (below)",
+                                                     "k x 2(t-1)/t bs' (2 + 20) beta", "-",
+                                                     "k x (t-1)/t bsh beta + exact ones (below)"};
     static const char *const form_sp[MDC_TP_KINDS] = {"-", "3k x 2(t-1)/t bs' beta", "k(6L+3) x (t-1)/t bsh beta",
                                                       "k(4L+2) x (t-1)/t bsh beta"};
     fprintf(out, "\ntensor parallel t = %d%s: k = %d micro-batch(es) of b = %d x s = %d tokens, h = %d, L = %d, beta = 4 "
@@ -139,7 +142,7 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
     fprintf(out, "  %-24s %6s %8s %14s %14s  %s\n", "collective", "calls", "formula", "bytes sent", "formula", "bytes formula");
     for (int i = 0; i < MDC_TP_KINDS; i++)
         fprintf(out, "  %-24s %6llu %8.0f %14.0f %14.0f  %s %s\n", what[i], n->calls[i], want_calls[i], n->bytes[i],
-                want_bytes[i], tp->sp ? form_sp[i] : form_tp[i],
+                want_bytes[i], tp->exact && i != MDC_TP_AG ? form_x[i] : tp->sp ? form_sp[i] : form_tp[i],
                 n->calls[i] == want_calls[i] && n->bytes[i] == want_bytes[i] ? "ok" : "DIFFERS");
     fprintf(out, "  (bs' = bs padded to a multiple of t = %.0f. Per layer: %s; once per micro-batch: %s)\n", bsp,
             tp->sp ? "AG + RS at f and g forward, AG + RS backward, AG of f's input again: 10 (t-1)/t bsh beta"
