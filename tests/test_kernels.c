@@ -538,8 +538,54 @@ static void test_nonfinite(mdc_device *d) {
     free(qkv), free(o1), free(o2), free(att), free(lse2);
 }
 
+/* Exact mode's kernels give each element the same bits whatever the call's shape: the rows a
+ * data rank holds, the columns (or column offset) a tp shard holds, the tile edges. Checked
+ * for sub-blocks of a product, a weight gradient and a contraction against the whole call. */
+static void test_exact_shapes(void) { /* no device: the cost checks count their own kernels */
+    enum { N = 70, K = 96, M = 83 };
+    float *A = malloc(sizeof(float) * N * K), *W = malloc(sizeof(float) * K * M), *full = malloc(sizeof(float) * N * M),
+          *part = malloc(sizeof(float) * N * M), *bias = malloc(sizeof(float) * M);
+    for (int i = 0; i < N * K; i++) A[i] = frand();
+    for (int i = 0; i < K * M; i++) W[i] = frand() * 0.1f;
+    for (int i = 0; i < M; i++) bias[i] = frand();
+    mdc_x_matmul(NULL, full, A, K, W, M, 0, bias, N, K, M);
+    int bad = 0;
+    const int r0[3] = {0, 3, 17}, nr[3] = {N, 5, 33}, c0[3] = {0, 16, 41}, nc[3] = {M, 16, 42};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) { /* rows r0.. (dp), columns c0.. (tp): W's columns as a strided slice */
+            mdc_x_matmul(NULL, part, A + (size_t)r0[a] * K, K, W + c0[b], M, 0, bias + c0[b], nr[a], K, nc[b]);
+            for (int i = 0; i < nr[a]; i++)
+                for (int j = 0; j < nc[b]; j++)
+                    bad += memcmp(&part[(size_t)i * nc[b] + j], &full[(size_t)(r0[a] + i) * M + c0[b] + j], 4) != 0;
+        }
+    TU_CHECK(bad == 0, "mdc_x_matmul: %d elements depend on the call's shape", bad);
+    /* weight gradient over token blocks: a column slice of dout gives the same columns */
+    mdc_xsum xf, xp;
+    TU_CHECK(!mdc_xsum_init(&xf, (size_t)K * M) && !mdc_xsum_init(&xp, (size_t)K * M), "xsum");
+    float *D = malloc(sizeof(float) * N * M);
+    for (int i = 0; i < N * M; i++) D[i] = frand();
+    mdc_x_wgrad(NULL, &xf, 0, A, K, D, M, 70, K, M, 10);
+    mdc_x_wgrad(NULL, &xp, 0, A, K, D + 41, M, 70, K, 42, 10);
+    float *gf = malloc(sizeof(float) * K * M), *gp = malloc(sizeof(float) * K * M);
+    mdc_xsum_round(&xf, 0, (size_t)K * M, gf);
+    mdc_xsum_round(&xp, 0, (size_t)K * 42, gp);
+    bad = 0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < 42; j++) bad += memcmp(&gp[(size_t)i * 42 + j], &gf[(size_t)i * M + 41 + j], 4) != 0;
+    TU_CHECK(bad == 0, "mdc_x_wgrad: %d elements depend on the shard's columns", bad);
+    /* blocks split over two calls (two ranks, two micro-batches) add to the same exact sums */
+    mdc_xsum_clear(&xp);
+    mdc_x_wgrad(NULL, &xp, 0, A, K, D, M, 30, K, M, 10);
+    mdc_x_wgrad(NULL, &xp, 0, A + 30 * K, K, D + 30 * M, M, 40, K, M, 10);
+    mdc_xsum_round(&xp, 0, (size_t)K * M, gp);
+    TU_CHECK(!memcmp(gp, gf, sizeof(float) * K * M), "mdc_x_wgrad: blocks split over calls give other bits");
+    mdc_xsum_free(&xf), mdc_xsum_free(&xp);
+    free(A), free(W), free(full), free(part), free(bias), free(D), free(gf), free(gp);
+}
+
 int main(void) {
     mdc_device *d = tu_device(1.0);
+    test_exact_shapes();
     test_layernorm(d);
     test_matmul(d, 5, 7, 9);
     test_matmul(d, 300, 40, 200); /* blocked: 2+ sgemm blocks */
