@@ -131,6 +131,8 @@ float *mdc_gpt2_acts_residual(mdc_gpt2_acts *a) {
     return p->layer_hi > p->layer_lo ? lact(a, a->lay.res3, p->layer_hi - 1) : buf(a, a->lay.encoded);
 }
 const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a) { return a->buf + a->lay.logits; }
+float *mdc_gpt2_acts_input(mdc_gpt2_acts *a) { return a->buf + a->lay.encoded; }
+float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a) { return a->buf + a->lay.dres; }
 const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a) { return a->buf + a->lay.losses; }
 void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0) { a->row0 = row0; }
 

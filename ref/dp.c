@@ -90,7 +90,7 @@ static mdc_status hook(void *ctx, mdc_gpt2_hook_event ev, int u) {
         break;
     case MDC_HOOK_POST_BACKWARD: {
         const dp_bucket *b = &dp->b[dp->unit_bucket[u]];
-        if (u == b->lo && !dp->exact && (z >= 2 || dp->micro == dp->dc.accum - 1) && (z || dp->N > 1))
+        if (u == b->lo && !dp->exact && !dp->defer && (z >= 2 || dp->micro == dp->dc.accum - 1) && (z || dp->N > 1))
             st = reduce_bucket(dp, b);
         if (!st && z == 3) mdc_zero_i_release(dp, u);
         break;
@@ -201,11 +201,16 @@ mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg_
 }
 
 void mdc_dp_begin_micro(mdc_dp *dp, int k) { dp->micro = k; }
+void mdc_dp_defer(mdc_dp *dp) { dp->defer = 1; }
 
 mdc_status mdc_dp_finish(mdc_dp *dp) {
     mdc_dev_stream_join(dp->dev, &dp->stream);        /* the last bucket's reduction must be done */
     mdc_dev_stream_join(dp->dev, &dp->gather_stream); /* (no prefetch outlives a step) */
-    return dp->exact ? mdc_dp_i_exact_finish(dp) : MDC_OK;
+    if (dp->exact) return mdc_dp_i_exact_finish(dp);
+    mdc_status st = MDC_OK;
+    for (int i = 0; dp->defer && (dp->dc.zero || dp->N > 1) && !st && i < dp->nbuckets; i++) st = reduce_bucket(dp, &dp->b[i]);
+    mdc_dev_stream_join(dp->dev, &dp->stream);
+    return st;
 }
 
 void mdc_dp_begin_step(mdc_dp *dp) { dp->step_bytes = 0; }

@@ -37,6 +37,7 @@ struct mdc_dp {
                                    * stream), so using a unit never waits for a reduction */
     double step_bytes; /* sent in the last step */
     int exact;         /* the model is in exact mode: buckets reduce accumulators at finish (dp_exact.c) */
+    int defer;         /* a pipeline stage: micro-batches interleave, so every bucket reduces at finish */
     size_t maxblock;   /* the largest bucket's block */
     double *xbuf;      /* exact mode's bucket: N x maxblock exact sums as doubles (MDC_MEM_COMM) */
     size_t exact_marked; /* exact mode, last step: elements that needed accumulators */

@@ -130,6 +130,7 @@ const mdc_param_tensor *mdc_gpt2_local_tensor(const mdc_gpt2 *m, int i) {
 }
 size_t mdc_gpt2_local_floats(const mdc_gpt2 *m) { return m->floats; }
 const mdc_gpt2_part *mdc_gpt2_get_part(const mdc_gpt2 *m) { return &m->part; }
+const mdc_gpt2_comm *mdc_gpt2_get_comm(const mdc_gpt2 *m) { return m->comm; }
 
 void mdc_gpt2_local_unit(const mdc_gpt2 *m, int unit, size_t *offset, size_t *count) {
     *offset = m->unit_off[unit], *count = m->unit_count[unit];

@@ -101,6 +101,32 @@ static mdc_status sp_reduce_exact(mdc_step_plan *p) {
     return st;
 }
 
+/* Pipeline: the tied wte lives on the first stage (embedding) and the last (LM head); each
+ * holds its part of the gradient, summed between them so that both update it alike. Exact
+ * mode sums the exact sums as accumulators, before any rounding. */
+static mdc_status tied_reduce(mdc_step_plan *p) {
+    mdc_gpt2 *m = p->m;
+    const mdc_param_tensor *t = NULL;
+    for (int i = 0; i < mdc_gpt2_local_count(m) && !t; i++)
+        if (mdc_gpt2_local_tensor(m, i)->global == 0) t = mdc_gpt2_local_tensor(m, i);
+    if (!t) return mdc_fail(MDC_ERR_INVALID, "pipeline: a stage of the embedding group holds no wte");
+    double b0 = sent(m);
+    mdc_status st;
+    if (!mdc_gpt2_exact_block(m)) {
+        st = mdc_allreduce(MDC_IN_PLACE, mdc_gpt2_grads(m) + t->offset, t->alloc, MDC_F32, MDC_SUM, p->embed_group);
+    } else {
+        mdc_xsum *xs = mdc_gpt2_exact_grads(m);
+        mdc_exact *buf = malloc(t->alloc * sizeof *buf);
+        if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "the tied embedding's exact gradient (%zu accumulators)", t->alloc);
+        mdc_xsum_get(xs, t->offset, t->alloc, buf);
+        st = mdc_allreduce(MDC_IN_PLACE, buf, t->alloc, MDC_EXACT, MDC_SUM, p->embed_group);
+        if (!st) mdc_xsum_set(xs, t->offset, buf, t->alloc);
+        free(buf);
+    }
+    p->tied_bytes = sent(m) - b0;
+    return st;
+}
+
 static mdc_status exact_finish(mdc_step_plan *p) {
     mdc_status st = MDC_OK;
     if (p->tp_group && p->sp_partial && (st = sp_reduce_exact(p))) return st;
@@ -156,7 +182,11 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
     if (st) return st;
     if (p->dp) mdc_dp_begin_step(p->dp);
     p->loss_sum = 0, p->scalar_bytes = 0, p->sp_bytes = 0;
-    for (int k = 0; k < p->accum; k++) {
+    if (p->pp) { /* a pipeline stage: its schedule orders the micro-batches */
+        if ((st = mdc_pp_run(p->pp, p, inputs, targets))) return st;
+        if (p->embed_group && (st = tied_reduce(p))) return st;
+    }
+    for (int k = 0; !p->pp && k < p->accum; k++) {
         if (p->dp) mdc_dp_begin_micro(p->dp, k);
         double sum = 0;
         mdc_gpt2_acts_set_row0(a, p->row0 + k * p->micro_batch);

@@ -19,12 +19,29 @@ struct mdc_trainer {
     mdc_tp *tp;       /* NULL: tp = 1 */
     mdc_gpt2 *m;
     mdc_dp *dp;       /* NULL: one replica and no ZeRO */
+    mdc_pp *pp;       /* NULL: one stage */
     mdc_step_plan plan;
     char *skip, *sp_partial;
-    int dp_rank, dp_size, tp_rank, steps;
+    int dp_rank, dp_size, tp_rank, pp_rank, steps;
 };
 
 static int coord(const mdc_trainer *t, mdc_axis a) { return t->mesh ? mdc_mesh_coord(t->mesh, a) : 0; }
+
+/* The partition of tp rank q on pipeline stage s: its layers from the layout, or an even split
+ * with the first stages one more; the embedding on the first stage, the head on the last. */
+static mdc_gpt2_part stage_part(const mdc_trainer_config *tc, int q, int s) {
+    const mdc_mesh_dims *d = &tc->dims;
+    mdc_gpt2_part part = mdc_gpt2_part_serial(&tc->cfg);
+    part.tp = d->tp, part.tp_rank = q, part.sp = tc->sp;
+    if (d->pp > 1) {
+        int lo = 0, L = tc->cfg.L;
+        for (int k = 0; k < s; k++) lo += tc->pp_layout ? tc->pp_layout[k] : L / d->pp + (k < L % d->pp);
+        int n = tc->pp_layout ? tc->pp_layout[s] : L / d->pp + (s < L % d->pp);
+        part.layer_lo = lo, part.layer_hi = lo + n;
+        part.has_embed = s == 0, part.has_head = s == d->pp - 1;
+    }
+    return part;
+}
 
 mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *dev, const mdc_trainer_config *tc,
                               uint64_t seed) {
@@ -32,7 +49,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     const mdc_mesh_dims *d = &tc->dims;
     if (d->cp > 1) return mdc_fail(MDC_ERR_INVALID, "--cp %d: context parallelism is not built yet (use --cp 1)", d->cp);
     if (d->ep > 1) return mdc_fail(MDC_ERR_INVALID, "--ep %d: expert parallelism is not built yet (use --ep 1)", d->ep);
-    if (d->pp > 1) return mdc_fail(MDC_ERR_INVALID, "--pp %d: pipeline parallelism is not built yet (use --pp 1)", d->pp);
+    if (d->pp > tc->cfg.L)
+        return mdc_fail(MDC_ERR_INVALID, "--pp %d: more stages than the model's %d layers", d->pp, tc->cfg.L);
     if (!tr && d->tp * d->cp * d->ep * d->dp * d->pp != 1)
         return mdc_fail(MDC_ERR_INVALID, "a mesh of more than one rank needs a transport (run under mpiexec.mpich)");
     if (tc->micro_batch <= 0 || tc->accum <= 0 || tc->seq <= 0)
@@ -44,9 +62,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     mdc_status st = MDC_OK;
     if (tr && (st = mdc_mesh_create(&t->mesh, tr, d))) goto fail;
     t->tp_rank = coord(t, MDC_AXIS_TP);
-    t->dp_rank = coord(t, MDC_AXIS_DP), t->dp_size = d->dp;
-    mdc_gpt2_part part = mdc_gpt2_part_serial(&tc->cfg);
-    part.tp = d->tp, part.tp_rank = t->tp_rank, part.sp = tc->sp;
+    t->dp_rank = coord(t, MDC_AXIS_DP), t->dp_size = d->dp, t->pp_rank = coord(t, MDC_AXIS_PP);
+    mdc_gpt2_part part = stage_part(tc, t->tp_rank, t->pp_rank);
     if ((st = mdc_gpt2_part_check(&part, &tc->cfg, tc->seq))) goto fail;
     if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
     if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch,
@@ -61,9 +78,13 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
         if (!g) { st = mdc_fail(MDC_ERR_INVALID, "--zero %d needs a transport (run under mpiexec.mpich)", tc->zero); goto fail; }
         if ((st = mdc_dp_attach(&t->dp, g, t->m, &dc))) goto fail;
+        if (d->pp > 1) mdc_dp_defer(t->dp);
     }
+    if (d->pp > 1 && (st = mdc_pp_create(&t->pp, t->m, mdc_mesh_group(t->mesh, MDC_MESH_PP),
+                                         tc->schedule ? tc->schedule : "1f1b", tc->accum, tc->micro_batch, tc->seq)))
+        goto fail;
     int n = mdc_gpt2_local_count(t->m);
-    if (d->tp > 1) {
+    if (d->tp > 1 || d->pp > 1) {
         t->skip = calloc((size_t)n, 1), t->sp_partial = calloc((size_t)n, 1);
         if (!t->skip || !t->sp_partial) { st = mdc_fail(MDC_ERR_OOM_HOST, "trainer"); goto fail; }
         for (int i = 0; i < n; i++) {
@@ -71,6 +92,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
             int replicated = p->split == MDC_SPLIT_NONE;
             t->skip[i] = replicated && t->tp_rank > 0;          /* counted once, on tp rank 0 */
             t->sp_partial[i] = tc->sp && replicated && p->global != 1; /* wpe's gradient is whole */
+            if (p->global == 0 && d->pp > 1 && t->pp_rank > 0) t->skip[i] = 1; /* the tied wte: the first stage's */
         }
     }
     mdc_step_plan *p = &t->plan;
@@ -78,7 +100,9 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     p->dp = t->dp;
     p->sum_group = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
     p->tp_group = tc->sp && t->tp ? mdc_tp_group(t->tp) : NULL;
-    p->count_loss = t->tp_rank == 0;
+    p->count_loss = t->tp_rank == 0 && t->pp_rank == d->pp - 1; /* the last stage has the loss */
+    p->pp = t->pp;
+    p->embed_group = t->pp ? mdc_mesh_group(t->mesh, MDC_MESH_EMBED) : NULL;
     p->row0 = t->dp_rank * tc->accum * tc->micro_batch;
     p->skip = t->skip;
     p->sp_partial = tc->sp ? t->sp_partial : NULL;
@@ -94,6 +118,7 @@ fail:
 
 void mdc_trainer_free(mdc_trainer *t) {
     if (!t) return;
+    mdc_pp_free(t->pp);
     mdc_dp_free(t->dp);
     mdc_gpt2_free(t->m);
     mdc_tp_free(t->tp);
@@ -154,10 +179,12 @@ mdc_status mdc_trainer_gather_grads(mdc_trainer *t, float *grads, int root) {
 
 static mdc_status gather_global(mdc_trainer *t, float *params, float *m, float *v, float *grads, int root) {
     size_t L = mdc_gpt2_local_floats(t->m);
-    int tp = t->tc.dims.tp, have = 0, me = !t->mesh || mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == root;
+    int tp = t->tc.dims.tp, pp = t->tc.dims.pp, have = 0;
+    mdc_group *world = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
+    int me = !world || mdc_group_rank(world) == root;
     if (root != 0) return mdc_fail(MDC_ERR_INVALID, "mdc_trainer_gather: root %d (only world rank 0)", root);
     int K = grads ? 1 : 3; /* arrays moved: the gradients, or parameters and both moments */
-    float *loc = malloc((size_t)K * L * sizeof(float)), *all = NULL;
+    float *loc = malloc((size_t)K * L * sizeof(float)), *buf = NULL;
     mdc_gpt2 *lay = NULL;
     mdc_status st = loc ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "gathering the training state");
     if (!st && grads) { /* DDP: every replica holds the reduced gradients */
@@ -166,26 +193,30 @@ static mdc_status gather_global(mdc_trainer *t, float *params, float *m, float *
     } else if (!st) {
         st = local_state(t, loc, loc + L, loc + 2 * L, &have);
     }
-    /* the dp-rank-0 ranks of every tp rank send their local state to world rank 0 (tp rank 0) */
-    if (!st && have && tp > 1) {
-        all = me ? malloc((size_t)tp * K * L * sizeof(float)) : NULL;
-        if (me && !all) st = mdc_fail(MDC_ERR_OOM_HOST, "gathering the tp shards");
-        if (!st) st = mdc_gather(loc, all, (size_t)K * L, MDC_F32, 0, mdc_tp_group(t->tp));
-    }
+    /* the dp-rank-0 rank of every (tp rank, stage) sends its local state to world rank 0 */
+    if (!st && have && !me) st = mdc_send(loc, (size_t)K * L * sizeof(float), 0, 7, world);
     if (!st && me) {
         float *dst[3] = {grads ? grads : params, grads ? NULL : m, grads ? NULL : v};
-        for (int q = 0; q < tp && !st; q++) {
-            mdc_gpt2_part part = *mdc_gpt2_get_part(t->m);
-            part.tp_rank = q;
-            if ((st = mdc_gpt2_create_layout(&lay, mdc_gpt2_get_config(t->m), &part))) break;
-            const float *src = tp > 1 ? all + (size_t)q * K * L : loc;
-            for (int k = 0; k < K; k++)
-                if (dst[k]) mdc_gpt2_local_to_global(lay, src + (size_t)k * L, dst[k]);
-            mdc_gpt2_free(lay);
-            lay = NULL;
-        }
+        for (int s = 0; s < pp && !st; s++)
+            for (int q = 0; q < tp && !st; q++) {
+                mdc_gpt2_part part = stage_part(&t->tc, q, s);
+                if ((st = mdc_gpt2_create_layout(&lay, mdc_gpt2_get_config(t->m), &part))) break;
+                size_t Lq = mdc_gpt2_local_floats(lay);
+                const float *src = loc;
+                int from = q + tp * t->tc.dims.cp * t->tc.dims.ep * t->tc.dims.dp * s; /* dp, cp, ep coordinate 0 */
+                if (from != 0) {
+                    float *nb = realloc(buf, (size_t)K * Lq * sizeof(float));
+                    if (!nb) st = mdc_fail(MDC_ERR_OOM_HOST, "gathering the shards");
+                    else buf = nb, st = mdc_recv(buf, (size_t)K * Lq * sizeof(float), from, 7, world);
+                    src = buf;
+                }
+                for (int k = 0; !st && k < K; k++)
+                    if (dst[k]) mdc_gpt2_local_to_global(lay, src + (size_t)k * Lq, dst[k]);
+                mdc_gpt2_free(lay);
+                lay = NULL;
+            }
     }
-    free(all), free(loc);
+    free(buf), free(loc);
     return st;
 }
 

@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "usage: minidc explain COLL [--algo A] -n P --count K [options]\n"
             "       minidc explain block --tp T [--sp] [sizes]   (one GPT-2 block, tensor parallel)\n"
             "       minidc explain exact [--dp D]... [--exact-block N]   (one gradient element, exact mode)\n"
+            "       minidc explain pipeline [--schedule S] [-p P] [-m M] [--sweep-m]   (a pipeline schedule)\n"
             "  COLL           allreduce reduce_scatter allgather bcast reduce gather scatter\n"
             "                 alltoall alltoallv barrier\n"
             "  --algo A       algorithm (default: the cost model's choice; --list shows them)\n"
@@ -126,6 +127,7 @@ static void print_steps(const mdc_schedule *s) {
 int mdc_cmd_explain(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "block")) return mdc_explain_block(argc - 1, argv + 1); /* tools/explain_block.c */
     if (argc >= 2 && !strcmp(argv[1], "exact")) return mdc_explain_exact(argc - 1, argv + 1); /* tools/explain_exact.c */
+    if (argc >= 2 && !strcmp(argv[1], "pipeline")) return mdc_explain_pipeline(argc - 1, argv + 1);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

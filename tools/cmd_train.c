@@ -43,7 +43,11 @@ static const char usage_text[] =
     "  --dp N              data-parallel ranks (default: the ranks left by the other axes)\n"
     "  --tp N              tensor-parallel ranks (Megatron: heads, MLP columns, vocabulary split)\n"
     "  --sp                sequence parallelism over the tp ranks (needs --tp 2 or more)\n"
-    "  --pp N --cp N --ep N  pipeline, context and expert parallelism (not built yet: 1)\n"
+    "  --pp N              pipeline stages (layers split evenly, the first stages one more; the\n"
+    "                      embedding on the first, the head on the last); --pp-layout 3,3,2 uneven\n"
+    "  --schedule S        gpipe | 1f1b (default) | zb-h1 (minidc explain pipeline shows them)\n"
+    "  --microbatches M    micro-batches per step (the pipeline's accumulation; same as --accum)\n"
+    "  --cp N --ep N       context and expert parallelism (not built yet: 1)\n"
     "  --zero Z            0 = DDP (default), 1, 2, 3 = ZeRO stage\n"
     "  --accum K           micro-batches per step (gradient accumulation, default 1);\n"
     "                      --batch must be divisible by dp x K\n"
@@ -67,7 +71,9 @@ static const char usage_text[] =
 typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
-    int seed_given, force_seed, exact, exact_block;
+    int seed_given, force_seed, exact, exact_block, microbatches;
+    const char *schedule;
+    int layout[256], layout_n;
     int fail_rank, fail_step;
     double bucket_mb, dropout;
     mdc_adamw_config opt;
@@ -90,6 +96,21 @@ static mdc_status parse_fail_at(const char *a, const char *v, int *rank, int *st
     if (mdc_parse_int("--fail-at RANK", r, 0, INT_MAX, rank) ||
         mdc_parse_int("--fail-at STEP", colon + 1, 0, INT_MAX, step))
         return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP (two integers >= 0), got '%s'", a, v);
+    return MDC_OK;
+}
+
+/* --pp-layout 3,3,2,4: layers per stage, each >= 1. */
+static mdc_status parse_layout(const char *a, const char *v, int *out, int *n) {
+    *n = 0;
+    for (const char *s = v; s && *s;) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s || x < 1 || x > 4096 || *n >= 256 || (*end && *end != ','))
+            return mdc_fail(MDC_ERR_INVALID, "%s needs layer counts >= 1 separated by commas, got '%s'", a, v);
+        out[(*n)++] = (int)x;
+        s = *end ? end + 1 : end;
+    }
+    if (!*n) return mdc_fail(MDC_ERR_INVALID, "%s needs layer counts, got '%s'", a, v ? v : "(nothing)");
     return MDC_OK;
 }
 
@@ -117,7 +138,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         {"--tp", offsetof(options, tp), 1},    {"--pp", offsetof(options, pp), 1},
         {"--cp", offsetof(options, cp), 1},    {"--ep", offsetof(options, ep), 1},
         {"--accum", offsetof(options, accum), 1}, {"--zero", offsetof(options, zero), INT_MIN},
-        {"--exact-block", offsetof(options, exact_block), 1},
+        {"--exact-block", offsetof(options, exact_block), 1}, {"--microbatches", offsetof(options, microbatches), 1},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -136,6 +157,8 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--save")) o->save = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
+        else if (!strcmp(a, "--schedule")) o->schedule = v;
+        else if (!strcmp(a, "--pp-layout")) st = parse_layout(a, v, o->layout, &o->layout_n);
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
         else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
@@ -185,6 +208,30 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
     if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
     if ((st = mdc_adamw_check(&o->opt))) return st;
     if ((st = mdc_exact_options(&o->exact, &o->exact_block, cfg, o->seq, o->tp, o->sp))) return st;
+    if (o->pp > 1 || o->microbatches || o->schedule || o->layout_n) {
+        if (o->microbatches && o->accum != 1 && o->accum != o->microbatches)
+            return mdc_fail(MDC_ERR_INVALID, "--microbatches %d and --accum %d: a pipeline's micro-batches are the "
+                            "accumulation; give one of them", o->microbatches, o->accum);
+        if (o->microbatches) o->accum = o->microbatches;
+        if (o->pp > cfg->L)
+            return mdc_fail(MDC_ERR_INVALID, "--pp %d: more stages than the model's %d layers (--layers)", o->pp, cfg->L);
+        if (o->layout_n) {
+            int sum = 0;
+            for (int i = 0; i < o->layout_n; i++) sum += o->layout[i];
+            if (o->layout_n != o->pp || sum != cfg->L)
+                return mdc_fail(MDC_ERR_INVALID, "--pp-layout: %d stage(s) of %d layers in all, but --pp %d and %d layers",
+                                o->layout_n, sum, o->pp, cfg->L);
+        }
+        if (o->zero >= 2 && o->pp > 1)
+            return mdc_fail(MDC_ERR_INVALID, "--zero %d with --pp %d: ZeRO-2/3 in a pipeline is not built yet (use --zero 0 "
+                            "or 1)", o->zero, o->pp);
+        if (o->B % (o->dp * o->accum))
+            return mdc_fail(MDC_ERR_INVALID, "--batch %d is not divisible by --dp %d x %d micro-batches", o->B, o->dp,
+                            o->accum);
+        mdc_pp_schedule s;
+        if ((st = mdc_pp_schedule_build(&s, o->schedule ? o->schedule : "1f1b", o->pp, o->accum))) return st;
+        mdc_pp_schedule_free(&s);
+    }
     if (o->fail_rank >= nranks) /* a hook that can never fire would pass a test for nothing */
         return mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: rank %d is not in the job (ranks 0..%d)", o->fail_rank,
                         o->fail_step, o->fail_rank, nranks - 1);
@@ -241,11 +288,11 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
                              (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout,
-                             o.exact ? o.exact_block : 0};
+                             o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL};
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
     if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
         mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout,
-                                 o.exact ? o.exact_block : 0};
+                                 o.exact ? o.exact_block : 0, NULL, NULL};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))

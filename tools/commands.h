@@ -16,6 +16,8 @@ int mdc_cmd_explain(int argc, char **argv);
 int mdc_explain_block(int argc, char **argv);
 /* minidc explain exact (tools/explain_exact.c): one gradient element, default mode vs exact mode */
 int mdc_explain_exact(int argc, char **argv);
+/* minidc explain pipeline (tools/explain_pipeline.c): a pipeline schedule as a grid */
+int mdc_explain_pipeline(int argc, char **argv);
 /* minidc bench allreduce|reduce_scatter|allgather|alltoall|broadcast (tools/bench_coll.c);
  * argv[0] is the collective's name. */
 int mdc_bench_coll(int argc, char **argv);

@@ -64,6 +64,9 @@ unsigned mdc_dp_model_flags(int zero);
 mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_config *dc);
 void mdc_dp_begin_step(mdc_dp *dp);
 void mdc_dp_begin_micro(mdc_dp *dp, int k);
+/* Every bucket reduces at finish instead of during the last micro-batch's backward (a pipeline
+ * stage, whose micro-batches interleave; ZeRO 0 and 1). */
+void mdc_dp_defer(mdc_dp *dp);
 mdc_status mdc_dp_finish(mdc_dp *dp);
 /* This rank's share of the squared gradient norm: DDP rank 0 the whole (others 0), ZeRO the
  * shard. Tensors with skip[i] set (local index) are left out; skip may be NULL. */

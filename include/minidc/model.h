@@ -249,6 +249,7 @@ mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_
                                 const mdc_gpt2_part *part, const mdc_gpt2_comm *comm, int B, int T,
                                 unsigned flags);
 const mdc_gpt2_part *mdc_gpt2_get_part(const mdc_gpt2 *m);
+const mdc_gpt2_comm *mdc_gpt2_get_comm(const mdc_gpt2 *m); /* NULL: the serial model */
 /* The local tensor table: shapes are local, offsets in the local allocation, `global` the
  * index of the global tensor (mdc_gpt2_tensor_at), `split`, `row0`, `col0`, `pieces` the slice. */
 int mdc_gpt2_local_count(const mdc_gpt2 *m);
@@ -277,9 +278,9 @@ size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T);
 /* ---- the block API ----------------------------------------------------------------------------
  * One micro-batch moves through: set_batch, embed_forward, block_forward(l) for each held l,
  * head_forward (loss); then head_backward, block_backward(l) in reverse, embed_backward. Every
- * backward ADDS into the gradients. (Partitions hold every layer, the embedding and the head
- * for now; the layer range is there for pipeline stages, which will pass the residual stream
- * between them.) */
+ * backward ADDS into the gradients. A pipeline stage holds a layer range, the first stage the
+ * embedding and the last the head; the stages pass the residual stream and its gradient
+ * (mdc_gpt2_acts_input, mdc_gpt2_acts_dresidual; ref/pp.c). */
 mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *targets, int B, int T);
 mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a);
 mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l);
@@ -297,6 +298,13 @@ mdc_status mdc_gpt2_embed_backward(mdc_gpt2 *m, mdc_gpt2_acts *a);
 /* The residual stream after the last held block, (B, T/seq_split, C): the head's input. */
 float *mdc_gpt2_acts_residual(mdc_gpt2_acts *a);
 const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a);  /* (B,T,Vp/t) */
+/* A pipeline stage's boundaries, (B, T/seq_split, C): the residual stream entering the first
+ * held block (a stage without the embedding receives it here before block_forward), and the
+ * gradient of the residual stream: after the last held block's output (a stage without the
+ * head receives it here before block_backward), after block_backward of the first held block
+ * the gradient of the stage's input (sent to the previous stage). */
+float *mdc_gpt2_acts_input(mdc_gpt2_acts *a);
+float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a);
 const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a);  /* (B,T) */
 /* The global batch row of the set's row 0 (its place in the step's whole batch: dropout masks
  * are keyed by it); 0 by default. */

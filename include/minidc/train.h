@@ -16,15 +16,20 @@
 #include "minidc/dp.h"
 #include "minidc/mesh.h"
 #include "minidc/model.h"
+#include "minidc/pp.h"
 #include "minidc/tp.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+typedef struct mdc_pp mdc_pp;
+
 typedef struct {
     mdc_gpt2 *m;
     mdc_gpt2_acts *acts;    /* NULL: the model's default activation set */
+    mdc_pp *pp;             /* a pipeline stage: its schedule runs the micro-batches (ref/pp.c) */
+    mdc_group *embed_group; /* pipeline: the first and last stage, which both hold the tied wte */
     mdc_dp *dp;             /* NULL: one replica, no gradient sync */
     mdc_group *sum_group;   /* loss and squared norm summed over it (every rank); NULL: this rank */
     mdc_group *tp_group;    /* SP: partial gradients of replicated tensors summed here; or NULL */
@@ -37,6 +42,7 @@ typedef struct {
     float dloss;            /* 1 / tokens, in float */
     double loss_sum;        /* out: this rank's sum of losses in the last step */
     double scalar_bytes, sp_bytes; /* out: bytes the last step's scalar and SP reductions sent */
+    double tied_bytes;      /* out: pipeline: bytes of the tied wte's gradient sum */
 } mdc_step_plan;
 
 /* A plan for model m alone: one micro-batch of the default set's size, no groups. */
@@ -54,6 +60,18 @@ mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *l
 mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o,
                         float *loss, float *grad_norm);
 
+/* ---- pipeline stages (ref/pp.c) ------------------------------------------------------------------ */
+/* The stage of model m (a layer range) in pipeline group g: schedule `schedule` for `micro`
+ * micro-batches of rows x T, with as many activation sets as the schedule holds at once on
+ * this stage. */
+mdc_status mdc_pp_create(mdc_pp **out, mdc_gpt2 *m, mdc_group *g, const char *schedule, int micro, int rows, int T);
+void mdc_pp_free(mdc_pp *pp);
+/* This stage's actions on the plan's micro-batches (inputs, targets: accum x micro_batch rows). */
+mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets);
+const mdc_pp_schedule *mdc_pp_get_schedule(const mdc_pp *pp);
+int mdc_pp_sets(const mdc_pp *pp);          /* activation sets allocated */
+double mdc_pp_step_bytes(const mdc_pp *pp); /* bytes this stage sent in the last step */
+
 /* ---- the trainer: one object for any mesh ------------------------------------------------------ */
 typedef struct {
     mdc_gpt2_config cfg;
@@ -66,6 +84,8 @@ typedef struct {
     int poison;              /* ZeRO-3: non-resident parameters are NaN */
     float dropout;           /* dropout probability (attention probabilities, residual branches) */
     int exact_block;         /* exact mode's token block (0: exact mode off; docs/exactness.md) */
+    const char *schedule;    /* pipeline schedule (NULL: 1f1b); the micro-batches are accum */
+    const int *pp_layout;    /* pipeline: layers per stage (NULL: an even split, the first stages one more) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;

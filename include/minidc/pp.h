@@ -1,0 +1,62 @@
+/* Pipeline parallelism: schedules as data (ref/pp_schedule.c) and the stage executor
+ * (ref/pp.c). A schedule is, per stage, the ordered list of its actions: F (forward of a
+ * micro-batch through the stage's blocks), B (its backward: with W too unless the schedule
+ * splits them) and W (the weight gradients of a B that ran without them). Validated before it
+ * runs by simulating every stage (each action waits for the actions it needs: F(j) on stage s
+ * for F(j) on s-1, B(j) for B(j) on s+1 and F(j) here, W(j) for B(j) here). */
+#ifndef MINIDC_PP_H
+#define MINIDC_PP_H
+
+#include <stdio.h>
+
+#include "minidc/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { MDC_PP_F = 'F', MDC_PP_B = 'B', MDC_PP_W = 'W' };
+typedef struct {
+    char kind; /* MDC_PP_F, _B, _W */
+    int mb;    /* micro-batch */
+} mdc_pp_action;
+
+typedef struct {
+    char name[16];
+    int p, m;            /* stages, micro-batches */
+    int split;           /* 1: B without W, and W actions (zb-h1) */
+    int *n;              /* per stage: actions */
+    mdc_pp_action **a;   /* per stage: the actions in order */
+} mdc_pp_schedule;
+
+/* "gpipe" (every forward, then every backward), "1f1b" (warm-up min(p - s - 1, m) forwards,
+ * then one forward and one backward in turn, then the remaining backwards), "zb-h1" (1F1B's
+ * order of F and B with the backward split in B and W; a stage runs a pending W where it would
+ * otherwise wait, holding no more activation sets than 1F1B and at most p - 1 - s pending W:
+ * Qi et al. 2024). m >= 1,
+ * p >= 1; MDC_ERR_INVALID names an unknown schedule (interleaved: not built yet). */
+mdc_status mdc_pp_schedule_build(mdc_pp_schedule *s, const char *name, int p, int m);
+void mdc_pp_schedule_free(mdc_pp_schedule *s);
+/* Every stage has F and B (and W when split) of every micro-batch exactly once, W after its B,
+ * and the simulation finishes: else MDC_ERR_INVALID naming the stage, the action and what it
+ * waits for. */
+mdc_status mdc_pp_schedule_validate(const mdc_pp_schedule *s);
+
+/* The simulated timeline in units (F 1, B 2 or B 1 + W 1 when split): per stage the cells of
+ * each unit ('F3', 'B3', 'W3' or idle), the busy units, the stage's peak of activation sets held
+ * (F started, B not finished). Returns the makespan, or -1 (invalid schedule). */
+typedef struct {
+    int units;           /* makespan */
+    int *busy, *peak;    /* per stage */
+    char (*cell)[4];     /* stage-major, units cells each: "F3" etc., "" idle */
+} mdc_pp_timeline;
+int mdc_pp_simulate(const mdc_pp_schedule *s, mdc_pp_timeline *t);
+void mdc_pp_timeline_free(mdc_pp_timeline *t);
+/* The grid of the simulated timeline, one row per stage, bubbles as dots, with the bubble
+ * fraction per stage beside (p-1)/(m+p-1) and the peak held beside the schedule's formula. */
+void mdc_pp_schedule_print(const mdc_pp_schedule *s, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,297 @@
+/* Pipeline schedules as data (include/minidc/pp.h): the builders, the validation by simulation,
+ * and the text grid of `minidc explain pipeline`. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/pp.h"
+
+static int push(mdc_pp_schedule *s, int st, char kind, int mb, int *cap) {
+    if (s->n[st] == cap[st]) {
+        int c = cap[st] ? 2 * cap[st] : 16;
+        mdc_pp_action *a = realloc(s->a[st], (size_t)c * sizeof *a);
+        if (!a) return -1;
+        s->a[st] = a, cap[st] = c;
+    }
+    s->a[st][s->n[st]].kind = kind, s->a[st][s->n[st]].mb = mb;
+    s->n[st]++;
+    return 0;
+}
+
+void mdc_pp_schedule_free(mdc_pp_schedule *s) {
+    if (!s) return;
+    for (int i = 0; s->a && i < s->p; i++) free(s->a[i]);
+    free(s->a), free(s->n);
+    memset(s, 0, sizeof *s);
+}
+
+/* The 1F1B order of F and B for stage st. */
+static int one_f_one_b(mdc_pp_schedule *s, int st, int *cap) {
+    int p = s->p, m = s->m, w = p - st - 1 < m ? p - st - 1 : m, f = 0, b = 0, e = 0;
+    for (; f < w; f++) e |= push(s, st, MDC_PP_F, f, cap);
+    for (; f < m; f++, b++) e |= push(s, st, MDC_PP_F, f, cap), e |= push(s, st, MDC_PP_B, b, cap);
+    for (; b < m; b++) e |= push(s, st, MDC_PP_B, b, cap);
+    return e;
+}
+
+/* State of a simulation: per stage, the next action and the time its previous one ends; per
+ * (stage, micro-batch) when its F, B and W ended (-1: not yet). */
+typedef struct {
+    const mdc_pp_schedule *s;
+    int *next, *free_at, *fe, *be, *we;
+} sim;
+
+static int done_at(const sim *x, const int *arr, int st, int mb) { return arr[(size_t)st * x->s->m + mb]; }
+
+/* The time action a of stage st can start (its inputs ready), or -1 if one is not done yet. */
+static int ready(const sim *x, int st, const mdc_pp_action *a) {
+    int p = x->s->p, t = 0, d;
+    if (a->kind == MDC_PP_F) {
+        if (st > 0 && (t = done_at(x, x->fe, st - 1, a->mb)) < 0) return -1;
+    } else if (a->kind == MDC_PP_B) {
+        if ((d = done_at(x, x->fe, st, a->mb)) < 0) return -1;
+        t = d;
+        if (st < p - 1) {
+            if ((d = done_at(x, x->be, st + 1, a->mb)) < 0) return -1;
+            t = d > t ? d : t;
+        }
+    } else {
+        if ((t = done_at(x, x->be, st, a->mb)) < 0) return -1;
+    }
+    return t;
+}
+
+static int cost(const mdc_pp_schedule *s, char kind) { return kind == MDC_PP_B && !s->split ? 2 : 1; }
+
+/* Runs the schedule; fills tl if given. Returns the makespan or -1 (deadlock: *stuck_stage). */
+static int run_sim(const mdc_pp_schedule *s, mdc_pp_timeline *tl, int *stuck_stage) {
+    int p = s->p, m = s->m, total = 0, left = 0, now = 0;
+    sim x = {s, calloc((size_t)p, sizeof(int)), calloc((size_t)p, sizeof(int)), malloc(sizeof(int) * (size_t)p * m),
+             malloc(sizeof(int) * (size_t)p * m), malloc(sizeof(int) * (size_t)p * m)};
+    if (!x.next || !x.free_at || !x.fe || !x.be || !x.we) {
+        free(x.next), free(x.free_at), free(x.fe), free(x.be), free(x.we);
+        return -2;
+    }
+    for (int i = 0; i < p * m; i++) x.fe[i] = x.be[i] = x.we[i] = -1;
+    for (int st = 0; st < p; st++) left += s->n[st];
+    /* event loop: repeatedly start, on every stage, the next action whose inputs are ready */
+    while (left) {
+        int progressed = 0, soonest = -1;
+        for (int st = 0; st < p; st++) {
+            if (x.next[st] >= s->n[st]) continue;
+            const mdc_pp_action *a = &s->a[st][x.next[st]];
+            int r = ready(&x, st, a);
+            if (r < 0) continue;
+            int start = r > x.free_at[st] ? r : x.free_at[st], end = start + cost(s, a->kind);
+            int *arr = a->kind == MDC_PP_F ? x.fe : a->kind == MDC_PP_B ? x.be : x.we;
+            arr[(size_t)st * m + a->mb] = end;
+            if (!s->split && a->kind == MDC_PP_B) x.we[(size_t)st * m + a->mb] = end;
+            x.free_at[st] = end;
+            x.next[st]++, left--, progressed = 1;
+            if (end > total) total = end;
+            if (soonest < 0 || end < soonest) soonest = end;
+        }
+        if (!progressed) {
+            for (int st = 0; st < p; st++)
+                if (x.next[st] < s->n[st]) { *stuck_stage = st; break; }
+            total = -1;
+            break;
+        }
+        now = soonest;
+    }
+    (void)now;
+    if (total >= 0 && tl) {
+        memset(tl, 0, sizeof *tl);
+        tl->units = total;
+        tl->busy = calloc((size_t)p, sizeof(int)), tl->peak = calloc((size_t)p, sizeof(int));
+        tl->cell = calloc((size_t)p * (size_t)(total ? total : 1), sizeof *tl->cell);
+        if (tl->busy && tl->peak && tl->cell)
+            for (int st = 0; st < p; st++) {
+                for (int mb = 0; mb < m; mb++) {
+                    int spans[3][2] = {{x.fe[st * m + mb] - 1, x.fe[st * m + mb]},
+                                       {x.be[st * m + mb] - cost(s, MDC_PP_B), x.be[st * m + mb]},
+                                       {x.we[st * m + mb] - 1, x.we[st * m + mb]}};
+                    const char kinds[3] = {MDC_PP_F, MDC_PP_B, MDC_PP_W};
+                    for (int k = 0; k < (s->split ? 3 : 2); k++)
+                        for (int u = spans[k][0]; u < spans[k][1]; u++) {
+                            snprintf(tl->cell[(size_t)st * total + u], 4, "%c%d", kinds[k], mb % 100);
+                            tl->busy[st]++;
+                        }
+                }
+                for (int u = 0; u < total; u++) { /* activation sets held: F started, B not ended */
+                    int held = 0;
+                    for (int mb = 0; mb < m; mb++)
+                        held += x.fe[st * m + mb] - 1 <= u && x.be[st * m + mb] > u;
+                    if (held > tl->peak[st]) tl->peak[st] = held;
+                }
+            }
+    }
+    free(x.next), free(x.free_at), free(x.fe), free(x.be), free(x.we);
+    return total;
+}
+
+int mdc_pp_simulate(const mdc_pp_schedule *s, mdc_pp_timeline *t) {
+    int stuck = -1, r = run_sim(s, t, &stuck);
+    return r < 0 ? -1 : r;
+}
+
+void mdc_pp_timeline_free(mdc_pp_timeline *t) {
+    if (!t) return;
+    free(t->busy), free(t->peak), free(t->cell);
+    memset(t, 0, sizeof *t);
+}
+
+/* zb-h1: each stage follows 1F1B's order of F and B, never holding more activation sets (F
+ * done, B not) than 1F1B's min(p - s, m); the W of a finished B waits in a queue (it keeps only
+ * the gradients W needs) and runs when the stage's next F or B is not ready yet, when more than
+ * p - 1 - s are waiting (the bubble stage s has to fill), or at the end. Built by simulating
+ * all stages at once. */
+static mdc_status build_zb(mdc_pp_schedule *s, int *cap) {
+    int p = s->p, m = s->m;
+    mdc_pp_schedule ord = {"", p, m, 1, calloc((size_t)p, sizeof(int)), calloc((size_t)p, sizeof(mdc_pp_action *))};
+    int *ocap = calloc((size_t)p, sizeof(int)), *pos = calloc((size_t)p, sizeof(int)), *freeat = calloc((size_t)p, sizeof(int));
+    int *fe = malloc(sizeof(int) * (size_t)p * m), *be = malloc(sizeof(int) * (size_t)p * m);
+    int *wq = malloc(sizeof(int) * (size_t)p * m), *wh = calloc((size_t)p, sizeof(int)), *wt = calloc((size_t)p, sizeof(int));
+    int *held = calloc((size_t)p, sizeof(int));
+    mdc_status st = MDC_OK;
+    if (!ord.n || !ord.a || !ocap || !pos || !freeat || !fe || !be || !wq || !wh || !wt || !held) {
+        st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
+        goto done;
+    }
+    for (int q = 0; q < p && !st; q++)
+        if (one_f_one_b(&ord, q, ocap)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
+    for (int i = 0; i < p * m; i++) fe[i] = be[i] = -1;
+    int left = 2 * p * m + p * m;
+    while (!st && left) {
+        int progressed = 0;
+        for (int q = 0; q < p; q++) {
+            int limit = p - q < m ? p - q : m, t = -1, ok = 0;
+            const mdc_pp_action *a = pos[q] < ord.n[q] ? &ord.a[q][pos[q]] : NULL;
+            if (a && a->kind == MDC_PP_F && held[q] < limit) {
+                t = q > 0 ? fe[(q - 1) * m + a->mb] : 0, ok = t >= 0;
+            } else if (a && a->kind == MDC_PP_B) {
+                int d = q < p - 1 ? be[(q + 1) * m + a->mb] : fe[q * m + a->mb];
+                t = d, ok = d >= 0 && fe[q * m + a->mb] >= 0;
+                if (ok && fe[q * m + a->mb] > t) t = fe[q * m + a->mb];
+            }
+            int must_w = wt[q] - wh[q] > p - 1 - q; /* W stashes beyond the bubble they can fill */
+            if (ok && t <= freeat[q] && !must_w) { /* the next F or B can start now */
+                freeat[q] += 1;
+                if (a->kind == MDC_PP_F) fe[q * m + a->mb] = freeat[q], held[q]++;
+                else be[q * m + a->mb] = freeat[q], wq[q * m + wt[q]++] = a->mb, held[q]--;
+                if (push(s, q, a->kind, a->mb, cap)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
+                pos[q]++, left--, progressed = 1;
+            } else if (wh[q] < wt[q]) { /* it would wait: a pending W fills the time */
+                int mb = wq[q * m + wh[q]++];
+                freeat[q] += 1;
+                if (push(s, q, MDC_PP_W, mb, cap)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
+                left--, progressed = 1;
+            } else if (ok) { /* ready later than the stage is free: idle until then */
+                freeat[q] = t;
+                progressed = 1;
+            }
+        }
+        if (!progressed) { /* every stage waits on another: advance the earliest one in time */
+            int q0 = -1;
+            for (int q = 0; q < p; q++)
+                if (pos[q] < ord.n[q] && (q0 < 0 || freeat[q] < freeat[q0])) q0 = q;
+            if (q0 < 0) break;
+            freeat[q0]++;
+        }
+    }
+done:
+    mdc_pp_schedule_free(&ord);
+    free(ocap), free(pos), free(freeat), free(fe), free(be), free(wq), free(wh), free(wt), free(held);
+    return st;
+}
+
+mdc_status mdc_pp_schedule_build(mdc_pp_schedule *s, const char *name, int p, int m) {
+    memset(s, 0, sizeof *s);
+    if (p < 1 || m < 1) return mdc_fail(MDC_ERR_INVALID, "pipeline schedule: %d stage(s), %d micro-batch(es)", p, m);
+    if (!name || (strcmp(name, "gpipe") && strcmp(name, "1f1b") && strcmp(name, "zb-h1")))
+        return mdc_fail(MDC_ERR_INVALID, "--schedule %s: unknown (known: gpipe 1f1b zb-h1; interleaved is not built yet)",
+                        name ? name : "(null)");
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->p = p, s->m = m, s->split = !strcmp(name, "zb-h1");
+    s->n = calloc((size_t)p, sizeof(int)), s->a = calloc((size_t)p, sizeof(mdc_pp_action *));
+    int *cap = calloc((size_t)p, sizeof(int));
+    mdc_status st = s->n && s->a && cap ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "pipeline schedule");
+    for (int q = 0; !st && q < p; q++) {
+        int e = 0;
+        if (!strcmp(name, "gpipe")) {
+            for (int j = 0; j < m; j++) e |= push(s, q, MDC_PP_F, j, cap);
+            for (int j = 0; j < m; j++) e |= push(s, q, MDC_PP_B, j, cap);
+        } else if (!strcmp(name, "1f1b")) {
+            e = one_f_one_b(s, q, cap);
+        }
+        if (e) st = mdc_fail(MDC_ERR_OOM_HOST, "pipeline schedule");
+    }
+    if (!st && s->split) st = build_zb(s, cap);
+    free(cap);
+    if (!st) st = mdc_pp_schedule_validate(s);
+    if (st) mdc_pp_schedule_free(s);
+    return st;
+}
+
+mdc_status mdc_pp_schedule_validate(const mdc_pp_schedule *s) {
+    int p = s->p, m = s->m;
+    char *seen = calloc((size_t)m * 3, 1);
+    if (!seen) return mdc_fail(MDC_ERR_OOM_HOST, "schedule validation");
+    mdc_status st = MDC_OK;
+    for (int q = 0; q < p && !st; q++) {
+        memset(seen, 0, (size_t)m * 3);
+        for (int k = 0; k < s->n[q] && !st; k++) {
+            const mdc_pp_action *a = &s->a[q][k];
+            int kind = a->kind == MDC_PP_F ? 0 : a->kind == MDC_PP_B ? 1 : a->kind == MDC_PP_W ? 2 : -1;
+            if (kind < 0 || a->mb < 0 || a->mb >= m || (kind == 2 && !s->split))
+                st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d action %d (%c%d) is not an action of this schedule",
+                              s->name, q, k, a->kind, a->mb);
+            else if (seen[a->mb * 3 + kind]++)
+                st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d action %d (%c%d) comes twice", s->name, q, k, a->kind,
+                              a->mb);
+            else if (kind == 2 && !seen[a->mb * 3 + 1])
+                st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d action %d (W%d) before its B", s->name, q, k, a->mb);
+        }
+        for (int j = 0; j < m && !st; j++)
+            for (int kind = 0; kind < (s->split ? 3 : 2); kind++)
+                if (!seen[j * 3 + kind])
+                    st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d has no %c%d", s->name, q, "FBW"[kind], j);
+    }
+    free(seen);
+    if (st) return st;
+    int stuck = -1, r = run_sim(s, NULL, &stuck);
+    if (r == -2) return mdc_fail(MDC_ERR_OOM_HOST, "schedule simulation");
+    if (r < 0) { /* name the first action that can never run */
+        return mdc_fail(MDC_ERR_INVALID, "schedule %s: deadlock: stage %d waits forever (every stage's next action needs "
+                        "one that has not run)", s->name, stuck);
+    }
+    return MDC_OK;
+}
+
+void mdc_pp_schedule_print(const mdc_pp_schedule *s, FILE *out) {
+    mdc_pp_timeline t;
+    if (mdc_pp_simulate(s, &t) < 0 || !t.cell) {
+        fprintf(out, "schedule %s: cannot be simulated\n", s->name);
+        return;
+    }
+    int p = s->p, m = s->m;
+    fprintf(out, "schedule %s, p = %d stages, m = %d micro-batches; units: F 1, %s; '.' idle\n", s->name, p, m,
+            s->split ? "B 1 (input gradient), W 1 (weight gradients)" : "B 2 (input and weight gradients)");
+    for (int q = 0; q < p; q++) {
+        fprintf(out, "  stage %d |", q);
+        for (int u = 0; u < t.units; u++) {
+            const char *c = t.cell[(size_t)q * t.units + u];
+            fprintf(out, "%-3s", c[0] ? c : ".");
+        }
+        fprintf(out, "|\n");
+    }
+    double per = s->split ? 3.0 : 3.0; /* F + B (+ W) units of one micro-batch */
+    fprintf(out, "  makespan %d units; ideal (no bubble) %g\n", t.units, per * m);
+    for (int q = 0; q < p; q++) {
+        double bub = 1.0 - (double)t.busy[q] / t.units;
+        int want = !strcmp(s->name, "gpipe") ? m : (p - q < m ? p - q : m);
+        fprintf(out, "  stage %d: bubble %.3f (idle / makespan; formula (p-1)/(m+p-1) = %.3f), peak micro-batches held "
+                     "%d (formula %s = %d)\n",
+                q, bub, (double)(p - 1) / (m + p - 1), t.peak[q], !strcmp(s->name, "gpipe") ? "m" : "min(p-s, m)", want);
+    }
+    mdc_pp_timeline_free(&t);
+}
