@@ -1,0 +1,69 @@
+#!/bin/bash
+# Pipeline parallelism: every schedule, p 2-4, m 1-8, uneven layouts, and pipelines composed
+# with dp (ZeRO 0/1) and tp (+SP) save checkpoints byte-identical to serial under --exact and
+# pass --check-serial by default; bad pipelines are refused before any message (exit 2, the
+# option named); a rank failing mid-run stops every stage; minidc explain pipeline's bubble and
+# held activation sets equal the formulas for GPipe and 1F1B.
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+bin=$BUILD/minidc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+model="--vocab 384 --ctx 24 --layers 4 --heads 12 --channels 48 --batch 24 --steps 2 --seed 3 --quiet"
+run() { # name ranks args...
+    local name=$1 n=$2; shift 2
+    timeout -k 5 200 "$MPIEXEC" -n "$n" "$bin" train $model "$@" >"$tmp/$name.out" 2>&1
+    rc=$?
+}
+timeout -k 5 100 "$MPIEXEC" -n 1 "$bin" train $model --exact-block 2 --save "$tmp/serial.st" >/dev/null 2>&1 ||
+    { echo "FAIL: serial exact run"; exit 1; }
+i=0
+for spec in "2 --pp 2 --microbatches 1" "2 --pp 2 --microbatches 4" "2 --pp 2 --microbatches 8 --schedule gpipe" \
+    "3 --pp 3 --microbatches 2 --schedule zb-h1" "3 --pp 3 --microbatches 6 --pp-layout 2,1,1" \
+    "4 --pp 4 --microbatches 8 --schedule zb-h1" "4 --pp 4 --microbatches 3 --schedule gpipe" \
+    "4 --pp 2 --dp 2 --microbatches 3 --zero 1" "4 --pp 2 --tp 2 --sp --microbatches 4 --schedule zb-h1" \
+    "8 --pp 2 --tp 2 --dp 2 --microbatches 2"; do
+    set -- $spec; n=$1; shift; i=$((i + 1))
+    run pp$i "$n" "$@" --exact-block 2 --save "$tmp/pp$i.st"
+    if [ $rc = 0 ] && cmp -s "$tmp/serial.st" "$tmp/pp$i.st"; then echo "ok: exact, $*: byte-identical to serial"
+    else echo "FAIL: exact, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/pp$i.out"; fail=1; fi
+done
+for spec in "2 --pp 2 --microbatches 4 --dropout 0.1" "4 --pp 2 --dp 2 --microbatches 2 --schedule zb-h1"; do
+    set -- $spec; n=$1; shift; i=$((i + 1))
+    run pp$i "$n" "$@" --check-serial
+    if [ $rc = 0 ] && grep -q "check-serial: .*: ok" "$tmp/pp$i.out"; then echo "ok: default mode, $*: --check-serial"
+    else echo "FAIL: default mode, $*: exit $rc"; tail -3 "$tmp/pp$i.out"; fail=1; fi
+done
+
+expect_error() { # what pattern ranks args...
+    local what=$1 pat=$2 n=$3; shift 3
+    run err "$n" "$@"
+    if [ $rc = 2 ] && grep -q -- "$pat" "$tmp/err.out"; then echo "ok: $what: $(grep -m1 -- "$pat" "$tmp/err.out")"
+    else echo "FAIL: $what: exit $rc"; cat "$tmp/err.out"; fail=1; fi
+}
+expect_error "more stages than layers" "--pp 5: more stages than the model's 4 layers" 5 --pp 5
+expect_error "layout not summing to the layers" "--pp-layout: 2 stage(s) of 5 layers in all" 2 --pp 2 --pp-layout 2,3
+expect_error "unknown schedule" "--schedule nope: unknown" 2 --pp 2 --schedule nope
+expect_error "ZeRO-2 in a pipeline" "ZeRO-2/3 in a pipeline is not built yet" 4 --pp 2 --dp 2 --zero 2
+expect_error "batch not split into the micro-batches" "is not divisible by --dp 1 x 5 micro-batches" 2 --pp 2 --microbatches 5
+
+# a stage that fails mid-run stops the others (the transport's abort), every rank exits non-zero
+timeout -k 5 120 "$MPIEXEC" -n 3 "$bin" train $model --pp 3 --microbatches 3 --steps 3 --fail-at 1:1 >"$tmp/f.out" 2>&1
+rc=$?
+if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "failing on purpose" "$tmp/f.out"; then echo "ok: a failing stage stops the pipeline"
+else echo "FAIL: --fail-at 1:1 on --pp 3: exit $rc"; tail -5 "$tmp/f.out"; fail=1; fi
+
+# the schedules' simulated bubble and held sets equal the formulas (GPipe, 1F1B)
+for s in gpipe 1f1b; do
+    out=$("$bin" explain pipeline --schedule $s -p 4 -m 8)
+    n=$(echo "$out" | grep -c "bubble 0.273 (idle / makespan; formula (p-1)/(m+p-1) = 0.273)")
+    held=$(echo "$out" | awk '/peak micro-batches held/ {for (i = 1; i <= NF; i++) if ($i == "held") h = $(i + 1); f = $NF; sub(/\)/, "", f); if (h != f) bad = 1} END {print bad ? "differ" : "same"}')
+    if [ "$n" = 4 ] && [ "$held" = same ]; then echo "ok: explain pipeline $s: bubble and held sets equal the formulas"
+    else echo "FAIL: explain pipeline $s"; echo "$out"; fail=1; fi
+done
+z=$("$bin" explain pipeline --schedule zb-h1 -p 4 -m 8 | grep -c "bubble 0.200")
+[ "$z" = 4 ] && echo "ok: zb-h1 bubble below 1F1B's" || { echo "FAIL: zb-h1 bubble"; fail=1; }
+
+[ $fail = 0 ] && echo "pp_cli: all passed"
+exit $fail
