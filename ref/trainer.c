@@ -287,6 +287,7 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
 }
 
 void mdc_trainer_report(mdc_trainer *t, FILE *out) {
+    if (t->pp && t->tp_rank == 0 && t->dp_rank == 0) (void)mdc_pp_report(t->pp, out);
     if (t->tp) mdc_tp_report(t->tp, t->m, t->tc.micro_batch, t->tc.seq, t->tc.accum, t->plan.sp_bytes, out);
     if (t->dp && t->tp_rank == 0) mdc_dp_report(t->dp, out);
     if (t->mesh && mdc_mesh_group(t->mesh, MDC_MESH_WORLD) && mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == 0 &&

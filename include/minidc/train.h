@@ -71,6 +71,8 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
 const mdc_pp_schedule *mdc_pp_get_schedule(const mdc_pp *pp);
 int mdc_pp_sets(const mdc_pp *pp);          /* activation sets allocated */
 double mdc_pp_step_bytes(const mdc_pp *pp); /* bytes this stage sent in the last step */
+/* The per-stage figures beside their formulas (rank 0 of the pipeline group prints). */
+mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out);
 
 /* ---- the trainer: one object for any mesh ------------------------------------------------------ */
 typedef struct {
