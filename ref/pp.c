@@ -10,24 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "minidc/train.h"
+#include "pp_internal.h"
 
-typedef struct {
-    mdc_gpt2_acts *a;
-    mdc_request *req[2]; /* the forward output's and the input gradient's sends */
-    int mb;              /* the micro-batch it holds, -1: free */
-} pp_set;
-
-struct mdc_pp {
-    mdc_pp_schedule s;
-    mdc_group *g;
-    int stage, p, nsets;
-    pp_set *sets;
-    int *slot;           /* micro-batch -> set */
-    size_t floats;       /* one boundary tensor */
-    double sent;         /* bytes this stage sent in the last step */
-    double busy, span;   /* virtual seconds of the last step's schedule: computing, and in all */
-};
+static double now(mdc_gpt2 *m) {
+    mdc_dev_counters c;
+    mdc_dev_get_counters(mdc_gpt2_device(m), &c);
+    return c.now;
+}
 
 static double dev_sent(mdc_gpt2 *m) {
     mdc_dev_counters c;
@@ -56,7 +45,8 @@ mdc_status mdc_pp_create(mdc_pp **out, mdc_gpt2 *m, mdc_group *g, const char *sc
     pp->nsets = peak;
     pp->sets = calloc((size_t)peak, sizeof *pp->sets);
     pp->slot = malloc((size_t)micro * sizeof(int));
-    if (!pp->sets || !pp->slot) st = mdc_fail(MDC_ERR_OOM_HOST, "pipeline");
+    pp->rec = calloc(5 * (size_t)pp->s.n[pp->stage], sizeof(double));
+    if (!pp->sets || !pp->slot || !pp->rec) st = mdc_fail(MDC_ERR_OOM_HOST, "pipeline");
     for (int i = 0; !st && i < peak; i++) {
         pp->sets[i].mb = -1;
         st = mdc_gpt2_acts_create(&pp->sets[i].a, m, rows, T);
@@ -77,7 +67,7 @@ void mdc_pp_free(mdc_pp *pp) {
         mdc_waitall(pp->sets[i].req, 2);
         mdc_gpt2_acts_free(pp->sets[i].a);
     }
-    free(pp->sets), free(pp->slot);
+    free(pp->sets), free(pp->slot), free(pp->rec);
     mdc_pp_schedule_free(&pp->s);
     free(pp);
 }
@@ -111,13 +101,15 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
         const mdc_pp_action *act = &pp->s.a[pp->stage][k];
         int mb = act->mb;
         pp_set *set = NULL;
+        double *rec = pp->rec + 5 * (size_t)k;
+        rec[0] = act->kind, rec[1] = mb, rec[2] = rec[3] = now(m);
         if (act->kind == MDC_PP_F) {
             if ((st = take_set(pp, mb, &set))) break;
             mdc_gpt2_acts *a = set->a;
             mdc_gpt2_acts_set_row0(a, p->row0 + mb * p->micro_batch);
             if ((st = mdc_gpt2_set_batch(a, inputs + mb * rows, targets + mb * rows, p->micro_batch, p->seq))) break;
             if (first) st = mdc_gpt2_embed_forward(m, a);
-            else st = mdc_recv(mdc_gpt2_acts_input(a), bytes, pp->stage - 1, 2 * mb, pp->g);
+            else st = mdc_recv(mdc_gpt2_acts_input(a), bytes, pp->stage - 1, 2 * mb, pp->g), rec[3] = now(m);
             for (int l = part->layer_lo; !st && l < part->layer_hi; l++) st = mdc_gpt2_block_forward(m, a, l);
             if (st) break;
             if (last) {
@@ -132,7 +124,7 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
             mdc_gpt2_acts *a = set->a;
             if (act->kind == MDC_PP_B) {
                 if (last) st = mdc_gpt2_head_backward(m, a, p->dloss);
-                else st = mdc_recv(mdc_gpt2_acts_dresidual(a), bytes, pp->stage + 1, 2 * mb + 1, pp->g);
+                else st = mdc_recv(mdc_gpt2_acts_dresidual(a), bytes, pp->stage + 1, 2 * mb + 1, pp->g), rec[3] = now(m);
                 int parts = pp->s.split ? MDC_BWD_INPUT : MDC_BWD_BOTH;
                 for (int l = part->layer_hi - 1; !st && l >= part->layer_lo; l--) st = mdc_gpt2_block_backward(m, a, l, parts);
                 if (st) break;
@@ -145,6 +137,7 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
                 set->mb = -1;
             }
         }
+        rec[4] = now(m);
     }
     for (int i = 0; !st && i < pp->nsets; i++) st = mdc_waitall(pp->sets[i].req, 2);
     pp->sent = dev_sent(m) - b0;

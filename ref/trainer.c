@@ -286,6 +286,12 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
     return st;
 }
 
+mdc_status mdc_trainer_timeline(mdc_trainer *t, const char *path) {
+    if (!t->pp) return mdc_fail(MDC_ERR_INVALID, "--timeline draws a pipeline's schedule: it needs --pp 2 or more");
+    if (t->tp_rank || t->dp_rank) return MDC_OK; /* one pipeline draws it: tp rank 0 of dp rank 0 */
+    return mdc_pp_write_timeline(t->pp, path, mdc_device_get_spec(mdc_gpt2_device(t->m))->name);
+}
+
 void mdc_trainer_report(mdc_trainer *t, FILE *out) {
     if (t->pp && t->tp_rank == 0 && t->dp_rank == 0) (void)mdc_pp_report(t->pp, out);
     if (t->tp) mdc_tp_report(t->tp, t->m, t->tc.micro_batch, t->tc.seq, t->tc.accum, t->plan.sp_bytes, out);

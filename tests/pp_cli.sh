@@ -65,5 +65,12 @@ done
 z=$("$bin" explain pipeline --schedule zb-h1 -p 4 -m 8 | grep -c "bubble 0.200")
 [ "$z" = 4 ] && echo "ok: zb-h1 bubble below 1F1B's" || { echo "FAIL: zb-h1 bubble"; fail=1; }
 
+# --timeline: the last step's schedule as SVG, a box per action of every stage
+run tl 2 --pp 2 --microbatches 3 --timeline "$tmp/t.svg"
+if [ $rc = 0 ] && [ "$(grep -c '<title>[FB][0-9]' "$tmp/t.svg")" = 12 ] && grep -q '</svg>' "$tmp/t.svg"; then
+    echo "ok: --timeline: 12 action boxes (2 stages x 3 micro-batches x F, B)"
+else echo "FAIL: --timeline (exit $rc)"; tail -3 "$tmp/tl.out"; fail=1; fi
+expect_error "--timeline without a pipeline" "--timeline draws a pipeline's schedule" 1 --timeline "$tmp/t2.svg"
+
 [ $fail = 0 ] && echo "pp_cli: all passed"
 exit $fail

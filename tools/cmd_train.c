@@ -47,6 +47,7 @@ static const char usage_text[] =
     "                      embedding on the first, the head on the last); --pp-layout 3,3,2 uneven\n"
     "  --schedule S        gpipe | 1f1b (default) | zb-h1 (minidc explain pipeline shows them)\n"
     "  --microbatches M    micro-batches per step (the pipeline's accumulation; same as --accum)\n"
+    "  --timeline FILE     the last step's measured schedule as SVG, one row per stage (with --pp)\n"
     "  --cp N --ep N       context and expert parallelism (not built yet: 1)\n"
     "  --zero Z            0 = DDP (default), 1, 2, 3 = ZeRO stage\n"
     "  --accum K           micro-batches per step (gradient accumulation, default 1);\n"
@@ -72,7 +73,7 @@ typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
     int seed_given, force_seed, exact, exact_block, microbatches;
-    const char *schedule;
+    const char *schedule, *timeline;
     int layout[256], layout_n;
     int fail_rank, fail_step;
     double bucket_mb, dropout;
@@ -158,6 +159,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--save")) o->save = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
         else if (!strcmp(a, "--schedule")) o->schedule = v;
+        else if (!strcmp(a, "--timeline")) o->timeline = v;
         else if (!strcmp(a, "--pp-layout")) st = parse_layout(a, v, o->layout, &o->layout_n);
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
@@ -208,7 +210,7 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
     if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
     if ((st = mdc_adamw_check(&o->opt))) return st;
     if ((st = mdc_exact_options(&o->exact, &o->exact_block, cfg, o->seq, o->tp, o->sp))) return st;
-    if (o->pp > 1 || o->microbatches || o->schedule || o->layout_n) {
+    if (o->pp > 1 || o->microbatches || o->schedule || o->layout_n || o->timeline) {
         if (o->microbatches && o->accum != 1 && o->accum != o->microbatches)
             return mdc_fail(MDC_ERR_INVALID, "--microbatches %d and --accum %d: a pipeline's micro-batches are the "
                             "accumulation; give one of them", o->microbatches, o->accum);
@@ -222,6 +224,8 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
                 return mdc_fail(MDC_ERR_INVALID, "--pp-layout: %d stage(s) of %d layers in all, but --pp %d and %d layers",
                                 o->layout_n, sum, o->pp, cfg->L);
         }
+        if (o->timeline && o->pp < 2)
+            return mdc_fail(MDC_ERR_INVALID, "--timeline draws a pipeline's schedule: it needs --pp 2 or more");
         if (o->zero >= 2 && o->pp > 1)
             return mdc_fail(MDC_ERR_INVALID, "--zero %d with --pp %d: ZeRO-2/3 in a pipeline is not built yet (use --zero 0 "
                             "or 1)", o->zero, o->pp);
@@ -264,7 +268,12 @@ int mdc_cmd_train(int argc, char **argv) {
         (report && ((st = mdc_check_output("--report", report)) ||
                     (st = mdc_check_not_input("--report", report, "--data", o.data)) ||
                     (st = mdc_check_not_input("--report", report, "--resume", o.resume)) ||
-                    (st = mdc_check_not_input("--report", report, "--save", o.save)))))
+                    (st = mdc_check_not_input("--report", report, "--save", o.save)))) ||
+        (o.timeline && ((st = mdc_check_output("--timeline", o.timeline)) ||
+                        (st = mdc_check_not_input("--timeline", o.timeline, "--data", o.data)) ||
+                        (st = mdc_check_not_input("--timeline", o.timeline, "--resume", o.resume)) ||
+                        (st = mdc_check_not_input("--timeline", o.timeline, "--save", o.save)) ||
+                        (report && (st = mdc_check_not_input("--timeline", o.timeline, "--report", report))))))
         mdc_runtime_die(&rt, st, 1, 2);
     int threads = mdc_kernels_init();
     mdc_coll_prefer_ring(); /* bytes equal to the formulas, the same bits on every rank */
@@ -416,6 +425,10 @@ int mdc_cmd_train(int argc, char **argv) {
         if ((st = mdc_train_save(&rt, tr, &cfg, o.save, &ts))) mdc_runtime_die(&rt, st, 0, 1);
         if (r == 0) printf("saved %s (step %llu; the global tensors of every shard in one file)\n", o.save,
                            (unsigned long long)ts.step);
+    }
+    if (o.timeline) {
+        if ((st = mdc_trainer_timeline(tr, o.timeline))) mdc_runtime_die(&rt, st, 0, 1);
+        if (r == 0) printf("timeline: %s (the last step's schedule in virtual time)\n", o.timeline);
     }
     mdc_trainer_report(tr, stdout);
     fflush(stdout);

@@ -73,6 +73,9 @@ int mdc_pp_sets(const mdc_pp *pp);          /* activation sets allocated */
 double mdc_pp_step_bytes(const mdc_pp *pp); /* bytes this stage sent in the last step */
 /* The per-stage figures beside their formulas (rank 0 of the pipeline group prints). */
 mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out);
+/* The last step's measured schedule as an SVG picture at path, written by stage 0 (call on every
+ * rank of the pipeline group; ref/pp_timeline.c). device: the preset's name for the title. */
+mdc_status mdc_pp_write_timeline(const mdc_pp *pp, const char *path, const char *device);
 
 /* ---- the trainer: one object for any mesh ------------------------------------------------------ */
 typedef struct {
@@ -123,6 +126,9 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t);
 /* Prints the mesh, the tensor-parallel figures and the data-parallel figures next to their
  * formulas (rank 0 prints; every rank calls it). */
 void mdc_trainer_report(mdc_trainer *t, FILE *out);
+/* --timeline: the last step's pipeline schedule as SVG (every rank calls it; a pipeline of
+ * tp rank 0, dp rank 0 draws it). MDC_ERR_INVALID without a pipeline. */
+mdc_status mdc_trainer_timeline(mdc_trainer *t, const char *path);
 /* The same figures (this rank's) as a JSON object's text, malloc'd (free it), NULL if out of
  * memory: the --report file's "schemes" (mdc_runtime's report_schemes). */
 char *mdc_trainer_report_json(mdc_trainer *t);

@@ -1,0 +1,26 @@
+/* Shared by ref/pp.c (the stage executor) and ref/pp_timeline.c (its picture). */
+#ifndef MINIDC_REF_PP_INTERNAL_H
+#define MINIDC_REF_PP_INTERNAL_H
+
+#include "minidc/train.h"
+
+typedef struct {
+    mdc_gpt2_acts *a;
+    mdc_request *req[2]; /* the forward output's and the input gradient's sends */
+    int mb;              /* the micro-batch it holds, -1: free */
+} pp_set;
+
+struct mdc_pp {
+    mdc_pp_schedule s;
+    mdc_group *g;
+    int stage, p, nsets;
+    pp_set *sets;
+    int *slot;           /* micro-batch -> set */
+    size_t floats;       /* one boundary tensor */
+    double sent;         /* bytes this stage sent in the last step */
+    double busy, span;   /* virtual seconds of the last step's schedule: computing, and in all */
+    double *rec;         /* the last step's actions: kind, micro-batch, virtual wait, start, end */
+};
+
+
+#endif
