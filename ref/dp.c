@@ -330,8 +330,11 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
     if (z <= 1) blocks = 2 * S;                        /* one reduction + one allgather */
     else if (z == 2) blocks = k * S + S;               /* reduce-scatter per micro-batch */
     else blocks = k * (3 * S - (double)dp->us[0] - (double)dp->us[head]); /* see dp.h */
+    if (dp->defer) /* a pipeline stage: one reduce-scatter per step (the micro-batches interleave) */
+        blocks = z <= 2 ? 2 * S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]) + S;
     f->step_bytes_want = 4.0 * n1 * blocks;
-    f->step_bytes_formula = (z <= 1 ? 2.0 : z == 2 ? k + 1 : 3.0 * k) * n1 / N * 4.0 * psi;
+    f->step_bytes_formula = (z <= 1 || (dp->defer && z == 2) ? 2.0 : z == 2 ? k + 1 : dp->defer ? 2.0 * k + 1 : 3.0 * k) *
+                            n1 / N * 4.0 * psi;
     if (dp->exact) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
         double gathers = z == 0 ? 0 : z <= 2 ? S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]);
         f->step_bytes_want = dp->exact_bytes_want + n1 * 4.0 * gathers;
@@ -382,6 +385,8 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
             mib(d, (double)f.comm_peak));
     static const char *const cform[4] = {"2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi", "(k+1)(N-1)/N x 4 Psi",
                                          "3k(N-1)/N x 4 Psi"};
+    static const char *const dform[4] = {"2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi",
+                                         "(2k+1)(N-1)/N x 4 Psi"};
     static const char *const xform[4] = {"2(N-1)/N x 8 Psi", "(N-1)/N x (8 + 4) Psi", "(N-1)/N x (8 + 4) Psi",
                                          "(N-1)/N x (8 + 8k) Psi"};
     if (dp->exact)
@@ -390,8 +395,12 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
                      "again as 80-byte accumulators where the double sum was not exact\n",
                 f.zero >= 2 ? "4 Psi/N" : "4 Psi", dp->exact_marked);
     fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s\n",
-            dp->exact ? xform[f.zero] : cform[f.zero], f.step_bytes_formula, f.step_bytes_want, f.step_bytes,
+            dp->exact ? xform[f.zero] : dp->defer ? dform[f.zero] : cform[f.zero], f.step_bytes_formula, f.step_bytes_want,
+            f.step_bytes,
             f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS");
+    if (dp->defer && !dp->exact)
+        fprintf(out, "  a pipeline stage: every bucket reduces once per step, after the schedule (its micro-batches "
+                     "interleave)%s\n", f.zero == 3 ? "; the units are gathered for each micro-batch's F and B" : "");
     if (dp->exact)
         fprintf(out, "  exact = the buckets' exact %s (doubles, counts, and the map and accumulators where needed) + "
                      "(N-1) x 4 x the gathers' blocks\n", f.zero ? "reduce-scatters" : "allreduces");

@@ -226,9 +226,6 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
         }
         if (o->timeline && o->pp < 2)
             return mdc_fail(MDC_ERR_INVALID, "--timeline draws a pipeline's schedule: it needs --pp 2 or more");
-        if (o->zero >= 2 && o->pp > 1)
-            return mdc_fail(MDC_ERR_INVALID, "--zero %d with --pp %d: ZeRO-2/3 in a pipeline is not built yet (use --zero 0 "
-                            "or 1)", o->zero, o->pp);
         if (o->B % (o->dp * o->accum))
             return mdc_fail(MDC_ERR_INVALID, "--batch %d is not divisible by --dp %d x %d micro-batches", o->B, o->dp,
                             o->accum);
