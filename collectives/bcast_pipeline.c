@@ -4,7 +4,9 @@
  *   root -> root+1 -> ... -> root+p-1). The buffer travels in m chunks of C bytes (the ring
  *   chunk, mdc_coll_ring_chunk / MINIDC_RING_CHUNK, else 1 MiB); a rank forwards chunk k to
  *   the next position as soon as it has received it, so every link of the chain carries a
- *   chunk at once. A rank keeps PIPE_WINDOW receives posted ahead.
+ *   chunk at once. A rank keeps PIPE_WINDOW receives posted ahead and PIPE_WINDOW sends in flight
+ *   (it waits on the oldest before posting another), so its requests stay bounded however many
+ *   chunks there are.
  * Source: NCCL's broadcast (a ring from the root, pipelined in chunks); van de Geijn's
  *   pipelined broadcast.
  * Restrictions: none. With one chunk it is a plain chain, p-1 hops of the whole buffer.
@@ -27,10 +29,9 @@ mdc_status mdc_bcast_pipeline(void *buf, size_t count, mdc_dtype t, int root, md
     if (p == 1 || bytes == 0) return MDC_OK;
     size_t chunk = mdc_i_pipeline_chunk(mdc_coll_ring_chunk(), esz), m = (bytes + chunk - 1) / chunk;
     int prev = pos ? mdc_i_mod(me - 1, p) : -1, next = pos < p - 1 ? mdc_i_mod(me + 1, p) : -1;
-    /* sends[k]: chunk k to next (NULL until posted; mdc_waitall skips NULLs);
-     * recvs[k % PIPE_WINDOW]: the receive of chunk k. */
-    mdc_request **sends = next >= 0 ? calloc(m, sizeof *sends) : NULL, *recvs[PIPE_WINDOW] = {NULL};
-    if (next >= 0 && !sends) return mdc_fail(MDC_ERR_OOM_HOST, "pipelined broadcast: %zu requests", m);
+    /* sends[k % PIPE_WINDOW]: chunk k to next, recvs[k % PIPE_WINDOW]: the receive of chunk k
+     * (NULL until posted; mdc_waitall skips NULLs) */
+    mdc_request *sends[PIPE_WINDOW] = {NULL}, *recvs[PIPE_WINDOW] = {NULL};
     char *b = buf;
     mdc_status st = MDC_OK;
     size_t posted = 0;
@@ -45,14 +46,11 @@ mdc_status mdc_bcast_pipeline(void *buf, size_t count, mdc_dtype t, int root, md
                 posted++;
             }
         }
-        if (!st && next >= 0) st = mdc_isend(b + k * chunk, CHUNK_LEN(k), next, tag, g, &sends[k]);
+        if (!st && next >= 0 && !(st = mdc_waitall(&sends[k % PIPE_WINDOW], 1)))
+            st = mdc_isend(b + k * chunk, CHUNK_LEN(k), next, tag, g, &sends[k % PIPE_WINDOW]);
     }
 #undef CHUNK_LEN
     if (st) mdc_i_abandon(recvs, PIPE_WINDOW);
-    if (sends) {
-        mdc_status st2 = mdc_waitall(sends, (int)m);
-        if (!st) st = st2;
-        free(sends);
-    }
-    return st;
+    mdc_status st2 = mdc_waitall(sends, PIPE_WINDOW);
+    return st ? st : st2;
 }

@@ -52,6 +52,7 @@ struct mdc_transport {
     struct mdc_request *parked; /* failed requests MPI still holds (freed with the transport) */
     mdc_trace_fn trace;
     void *trace_ctx;
+    size_t inflight, inflight_hwm; /* requests posted and not yet freed, and their most at once */
 };
 
 struct mdc_group {
@@ -354,11 +355,18 @@ static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_sen
         free(r);
         return NULL;
     }
+    if (++g->t->inflight > g->t->inflight_hwm) g->t->inflight_hwm = g->t->inflight;
     return r;
+}
+
+size_t mdc_transport_requests_hwm(const mdc_transport *t) { return t ? t->inflight_hwm : 0; }
+void mdc_transport_reset_requests_hwm(mdc_transport *t) {
+    if (t) t->inflight_hwm = t->inflight;
 }
 
 static void request_free(mdc_request *r) {
     if (!r) return;
+    r->t->inflight--;
     if (r->pack != r->inl) free(r->pack);
     if (r->mreq != r->mreq_inl) free(r->mreq);
     free(r);

@@ -691,6 +691,9 @@ int mdc_bench_coll(int argc, char **argv) {
                    "%llu ran out\n", ws.sleeps, ws.rung, ws.timed_out);
         else
             printf("# doorbells off (no more ranks than cores, or MINIDC_DOORBELL=0): waits poll and yield\n");
+        if (getenv("MINIDC_VERBOSE"))
+            printf("# requests in flight on rank 0: high-water mark %zu over the run (bound 2p + 8 = %zu)\n",
+                   mdc_transport_requests_hwm(mdc_group_transport(rt.world)), MDC_REQUESTS_BOUND(p));
         printf("# %s: %zu wrong elements in total\n", total_wrong ? "FAILED" : "ok", total_wrong);
     }
     free(c.send);

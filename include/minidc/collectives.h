@@ -70,6 +70,13 @@ void mdc_transport_free(mdc_transport *t); /* NULL is a no-op */
 int mdc_transport_rank(const mdc_transport *t);
 int mdc_transport_size(const mdc_transport *t);
 mdc_device *mdc_transport_device(const mdc_transport *t);
+/* The most requests (mdc_isend/mdc_irecv, each at most one MPI request per GiB) this rank had
+ * posted and not yet completed at once since the transport began or the last reset: every
+ * collective keeps it at or below MDC_REQUESTS_BOUND(p) for a group of p, whatever the message
+ * size, chunk or slice setting (docs/collectives.md). */
+#define MDC_REQUESTS_BOUND(p) (2 * (size_t)(p) + 8)
+size_t mdc_transport_requests_hwm(const mdc_transport *t);
+void mdc_transport_reset_requests_hwm(mdc_transport *t);
 /* Link class between two world ranks (same virtual node: NVLINK, else NET). */
 mdc_link mdc_transport_link(const mdc_transport *t, int world_a, int world_b);
 /* Bound on waiting for a peer, seconds (default 120; MINIDC_TIMEOUT env). A wait that exceeds
