@@ -242,6 +242,24 @@ void mdc_wait_stats_get(mdc_wait_stats *out) {
     out->timed_out = D.timed_out;
 }
 
+int mdc_i_door_peer_state(int world_rank, int *pid) {
+    if (pid) *pid = 0;
+    if (D.state != 1 || world_rank < 0 || world_rank >= D.n) return -1;
+    int p = slot_of(world_rank)->pid;
+    if (pid) *pid = p;
+    if (p <= 0) return -1;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", p);
+    FILE *f = fopen(path, "r");
+    if (!f) return 2; /* no such process: it exited */
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *c = strrchr(buf, ')'); /* "pid (comm) S ...": the state follows the name */
+    if (!c || !c[1] || !c[2]) return 0;
+    return c[2] == 'T' || c[2] == 't' ? 1 : c[2] == 'Z' || c[2] == 'X' ? 2 : 0;
+}
+
 void mdc_i_door_ring_all(void) {
     if (D.state <= 0) return;
     for (int r = 0; r < D.n; r++)

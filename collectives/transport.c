@@ -610,6 +610,39 @@ static int wait_is_large(const wait_set *w) {
  * peer's abort message and the timeout now and then. MPI request i belongs to own[i]: each
  * receive is counted for the doorbells as it completes, which wakes its sender. On failure
  * the requests may still be pending. */
+/* The first request still pending: which rank, what, and that rank's process state where known. */
+static mdc_status waited_for(const mdc_transport *t, const MPI_Request *all, mdc_request *const *own, int n,
+                             const char *fmt, double secs) {
+    char head[96], state[128] = "";
+    snprintf(head, sizeof head, fmt, secs);
+    for (int i = 0; i < n; i++) {
+        if (all[i] == MPI_REQUEST_NULL) continue;
+        const mdc_request *r = own[i];
+        int pid, s = mdc_i_door_peer_state(r->door_peer, &pid);
+        if (s >= 0)
+            snprintf(state, sizeof state, "; rank %d (pid %d) %s", r->peer_world, pid,
+                     s == 0 ? "is running (busy, or itself waiting on another rank)"
+                     : s == 1 ? "is stopped (SIGSTOP or a debugger)" : "has exited");
+        return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: %s for rank %d to %s %zu bytes (tag %d)%s", t->rank, head,
+                        r->peer_world, r->is_send ? "take" : "send", r->bytes, (r->mpi_tag - t->tag_base) % TAGS_PER_SPACE,
+                        state);
+    }
+    return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: %s for a peer", t->rank, head);
+}
+
+/* MDC_ERR_PEER naming a peer of a pending request whose process has exited (where known). */
+static mdc_status peers_alive(const mdc_transport *t, const MPI_Request *all, mdc_request *const *own, int n) {
+    for (int i = 0; i < n; i++) {
+        if (all[i] == MPI_REQUEST_NULL) continue;
+        int pid;
+        if (mdc_i_door_peer_state(own[i]->door_peer, &pid) == 2)
+            return mdc_fail(MDC_ERR_PEER, "rank %d: rank %d (pid %d) has exited while this rank waited for it to %s %zu "
+                            "bytes (tag %d)", t->rank, own[i]->peer_world, pid, own[i]->is_send ? "take" : "send",
+                            own[i]->bytes, (own[i]->mpi_tag - t->tag_base) % TAGS_PER_SPACE);
+    }
+    return MDC_OK;
+}
+
 static mdc_status wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status *stat,
                            mdc_request *const *own) {
     int idx_stack[64];
@@ -623,7 +656,7 @@ static mdc_status wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status
     }
     memset(stat, 0, (size_t)n * sizeof *stat); /* MPI_Get_count of an empty status is 0 */
     wait_set ws = {all, own, n};
-    double start = mdc_wall_time(), nudged = 0;
+    double start = mdc_wall_time(), nudged = 0, checked = 0;
     long pauses = 0;
     for (;;) {
         int outc = 0;
@@ -648,9 +681,12 @@ static mdc_status wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status
                 goto done;
             }
             if (waited > t->timeout) {
-                st = mdc_fail(MDC_ERR_TIMEOUT, "rank %d: waited %.0f s for a peer (MINIDC_TIMEOUT)",
-                              t->rank, t->timeout);
+                st = waited_for(t, all, own, n, "waited %.0f s (MINIDC_TIMEOUT)", t->timeout);
                 goto done;
+            }
+            if (waited - checked >= 1.0) { /* a peer that exited will never answer: say so now */
+                checked = waited;
+                if ((st = peers_alive(t, all, own, n))) goto done;
             }
         }
         if (t->door && waited >= t->door_s && wait_is_large(&ws) && wait_idle(&ws)) {

@@ -11,11 +11,13 @@
  * error instead of waiting. Without --data it trains on a generated task, so `minidc train`
  * needs no files. The step itself is ref/train.c's; docs/tensor-parallel.md walks through a run. */
 #include <limits.h>
+#include <signal.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_args.h"
 #include "commands.h"
@@ -62,12 +64,13 @@ static const char usage_text[] =
     "                      exactly what serial drops\n"
     "  --exact             exact mode: every mesh gives the serial run's bits (docs/exactness.md)\n"
     "  --exact-block N     exact mode's token block (default: the largest divisor of --seq up to\n"
-    "                      32; implies --exact); must divide\n"
-    "                      the positions of a sequence each rank holds (--seq, / --tp with --sp)\n"
+    "                      32; implies --exact); it must divide the positions of a sequence each\n"
+    "                      rank holds (--seq, or --seq / --tp with --sp)\n"
     "  --check-replicas    after every step, compare the tp-replicated tensors (LayerNorms, wpe,\n"
     "                      row-parallel biases) bit for bit across tp ranks\n"
     "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit);\n"
-    "                      STEP counts from 0 and must be one of this run's steps\n";
+    "                      STEP counts from 0 and must be one of this run's steps; RANK:STEP:stop\n"
+    "                      or :kill stops or kills the process instead (peers must name it)\n";
 
 typedef struct {
     const char *config, *data, *save, *resume;
@@ -75,7 +78,7 @@ typedef struct {
     int seed_given, force_seed, exact, exact_block, microbatches;
     const char *schedule, *timeline;
     int layout[256], layout_n;
-    int fail_rank, fail_step;
+    int fail_rank, fail_step, fail_how;
     double bucket_mb, dropout;
     mdc_adamw_config opt;
 } options;
@@ -86,16 +89,25 @@ static mdc_status parse_float(const char *a, const char *v, float *out) {
     if (!st) *out = (float)x; /* out of float range becomes inf: mdc_adamw_check refuses it */
     return st;
 }
-/* --fail-at RANK:STEP, both non-negative integers (the rank is checked against the job later). */
-static mdc_status parse_fail_at(const char *a, const char *v, int *rank, int *step) {
-    const char *colon = v ? strchr(v, ':') : NULL;
-    char r[32];
+/* --fail-at RANK:STEP[:stop|:kill], two non-negative integers (the rank is checked against the
+ * job later) and how: fail with a message (default), or stop or kill the process (a rank that
+ * stops answering, or dies, without a word). */
+static mdc_status parse_fail_at(const char *a, const char *v, int *rank, int *step, int *how) {
+    const char *colon = v ? strchr(v, ':') : NULL, *second = colon ? strchr(colon + 1, ':') : NULL;
+    char r[32], s[32];
+    *how = 0;
     if (!colon || (size_t)(colon - v) >= sizeof r)
         return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP, got '%s'", a, v ? v : "(nothing)");
     memcpy(r, v, (size_t)(colon - v));
     r[colon - v] = '\0';
-    if (mdc_parse_int("--fail-at RANK", r, 0, INT_MAX, rank) ||
-        mdc_parse_int("--fail-at STEP", colon + 1, 0, INT_MAX, step))
+    size_t sl = second ? (size_t)(second - colon - 1) : strlen(colon + 1);
+    if (sl >= sizeof s) return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP, got '%s'", a, v);
+    memcpy(s, colon + 1, sl);
+    s[sl] = '\0';
+    if (second && strcmp(second + 1, "stop") && strcmp(second + 1, "kill"))
+        return mdc_fail(MDC_ERR_INVALID, "%s RANK:STEP:HOW: HOW is stop or kill, got '%s'", a, second + 1);
+    if (second) *how = !strcmp(second + 1, "stop") ? 1 : 2;
+    if (mdc_parse_int("--fail-at RANK", r, 0, INT_MAX, rank) || mdc_parse_int("--fail-at STEP", s, 0, INT_MAX, step))
         return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP (two integers >= 0), got '%s'", a, v);
     return MDC_OK;
 }
@@ -167,7 +179,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--lr")) st = parse_float(a, v, &o->opt.lr);
         else if (!strcmp(a, "--weight-decay")) st = parse_float(a, v, &o->opt.weight_decay);
         else if (!strcmp(a, "--grad-clip")) st = parse_float(a, v, &o->opt.grad_clip);
-        else if (!strcmp(a, "--fail-at")) st = parse_fail_at(a, v, &o->fail_rank, &o->fail_step);
+        else if (!strcmp(a, "--fail-at")) st = parse_fail_at(a, v, &o->fail_rank, &o->fail_step, &o->fail_how);
         else return mdc_fail(MDC_ERR_INVALID, "unknown option '%s' (minidc train --help)", a);
         if (st) return st;
         if (!v) return mdc_fail(MDC_ERR_INVALID, "%s needs a value", a);
@@ -360,8 +372,15 @@ int mdc_cmd_train(int argc, char **argv) {
     double t_start = mdc_wall_time(), tokens = 0, worst_loss = 0;
     float loss = 0, norm = 0;
     for (int s = step0; s < step0 + o.steps; s++) {
-        if (s == o.fail_step && r == o.fail_rank)
+        if (s == o.fail_step && r == o.fail_rank) {
+            if (o.fail_how) { /* without a word: the others must find out and name this rank */
+                fprintf(stderr, "minidc: rank %d: --fail-at %d:%d: %s this process (pid %d)\n", r, r, s,
+                        o.fail_how == 1 ? "stopping" : "killing", (int)getpid());
+                fflush(stderr);
+                raise(o.fail_how == 1 ? SIGSTOP : SIGKILL);
+            }
             mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: failing on purpose", r, s), 0, 1);
+        }
         if (ld) {
             if ((st = mdc_loader_next(ld, gin, gtg))) mdc_runtime_die(&rt, st, 0, 1);
         } else {

@@ -1,0 +1,28 @@
+#!/bin/bash
+# A rank that stops answering or dies is named: with --fail-at RANK:STEP:stop the peers waiting on
+# it time out naming that rank, the message it owes and its process state (stopped); with :kill,
+# hydra (MPICH's launcher) ends the job at once and names the dead process's pid, which the
+# rank printed (minidc's own "has exited" comes first when the waiting rank looks before hydra
+# acts). Doorbells are forced on so the ranks know each other's pids (MINIDC_DOORBELL=1).
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+bin=$BUILD/minidc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+args="--config tiny --steps 4 --dp 3 --quiet"
+MINIDC_DOORBELL=1 MINIDC_TIMEOUT=5 timeout -k 5 60 "$MPIEXEC" -n 3 "$bin" train $args --fail-at 1:1:stop >"$tmp/s" 2>&1
+rc=$?
+if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "waited 5 s (MINIDC_TIMEOUT) for rank 1 to send" "$tmp/s" &&
+    grep -q "rank 1 (pid [0-9]*) is stopped" "$tmp/s"; then
+    echo "ok: a stopped rank is named: $(grep -m1 'is stopped' "$tmp/s")"
+else echo "FAIL: stopped rank (exit $rc)"; tail -5 "$tmp/s"; fail=1; fi
+MINIDC_DOORBELL=1 MINIDC_TIMEOUT=30 timeout -k 5 60 "$MPIEXEC" -n 3 "$bin" train $args --fail-at 1:1:kill >"$tmp/k" 2>&1
+rc=$?
+pid=$(sed -n 's/.*--fail-at 1:1: killing this process (pid \([0-9]*\)).*/\1/p' "$tmp/k")
+if [ $rc != 0 ] && [ $rc != 124 ] && [ -n "$pid" ] &&
+    { grep -q "rank 1 (pid $pid) has exited" "$tmp/k" || grep -q "PID $pid RUNNING" "$tmp/k"; }; then
+    echo "ok: a killed rank is named (pid $pid): $(grep -m1 -e "has exited" -e "PID $pid RUNNING" "$tmp/k")"
+else echo "FAIL: killed rank (exit $rc)"; tail -8 "$tmp/k"; fail=1; fi
+[ $fail = 0 ] && echo "deadrank_cli: all passed"
+exit $fail
