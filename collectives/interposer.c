@@ -342,6 +342,14 @@ static int negative(MPI_Comm comm, int f, const char *what, int v) {
     return report(comm, f, MPI_ERR_COUNT, "%s is %d, a negative count", what, v);
 }
 
+/* The same buffer for the data sent and received (not MPI_IN_PLACE) with data to move:
+ * MPI_ERR_BUFFER, as MPICH reports it ("buffers must not be aliased"), before any message. */
+static int aliased(MPI_Comm comm, int f, const void *sendbuf, const void *recvbuf, long long count) {
+    if (count <= 0 || sendbuf == MPI_IN_PLACE || sendbuf != recvbuf || !sendbuf) return MPI_SUCCESS;
+    return report(comm, f, MPI_ERR_BUFFER, "the send and receive buffers are the same (%p); use MPI_IN_PLACE",
+                  recvbuf);
+}
+
 /* A root that is not a rank of the communicator: MPI_ERR_ROOT, as MPICH reports it. */
 static int bad_root(MPI_Comm comm, int f, int root) {
     int size = 0;
@@ -445,6 +453,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     mdc_group *g;
     int mult;
     if (count < 0) return negative(comm, f, "count", count);
+    int rc = aliased(comm, f, sendbuf, recvbuf, count);
+    if (rc) return rc;
     if (!reduction_ok(f, type, op, &dt, &mop, &mult) || !(g = group_of(comm, f)))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     size_t n = (size_t)count * (size_t)mult;
@@ -479,6 +489,7 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     mdc_group *g;
     int mult;
     if (recvcount < 0) return negative(comm, f, "recvcount", recvcount);
+    if (aliased(comm, f, sendbuf, recvbuf, recvcount)) return MPI_ERR_BUFFER;
     if (!reduction_ok(f, type, op, &dt, &mop, &mult) || !(g = group_of(comm, f)))
         return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
     size_t n = (size_t)recvcount * (size_t)mult;
@@ -655,6 +666,7 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
     if (not_ours(comm, f)) return PMPI_Allgather(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
     if (rcount < 0) return negative(comm, f, "recvcount", rcount);
+    if (aliased(comm, f, sendbuf, recvbuf, rcount)) return MPI_ERR_BUFFER;
     if ((!inplace && (rc = null_type(comm, f, "sendtype", stype, scount))) ||
         (rc = null_type(comm, f, "recvtype", rtype, rcount)))
         return rc;
@@ -837,6 +849,7 @@ int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recv
     if (not_ours(comm, f)) return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     if (!inplace && scount < 0) return negative(comm, f, "sendcount", scount);
     if (rcount < 0) return negative(comm, f, "recvcount", rcount);
+    if (aliased(comm, f, sendbuf, recvbuf, rcount)) return MPI_ERR_BUFFER;
     if ((!inplace && (rc = null_type(comm, f, "sendtype", stype, scount))) ||
         (rc = null_type(comm, f, "recvtype", rtype, rcount)))
         return rc;

@@ -7,7 +7,8 @@
  *   MPI_PROC_NULL and leave the other side's counts insignificant (-1 here).
  * - Erroneous calls on a communicator that returns errors: a root that is no rank
  *   (MPI_ERR_ROOT), MPI_DATATYPE_NULL for data (MPI_ERR_TYPE), an uncommitted derived type
- *   passed by every rank (an error on every rank, no rank left waiting for the root's data).
+ *   passed by every rank (an error on every rank, no rank left waiting for the root's data),
+ *   the same buffer as send and receive buffer (MPI_ERR_BUFFER).
  * - A thread that sets MPI_COMM_WORLD's error handler while another thread is inside a
  *   collective keeps it. */
 #include <mpi.h>
@@ -112,6 +113,8 @@ static void erroneous(void) {
     rc = MPI_Alltoall(buf, 1, MPI_DATATYPE_NULL, buf + 16, 1, MPI_INT, comm);
     expect_error(rc, 0, comm,
                  "MPI_Alltoall with sendtype MPI_DATATYPE_NULL: an error on every rank");
+    rc = MPI_Allreduce(buf, buf, 4, MPI_INT, MPI_SUM, comm);
+    expect_error(rc, MPI_ERR_BUFFER, comm, "MPI_Allreduce with the same send and receive buffer: MPI_ERR_BUFFER");
     MPI_Datatype vec; /* never committed */
     MPI_Type_vector(2, 1, 2, MPI_INT, &vec);
     rc = MPI_Bcast(buf, 2, vec, 0, comm);
