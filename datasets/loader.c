@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "minidc/datasets.h"
+#include "minidc/splitmix.h"
 
 struct mdc_loader {
     mdc_shard shard;        /* tokens copied in (no vocabulary) */
@@ -16,19 +17,13 @@ struct mdc_loader {
     int have_perm;
 };
 
-static uint64_t mix(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 /* Fisher-Yates from a counter-based stream of (seed, epoch): the same on every rank. */
 static void make_perm(mdc_loader *ld, uint64_t epoch) {
-    uint64_t n = ld->windows, key = mix(ld->cfg.seed ^ mix(epoch));
+    uint64_t n = ld->windows, key = mdc_splitmix64(ld->cfg.seed ^ mdc_splitmix64(epoch));
     for (uint64_t i = 0; i < n; i++) ld->perm[i] = i;
     for (uint64_t i = n - 1; i > 0; i--) {
-        uint64_t j = mix(key + i) % (i + 1), t = ld->perm[i];
+        uint64_t j = mdc_splitmix64(key + i) % (i + 1), t = ld->perm[i];
         ld->perm[i] = ld->perm[j];
         ld->perm[j] = t;
     }

@@ -21,24 +21,19 @@
  * p <= 0 or a NULL descriptor: forward is mdc_residual_forward (FLOPs n, bytes 12*n), backward
  * dy += dout (FLOPs n, bytes 12*n). */
 #include "internal.h"
+#include "minidc/splitmix.h"
 
-#define GOLDEN 0x9E3779B97F4A7C15ull
-
-static inline uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#define GOLDEN MDC_GOLDEN64
 
 static uint64_t stream(const mdc_dropout *d, int site) {
-    uint64_t k = mix(mix(d->seed + GOLDEN) ^ d->step);
-    return mix(k ^ ((uint64_t)(uint32_t)d->layer << 32 | (uint32_t)site));
+    uint64_t k = mdc_mix64_finalize(mdc_mix64_finalize(d->seed + GOLDEN) ^ d->step);
+    return mdc_mix64_finalize(k ^ ((uint64_t)(uint32_t)d->layer << 32 | (uint32_t)site));
 }
 
 /* p in [0, 1): floor(p 2^32) < 2^32 (exact in double) */
 static uint64_t threshold(const mdc_dropout *d) { return (uint64_t)((double)d->p * 4294967296.0); }
 
-static inline int kept(uint64_t k, uint64_t thr, uint64_t idx) { return (mix(k + (idx + 1) * GOLDEN) >> 32) >= thr; }
+static inline int kept(uint64_t k, uint64_t thr, uint64_t idx) { return (mdc_mix64_finalize(k + (idx + 1) * GOLDEN) >> 32) >= thr; }
 
 static uint64_t res_index(const mdc_dropout *d, int row, int pos, int chan) {
     return ((uint64_t)row * (uint64_t)d->T + (uint64_t)pos) * (uint64_t)d->C + (uint64_t)chan;

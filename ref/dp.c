@@ -23,6 +23,11 @@ size_t mdc_dp_default_bucket_bytes(const mdc_gpt2_config *cfg) {
     return p < cap ? p : cap;
 }
 
+const char *mdc_dp_stage_name(int zero) {
+    static const char *const names[4] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+    return zero >= 0 && zero < 4 ? names[zero] : "?";
+}
+
 unsigned mdc_dp_model_flags(int zero) {
     return (zero >= 2 ? MDC_GPT2_HOST_GRADS : 0) | (zero == 3 ? MDC_GPT2_HOST_PARAMS : 0);
 }
@@ -358,7 +363,6 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
     mdc_dp_figures f;
     mdc_dp_get_figures(dp, &f);
     if (dp->r != 0) return;
-    static const char *const names[4] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
     static const char *const forms[4][3] = {{"4 Psi", "4 Psi", "8 Psi"},
                                             {"4 Psi", "4 Psi", "8 Psi/N"},
                                             {"4 Psi", "4 Psi/N", "8 Psi/N"},
@@ -367,7 +371,7 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
     char a[32], b[32], c[32], d[32];
     fprintf(out, "\n%s on N = %d ranks: Psi = %zu parameter floats, shard S = %zu floats "
                  "(Psi/N = %.2f; padding N S - Psi = %zu floats over %d units), %d buckets\n",
-            names[f.zero], f.N, f.psi, f.shard, (double)f.psi / f.N, f.shard * (size_t)f.N - f.psi, f.units,
+            mdc_dp_stage_name(f.zero), f.N, f.psi, f.shard, (double)f.psi / f.N, f.shard * (size_t)f.N - f.psi, f.units,
             f.buckets);
     fprintf(out, "memory per rank after a step, bytes     formula             formula value  padded (S for Psi/N)  measured (allocator)\n");
     static const char *const cat[3] = {"parameters", "gradients", "optimizer (Adam m, v)"};

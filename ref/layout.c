@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "minidc/splitmix.h"
 #include "model_internal.h"
 
 mdc_gpt2_part mdc_gpt2_part_serial(const mdc_gpt2_config *cfg) {
@@ -184,16 +185,10 @@ void mdc_gpt2_global_to_local(const mdc_gpt2 *m, const float *global, float *loc
 
 /* ---- initialization by global element index ------------------------------------------------ */
 
-uint64_t mdc_i_mix64(uint64_t x) { /* splitmix64: the value at a counter depends on nothing else */
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 /* N(0,1) for element `i` of stream `seed` (Box-Muller on two 53-bit uniforms, double). */
 float mdc_i_normal_at(uint64_t seed, uint64_t i) {
-    uint64_t a = mdc_i_mix64(seed * 0x632be59bd9b4e019ull ^ mdc_i_mix64(2 * i)), b = mdc_i_mix64(a ^ mdc_i_mix64(2 * i + 1));
+    uint64_t a = mdc_splitmix64(seed * 0x632be59bd9b4e019ull ^ mdc_splitmix64(2 * i)), b = mdc_splitmix64(a ^ mdc_splitmix64(2 * i + 1));
     double u1 = ((double)(a >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
     double u2 = (double)(b >> 11) / 9007199254740992.0;
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));

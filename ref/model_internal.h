@@ -97,7 +97,6 @@ static inline int mdc_i_gl(int l, int k) { return 2 + l * NLT + k; }
 static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) { return 2 + c->L * NLT + bias; }
 
 /* splitmix64 and the normal at a counter (initialization by global element index) */
-uint64_t mdc_i_mix64(uint64_t x);
 float mdc_i_normal_at(uint64_t seed, uint64_t i);
 
 /* ---- helpers of ref/block.c and ref/block_backward.c ------------------------------------------ */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "minidc/mpi_map.h"
 #include "testutil.h"
 
 static int P, R;
@@ -67,29 +68,10 @@ static void ok(mdc_status st) {
     ncases++;
 }
 
-static MPI_Datatype mpi_type(mdc_dtype t) {
-    switch (t) {
-    case MDC_F32: return MPI_FLOAT;
-    case MDC_F64: return MPI_DOUBLE;
-    case MDC_I32: return MPI_INT32_T;
-    case MDC_I64: return MPI_INT64_T;
-    case MDC_U8: return MPI_UINT8_T;
-    default: return MPI_DATATYPE_NULL;
-    }
-}
-static MPI_Op mpi_op(mdc_op op) {
-    switch (op) {
-    case MDC_SUM: return MPI_SUM;
-    case MDC_PROD: return MPI_PROD;
-    case MDC_MIN: return MPI_MIN;
-    case MDC_MAX: return MPI_MAX;
-    default: return MPI_OP_NULL;
-    }
-}
 /* Not u8 min/max: MPICH 4.0.2 compares MPI_UINT8_T as signed there (max(1, 255) = 1). */
 static int mpich_can(mdc_dtype t, int op) {
     if (t == MDC_U8 && (op == MDC_MIN || op == MDC_MAX)) return 0;
-    return mpi_type(t) != MPI_DATATYPE_NULL && (op < 0 || mpi_op((mdc_op)op) != MPI_OP_NULL);
+    return mdc_mpi_type(t) != MPI_DATATYPE_NULL && (op < 0 || mdc_mpi_op((mdc_op)op) != MPI_OP_NULL);
 }
 
 /* How much of the dtype x op cross product a case runs: FULL all of it, LIGHT every dtype
@@ -130,7 +112,7 @@ static void test_allreduce(mdc_group *g, size_t count, const char *gname, int le
             }
             snprintf(ctx, sizeof ctx, "%s allreduce MPICH %s %s count %zu", gname, mdc_dtype_name(t), mdc_op_name(op), count);
             if (ask_mpich(level, t, op) && !strcmp(gname, "world")) {
-                MPI_Allreduce(in, out, (int)count, mpi_type(t), mpi_op(op), MPI_COMM_WORLD);
+                MPI_Allreduce(in, out, (int)count, mdc_mpi_type(t), mdc_mpi_op(op), MPI_COMM_WORLD);
                 cmp(t, out, want, count, "MPICH MPI_Allreduce vs expected");
             }
             for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_ALLREDUCE); a++)
@@ -173,9 +155,9 @@ static void test_reduce_scatter(mdc_group *g, size_t base, int v, int level) {
             snprintf(ctx, sizeof ctx, "reduce_scatter%s MPICH %s %s base %zu", v ? "v" : "", mdc_dtype_name(t), mdc_op_name(op), base);
             if (ask_mpich(level, t, op)) {
                 if (v)
-                    MPI_Reduce_scatter(in, out, icounts, mpi_type(t), mpi_op(op), MPI_COMM_WORLD);
+                    MPI_Reduce_scatter(in, out, icounts, mdc_mpi_type(t), mdc_mpi_op(op), MPI_COMM_WORLD);
                 else
-                    MPI_Reduce_scatter_block(in, out, (int)base, mpi_type(t), mpi_op(op), MPI_COMM_WORLD);
+                    MPI_Reduce_scatter_block(in, out, (int)base, mdc_mpi_type(t), mdc_mpi_op(op), MPI_COMM_WORLD);
                 cmp(t, out, want, mine, "MPICH MPI_Reduce_scatter vs expected");
             }
             for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_REDUCE_SCATTER); a++)
@@ -218,7 +200,7 @@ static void test_reduce(mdc_group *g, size_t count, int level) {
                 if (!every && root != 0 && root != p - 1) continue;
                 snprintf(ctx, sizeof ctx, "reduce MPICH %s %s count %zu root %d", mdc_dtype_name(t), mdc_op_name(op), count, root);
                 if (ask_mpich(level, t, op) && root == p - 1) {
-                    MPI_Reduce(in, out, (int)count, mpi_type(t), mpi_op(op), root, MPI_COMM_WORLD);
+                    MPI_Reduce(in, out, (int)count, mdc_mpi_type(t), mdc_mpi_op(op), root, MPI_COMM_WORLD);
                     if (me == root) cmp(t, out, want, count, "MPICH MPI_Reduce vs expected");
                 }
                 for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_REDUCE); a++)
@@ -266,8 +248,8 @@ static void test_allgather(mdc_group *g, size_t base, int v) {
             for (size_t i = 0; i < counts[j]; i++) mdc_dtype_set(want, t, displs[j] + i, val(j, i, MDC_SUM, t));
         snprintf(ctx, sizeof ctx, "allgather%s MPICH %s base %zu", v ? "v" : "", mdc_dtype_name(t), base);
         /* (MPICH 4.0.2 ignores displs[0] on one rank: skip its check there) */
-        if (p > 1) MPI_Allgatherv(in, ic[me], mpi_type(t) != MPI_DATATYPE_NULL ? mpi_type(t) : MPI_UINT16_T, out, ic, id,
-                       mpi_type(t) != MPI_DATATYPE_NULL ? mpi_type(t) : MPI_UINT16_T, MPI_COMM_WORLD);
+        if (p > 1) MPI_Allgatherv(in, ic[me], mdc_mpi_type(t) != MPI_DATATYPE_NULL ? mdc_mpi_type(t) : MPI_UINT16_T, out, ic, id,
+                       mdc_mpi_type(t) != MPI_DATATYPE_NULL ? mdc_mpi_type(t) : MPI_UINT16_T, MPI_COMM_WORLD);
         if (p > 1) cmp(t, out, want, ext, "MPICH MPI_Allgatherv vs expected");
         for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_ALLGATHER); a++)
             for (int ip = 0; ip < 2; ip++) {
@@ -310,10 +292,10 @@ static void test_rooted_moves(mdc_group *g, size_t count, int all_roots) {
                 ok(mdc_bcast(a1, count, t, root, g));
                 cmp(t, a1, want, count, "bcast");
             }
-            if (root == 0 && mpi_type(t) != MPI_DATATYPE_NULL) {
+            if (root == 0 && mdc_mpi_type(t) != MPI_DATATYPE_NULL) {
                 memset(a1, 0xA5, nb);
                 if (me == root) memcpy(a1, want, nb);
-                MPI_Bcast(a1, (int)count, mpi_type(t), root, MPI_COMM_WORLD);
+                MPI_Bcast(a1, (int)count, mdc_mpi_type(t), root, MPI_COMM_WORLD);
                 cmp(t, a1, want, count, "MPICH MPI_Bcast vs expected");
             }
             /* gather: block j from rank j */
@@ -327,9 +309,9 @@ static void test_rooted_moves(mdc_group *g, size_t count, int all_roots) {
                 ok(mdc_gather(ip && me == root ? MDC_IN_PLACE : a1, me == root ? b1 : NULL, count, t, root, g));
                 if (me == root) cmp(t, b1, want, count * (size_t)p, "gather");
             }
-            if (root == p - 1 && mpi_type(t) != MPI_DATATYPE_NULL) {
+            if (root == p - 1 && mdc_mpi_type(t) != MPI_DATATYPE_NULL) {
                 memset(b1, 0xA5, nb * (size_t)p);
-                MPI_Gather(want + (size_t)me * nb, (int)count, mpi_type(t), b1, (int)count, mpi_type(t), root, MPI_COMM_WORLD);
+                MPI_Gather(want + (size_t)me * nb, (int)count, mdc_mpi_type(t), b1, (int)count, mdc_mpi_type(t), root, MPI_COMM_WORLD);
                 if (me == root) cmp(t, b1, want, count * (size_t)p, "MPICH MPI_Gather vs expected");
             }
             /* scatter: rank j gets block j */
@@ -361,9 +343,9 @@ static void test_alltoall(mdc_group *g, size_t count) {
                 mdc_dtype_set(in, t, (size_t)j * count + i, val(me * p + j, i, MDC_SUM, t));
                 mdc_dtype_set(want, t, (size_t)j * count + i, val(j * p + me, i, MDC_SUM, t));
             }
-        if (mpi_type(t) != MPI_DATATYPE_NULL) {
+        if (mdc_mpi_type(t) != MPI_DATATYPE_NULL) {
             snprintf(ctx, sizeof ctx, "alltoall MPICH %s count %zu", mdc_dtype_name(t), count);
-            MPI_Alltoall(in, (int)count, mpi_type(t), out, (int)count, mpi_type(t), MPI_COMM_WORLD);
+            MPI_Alltoall(in, (int)count, mdc_mpi_type(t), out, (int)count, mdc_mpi_type(t), MPI_COMM_WORLD);
             cmp(t, out, want, all, "MPICH MPI_Alltoall vs expected");
         }
         for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_ALLTOALL); a++)

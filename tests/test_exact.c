@@ -14,6 +14,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "minidc/splitmix.h"
 #include "testutil.h"
 
 static int P, R;
@@ -117,12 +118,7 @@ static double ref_f64(big s, int allneg0) {
 
 /* ---- random sets ------------------------------------------------------------------------- */
 static uint64_t rs;
-static uint64_t rnd(void) { /* splitmix64 */
-    uint64_t z = (rs += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return mdc_mix64_finalize(rs += MDC_GOLDEN64); }
 static float fbits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static float rnd_full(void) { /* any finite float, subnormals included */
     uint32_t ex = (uint32_t)(rnd() % 255);
@@ -394,18 +390,12 @@ static void test_colls(mdc_group *g, const char *gname) {
 }
 
 /* ---- (d) mdc_exact_reduce: arrays of exact sums over ranks, both passes -------------------------- */
-static uint64_t xmix(uint64_t a) {
-    a += 0x9e3779b97f4a7c15ull;
-    a = (a ^ (a >> 30)) * 0xbf58476d1ce4e5b9ull;
-    a = (a ^ (a >> 27)) * 0x94d049bb133111ebull;
-    return a ^ (a >> 31);
-}
 /* Rank q's floats for element i: class 0 a few of similar magnitude (a double holds their sum),
  * class 1 also 1e-30 beside 1 (the local sum escalates to an accumulator), class 2 1 + 2^-24 on
  * rank 0 and 2^-60 on rank 1: each exact as a double, their double sum is not (it rounds to the
  * float tie 1 + 2^-24, which goes to even, 1, where the exact sum rounds up to 1 + 2^-23). */
 static int xvals(int q, size_t i, int classes, float *f) {
-    uint64_t h = xmix(((uint64_t)q << 40) ^ i);
+    uint64_t h = mdc_splitmix64(((uint64_t)q << 40) ^ i);
     float u = (float)((h >> 40) * 0x1p-24) - 0.5f;
     int c = (int)(i % (size_t)classes);
     if (c == 0) return f[0] = u, f[1] = u * 0.75f + 0.125f, f[2] = -0.3f, 3;

@@ -34,6 +34,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "minidc/minidc.h"
+#include "minidc/mpi_map.h"
 
 typedef enum { B_ALLREDUCE, B_REDUCE_SCATTER, B_ALLGATHER, B_ALLTOALL, B_BCAST, B_REDUCE, B_GATHER, B_SCATTER } bench_kind;
 
@@ -95,20 +96,8 @@ static double expected_reduced(const bench_opts *o, int p, size_t i) {
     return acc;
 }
 
-static MPI_Datatype mpi_type(mdc_dtype t) {
-    switch (t) {
-    case MDC_F32: return MPI_FLOAT;
-    case MDC_F64: return MPI_DOUBLE;
-    case MDC_I32: return MPI_INT32_T;
-    case MDC_I64: return MPI_INT64_T;
-    case MDC_U8: return MPI_UINT8_T;
-    default: return MPI_DATATYPE_NULL; /* f16/bf16: MPICH has no such type */
-    }
-}
-
-static MPI_Op mpi_op(mdc_op op) {
-    return op == MDC_PROD ? MPI_PROD : op == MDC_MIN ? MPI_MIN : op == MDC_MAX ? MPI_MAX : MPI_SUM;
-}
+/* avg is timed as MPICH's sum (it divides once at the end, as minidc does) */
+static MPI_Op mpi_op(mdc_op op) { return mdc_mpi_op(op == MDC_AVG ? MDC_SUM : op); }
 
 /* ---- one size ---------------------------------------------------------------------------- */
 
@@ -234,7 +223,7 @@ static mdc_status run_minidc(const bench_opts *o, bench_case *c) {
 }
 
 static int run_mpich(const bench_opts *o, bench_case *c) {
-    MPI_Datatype mt = mpi_type(o->t);
+    MPI_Datatype mt = mdc_mpi_type(o->t);
     int n = (int)c->count;
     const void *in = o->inplace ? MPI_IN_PLACE : c->send;
     int ip_root = o->inplace && c->me == o->root;
@@ -430,7 +419,7 @@ static int parse_args(bench_opts *o, int argc, char **argv, int say) {
         if (say) fprintf(stderr, "minidc bench: -b is larger than -e\n");
         return 2;
     }
-    if (mpi_type(o->t) == MPI_DATATYPE_NULL) o->mpich = 0;
+    if (mdc_mpi_type(o->t) == MPI_DATATYPE_NULL) o->mpich = 0;
     return 0;
 }
 

@@ -346,12 +346,11 @@ int mdc_cmd_train(int argc, char **argv) {
             if (st) die(&rt, st, 1);
         }
     }
-    static const char *const names[4] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
     if (r == 0) {
         printf("model: V=%d (padded %d) T=%d L=%d H=%d C=%d, %zu parameters; global batch %d x %d = dp %d x %d "
                "micro-batch(es) x %d sequences; tp %d%s; %s; %d thread(s) per rank\n",
                cfg.V, cfg.Vp, cfg.T, cfg.L, cfg.H, cfg.C, mdc_gpt2_param_count(&cfg), B, T, o.dp, o.accum, mb, o.tp,
-               o.sp ? " with SP" : "", names[o.zero], threads);
+               o.sp ? " with SP" : "", mdc_dp_stage_name(o.zero), threads);
         mdc_gpt2 *m = mdc_trainer_model(tr);
         size_t pb = mdc_gpt2_local_floats(m) * sizeof(float), ab = mdc_gpt2_acts_bytes(m, mb, T);
         printf("memory: params %.1f MiB + grads %.1f + AdamW %.1f + activations %.1f = %.1f MiB on %s (per rank, "

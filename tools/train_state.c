@@ -8,24 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "minidc/splitmix.h"
 #include "train_state.h"
 
 /* Each sequence repeats a random pattern of 2..8 tokens drawn from the first min(V, 32) ids;
  * after one period every next token is predictable. The loss falls from ln V to about ln 32
  * as the model learns the alphabet (tens of steps), then toward (period / T) ln 32 as it
  * learns to copy (hundreds). */
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 void mdc_train_generated_batch(int *inputs, int *targets, int B, int T, int V, uint64_t seed, int step) {
     for (int b = 0; b < B; b++) {
-        uint64_t r = mix(seed ^ mix(((uint64_t)step << 20) + (uint64_t)b));
+        uint64_t r = mdc_splitmix64(seed ^ mdc_splitmix64(((uint64_t)step << 20) + (uint64_t)b));
         int period = 2 + (int)(r % 7), pat[8];
         uint64_t alphabet = V < 32 ? (uint64_t)V : 32;
-        for (int i = 0; i < period; i++) pat[i] = (int)(mix(r + 1 + (uint64_t)i) % alphabet);
+        for (int i = 0; i < period; i++) pat[i] = (int)(mdc_splitmix64(r + 1 + (uint64_t)i) % alphabet);
         for (int t = 0; t <= T; t++) {
             int tok = pat[t % period];
             if (t < T) inputs[(size_t)b * T + t] = tok;

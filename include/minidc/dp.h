@@ -61,6 +61,8 @@ typedef struct mdc_dp mdc_dp;
  * mdc_dp_sumsq summed over the mesh, then mdc_dp_update. dc->micro_batch and dc->seq are
  * not read. Free with mdc_dp_free (the model stays). */
 unsigned mdc_dp_model_flags(int zero);
+/* "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3" for stages 0..3. */
+const char *mdc_dp_stage_name(int zero);
 mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_config *dc);
 void mdc_dp_begin_step(mdc_dp *dp);
 void mdc_dp_begin_micro(mdc_dp *dp, int k);
