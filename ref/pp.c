@@ -142,7 +142,7 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
     for (int i = 0; !st && i < pp->nsets; i++) st = mdc_waitall(pp->sets[i].req, 2);
     pp->sent = dev_sent(m) - b0;
     mdc_dev_get_counters(mdc_gpt2_device(m), &c1);
-    pp->busy = (c1.t_compute + c1.t_memory) - (c0.t_compute + c0.t_memory), pp->span = c1.now - c0.now;
+    pp->busy = (c1.t_compute + c1.t_memory) - (c0.t_compute + c0.t_memory), pp->t0 = c0.now, pp->t1 = c1.now;
     return st;
 }
 
@@ -150,26 +150,33 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
  * the formulas; gathered over the pipeline group and printed by its rank 0 (call on every rank
  * of the group). */
 mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out) {
-    double mine[4] = {pp->busy, pp->span, (double)pp->nsets, pp->sent}, *all = NULL;
-    if (pp->stage == 0 && !(all = malloc(sizeof(double) * 4 * (size_t)pp->p)))
+    double mine[5] = {pp->busy, pp->t0, pp->t1, (double)pp->nsets, pp->sent}, *all = NULL;
+    if (pp->stage == 0 && !(all = malloc(sizeof(double) * 5 * (size_t)pp->p)))
         return mdc_fail(MDC_ERR_OOM_HOST, "pipeline report");
-    mdc_status st = mdc_gather(mine, all, 4, MDC_F64, 0, pp->g);
+    mdc_status st = mdc_gather(mine, all, 5, MDC_F64, 0, pp->g);
     if (!st && pp->stage == 0) {
         int p = pp->p, m = pp->s.m, split = pp->s.split;
         double per = (double)pp->floats * sizeof(float);
         fprintf(out, "\npipeline: p = %d stages, m = %d micro-batches, schedule %s; one boundary tensor (b, s/sp, h) = "
                      "%.0f bytes\n", p, m, pp->s.name, per);
-        fprintf(out, "  %-6s %12s %12s %10s %18s %6s %10s %14s %14s\n", "stage", "busy ms", "span ms", "bubble",
-                "(p-1)/(m+p-1)", "sets", "formula", "bytes sent", "formula");
+        double t0 = all[1], t1 = all[2]; /* the schedule's makespan over every stage's clock */
+        for (int q = 1; q < p; q++) {
+            if (all[5 * q + 1] < t0) t0 = all[5 * q + 1];
+            if (all[5 * q + 2] > t1) t1 = all[5 * q + 2];
+        }
+        double span = t1 - t0;
+        fprintf(out, "  makespan %.3f ms (the first start to the last end over the stages)\n", span * 1e3);
+        fprintf(out, "  %-6s %12s %10s %18s %6s %10s %14s %14s\n", "stage", "busy ms", "bubble", "(p-1)/(m+p-1)", "sets",
+                "formula", "bytes sent", "formula");
         for (int q = 0; q < p; q++) {
-            const double *f = all + 4 * q;
+            const double *f = all + 5 * q;
             int want = !strcmp(pp->s.name, "gpipe") ? m : (p - q < m ? p - q : m);
             double bw = (double)(q < p - 1) * m * per + (double)(q > 0) * m * per;
-            fprintf(out, "  %-6d %12.3f %12.3f %10.3f %18.3f %6.0f %10d %14.0f %14.0f %s\n", q, f[0] * 1e3, f[1] * 1e3,
-                    f[1] > 0 ? 1 - f[0] / f[1] : 0, (double)(p - 1) / (m + p - 1), f[2], want + (split ? p - 1 - q : 0),
-                    f[3], bw, f[3] >= bw ? "ok" : "DIFFERS");
+            fprintf(out, "  %-6d %12.3f %10.3f %18.3f %6.0f %10d %14.0f %14.0f %s\n", q, f[0] * 1e3,
+                    span > 0 ? 1 - f[0] / span : 0, (double)(p - 1) / (m + p - 1), f[3], want + (split ? p - 1 - q : 0),
+                    f[4], bw, f[4] >= bw ? "ok" : "DIFFERS");
         }
-        fprintf(out, "  bubble = 1 - busy / span in virtual time (the stage's kernels against its schedule's time); the "
+        fprintf(out, "  bubble = 1 - busy / makespan in virtual time (the stage's kernels against the schedule's time); the "
                      "formula assumes uniform stages and free links. sets: activation sets allocated, against %s%s. "
                      "bytes: m boundary tensors to each neighbour (the sends of other schemes count too)\n",
                 !strcmp(pp->s.name, "gpipe") ? "m" : "min(p-s, m)", split ? " + the p-1-s pending W" : "");

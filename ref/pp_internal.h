@@ -18,7 +18,7 @@ struct mdc_pp {
     int *slot;           /* micro-batch -> set */
     size_t floats;       /* one boundary tensor */
     double sent;         /* bytes this stage sent in the last step */
-    double busy, span;   /* virtual seconds of the last step's schedule: computing, and in all */
+    double busy, t0, t1; /* virtual seconds of the last step's schedule: computing; its start and end */
     double *rec;         /* the last step's actions: kind, micro-batch, virtual wait, start, end */
 };
 
