@@ -85,13 +85,15 @@ static void charge(mdc_device *dev, double macs, double adds, double bytes) {
     mdc_k_charge(dev, 2 * macs + 4 * adds, bytes + 16 * adds);
 }
 
-void mdc_x_wgrad(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int lda, const float *Bm, int ldb, int n,
-                 int IN, int OUT, int blk) {
-    int RI = tile_rows(OUT), tiles = (IN + RI - 1) / RI, nb = n / blk;
-    int ok = 1;
+/* xs[off + i N + j] += sum over blocks kb of block_gemm's partial of the kblk indices
+ * [kb kblk, (kb + 1) kblk) for i < M, j < N, where A(k, i) = A[k ska + i sia]: row tiles in
+ * parallel, each tile's exact sums kept in cache across the blocks. 0, or -1 out of memory. */
+static int tiled_blocks(mdc_xsum *xs, size_t off, const float *A, size_t ska, size_t sia, const float *Bm, size_t ldb,
+                        int M, int N, int K, int kblk) {
+    int RT = tile_rows(N), tiles = (M + RT - 1) / RT, nk = K / kblk, ok = 1;
 #pragma omp parallel
     {
-        float *tmp = malloc(sizeof(float) * ((size_t)RI * (size_t)OUT + (size_t)blk * (RI + TR)));
+        float *tmp = malloc(sizeof(float) * ((size_t)RT * (size_t)N + (size_t)kblk * (RT + TR)));
         if (!tmp) {
 #pragma omp atomic write
             ok = 0;
@@ -99,18 +101,34 @@ void mdc_x_wgrad(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int 
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < tiles; t++) {
             if (!tmp) continue;
-            int i0 = t * RI, ri = IN - i0 < RI ? IN - i0 : RI;
-            for (int b = 0; b < nb; b++) {
-                block_gemm(tmp, tmp + (size_t)RI * OUT, A + (size_t)b * blk * lda + i0, (size_t)lda, 1, Bm + (size_t)b * blk * ldb, (size_t)ldb,
-                           ri, OUT, blk);
-                mdc_xsum_add2d(xs, off + (size_t)i0 * OUT, (size_t)OUT, tmp, (size_t)OUT, ri, OUT);
+            int i0 = t * RT, rt = M - i0 < RT ? M - i0 : RT;
+            for (int kb = 0; kb < nk; kb++) {
+                block_gemm(tmp, tmp + (size_t)RT * N, A + (size_t)kb * kblk * ska + (size_t)i0 * sia, ska, sia,
+                           Bm + (size_t)kb * kblk * ldb, ldb, rt, N, kblk);
+                mdc_xsum_add2d(xs, off + (size_t)i0 * N, (size_t)N, tmp, (size_t)N, rt, N);
             }
         }
         free(tmp);
     }
-    if (!ok) xs->oom = 1;
+    return ok ? 0 : -1;
+}
+
+/* W^T (K x N) of W stored (N x K) with row stride ldw, or NULL out of memory. */
+static float *pack_transposed(const float *W, int ldw, int K, int N) {
+    float *t = malloc(sizeof(float) * (size_t)K * (size_t)N);
+    if (!t) return NULL;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < N; j++) t[(size_t)k * N + j] = W[(size_t)j * ldw + k];
+    return t;
+}
+
+void mdc_x_wgrad(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int lda, const float *Bm, int ldb, int n,
+                 int IN, int OUT, int blk) {
+    /* the contraction runs over the tokens: A(k, i) = A[k lda + i] */
+    if (tiled_blocks(xs, off, A, (size_t)lda, 1, Bm, (size_t)ldb, IN, OUT, n, blk)) xs->oom = 1;
     double N = n, I = IN, O = OUT;
-    charge(dev, N * I * O, (double)nb * I * O, 4 * (N * O + N * I));
+    charge(dev, N * I * O, (double)(n / blk) * I * O, 4 * (N * O + N * I));
 }
 
 /* MINIDC_EXACT_PLANT=1 (a test's planted fault): the first block of every bias gradient sums
@@ -147,44 +165,17 @@ void mdc_x_colsum(mdc_device *dev, mdc_xsum *xs, size_t off, const float *D, int
 void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, const float *W, int ldw, int transW, int n,
                     int K, int OUT, int kblk) {
     /* W (K x OUT, row stride ldw) or, transW, its transpose is stored (OUT x K): packed once */
-    const float *Bm = W;
-    float *packed = NULL;
-    size_t ldb = (size_t)ldw;
-    if (transW) {
-        packed = malloc(sizeof(float) * (size_t)K * (size_t)OUT);
-        if (!packed) {
-            xs->oom = 1;
-            return;
-        }
-#pragma omp parallel for schedule(static)
-        for (int k = 0; k < K; k++)
-            for (int j = 0; j < OUT; j++) packed[(size_t)k * OUT + j] = W[(size_t)j * ldw + k];
-        Bm = packed, ldb = (size_t)OUT;
+    float *packed = transW ? pack_transposed(W, ldw, K, OUT) : NULL;
+    if (transW && !packed) {
+        xs->oom = 1;
+        return;
     }
-    int RT = tile_rows(OUT), tiles = (n + RT - 1) / RT, nk = K / kblk, ok = 1;
-#pragma omp parallel
-    {
-        float *tmp = malloc(sizeof(float) * ((size_t)RT * (size_t)OUT + (size_t)kblk * (RT + TR)));
-        if (!tmp) {
-#pragma omp atomic write
-            ok = 0;
-        }
-#pragma omp for schedule(dynamic, 1)
-        for (int t = 0; t < tiles; t++) {
-            if (!tmp) continue;
-            int r0 = t * RT, rt = n - r0 < RT ? n - r0 : RT;
-            for (int kb = 0; kb < nk; kb++) {
-                block_gemm(tmp, tmp + (size_t)RT * OUT, A + (size_t)r0 * lda + (size_t)kb * kblk, 1, (size_t)lda, Bm + (size_t)kb * kblk * ldb, ldb,
-                           rt, OUT, kblk);
-                mdc_xsum_add2d(xs, (size_t)r0 * OUT, (size_t)OUT, tmp, (size_t)OUT, rt, OUT);
-            }
-        }
-        free(tmp);
-    }
+    /* the rows are the tokens: A(k, i) = A[i lda + k] */
+    if (tiled_blocks(xs, 0, A, 1, (size_t)lda, packed ? packed : W, packed ? (size_t)OUT : (size_t)ldw, n, OUT, K, kblk))
+        xs->oom = 1;
     free(packed);
-    if (!ok) xs->oom = 1;
     double N = n, k = K, o = OUT;
-    charge(dev, N * k * o, (double)nk * N * o, 4 * (N * k + k * o));
+    charge(dev, N * k * o, (double)(K / kblk) * N * o, 4 * (N * k + k * o));
 }
 
 void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout,
@@ -261,7 +252,7 @@ void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const fl
     float *packed = NULL;
     size_t ldb = (size_t)ldw;
     if (transW) { /* W stored (N, K): its transpose packed once */
-        packed = malloc(sizeof(float) * (size_t)K * (size_t)N);
+        packed = pack_transposed(W, ldw, K, N);
         if (!packed) { /* the same chains straight from W, one column at a time */
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < N; j++) {
@@ -271,9 +262,6 @@ void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const fl
                 }
             return;
         }
-#pragma omp parallel for schedule(static)
-        for (int k = 0; k < K; k++)
-            for (int j = 0; j < N; j++) packed[(size_t)k * N + j] = W[(size_t)j * ldw + k];
         Bm = packed, ldb = (size_t)N;
     }
     int RT = tile_rows(N), tiles = (n + RT - 1) / RT;

@@ -1,7 +1,7 @@
 /* A collective's bare cost on this host: the copies (and additions) its schedule must make,
  * done with process_vm_readv (the kernel copy under MPICH's rendezvous) and plain loops, with
  * no MPI messages and no waiting, next to minidc's collective and MPICH's on the same buffers.
- * The yardstick for issue 3's 64 MiB targets (docs/performance.md "Bare cost"). In `make bench`.
+ * The yardstick for the collectives' 64 MiB speed targets (docs/performance.md "Bare cost"). In `make bench`.
  *
  *   mpiexec.mpich -n P build/tests/bench_bare COLL [MiB]    (COLL: reduce_scatter, allreduce,
  *                                                           alltoall, allgather; default 64)

@@ -8,6 +8,8 @@
 #include <float.h>
 #include <omp.h>
 
+#include <cblas.h>
+
 #include "testutil.h"
 /* mdc_k_exp, tested directly; its optimize pragma stays inside the header */
 #pragma GCC push_options
@@ -583,9 +585,41 @@ static void test_exact_shapes(void) { /* no device: the cost checks count their 
     free(A), free(W), free(full), free(part), free(bias), free(D), free(gf), free(gp);
 }
 
+/* Why exact mode has its own kernel (docs/exactness.md): OpenBLAS's bits for an element of
+ * C = A^T B depend on the call that computes it. Measured, not asserted (it is OpenBLAS's
+ * business): sub-blocks at the row counts, widths and offsets that tp shards and row tiles make,
+ * compared with the whole call. */
+static void openblas_shapes(void) {
+    enum { IN = 256, OUT = 1024 };
+    const int Ks[2] = {16, 128}, ris[6] = {1, 3, 16, 32, 48, 100}, outs[7] = {1024, 512, 341, 256, 128, 96, 17};
+    float *A = malloc(sizeof(float) * 128 * IN), *B = malloc(sizeof(float) * 128 * OUT),
+          *C = malloc(sizeof(float) * IN * OUT), *D = malloc(sizeof(float) * IN * OUT);
+    for (int q = 0; q < 2; q++) {
+        int K = Ks[q];
+        long diff = 0, cmp = 0;
+        for (int i = 0; i < K * IN; i++) A[i] = frand();
+        for (int i = 0; i < K * OUT; i++) B[i] = frand() * 1e-3f;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IN, OUT, K, 1, A, IN, B, OUT, 0, C, OUT);
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 7; b++)
+                for (int o = 0; o < 3; o++) {
+                    int ri = ris[a], oc = outs[b], i0 = o * 5, j0 = o * 7;
+                    if (i0 + ri > IN || j0 + oc > OUT) continue;
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ri, oc, K, 1, A + i0, IN, B + j0, OUT, 0, D, oc);
+                    for (int i = 0; i < ri; i++)
+                        for (int j = 0; j < oc; j++, cmp++)
+                            diff += memcmp(&D[i * oc + j], &C[(i0 + i) * OUT + j0 + j], 4) != 0;
+                }
+        printf("test_kernels: OpenBLAS, C = A^T B with K = %d: %ld of %ld elements of sub-block calls differ from the "
+               "whole call's bits\n", K, diff, cmp);
+    }
+    free(A), free(B), free(C), free(D);
+}
+
 int main(void) {
     mdc_device *d = tu_device(1.0);
     test_exact_shapes();
+    openblas_shapes();
     test_layernorm(d);
     test_matmul(d, 5, 7, 9);
     test_matmul(d, 300, 40, 200); /* blocked: 2+ sgemm blocks */

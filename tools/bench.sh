@@ -7,7 +7,7 @@ echo "== minidc bench device"
 "$BUILD/minidc" bench device || exit 1
 
 # ---- collectives (tools/bench_coll.c): minidc vs MPICH's own in the same run, nccl-tests
-# columns; targets (issue 3, on 2 cores): 2 ranks >= 1.0x MPICH at 64 KiB..64 MiB (allreduce
+# columns; speed targets (on 2 cores): 2 ranks >= 1.0x MPICH at 64 KiB..64 MiB (allreduce
 # >= 1.5x at 16-64 MiB); 4 and 8 ranks >= 10x up to 1 MiB and >= 2x at 64 MiB.
 # BENCH_COLL_RANKS (default "2 4 8") and BENCH_COLL_MAX (default 64M) shorten the run.
 echo "== minidc bench COLL: $(getconf _NPROCESSORS_ONLN) cores, $(date -u +%Y-%m-%d)"  # (nproc obeys OMP_NUM_THREADS)

@@ -423,7 +423,7 @@ static int parse_args(bench_opts *o, int argc, char **argv, int say) {
     return 0;
 }
 
-/* Issue 3's target ratio (MPICH time / ours) for p ranks and S bytes, 0 if none: 2 ranks
+/* The speed target (MPICH time / ours) for p ranks and S bytes, 0 if none: 2 ranks
  * >= 1.0x at 64 KiB..64 MiB (allreduce >= 1.5x at 16-64 MiB); 4 and 8 ranks >= 10x up to
  * 1 MiB and >= 2x at 64 MiB. Stated for 2 cores; printed whatever the machine. */
 static double target_ratio(bench_kind k, int p, size_t S) {
