@@ -10,7 +10,8 @@ int mdc_i_acts_needs(const mdc_gpt2 *m) {
     return (m->comm || m->x.blk ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0);
 }
 
-mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T) {
+mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
+                                     int layers, int head) {
     mdc_i_acts_layout a;
     memset(&a, 0, sizeof a);
     int t = p->tp, sp = p->sp;
@@ -18,7 +19,7 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     size_t Cl = C / (size_t)t, Hl = (size_t)(c->H / t), Fl = 4 * C / (size_t)t, Vl = (size_t)c->Vp / (size_t)t;
     a.tiled = T > MDC_GPT2_TILED_T;
     size_t attn = a.tiled ? (size_t)B * Hl * T : (size_t)B * Hl * T * T;
-    size_t off = 0, layers = (size_t)(p->layer_hi - p->layer_lo);
+    size_t off = 0;
 #define TAKE(field, k) (a.field = off, off += ((k) + 15) / 16 * 16)
     TAKE(encoded, nl * C);
     size_t l0 = off;
@@ -26,8 +27,8 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     TAKE(att, attn); TAKE(res2, nl * C); TAKE(ln2, nl * C); TAKE(ln2_mean, nl); TAKE(ln2_rstd, nl);
     TAKE(fch, n * Fl); TAKE(fchg, n * Fl); TAKE(res3, nl * C);
     a.layer_stride = off - l0;
-    off = l0 + a.layer_stride * layers;
-    if (p->has_head) {
+    off = l0 + a.layer_stride * (size_t)layers;
+    if (head) {
         TAKE(lnf, nl * C); TAKE(lnf_mean, nl); TAKE(lnf_rstd, nl);
         TAKE(logits, n * Vl); TAKE(losses, n); TAKE(lse, n);
     }
@@ -52,17 +53,32 @@ mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T) {
     return s;
 }
 
-size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T) {
-    return mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T).layer_stride;
+/* The layout of chunk k's set: its layers, and the head's tensors on the last chunk. */
+static mdc_i_acts_layout chunk_layout(const mdc_gpt2 *m, int B, int T, int k) {
+    const mdc_gpt2_part *p = &m->part;
+    return mdc_i_layout_acts(&m->cfg, p, mdc_i_acts_needs(m), B, T, p->hi[k] - p->lo[k],
+                             p->has_head && k == p->chunks - 1);
 }
 
+size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T) { return chunk_layout(m, B, T, 0).layer_stride; }
+
 size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T) {
-    return mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T).total * sizeof(float) +
-           2 * (size_t)B * T * sizeof(int);
+    size_t bytes = 0;
+    for (int k = 0; k < m->part.chunks; k++)
+        bytes += chunk_layout(m, B, T, k).total * sizeof(float) + 2 * (size_t)B * T * sizeof(int);
+    return bytes;
 }
 
 mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T) {
+    return mdc_gpt2_acts_create_chunk(out, m, B, T, 0);
+}
+
+void mdc_gpt2_acts_layers(const mdc_gpt2_acts *a, int *lo, int *hi) { *lo = a->lo, *hi = a->hi; }
+
+mdc_status mdc_gpt2_acts_create_chunk(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T, int chunk) {
     *out = NULL;
+    if (chunk < 0 || chunk >= m->part.chunks)
+        return mdc_fail(MDC_ERR_INVALID, "activation set: chunk %d of %d", chunk, m->part.chunks);
     if (B <= 0) return mdc_fail(MDC_ERR_INVALID, "--batch: batch size %d must be positive", B);
     if (T <= 0 || T > m->cfg.T)
         return mdc_fail(MDC_ERR_INVALID, "--seq: sequence length %d must be in [1, context %d]", T, m->cfg.T);
@@ -72,8 +88,9 @@ mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T) 
     mdc_gpt2_acts *a = calloc(1, sizeof *a);
     if (!a) return mdc_fail(MDC_ERR_OOM_HOST, "activation set: out of host memory");
     a->dev = m->dev, a->m = m, a->maxB = B, a->maxT = T;
-    a->lay = mdc_i_layout_acts(&m->cfg, &m->part, mdc_i_acts_needs(m), B, T);
-    int layers = m->part.layer_hi - m->part.layer_lo;
+    a->lo = m->part.lo[chunk], a->hi = m->part.hi[chunk], a->head = m->part.has_head && chunk == m->part.chunks - 1;
+    a->lay = chunk_layout(m, B, T, chunk);
+    int layers = a->hi - a->lo;
     a->wstash = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->wstash);
     a->wpending = calloc((size_t)(layers > 0 ? layers : 1), 1);
     mdc_status st = a->wstash && a->wpending ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "activation set");
@@ -90,7 +107,7 @@ mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T) 
 
 void mdc_gpt2_acts_free(mdc_gpt2_acts *a) {
     if (!a) return;
-    int layers = a->m->part.layer_hi - a->m->part.layer_lo;
+    int layers = a->hi - a->lo;
     for (int i = 0; a->wstash && i < layers; i++) mdc_dev_free(a->dev, a->wstash[i]);
     free(a->wstash), free(a->wpending);
     mdc_dev_free(a->dev, a->buf);
@@ -127,8 +144,7 @@ mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *ta
 }
 
 float *mdc_gpt2_acts_residual(mdc_gpt2_acts *a) {
-    const mdc_gpt2_part *p = &a->m->part;
-    return p->layer_hi > p->layer_lo ? lact(a, a->lay.res3, p->layer_hi - 1) : buf(a, a->lay.encoded);
+    return a->hi > a->lo ? lact(a, a->lay.res3, a->hi - 1) : buf(a, a->lay.encoded);
 }
 const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a) { return a->buf + a->lay.logits; }
 float *mdc_gpt2_acts_input(mdc_gpt2_acts *a) { return a->buf + a->lay.encoded; }

@@ -72,9 +72,9 @@ mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
 }
 
 mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
-    if (l < m->part.layer_lo || l >= m->part.layer_hi)
-        return mdc_fail(MDC_ERR_INVALID, "block_forward: layer %d is not held here [%d, %d)", l, m->part.layer_lo,
-                        m->part.layer_hi);
+    if (l < a->lo || l >= a->hi)
+        return mdc_fail(MDC_ERR_INVALID, "block_forward: layer %d is not in the activation set's chunk [%d, %d)", l, a->lo,
+                        a->hi);
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_device *d = m->dev;
     const mdc_i_acts_layout *y = &a->lay;
@@ -131,7 +131,7 @@ static mdc_status exact_loss(mdc_gpt2 *m, mdc_gpt2_acts *a) {
 }
 
 mdc_status mdc_gpt2_head_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, double *loss_sum) {
-    if (!m->part.has_head) return mdc_fail(MDC_ERR_INVALID, "head_forward: this partition has no head");
+    if (!a->head) return mdc_fail(MDC_ERR_INVALID, "head_forward: this partition or chunk has no head");
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_device *d = m->dev;
     const mdc_i_acts_layout *y = &a->lay;
@@ -175,7 +175,7 @@ mdc_status mdc_gpt2_head_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, double *loss_sum
 }
 
 mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss) {
-    if (!m->part.has_head) return mdc_fail(MDC_ERR_INVALID, "head_backward: this partition has no head");
+    if (!a->head) return mdc_fail(MDC_ERR_INVALID, "head_backward: this partition or chunk has no head");
     if (!a->have_targets) return mdc_fail(MDC_ERR_INVALID, "backward: the last forward had no targets");
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_device *d = m->dev;

@@ -114,7 +114,7 @@ static mdc_status stash_ptrs(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgrad_in *w) 
     mdc_i_sizes s = mdc_i_sizes_of(m, a->maxB, a->maxT);
     size_t n = (size_t)s.n, nl = (size_t)s.nl, C = (size_t)s.C;
     size_t sz[10] = {n * C, nl * C, n * s.Fl, n * C, nl * C, n * C, nl * C, 3 * n * s.Cl, n * C, nl * C};
-    int i = l - m->part.layer_lo;
+    int i = l - a->lo;
     if (!a->wstash[i]) {
         size_t tot = 0;
         for (int k = 0; k < 10; k++) tot += sz[k];
@@ -236,12 +236,12 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
 }
 
 mdc_status mdc_gpt2_block_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int parts) {
-    if (l < m->part.layer_lo || l >= m->part.layer_hi)
-        return mdc_fail(MDC_ERR_INVALID, "block_backward: layer %d is not held here [%d, %d)", l, m->part.layer_lo,
-                        m->part.layer_hi);
+    if (l < a->lo || l >= a->hi)
+        return mdc_fail(MDC_ERR_INVALID, "block_backward: layer %d is not in the activation set's chunk [%d, %d)", l,
+                        a->lo, a->hi);
     if (parts < MDC_BWD_INPUT || parts > MDC_BWD_BOTH)
         return mdc_fail(MDC_ERR_INVALID, "block_backward: parts %d (want MDC_BWD_INPUT, _WEIGHT or both)", parts);
-    int i = l - m->part.layer_lo;
+    int i = l - a->lo;
     if ((parts & MDC_BWD_INPUT) && a->wpending[i])
         return mdc_fail(MDC_ERR_INVALID, "block_backward: layer %d: B again before its W", l);
     if (parts == MDC_BWD_WEIGHT && !a->wpending[i])

@@ -119,7 +119,7 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
     mdc_gpt2_memory m;
     size_t p = mdc_gpt2_param_floats(cfg) * sizeof(float);
     mdc_gpt2_part part = mdc_gpt2_part_serial(cfg);
-    mdc_i_acts_layout a = mdc_i_layout_acts(cfg, &part, 0, B, T);
+    mdc_i_acts_layout a = mdc_i_layout_acts(cfg, &part, 0, B, T, cfg->L, 1);
     m.params = p;
     m.grads = p;
     m.optim = 2 * p;
@@ -272,7 +272,7 @@ mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, 
     mdc_gpt2_acts *a = m->acts;
     mdc_status st = mdc_gpt2_set_batch(a, inputs, targets, B, T);
     if (!st) st = mdc_gpt2_embed_forward(m, a);
-    for (int l = m->part.layer_lo; !st && l < m->part.layer_hi; l++) st = mdc_gpt2_block_forward(m, a, l);
+    for (int l = a->lo; !st && l < a->hi; l++) st = mdc_gpt2_block_forward(m, a, l);
     double sum = 0;
     if (!st) st = mdc_gpt2_head_forward(m, a, &sum);
     if (st) return st;
@@ -302,8 +302,7 @@ mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss) {
     if (!a->have_targets) return mdc_fail(MDC_ERR_INVALID, "backward: the last forward had no targets");
     mdc_status st = m->grads ? MDC_OK : mdc_gpt2_zero_grad(m);
     if (!st) st = mdc_gpt2_head_backward(m, a, dloss);
-    for (int l = m->part.layer_hi - 1; !st && l >= m->part.layer_lo; l--)
-        st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH);
+    for (int l = a->hi - 1; !st && l >= a->lo; l--) st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH);
     if (!st) st = mdc_gpt2_embed_backward(m, a);
     if (!st) st = mdc_gpt2_exact_round_grads(m); /* exact mode: the sums so far, rounded once */
     return st;

@@ -13,7 +13,9 @@
 #include "model_internal.h"
 
 mdc_gpt2_part mdc_gpt2_part_serial(const mdc_gpt2_config *cfg) {
-    mdc_gpt2_part p = {1, 0, 0, 0, cfg->L, 1, 1};
+    mdc_gpt2_part p;
+    memset(&p, 0, sizeof p);
+    p.tp = 1, p.chunks = 1, p.hi[0] = cfg->L, p.has_embed = p.has_head = 1;
     return p;
 }
 
@@ -32,9 +34,12 @@ mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c,
     if (p->sp && t == 1) return mdc_fail(MDC_ERR_INVALID, "--sp needs --tp 2 or more (it splits the sequence over tp)");
     if (p->sp && T % t)
         return mdc_fail(MDC_ERR_INVALID, "--sp: the sequence length %d (--seq) is not divisible by --tp %d", T, t);
-    if (p->layer_lo < 0 || p->layer_hi > c->L || p->layer_lo > p->layer_hi)
-        return mdc_fail(MDC_ERR_INVALID, "layer range [%d, %d) outside the model's %d layers", p->layer_lo, p->layer_hi,
-                        c->L);
+    if (p->chunks < 1 || p->chunks > MDC_GPT2_MAX_CHUNKS)
+        return mdc_fail(MDC_ERR_INVALID, "%d model chunks: between 1 and %d", p->chunks, MDC_GPT2_MAX_CHUNKS);
+    for (int k = 0; k < p->chunks; k++)
+        if (p->lo[k] < (k ? p->hi[k - 1] : 0) || p->hi[k] > c->L || p->lo[k] > p->hi[k])
+            return mdc_fail(MDC_ERR_INVALID, "chunk %d's layer range [%d, %d) is not ascending inside the model's %d layers",
+                            k, p->lo[k], p->hi[k], c->L);
     return MDC_OK;
 }
 
@@ -78,7 +83,9 @@ static int held(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int gi) {
     if (gi == 1) return p->has_embed;
     if (gi >= n - 2) return p->has_head;
     int l = (gi - 2) / NLT;
-    return l >= p->layer_lo && l < p->layer_hi;
+    for (int k = 0; k < p->chunks; k++)
+        if (l >= p->lo[k] && l < p->hi[k]) return 1;
+    return 0;
 }
 
 /* unit of global tensor gi: 0 embedding (or the head's wte without the embedding), 1 + l, L + 1 */

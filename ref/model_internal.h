@@ -71,6 +71,7 @@ struct mdc_gpt2_acts {
     const mdc_gpt2 *m;
     int maxB, maxT, B, T, have_targets;
     int row0;                 /* global batch row of row 0 (the dropout masks' key) */
+    int lo, hi, head;         /* its chunk's blocks [lo, hi); 1: it holds the head's tensors */
     mdc_i_acts_layout lay;
     float *buf;
     int *inputs, *targets;
@@ -82,7 +83,9 @@ struct mdc_gpt2_acts {
 
 /* needs: MDC_I_NEED_COMM (communication points), MDC_I_NEED_DROPOUT */
 enum { MDC_I_NEED_COMM = 1, MDC_I_NEED_DROPOUT = 2 };
-mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T);
+/* layers: the chunk's blocks; head: the head's tensors too */
+mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
+                                     int layers, int head);
 int mdc_i_acts_needs(const mdc_gpt2 *m);
 /* The default activation set rebuilt if the needs changed from `before` (ref/gpt2.c). */
 mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before);
@@ -115,11 +118,11 @@ float mdc_i_normal_at(uint64_t seed, uint64_t i);
 
 static inline float *buf(mdc_gpt2_acts *a, size_t off) { return a->buf + off; }
 static inline float *lact(mdc_gpt2_acts *a, size_t off, int l) {
-    return a->buf + off + (size_t)(l - a->m->part.layer_lo) * a->lay.layer_stride;
+    return a->buf + off + (size_t)(l - a->lo) * a->lay.layer_stride;
 }
 /* the residual stream entering layer l */
 static inline float *x_in(mdc_gpt2_acts *a, int l) {
-    return l > a->m->part.layer_lo ? lact(a, a->lay.res3, l - 1) : buf(a, a->lay.encoded);
+    return l > a->lo ? lact(a, a->lay.res3, l - 1) : buf(a, a->lay.encoded);
 }
 static inline float *P(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->params, gi); }
 static inline float *G(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->grads, gi); }

@@ -7,19 +7,24 @@
 typedef struct {
     mdc_gpt2_acts *a;
     mdc_request *req[2]; /* the forward output's and the input gradient's sends */
+    int chunk;           /* the model chunk its layers are */
     int mb;              /* the micro-batch it holds, -1: free */
 } pp_set;
+
+/* One action of the last step: kind, micro-batch, chunk, virtual time it started waiting for
+ * its input, started computing, ended. */
+enum { PP_KIND, PP_MB, PP_CHUNK, PP_WAIT, PP_START, PP_END, PP_REC };
 
 struct mdc_pp {
     mdc_pp_schedule s;
     mdc_group *g;
     int stage, p, nsets;
     pp_set *sets;
-    int *slot;           /* micro-batch -> set */
+    int *slot;           /* chunk m + micro-batch -> set */
     size_t floats;       /* one boundary tensor */
     double sent;         /* bytes this stage sent in the last step */
     double busy, t0, t1; /* virtual seconds of the last step's schedule: computing; its start and end */
-    double *rec;         /* the last step's actions: kind, micro-batch, virtual wait, start, end */
+    double *rec;         /* the last step's actions, PP_REC doubles each */
 };
 
 

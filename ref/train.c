@@ -165,10 +165,11 @@ static mdc_status exact_scalars(mdc_step_plan *p, double *lsum, double *sumsq) {
 mdc_status mdc_step_forward(mdc_step_plan *p, const int *inputs, const int *targets, double *loss_sum) {
     mdc_gpt2 *m = p->m;
     mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
-    const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
+    int lo, hi;
+    mdc_gpt2_acts_layers(a, &lo, &hi);
     mdc_status st = mdc_gpt2_set_batch(a, inputs, targets, p->micro_batch, p->seq);
     if (!st) st = mdc_gpt2_embed_forward(m, a);
-    for (int l = part->layer_lo; !st && l < part->layer_hi; l++) st = mdc_gpt2_block_forward(m, a, l);
+    for (int l = lo; !st && l < hi; l++) st = mdc_gpt2_block_forward(m, a, l);
     if (!st) st = mdc_gpt2_head_forward(m, a, loss_sum);
     return st;
 }
@@ -176,8 +177,9 @@ mdc_status mdc_step_forward(mdc_step_plan *p, const int *inputs, const int *targ
 mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *targets) {
     mdc_gpt2 *m = p->m;
     mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
-    const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
     size_t rows = (size_t)p->micro_batch * p->seq;
+    int lo, hi;
+    mdc_gpt2_acts_layers(a, &lo, &hi);
     mdc_status st = mdc_gpt2_zero_grad(m);
     if (st) return st;
     if (p->dp) mdc_dp_begin_step(p->dp);
@@ -193,7 +195,7 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
         if ((st = mdc_step_forward(p, inputs + k * rows, targets + k * rows, &sum))) return st;
         p->loss_sum += sum;
         if ((st = mdc_gpt2_head_backward(m, a, p->dloss))) return st;
-        for (int l = part->layer_hi - 1; l >= part->layer_lo; l--)
+        for (int l = hi - 1; l >= lo; l--)
             if ((st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH))) return st;
         if ((st = mdc_gpt2_embed_backward(m, a))) return st;
     }

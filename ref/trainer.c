@@ -27,17 +27,22 @@ struct mdc_trainer {
 
 static int coord(const mdc_trainer *t, mdc_axis a) { return t->mesh ? mdc_mesh_coord(t->mesh, a) : 0; }
 
-/* The partition of tp rank q on pipeline stage s: its layers from the layout, or an even split
- * with the first stages one more; the embedding on the first stage, the head on the last. */
+/* The partition of tp rank q on pipeline stage s: chunk c holds virtual stage c p + s of the
+ * p v (v chunks per stage, Megatron's interleaving map), its layers from the layout or an even
+ * split with the first virtual stages one more; the embedding on the first stage, the head on
+ * the last. */
 static mdc_gpt2_part stage_part(const mdc_trainer_config *tc, int q, int s) {
     const mdc_mesh_dims *d = &tc->dims;
     mdc_gpt2_part part = mdc_gpt2_part_serial(&tc->cfg);
     part.tp = d->tp, part.tp_rank = q, part.sp = tc->sp;
     if (d->pp > 1) {
-        int lo = 0, L = tc->cfg.L;
-        for (int k = 0; k < s; k++) lo += tc->pp_layout ? tc->pp_layout[k] : L / d->pp + (k < L % d->pp);
-        int n = tc->pp_layout ? tc->pp_layout[s] : L / d->pp + (s < L % d->pp);
-        part.layer_lo = lo, part.layer_hi = lo + n;
+        int v = tc->pp_chunks > 1 ? tc->pp_chunks : 1, P = d->pp * v, L = tc->cfg.L, lo = 0;
+        part.chunks = v;
+        for (int vs = 0; vs < P; vs++) {
+            int n = tc->pp_layout ? tc->pp_layout[vs] : L / P + (vs < L % P);
+            if (vs % d->pp == s) part.lo[vs / d->pp] = lo, part.hi[vs / d->pp] = lo + n;
+            lo += n;
+        }
         part.has_embed = s == 0, part.has_head = s == d->pp - 1;
     }
     return part;
@@ -49,8 +54,11 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     const mdc_mesh_dims *d = &tc->dims;
     if (d->cp > 1) return mdc_fail(MDC_ERR_INVALID, "--cp %d: context parallelism is not built yet (use --cp 1)", d->cp);
     if (d->ep > 1) return mdc_fail(MDC_ERR_INVALID, "--ep %d: expert parallelism is not built yet (use --ep 1)", d->ep);
-    if (d->pp > tc->cfg.L)
-        return mdc_fail(MDC_ERR_INVALID, "--pp %d: more stages than the model's %d layers", d->pp, tc->cfg.L);
+    if (d->pp * (tc->pp_chunks > 1 ? tc->pp_chunks : 1) > tc->cfg.L)
+        return mdc_fail(MDC_ERR_INVALID, "--pp %d x %d chunks: more virtual stages than the model's %d layers", d->pp,
+                        tc->pp_chunks > 1 ? tc->pp_chunks : 1, tc->cfg.L);
+    if (tc->pp_chunks > MDC_GPT2_MAX_CHUNKS)
+        return mdc_fail(MDC_ERR_INVALID, "--virtual-stages %d: at most %d", tc->pp_chunks, MDC_GPT2_MAX_CHUNKS);
     if (!tr && d->tp * d->cp * d->ep * d->dp * d->pp != 1)
         return mdc_fail(MDC_ERR_INVALID, "a mesh of more than one rank needs a transport (run under mpiexec.mpich)");
     if (tc->micro_batch <= 0 || tc->accum <= 0 || tc->seq <= 0)
@@ -81,7 +89,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         if (d->pp > 1) mdc_dp_defer(t->dp);
     }
     if (d->pp > 1 && (st = mdc_pp_create(&t->pp, t->m, mdc_mesh_group(t->mesh, MDC_MESH_PP),
-                                         tc->schedule ? tc->schedule : "1f1b", tc->accum, tc->micro_batch, tc->seq)))
+                                         tc->schedule ? tc->schedule : "1f1b", tc->accum, tc->micro_batch, tc->seq,
+                                         tc->pp_chunks > 1 ? tc->pp_chunks : 1)))
         goto fail;
     int n = mdc_gpt2_local_count(t->m);
     if (d->tp > 1 || d->pp > 1) {

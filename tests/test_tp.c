@@ -43,12 +43,13 @@ static void batch(int *in, int *tg, int step, int n, int V) {
 /* One forward of micro-batch rows [row0, row0 + mb) through the block API; the loss sum. */
 static double forward(mdc_gpt2 *m, const int *in, const int *tg, int row0, int mb, int T) {
     mdc_gpt2_acts *a = mdc_gpt2_default_acts(m);
-    const mdc_gpt2_part *p = mdc_gpt2_get_part(m);
+    int lo, hi;
+    mdc_gpt2_acts_layers(a, &lo, &hi);
     double sum = 0;
     MDC_CHECK(mdc_gpt2_set_batch(a, in + (size_t)row0 * T, tg + (size_t)row0 * T, mb, T));
     mdc_gpt2_acts_set_row0(a, row0); /* the dropout masks' key */
     MDC_CHECK(mdc_gpt2_embed_forward(m, a));
-    for (int l = p->layer_lo; l < p->layer_hi; l++) MDC_CHECK(mdc_gpt2_block_forward(m, a, l));
+    for (int l = lo; l < hi; l++) MDC_CHECK(mdc_gpt2_block_forward(m, a, l));
     MDC_CHECK(mdc_gpt2_head_forward(m, a, &sum));
     return sum;
 }
@@ -88,7 +89,7 @@ static void serial_run(reference *R, mdc_runtime *rt, const mdc_gpt2_config *cfg
     mdc_trainer *ser;
     MDC_CHECK(mdc_device_create_spec(&sdev, mdc_device_get_spec(rt->dev), mdc_device_get_energy_table(rt->dev), 1,
                                      MDC_EMULATE_OFF, 1, 0));
-    mdc_trainer_config sc = {*cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, dropout, 0, NULL, NULL};
+    mdc_trainer_config sc = {*cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, dropout, 0, NULL, NULL, 1};
     MDC_CHECK(mdc_trainer_create(&ser, NULL, sdev, &sc, 7));
     R->logits = malloc(nl * sizeof(float)), R->grads = calloc(P, sizeof(float)), R->params = calloc(P, sizeof(float));
     batch(in, tg, 0, B * T, cfg->V);
@@ -221,7 +222,7 @@ int main(int argc, char **argv) {
                 char name[80];
                 snprintf(name, sizeof name, "tp %d dp %d sp %d zero %d accum %d%s", tp, dp, sp, z, accum,
                          di ? " drop 0.1" : "");
-                mdc_trainer_config tc = {cfg, {tp, 1, 1, dp, 1}, sp, z, 0, 0, mb, accum, T, 1, 1, drops[di], 0, NULL, NULL};
+                mdc_trainer_config tc = {cfg, {tp, 1, 1, dp, 1}, sp, z, 0, 0, mb, accum, T, 1, 1, drops[di], 0, NULL, NULL, 1};
                 mdc_trainer *t;
                 MDC_CHECK(mdc_trainer_create(&t, rt.tr, rt.dev, &tc, 7));
                 double lrel = 0, lmax = 0, nmax = 0, gw = 0, pw, l2;

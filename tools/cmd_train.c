@@ -47,7 +47,9 @@ static const char usage_text[] =
     "  --sp                sequence parallelism over the tp ranks (needs --tp 2 or more)\n"
     "  --pp N              pipeline stages (layers split evenly, the first stages one more; the\n"
     "                      embedding on the first, the head on the last); --pp-layout 3,3,2 uneven\n"
-    "  --schedule S        gpipe | 1f1b (default) | zb-h1 (minidc explain pipeline shows them)\n"
+    "  --schedule S        gpipe | 1f1b (default) | interleaved | zb-h1 (minidc explain pipeline)\n"
+    "  --virtual-stages V  interleaved: V model chunks per stage, virtual stage c p + s on stage s\n"
+    "                      (layers split over p V virtual stages; --pp-layout then lists p V)\n"
     "  --microbatches M    micro-batches per step (the pipeline's accumulation; same as --accum)\n"
     "  --timeline FILE     the last step's measured schedule as SVG, one row per stage (with --pp)\n"
     "  --cp N --ep N       context and expert parallelism (not built yet: 1)\n"
@@ -77,7 +79,7 @@ typedef struct {
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
     int seed_given, force_seed, exact, exact_block, microbatches;
     const char *schedule, *timeline;
-    int layout[256], layout_n;
+    int layout[256], layout_n, vstages;
     int fail_rank, fail_step, fail_how;
     double bucket_mb, dropout;
     mdc_adamw_config opt;
@@ -152,6 +154,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         {"--cp", offsetof(options, cp), 1},    {"--ep", offsetof(options, ep), 1},
         {"--accum", offsetof(options, accum), 1}, {"--zero", offsetof(options, zero), INT_MIN},
         {"--exact-block", offsetof(options, exact_block), 1}, {"--microbatches", offsetof(options, microbatches), 1},
+        {"--virtual-stages", offsetof(options, vstages), 1},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -222,19 +225,23 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
     if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
     if ((st = mdc_adamw_check(&o->opt))) return st;
     if ((st = mdc_exact_options(&o->exact, &o->exact_block, cfg, o->seq, o->tp, o->sp))) return st;
-    if (o->pp > 1 || o->microbatches || o->schedule || o->layout_n || o->timeline) {
+    if (o->pp > 1 || o->microbatches || o->schedule || o->layout_n || o->timeline || o->vstages) {
+        if (o->vstages > 1 && !o->schedule) o->schedule = "interleaved";
+        int v = o->vstages ? o->vstages : o->schedule && !strcmp(o->schedule, "interleaved") ? 2 : 1;
+        o->vstages = v;
         if (o->microbatches && o->accum != 1 && o->accum != o->microbatches)
             return mdc_fail(MDC_ERR_INVALID, "--microbatches %d and --accum %d: a pipeline's micro-batches are the "
                             "accumulation; give one of them", o->microbatches, o->accum);
         if (o->microbatches) o->accum = o->microbatches;
-        if (o->pp > cfg->L)
-            return mdc_fail(MDC_ERR_INVALID, "--pp %d: more stages than the model's %d layers (--layers)", o->pp, cfg->L);
+        if (o->pp * v > cfg->L)
+            return mdc_fail(MDC_ERR_INVALID, "--pp %d%s: more %sstages than the model's %d layers (--layers)", o->pp,
+                            v > 1 ? " x --virtual-stages" : "", v > 1 ? "virtual " : "", cfg->L);
         if (o->layout_n) {
             int sum = 0;
             for (int i = 0; i < o->layout_n; i++) sum += o->layout[i];
-            if (o->layout_n != o->pp || sum != cfg->L)
-                return mdc_fail(MDC_ERR_INVALID, "--pp-layout: %d stage(s) of %d layers in all, but --pp %d and %d layers",
-                                o->layout_n, sum, o->pp, cfg->L);
+            if (o->layout_n != o->pp * v || sum != cfg->L)
+                return mdc_fail(MDC_ERR_INVALID, "--pp-layout: %d stage(s) of %d layers in all, but --pp %d%s and %d "
+                                "layers", o->layout_n, sum, o->pp, v > 1 ? " x --virtual-stages" : "", cfg->L);
         }
         if (o->timeline && o->pp < 2)
             return mdc_fail(MDC_ERR_INVALID, "--timeline draws a pipeline's schedule: it needs --pp 2 or more");
@@ -242,7 +249,7 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
             return mdc_fail(MDC_ERR_INVALID, "--batch %d is not divisible by --dp %d x %d micro-batches", o->B, o->dp,
                             o->accum);
         mdc_pp_schedule s;
-        if ((st = mdc_pp_schedule_build(&s, o->schedule ? o->schedule : "1f1b", o->pp, o->accum))) return st;
+        if ((st = mdc_pp_schedule_build(&s, o->schedule ? o->schedule : "1f1b", o->pp, o->accum, v))) return st;
         mdc_pp_schedule_free(&s);
     }
     if (o->fail_rank >= nranks) /* a hook that can never fire would pass a test for nothing */
@@ -306,11 +313,11 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
                              (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout,
-                             o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL};
+                             o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL, o.vstages};
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
     if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
         mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout,
-                                 o.exact ? o.exact_block : 0, NULL, NULL};
+                                 o.exact ? o.exact_block : 0, NULL, NULL, 1};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))

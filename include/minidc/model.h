@@ -176,17 +176,19 @@ mdc_status mdc_gpt2_update(mdc_gpt2 *m, const mdc_adamw_config *opt, float *grad
  *               of C/t columns, at r C/t, C + r C/t and 2C + r C/t.
  * A 1-D tensor is a row vector for this purpose. Initialization draws each element from its
  * global index, so a shard equals the serial tensor's slice bit for bit. */
+#define MDC_GPT2_MAX_CHUNKS 16
 typedef struct {
     int tp, tp_rank;        /* tensor-parallel size and this rank's index (1, 0: serial) */
     int sp;                 /* Megatron sequence parallelism over the tp ranks (tp > 1) */
-    int layer_lo, layer_hi; /* blocks [layer_lo, layer_hi) are held here */
-    int has_embed, has_head;
+    int chunks;             /* model chunks held: 1, or v on an interleaved pipeline's stage */
+    int lo[MDC_GPT2_MAX_CHUNKS], hi[MDC_GPT2_MAX_CHUNKS]; /* chunk k: blocks [lo[k], hi[k]), ascending */
+    int has_embed, has_head; /* the embedding before chunk 0, the head after the last chunk */
 } mdc_gpt2_part;
 enum { MDC_SPLIT_NONE = 0, MDC_SPLIT_ROWS, MDC_SPLIT_COLS };
 /* The whole model on one rank. */
 mdc_gpt2_part mdc_gpt2_part_serial(const mdc_gpt2_config *cfg);
 /* Checks a partition against a config and a sequence length: H, 4C and Vp divisible by tp,
- * T divisible by tp with sp, the layer range inside [0, L]. The detail names the option
+ * T divisible by tp with sp, the chunks' layer ranges ascending inside [0, L]. The detail names the option
  * (--tp, --sp, --heads, --vocab, --seq) and the sizes. */
 mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *cfg, int T);
 
@@ -265,12 +267,18 @@ void mdc_gpt2_global_to_local(const mdc_gpt2 *m, const float *global, float *loc
 mdc_status mdc_gpt2_create_layout(mdc_gpt2 **out, const mdc_gpt2_config *cfg, const mdc_gpt2_part *part);
 
 /* An activation set: every tensor one micro-batch of B x T needs between its forward and its
- * backward, on the device (MDC_MEM_ACTS). A schedule keeps one per micro-batch in flight. */
+ * backward through one model chunk, on the device (MDC_MEM_ACTS); the last chunk's set holds
+ * the head's too. A schedule keeps one per micro-batch and chunk in flight. create: chunk 0
+ * (the whole partition when it has one chunk); create_chunk: chunk k. */
 typedef struct mdc_gpt2_acts mdc_gpt2_acts;
 mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T);
+mdc_status mdc_gpt2_acts_create_chunk(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T, int chunk);
+/* The blocks [*lo, *hi) of the set's chunk. */
+void mdc_gpt2_acts_layers(const mdc_gpt2_acts *a, int *lo, int *hi);
 void mdc_gpt2_acts_free(mdc_gpt2_acts *a); /* NULL is a no-op */
 mdc_gpt2_acts *mdc_gpt2_default_acts(mdc_gpt2 *m);
-/* Bytes an activation set of B x T takes for this model's partition (what create allocates). */
+/* Bytes the activation sets of B x T take for one micro-batch through every chunk of this
+ * partition (what create allocates when there is one chunk). */
 size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T);
 /* Floats one layer keeps from its forward to its backward (the per-layer stash). */
 size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T);
@@ -278,8 +286,8 @@ size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T);
 /* ---- the block API ----------------------------------------------------------------------------
  * One micro-batch moves through: set_batch, embed_forward, block_forward(l) for each held l,
  * head_forward (loss); then head_backward, block_backward(l) in reverse, embed_backward. Every
- * backward ADDS into the gradients. A pipeline stage holds a layer range, the first stage the
- * embedding and the last the head; the stages pass the residual stream and its gradient
+ * backward ADDS into the gradients; l must be in the set's chunk. A pipeline stage holds a layer
+ * range (or v of them, interleaved), the first stage the embedding and the last the head; the stages pass the residual stream and its gradient
  * (mdc_gpt2_acts_input, mdc_gpt2_acts_dresidual; ref/pp.c). */
 mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *targets, int B, int T);
 mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a);

@@ -61,10 +61,11 @@ mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets,
                         float *loss, float *grad_norm);
 
 /* ---- pipeline stages (ref/pp.c) ------------------------------------------------------------------ */
-/* The stage of model m (a layer range) in pipeline group g: schedule `schedule` for `micro`
- * micro-batches of rows x T, with as many activation sets as the schedule holds at once on
- * this stage. */
-mdc_status mdc_pp_create(mdc_pp **out, mdc_gpt2 *m, mdc_group *g, const char *schedule, int micro, int rows, int T);
+/* The stage of model m (a layer range, or v chunks) in pipeline group g: schedule `schedule`
+ * for `micro` micro-batches of rows x T, with as many activation sets per chunk as the
+ * schedule holds at once on this stage. */
+mdc_status mdc_pp_create(mdc_pp **out, mdc_gpt2 *m, mdc_group *g, const char *schedule, int micro, int rows, int T,
+                         int v);
 void mdc_pp_free(mdc_pp *pp);
 /* This stage's actions on the plan's micro-batches (inputs, targets: accum x micro_batch rows). */
 mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets);
@@ -90,7 +91,8 @@ typedef struct {
     float dropout;           /* dropout probability (attention probabilities, residual branches) */
     int exact_block;         /* exact mode's token block (0: exact mode off; docs/exactness.md) */
     const char *schedule;    /* pipeline schedule (NULL: 1f1b); the micro-batches are accum */
-    const int *pp_layout;    /* pipeline: layers per stage (NULL: an even split, the first stages one more) */
+    const int *pp_layout;    /* pipeline: layers per virtual stage (NULL: an even split, the first ones one more) */
+    int pp_chunks;           /* model chunks per stage (interleaved: v; 0 or 1: one) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;
