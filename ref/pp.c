@@ -91,6 +91,7 @@ static mdc_status take_set(mdc_pp *pp, int mb, int chunk, pp_set **out) {
             mdc_status st = mdc_waitall(&pp->sets[i].req[0], 1);
             if (st) return st;
             pp->sets[i].mb = mb, pp->slot[chunk * pp->s.m + mb] = i;
+            if (++pp->held > pp->held_peak) pp->held_peak = pp->held;
             *out = &pp->sets[i];
             return MDC_OK;
         }
@@ -110,6 +111,7 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
     mdc_dev_counters c0, c1;
     mdc_dev_get_counters(mdc_gpt2_device(m), &c0);
     mdc_status st = MDC_OK;
+    pp->held = pp->held_peak = 0;
     for (int k = 0; !st && k < pp->s.n[pp->stage]; k++) {
         const mdc_pp_action *act = &pp->s.a[pp->stage][k];
         int mb = act->mb, vs = act->chunk * pp->p + pp->stage, lo, hi;
@@ -147,10 +149,10 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
                 if (st) break;
                 if (vs == 0) st = mdc_gpt2_embed_backward(m, a);
                 else st = mdc_isend(mdc_gpt2_acts_dresidual(a), bytes, prev, tag(pp, mb, vs - 1, 1), pp->g, &set->req[1]);
-                if (!pp->s.split) set->mb = -1;
+                if (!pp->s.split) set->mb = -1, pp->held--;
             } else {
                 for (int l = hi - 1; !st && l >= lo; l--) st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_WEIGHT);
-                set->mb = -1;
+                set->mb = -1, pp->held--;
             }
         }
         rec[PP_END] = now(m);
@@ -176,9 +178,9 @@ static void action_times(const mdc_pp *pp, double t[3]) {
 /* Per stage: the measured bubble in virtual time, the activation sets, the bytes sent, beside
  * the formulas; gathered over the pipeline group and printed by its rank 0 (call on every rank
  * of the group). */
-enum { R_BUSY, R_T0, R_T1, R_SETS, R_SENT, R_TF, R_TB, R_TW, R_N };
+enum { R_BUSY, R_T0, R_T1, R_HELD, R_SETS, R_SENT, R_TF, R_TB, R_TW, R_N };
 mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out) {
-    double mine[R_N] = {pp->busy, pp->t0, pp->t1, (double)pp->nsets, pp->sent}, *all = NULL;
+    double mine[R_N] = {pp->busy, pp->t0, pp->t1, (double)pp->held_peak, (double)pp->nsets, pp->sent}, *all = NULL;
     action_times(pp, mine + R_TF);
     if (pp->stage == 0 && !(all = malloc(sizeof(double) * R_N * (size_t)pp->p)))
         return mdc_fail(MDC_ERR_OOM_HOST, "pipeline report");
@@ -199,23 +201,25 @@ mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out) {
         fprintf(out, "  makespan %.3f ms (the first start to the last end over the stages); mean F %.3f ms, B %.3f ms%s",
                 span * 1e3, tf * 1e3, tb * 1e3, s->split ? "" : "\n");
         if (s->split) fprintf(out, ", W %.3f ms\n", tw * 1e3);
-        fprintf(out, "  %-6s %12s %10s %10s %6s %10s %14s %14s\n", "stage", "busy ms", "bubble", "formula", "sets", "formula",
-                "bytes sent", "formula");
+        fprintf(out, "  %-6s %12s %10s %10s %6s %10s %6s %14s %14s\n", "stage", "busy ms", "bubble", "formula", "held",
+                "formula", "alloc", "bytes sent", "formula");
         for (int q = 0; q < p; q++) {
             const double *f = all + R_N * q;
             /* each boundary between virtual stages carries m tensors each way; stage q sends on
              * v chunks' outputs (not the last virtual stage's) and v inputs' gradients (not the first's) */
             double bw = ((double)v * m - (q == p - 1) * m) * per + ((double)v * m - (q == 0) * m) * per;
-            fprintf(out, "  %-6d %12.3f %10.3f %10.3f %6.0f %10d %14.0f %14.0f %s\n", q, f[R_BUSY] * 1e3,
-                    span > 0 ? 1 - f[R_BUSY] / span : 0, form, f[R_SETS], mdc_pp_sets_formula(s, q), f[R_SENT], bw,
-                    f[R_SENT] >= bw ? "ok" : "DIFFERS");
+            int want = mdc_pp_sets_formula(s, q);
+            fprintf(out, "  %-6d %12.3f %10.3f %10.3f %6.0f %10d %6.0f %14.0f %14.0f %s\n", q, f[R_BUSY] * 1e3,
+                    span > 0 ? 1 - f[R_BUSY] / span : 0, form, f[R_HELD], want, f[R_SETS], f[R_SENT], bw,
+                    f[R_SENT] >= bw && f[R_HELD] == want ? "ok" : "DIFFERS");
         }
         fprintf(out, "  bubble = 1 - busy / makespan in virtual time (the stage's kernels against the schedule's time); "
-                     "formula %s%s, for uniform stages and free links. sets: activation sets allocated%s, against %s. "
-                     "bytes: m boundary tensors each way across each virtual-stage boundary (the sends of other schemes "
-                     "count too)\n",
-                mdc_pp_formula_text(s, 0), s->split ? " from the mean F, B, W" : "", v > 1 ? " (chunk sets)" : "",
-                mdc_pp_formula_text(s, 1));
+                     "formula %s%s, for uniform stages and free links. held: the most activation sets%s holding a "
+                     "micro-batch at once (F to %s), against %s; alloc: the sets allocated%s. bytes: m boundary tensors "
+                     "each way across each virtual-stage boundary (the sends of other schemes count too)\n",
+                mdc_pp_formula_text(s, 0), s->split ? " from the mean F, B, W" : "", v > 1 ? " (of one chunk)" : "",
+                s->split ? "W" : "B", mdc_pp_formula_text(s, 1),
+                v > 1 ? ", a pool per chunk (its layers' size), each as large as that chunk's own peak" : "");
     }
     free(all);
     return st;

@@ -19,6 +19,7 @@ struct mdc_pp {
     mdc_pp_schedule s;
     mdc_group *g;
     int stage, p, nsets;
+    int held, held_peak; /* sets holding a micro-batch now, and at most in the last step */
     pp_set *sets;
     int *slot;           /* chunk m + micro-batch -> set */
     size_t floats;       /* one boundary tensor */
