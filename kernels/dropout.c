@@ -71,7 +71,7 @@ void mdc_dropout_residual_forward(mdc_device *dev, float *out, const float *res,
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < B * Tl; i++) {
         int b = i / Tl, t = i % Tl;
-        uint64_t i0 = res_index(drop, drop->row0 + b, drop->pos0 + t, drop->chan0);
+        uint64_t i0 = res_index(drop, drop->row0 + b, drop->pos ? drop->pos[t] : drop->pos0 + t, drop->chan0);
         float *o = out + (size_t)i * Cl;
         const float *r = res + (size_t)i * Cl, *v = y + (size_t)i * Cl;
         for (int c = 0; c < Cl; c++) o[c] = kept(k, thr, i0 + (uint64_t)c) ? r[c] + v[c] * s : r[c];
@@ -94,7 +94,7 @@ void mdc_dropout_residual_backward(mdc_device *dev, float *dy, const float *dout
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < B * Tl; i++) {
         int b = i / Tl, t = i % Tl;
-        uint64_t i0 = res_index(drop, drop->row0 + b, drop->pos0 + t, drop->chan0);
+        uint64_t i0 = res_index(drop, drop->row0 + b, drop->pos ? drop->pos[t] : drop->pos0 + t, drop->chan0);
         float *g = dy + (size_t)i * Cl;
         const float *d = dout + (size_t)i * Cl;
         for (int c = 0; c < Cl; c++)

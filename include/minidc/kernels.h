@@ -286,6 +286,8 @@ typedef struct {
     int site;        /* MDC_DROP_ATTN_OUT or MDC_DROP_MLP_OUT; attention always uses MDC_DROP_ATTN */
     int row0;        /* global batch row of local row 0 (its row in the step's whole batch) */
     int pos0;        /* global position of local position 0 (0 for attention over one sequence) */
+    const int *pos;  /* residual sites: global position of each local position (context parallel's
+                      * chunks; NULL: pos0 + t) */
     int T;           /* global sequence length */
     int chan0, C;    /* global channel of local channel 0, global channel count */
     int head0, H;    /* global head of local head 0, global head count */
@@ -316,6 +318,33 @@ void mdc_dropout_residual_backward(mdc_device *dev,
                                    const float *dout,       // (B,Tl,Cl)
                                    const mdc_dropout *drop,
                                    int B, int Tl, int Cl);
+
+/* Attention between runs of queries and keys at global positions (kernels/attention_pair.c;
+ * context parallelism). Row i of the queries is at position qpos0 + i, key j at kpos0 + j; a
+ * row sees the keys at positions <= its own. Layouts by strides (floats): q and dq
+ * [b q_bs + i q_ld + h hs + x]; k, v, dk, dv [b kv_bs + j kv_ld + h hs + x]; o and dout
+ * [b o_bs + i o_ld + h hs + x]; the per-row m, l, lse, D [b s_bs + h s_hs + i]. drop: dropout
+ * with global positions (NULL: none). begin clears the rows' state; forward merges one key run
+ * into it (the log-sum-exp rule, any order of runs); finish normalizes o and writes lse;
+ * rowdot writes D = rowsum(dout * o); backward adds the run's share to dq, dk and dv. */
+typedef struct {
+    int B, NH, hs;
+    int nq, nk, qpos0, kpos0;
+    const float *q, *k, *v;
+    size_t q_bs, kv_bs, o_bs, s_bs, s_hs;
+    int q_ld, kv_ld, o_ld;
+    float *o, *m, *l;
+    float *dq, *dk, *dv;
+    const float *dout, *lse, *D;
+    const mdc_dropout *drop;
+} mdc_attn_pair;
+void mdc_attn_pair_begin(const mdc_attn_pair *p);
+void mdc_attn_pair_forward(mdc_device *dev, const mdc_attn_pair *p);
+void mdc_attn_pair_finish(mdc_device *dev, const mdc_attn_pair *p, float *lse);
+void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D);
+void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p);
+/* The visible (query, key) pairs of p over every batch row and head. */
+double mdc_attn_pair_visible(const mdc_attn_pair *p);
 
 /* Attention with dropout on the probabilities: out = (keep .* P/(1-p)) V. Local head h is
  * global drop->head0 + h, batch row b global drop->row0 + b, position t global drop->pos0 + t.

@@ -1,0 +1,189 @@
+/* Causal attention between a run of queries and a run of keys at global positions (context
+ * parallelism, ref/cp.c): the pieces the ring, all-gather and exact schedules are made of.
+ *
+ * Forward: a row keeps the online-softmax state of every key block it has seen, its running max
+ * m, sum l and unnormalized output O; a new block j merges in by the log-sum-exp rule
+ *   S = Q K_j^T / sqrt(hs) (keys at positions <= the query's);  m' = max(m, rowmax S);
+ *   P = exp(S - m');  l = l exp(m - m') + rowsum P;  O = O exp(m - m') + P V_j
+ * and finish divides O by l and saves lse = m + log l. Blocks may come in any order; the result
+ * is the attention over their union (up to rounding). Backward, given lse and D = rowsum(dO * O)
+ * of the whole rows: P = exp(S - lse); dV_j += P^T dO; dS = P (dO V_j^T - D);
+ * dK_j += dS^T Q / sqrt(hs); dQ += dS K_j / sqrt(hs).
+ * Tiles of MDC_ATTN_TILE rows and keys; a tile no key of which is visible is skipped, so the
+ * work is the visible pairs: FLOPs (4 hs + 5) per pair forward, (10 hs + 4) backward (as the
+ * tiled kernels, kernels/attention_tiled.c); dropout (global positions) as there. */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+enum { TILE = MDC_ATTN_TILE };
+
+/* keys of the run visible to the row at global position qpos */
+static int visible(const mdc_attn_pair *p, int qpos) {
+    int n = qpos - p->kpos0 + 1;
+    return n < 0 ? 0 : n > p->nk ? p->nk : n;
+}
+
+double mdc_attn_pair_visible(const mdc_attn_pair *p) {
+    double n = 0;
+    for (int i = 0; i < p->nq; i++) n += visible(p, p->qpos0 + i);
+    return n * p->B * p->NH;
+}
+
+static int dropping(const mdc_dropout *d) { return d && d->p > 0.0f; }
+
+void mdc_attn_pair_begin(const mdc_attn_pair *p) {
+    for (int b = 0; b < p->B; b++)
+        for (int h = 0; h < p->NH; h++)
+            for (int i = 0; i < p->nq; i++) {
+                p->m[b * p->s_bs + h * p->s_hs + i] = -INFINITY;
+                p->l[b * p->s_bs + h * p->s_hs + i] = 0;
+                memset(p->o + b * p->o_bs + (size_t)i * p->o_ld + h * p->hs, 0, sizeof(float) * p->hs);
+            }
+}
+
+void mdc_attn_pair_forward(mdc_device *dev, const mdc_attn_pair *p) {
+    mdc_kernels_init();
+    int hs = p->hs, dr = dropping(p->drop);
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+    {
+        float *S = malloc(sizeof(float) * TILE * TILE);
+#pragma omp for schedule(dynamic, 1)
+        for (int bh = 0; bh < p->B * p->NH; bh++) {
+            int b = bh / p->NH, h = bh % p->NH;
+            const float *q = p->q + b * p->q_bs + h * hs, *k = p->k + b * p->kv_bs + h * hs;
+            const float *v = p->v + b * p->kv_bs + h * hs;
+            float *o = p->o + b * p->o_bs + h * hs, *m = p->m + b * p->s_bs + h * p->s_hs;
+            float *l = p->l + b * p->s_bs + h * p->s_hs;
+            for (int i0 = 0; i0 < p->nq; i0 += TILE) {
+                int rows = i0 + TILE < p->nq ? TILE : p->nq - i0, last = visible(p, p->qpos0 + i0 + rows - 1);
+                for (int j0 = 0; j0 < last; j0 += TILE) {
+                    int cols = j0 + TILE < last ? TILE : last - j0;
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * p->q_ld, p->q_ld, k + (size_t)j0 * p->kv_ld,
+                                 p->kv_ld, 0.0f, S, TILE);
+                    for (int r = 0; r < rows; r++) {
+                        int t = p->qpos0 + i0 + r, ns = visible(p, t) - j0;
+                        ns = ns < 0 ? 0 : ns > cols ? cols : ns;
+                        float *s = S + r * TILE, mx = m[i0 + r];
+                        for (int c = 0; c < ns; c++) mx = s[c] > mx ? s[c] : mx;
+                        if (ns == 0) { /* no visible key in this tile: the row is unchanged */
+                            for (int c = 0; c < cols; c++) s[c] = 0;
+                            continue;
+                        }
+                        float corr = mdc_k_exp(m[i0 + r] - mx), sum = 0;
+#pragma omp simd reduction(+ : sum)
+                        for (int c = 0; c < ns; c++) {
+                            s[c] = mdc_k_exp(s[c] - mx);
+                            sum += s[c];
+                        }
+                        for (int c = ns; c < cols; c++) s[c] = 0;
+                        if (dr)
+                            mdc_dropout_attn_apply(p->drop, s, s, p->drop->row0 + b, p->drop->head0 + h, t,
+                                                   p->kpos0 + j0, ns);
+                        l[i0 + r] = l[i0 + r] * corr + sum;
+                        m[i0 + r] = mx;
+                        if (corr != 1.0f) {
+                            float *orow = o + (size_t)(i0 + r) * p->o_ld;
+                            for (int x = 0; x < hs; x++) orow[x] *= corr;
+                        }
+                    }
+                    mdc_k_sgemm1(0, 0, rows, hs, cols, 1.0f, S, TILE, v + (size_t)j0 * p->kv_ld, p->kv_ld, 1.0f,
+                                 o + (size_t)i0 * p->o_ld, p->o_ld);
+                }
+            }
+        }
+        free(S);
+    }
+    double pairs = mdc_attn_pair_visible(p), n = (double)p->B * p->NH;
+    mdc_k_charge(dev, (4.0 * hs + 5 + dr) * pairs, 4.0 * (2.0 * hs * pairs / TILE + 3.0 * n * p->nq * (hs + 1)));
+}
+
+void mdc_attn_pair_finish(mdc_device *dev, const mdc_attn_pair *p, float *lse) {
+    for (int b = 0; b < p->B; b++)
+        for (int h = 0; h < p->NH; h++)
+            for (int i = 0; i < p->nq; i++) {
+                size_t si = b * p->s_bs + h * p->s_hs + i;
+                float inv = 1.0f / p->l[si], *orow = p->o + b * p->o_bs + (size_t)i * p->o_ld + h * p->hs;
+                for (int x = 0; x < p->hs; x++) orow[x] *= inv;
+                lse[si] = p->m[si] + logf(p->l[si]);
+            }
+    double n = (double)p->B * p->NH * p->nq;
+    mdc_k_charge(dev, n * (p->hs + 2), 4.0 * n * (2.0 * p->hs + 3));
+}
+
+void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
+    for (int b = 0; b < p->B; b++)
+        for (int h = 0; h < p->NH; h++)
+            for (int i = 0; i < p->nq; i++) {
+                size_t off = b * p->o_bs + (size_t)i * p->o_ld + h * p->hs;
+                const float *a = p->dout + off, *c = p->o + off;
+                float d = 0;
+                for (int x = 0; x < p->hs; x++) d += a[x] * c[x];
+                D[b * p->s_bs + h * p->s_hs + i] = d;
+            }
+    double n = (double)p->B * p->NH * p->nq;
+    mdc_k_charge(dev, 2.0 * n * p->hs, 4.0 * n * (2.0 * p->hs + 1));
+}
+
+void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
+    mdc_kernels_init();
+    int hs = p->hs, dr = dropping(p->drop);
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+    {
+        float *P = malloc(sizeof(float) * (3 * TILE * TILE)), *dS = P + TILE * TILE, *Pd = dS + TILE * TILE;
+#pragma omp for schedule(dynamic, 1)
+        for (int bh = 0; bh < p->B * p->NH; bh++) { /* one (b, h) per thread: dk, dv rows are its own */
+            int b = bh / p->NH, h = bh % p->NH;
+            size_t qo = b * p->q_bs + h * hs, ko = b * p->kv_bs + h * hs, oo = b * p->o_bs + h * hs;
+            const float *q = p->q + qo, *k = p->k + ko, *v = p->v + ko, *dO = p->dout + oo;
+            float *dq = p->dq + qo, *dk = p->dk + ko, *dv = p->dv + ko;
+            const float *ls = p->lse + b * p->s_bs + h * p->s_hs, *D = p->D + b * p->s_bs + h * p->s_hs;
+            int grow = dr ? p->drop->row0 + b : 0, ghead = dr ? p->drop->head0 + h : 0;
+            for (int i0 = 0; i0 < p->nq; i0 += TILE) {
+                int rows = i0 + TILE < p->nq ? TILE : p->nq - i0, last = visible(p, p->qpos0 + i0 + rows - 1);
+                for (int j0 = 0; j0 < last; j0 += TILE) {
+                    int cols = j0 + TILE < last ? TILE : last - j0;
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * p->q_ld, p->q_ld, k + (size_t)j0 * p->kv_ld,
+                                 p->kv_ld, 0.0f, P, TILE);
+                    for (int r = 0; r < rows; r++) {
+                        int t = p->qpos0 + i0 + r, ns = visible(p, t) - j0;
+                        ns = ns < 0 ? 0 : ns > cols ? cols : ns;
+                        float *pr = P + r * TILE, lt = ls[i0 + r];
+#pragma omp simd
+                        for (int c = 0; c < ns; c++) pr[c] = mdc_k_exp(pr[c] - lt);
+                        for (int c = ns; c < cols; c++) pr[c] = 0;
+                        if (dr) {
+                            float *d = Pd + r * TILE;
+                            mdc_dropout_attn_apply(p->drop, d, pr, grow, ghead, t, p->kpos0 + j0, ns);
+                            for (int c = ns; c < cols; c++) d[c] = 0;
+                        }
+                    }
+                    mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, dr ? Pd : P, TILE, dO + (size_t)i0 * p->o_ld, p->o_ld, 1.0f,
+                                 dv + (size_t)j0 * p->kv_ld, p->kv_ld);
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, 1.0f, dO + (size_t)i0 * p->o_ld, p->o_ld, v + (size_t)j0 * p->kv_ld,
+                                 p->kv_ld, 0.0f, dS, TILE);
+                    for (int r = 0; r < rows; r++) {
+                        float *pr = P + r * TILE, *d = dS + r * TILE, Dt = D[i0 + r];
+                        if (dr) {
+                            int t = p->qpos0 + i0 + r, ns = visible(p, t) - j0;
+                            ns = ns < 0 ? 0 : ns > cols ? cols : ns;
+                            mdc_dropout_attn_apply(p->drop, d, d, grow, ghead, t, p->kpos0 + j0, ns);
+                        }
+                        for (int c = 0; c < cols; c++) d[c] = pr[c] * (d[c] - Dt);
+                    }
+                    mdc_k_sgemm1(1, 0, cols, hs, rows, scale, dS, TILE, q + (size_t)i0 * p->q_ld, p->q_ld, 1.0f,
+                                 dk + (size_t)j0 * p->kv_ld, p->kv_ld);
+                    mdc_k_sgemm1(0, 0, rows, hs, cols, scale, dS, TILE, k + (size_t)j0 * p->kv_ld, p->kv_ld, 1.0f,
+                                 dq + (size_t)i0 * p->q_ld, p->q_ld);
+                }
+            }
+        }
+        free(P);
+    }
+    double pairs = mdc_attn_pair_visible(p), n = (double)p->B * p->NH;
+    mdc_k_charge(dev, (10.0 * hs + 4 + 2 * dr) * pairs,
+                 4.0 * (6.0 * hs * pairs / TILE + n * p->nq * (4.0 * hs + 2) + 6.0 * n * p->nk * hs));
+}
