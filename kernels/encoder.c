@@ -8,7 +8,7 @@
  * Vocab-parallel (a shard of rows [lo, lo+rows) of wte on each tensor-parallel rank):
  *   shard forward:  out[i,:] = wte[inp[i]-lo,:] if lo <= inp[i] < lo+rows, else 0
  *                   FLOPs 0; bytes 4*(N + 2*N*C)  (the sum over ranks then adds positions)
- *   positions:      out[b,j,:] = in[b,j,:] + wpe[pos0+j,:]  FLOPs B*Tl*C; bytes 12*B*Tl*C
+ *   positions:      out[b,j,:] = in[b,j,:] + wpe[pos0+j,:] (or a map pos[j])  FLOPs B*Tl*C; bytes 12*B*Tl*C
  *   shard backward: as the backward, rows outside the shard skipped; dwpe from every position */
 #include <limits.h>
 
@@ -28,7 +28,7 @@ void mdc_encoder_forward(mdc_device *dev, float *out, const int *inp, const floa
 
 void mdc_encoder_backward(mdc_device *dev, float *dwte, float *dwpe, const float *dout,
                           const int *inp, int B, int T, int C) {
-    mdc_embed_shard_backward(dev, dwte, dwpe, dout, inp, 0, INT_MAX, B, T, C); /* every row is this shard's */
+    mdc_embed_shard_backward(dev, dwte, dwpe, dout, inp, 0, INT_MAX, NULL, B, T, C); /* every row is this shard's */
 }
 
 void mdc_embed_shard_forward(mdc_device *dev, float *out, const int *inp, const float *wte, int lo, int rows, int N,
@@ -43,11 +43,11 @@ void mdc_embed_shard_forward(mdc_device *dev, float *out, const int *inp, const 
     mdc_k_charge(dev, 0, 4.0 * ((double)N + 2.0 * N * C));
 }
 
-void mdc_embed_positions(mdc_device *dev, float *out, const float *in, const float *wpe, int B, int Tl, int pos0,
-                         int C) {
+void mdc_embed_positions(mdc_device *dev, float *out, const float *in, const float *wpe, int B, int Tl, const int *pos,
+                         int pos0, int C) {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * Tl; bt++) {
-        const float *e = in + (size_t)bt * C, *p = wpe + (size_t)(pos0 + bt % Tl) * C;
+        const float *e = in + (size_t)bt * C, *p = wpe + (size_t)(pos ? pos[bt % Tl] : pos0 + bt % Tl) * C;
         float *o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
     }
@@ -56,7 +56,7 @@ void mdc_embed_positions(mdc_device *dev, float *out, const float *in, const flo
 }
 
 void mdc_embed_shard_backward(mdc_device *dev, float *dwte, float *dwpe, const float *dout, const int *inp, int lo,
-                              int rows, int B, int T, int C) {
+                              int rows, const int *pos, int B, int T, int C) {
     enum { CB = 32 };
     int ncb = (C + CB - 1) / CB;
 #pragma omp parallel
@@ -74,7 +74,7 @@ void mdc_embed_shard_backward(mdc_device *dev, float *dwte, float *dwpe, const f
         }
 #pragma omp for schedule(static)
         for (int t = 0; t < T; t++) {
-            float *d = dwpe + (size_t)t * C;
+            float *d = dwpe + (size_t)(pos ? pos[t] : t) * C; /* positions are distinct: rows are the thread's */
             for (int b = 0; b < B; b++) {
                 const float *g = dout + ((size_t)b * T + t) * C;
                 for (int c = 0; c < C; c++) d[c] += g[c];

@@ -209,7 +209,7 @@ void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t of
 }
 
 void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp,
-                 int lo, int rows, int B, int T, int C) {
+                 int lo, int rows, const int *pos, int B, int T, int C) {
     /* one float per token and channel: the order of the tokens cannot matter */
     for (int bt = 0; bt < B * T; bt++) {
         int r = inp[bt] - lo;
@@ -219,7 +219,7 @@ void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, co
 #pragma omp parallel for schedule(static)
         for (int t = 0; t < T; t++)
             for (int b = 0; b < B; b++)
-                mdc_xsum_add(xs, (size_t)off_wpe + (size_t)t * C, dout + ((size_t)b * T + t) * C, (size_t)C);
+                mdc_xsum_add(xs, (size_t)off_wpe + (size_t)(pos ? pos[t] : t) * C, dout + ((size_t)b * T + t) * C, (size_t)C);
     charge(dev, 0, 2.0 * B * T * C, 4.0 * B * T * C);
 }
 

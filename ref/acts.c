@@ -7,7 +7,8 @@
 #include "model_internal.h"
 
 int mdc_i_acts_needs(const mdc_gpt2 *m) {
-    return (m->comm || m->x.blk ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0);
+    return (m->comm || m->x.blk ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0) |
+           (m->cp ? MDC_I_NEED_LSE : 0);
 }
 
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
@@ -17,7 +18,7 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     int t = p->tp, sp = p->sp;
     size_t n = (size_t)B * T, nl = sp ? n / (size_t)t : n, C = (size_t)c->C;
     size_t Cl = C / (size_t)t, Hl = (size_t)(c->H / t), Fl = 4 * C / (size_t)t, Vl = (size_t)c->Vp / (size_t)t;
-    a.tiled = T > MDC_GPT2_TILED_T;
+    a.tiled = T > MDC_GPT2_TILED_T || (needs & MDC_I_NEED_LSE);
     size_t attn = a.tiled ? (size_t)B * Hl * T : (size_t)B * Hl * T * T;
     size_t off = 0;
 #define TAKE(field, k) (a.field = off, off += ((k) + 15) / 16 * 16)
@@ -34,7 +35,7 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     }
     TAKE(dres, nl * C); TAKE(dln, nl * C); TAKE(datty, n * Cl); TAKE(dbig, n * Fl); TAKE(dbig2, n * Fl);
     TAKE(attscratch, a.tiled ? 0 : (size_t)B * Hl * T * T);
-    if (needs) TAKE(partial, n * C); /* a row-parallel product before its reduction or dropout */
+    if (needs & (MDC_I_NEED_COMM | MDC_I_NEED_DROPOUT)) TAKE(partial, n * C); /* a row-parallel product before its reduction or dropout */
     if (needs & MDC_I_NEED_COMM) {
         if (sp) { TAKE(full, n * C); TAKE(dfull, n * C); }
         TAKE(vstat, 2 * n);

@@ -58,14 +58,17 @@ mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *enc = buf(a, a->lay.encoded);
     HOOK(MDC_HOOK_PRE_FORWARD, 0);
-    if (!m->comm) {
+    if (!m->comm && !m->cp) {
         mdc_encoder_forward(m->dev, enc, a->inputs, P(m, 0), P(m, 1), a->B, a->T, s.C);
+    } else if (!m->comm) { /* context parallel: the rows, then the chunks' global positions */
+        mdc_embed_shard_forward(m->dev, enc, a->inputs, P(m, 0), 0, s.Vl, s.n, s.C);
+        mdc_embed_positions(m->dev, enc, enc, P(m, 1), a->B, s.Tl, m->cp->pos, 0, s.C);
     } else { /* vocab-parallel: this shard's rows, summed over tp (g), then the positions */
         float *part = buf(a, a->lay.partial), *red = m->part.sp ? enc : part;
         mdc_embed_shard_forward(m->dev, part, a->inputs, P(m, 0), m->part.tp_rank * s.Vl, s.Vl, s.n, s.C);
         TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
         int pos0 = m->part.sp ? m->part.tp_rank * s.Tl : 0;
-        mdc_embed_positions(m->dev, enc, red, P(m, 1), a->B, s.Tl, pos0, s.C);
+        mdc_embed_positions(m->dev, enc, red, P(m, 1), a->B, s.Tl, m->cp ? m->cp->pos + pos0 : NULL, pos0, s.C);
     }
     HOOK(MDC_HOOK_POST_FORWARD, 0);
     return MDC_OK;
@@ -89,7 +92,8 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     mm_forward(m, qkv, in, P(m, mdc_i_gl(l, QKVW)), P(m, mdc_i_gl(l, QKVB)), s.n, s.C, 3 * s.Cl);
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
-    if (y->tiled) mdc_attention_forward_tiled_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
+    if (m->cp) TRY(m->cp->forward(m->cp->ctx, d, atty, lact(a, y->att, l), qkv, drop, a->B, s.Cl, s.Hl));
+    else if (y->tiled) mdc_attention_forward_tiled_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
     else mdc_attention_forward_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
     TRY(row_parallel(m, a, res2, x, atty, P(m, mdc_i_gl(l, ATTPW)), P(m, mdc_i_gl(l, ATTPB)), s.Cl, x_head(m), l,
                      MDC_DROP_ATTN_OUT));

@@ -218,7 +218,9 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     memset(dbig, 0, (size_t)s.n * 3 * s.Cl * sizeof(float));
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
-    if (y->tiled)
+    if (m->cp)
+        TRY(m->cp->backward(m->cp->ctx, d, dbig, datty, atty, qkv, lact(a, y->att, l), drop, a->B, s.Cl, s.Hl));
+    else if (y->tiled)
         mdc_attention_backward_tiled_drop(d, dbig, datty, atty, qkv, lact(a, y->att, l), drop, a->B, a->T, s.Cl, s.Hl);
     else
         mdc_attention_backward_drop(d, dbig, buf(a, y->attscratch), datty, qkv, lact(a, y->att, l), drop, a->B, a->T,
@@ -275,14 +277,14 @@ mdc_status mdc_gpt2_embed_backward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
         const float *dout;
         TRY(g_back(m, a, dres, &dout));
         mdc_x_embed(m->dev, &m->x.g, mdc_i_xoff(m, 0), (long)mdc_i_xoff(m, 1), dout, a->inputs, m->part.tp_rank * s.Vl,
-                    s.Vl, a->B, a->T, s.C);
-    } else if (!m->comm) {
+                    s.Vl, m->cp ? m->cp->pos : NULL, a->B, a->T, s.C);
+    } else if (!m->comm && !m->cp) {
         mdc_encoder_backward(m->dev, G(m, 0), G(m, 1), dres, a->inputs, a->B, a->T, s.C);
     } else {
         const float *dout;
         TRY(g_back(m, a, dres, &dout));
-        mdc_embed_shard_backward(m->dev, G(m, 0), G(m, 1), dout, a->inputs, m->part.tp_rank * s.Vl, s.Vl, a->B, a->T,
-                                 s.C);
+        mdc_embed_shard_backward(m->dev, G(m, 0), G(m, 1), dout, a->inputs, m->part.tp_rank * s.Vl, s.Vl,
+                                 m->cp ? m->cp->pos : NULL, a->B, a->T, s.C);
     }
     HOOK(MDC_HOOK_POST_BACKWARD, 0);
     return MDC_OK;

@@ -247,6 +247,13 @@ mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before) {
 }
 
 void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step) { m->drop_step = step; }
+
+mdc_status mdc_gpt2_set_cp(mdc_gpt2 *m, const mdc_gpt2_cp *cp) {
+    int before = mdc_i_acts_needs(m);
+    m->cp = cp && cp->c > 1 ? cp : NULL;
+    return mdc_i_acts_refresh(m, before);
+}
+const mdc_gpt2_cp *mdc_gpt2_get_cp(const mdc_gpt2 *m) { return m->cp; }
 mdc_gpt2_acts *mdc_gpt2_default_acts(mdc_gpt2 *m) { return m->acts; }
 const float *mdc_gpt2_logits(const mdc_gpt2 *m) { return mdc_gpt2_acts_logits(m->acts); }
 const float *mdc_gpt2_losses(const mdc_gpt2 *m) { return mdc_gpt2_acts_losses(m->acts); }

@@ -19,6 +19,7 @@ struct mdc_gpt2 {
     mdc_gpt2_config cfg;
     mdc_gpt2_part part;
     const mdc_gpt2_comm *comm; /* NULL: the serial model (fused kernels, no communication) */
+    const mdc_gpt2_cp *cp;     /* NULL: every position of the sequence here */
     mdc_device *dev;
     int t;                     /* AdamW steps taken */
     float *params, *grads, *m, *v;
@@ -82,7 +83,7 @@ struct mdc_gpt2_acts {
 };
 
 /* needs: MDC_I_NEED_COMM (communication points), MDC_I_NEED_DROPOUT */
-enum { MDC_I_NEED_COMM = 1, MDC_I_NEED_DROPOUT = 2 };
+enum { MDC_I_NEED_COMM = 1, MDC_I_NEED_DROPOUT = 2, MDC_I_NEED_LSE = 4 };
 /* layers: the chunk's blocks; head: the head's tensors too */
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
                                      int layers, int head);
@@ -144,9 +145,10 @@ static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts 
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     memset(d, 0, sizeof *d);
     d->p = m->drop_p, d->seed = m->drop_seed, d->step = m->drop_step, d->layer = l, d->site = site;
-    d->row0 = a->row0, d->T = a->T, d->C = m->cfg.C, d->H = m->cfg.H;
+    d->row0 = a->row0, d->T = m->cp ? m->cp->T : a->T, d->C = m->cfg.C, d->H = m->cfg.H;
     if (site == MDC_DROP_ATTN) d->head0 = m->part.tp_rank * s.Hl;
     else d->pos0 = m->part.sp ? m->part.tp_rank * s.Tl : 0;
+    if (m->cp && site != MDC_DROP_ATTN) d->pos = m->cp->pos + d->pos0; /* the SP shard of the chunks */
     return d;
 }
 

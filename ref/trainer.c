@@ -20,6 +20,8 @@ struct mdc_trainer {
     mdc_gpt2 *m;
     mdc_dp *dp;       /* NULL: one replica and no ZeRO */
     mdc_pp *pp;       /* NULL: one stage */
+    mdc_cp *cp;       /* NULL: the whole sequence here */
+    int *cp_tok;      /* context parallel: this rank's positions of the step's inputs and targets */
     mdc_step_plan plan;
     char *skip, *sp_partial;
     int dp_rank, dp_size, tp_rank, pp_rank, steps;
@@ -52,7 +54,6 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
                               uint64_t seed) {
     *out = NULL;
     const mdc_mesh_dims *d = &tc->dims;
-    if (d->cp > 1) return mdc_fail(MDC_ERR_INVALID, "--cp %d: context parallelism is not built yet (use --cp 1)", d->cp);
     if (d->ep > 1) return mdc_fail(MDC_ERR_INVALID, "--ep %d: expert parallelism is not built yet (use --ep 1)", d->ep);
     if (d->pp * (tc->pp_chunks > 1 ? tc->pp_chunks : 1) > tc->cfg.L)
         return mdc_fail(MDC_ERR_INVALID, "--pp %d x %d chunks: more virtual stages than the model's %d layers", d->pp,
@@ -64,6 +65,14 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (tc->micro_batch <= 0 || tc->accum <= 0 || tc->seq <= 0)
         return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x --accum %d x --seq %d: all must be positive", tc->micro_batch,
                         tc->accum, tc->seq);
+    if (d->cp > 1) {
+        mdc_status cs = mdc_cp_check(d->cp, tc->seq, tc->cfg.H / d->tp, tc->cp_layout, tc->cp_algo);
+        if (cs) return cs;
+        if (tc->exact_block)
+            return mdc_fail(MDC_ERR_INVALID, "--exact with --cp %d: exact context-parallel attention is not built yet "
+                            "(the default mode runs it; --check-serial compares it with serial)", d->cp);
+    }
+    int Tl = tc->seq / (d->cp > 1 ? d->cp : 1); /* the positions of each sequence on this rank */
     mdc_trainer *t = calloc(1, sizeof *t);
     if (!t) return mdc_fail(MDC_ERR_OOM_HOST, "trainer");
     t->tc = *tc;
@@ -72,24 +81,32 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     t->tp_rank = coord(t, MDC_AXIS_TP);
     t->dp_rank = coord(t, MDC_AXIS_DP), t->dp_size = d->dp, t->pp_rank = coord(t, MDC_AXIS_PP);
     mdc_gpt2_part part = stage_part(tc, t->tp_rank, t->pp_rank);
-    if ((st = mdc_gpt2_part_check(&part, &tc->cfg, tc->seq))) goto fail;
+    if ((st = mdc_gpt2_part_check(&part, &tc->cfg, Tl))) goto fail;
     if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
     if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch,
-                                   tc->seq, mdc_dp_model_flags(tc->zero))))
+                                   Tl, mdc_dp_model_flags(tc->zero))))
         goto fail;
     mdc_gpt2_init(t->m, seed);
+    if (d->cp > 1) { /* before the activation sets: attention then keeps each row's lse */
+        if ((st = mdc_cp_create(&t->cp, mdc_mesh_group(t->mesh, MDC_MESH_CP), dev, tc->seq, tc->micro_batch,
+                                tc->cfg.H / d->tp, tc->cfg.C / tc->cfg.H, tc->cp_layout, tc->cp_algo)))
+            goto fail;
+        if ((st = mdc_gpt2_set_cp(t->m, mdc_cp_model(t->cp)))) goto fail;
+        t->cp_tok = malloc(2 * sizeof(int) * (size_t)tc->accum * tc->micro_batch * Tl);
+        if (!t->cp_tok) { st = mdc_fail(MDC_ERR_OOM_HOST, "trainer"); goto fail; }
+    }
     if (tc->dropout > 0 && (st = mdc_gpt2_set_dropout(t->m, tc->dropout, seed))) goto fail;
     if (tc->exact_block && (st = mdc_gpt2_set_exact(t->m, tc->exact_block))) goto fail; /* before dp attaches */
     if (tc->exact_block && t->tp) mdc_tp_set_exact(t->tp, 1);
-    if (d->dp > 1 || tc->zero) {
-        mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, tc->seq, tc->bucket_bytes, tc->poison, tc->prefetch};
+    if (d->dp * d->cp * d->ep > 1 || tc->zero) { /* cp ranks hold the gradients of their tokens too */
+        mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, Tl, tc->bucket_bytes, tc->poison, tc->prefetch};
         mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
         if (!g) { st = mdc_fail(MDC_ERR_INVALID, "--zero %d needs a transport (run under mpiexec.mpich)", tc->zero); goto fail; }
         if ((st = mdc_dp_attach(&t->dp, g, t->m, &dc))) goto fail;
         if (d->pp > 1) mdc_dp_defer(t->dp);
     }
     if (d->pp > 1 && (st = mdc_pp_create(&t->pp, t->m, mdc_mesh_group(t->mesh, MDC_MESH_PP),
-                                         tc->schedule ? tc->schedule : "1f1b", tc->accum, tc->micro_batch, tc->seq,
+                                         tc->schedule ? tc->schedule : "1f1b", tc->accum, tc->micro_batch, Tl,
                                          tc->pp_chunks > 1 ? tc->pp_chunks : 1)))
         goto fail;
     int n = mdc_gpt2_local_count(t->m);
@@ -115,7 +132,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     p->row0 = t->dp_rank * tc->accum * tc->micro_batch;
     p->skip = t->skip;
     p->sp_partial = tc->sp ? t->sp_partial : NULL;
-    p->micro_batch = tc->micro_batch, p->accum = tc->accum, p->seq = tc->seq;
+    p->micro_batch = tc->micro_batch, p->accum = tc->accum, p->seq = Tl;
     p->tokens = (double)tc->micro_batch * tc->seq * tc->accum * d->dp;
     p->dloss = 1.0f / ((float)tc->micro_batch * (float)tc->accum * (float)d->dp * (float)tc->seq);
     *out = t;
@@ -128,6 +145,8 @@ fail:
 void mdc_trainer_free(mdc_trainer *t) {
     if (!t) return;
     mdc_pp_free(t->pp);
+    mdc_cp_free(t->cp);
+    free(t->cp_tok);
     mdc_dp_free(t->dp);
     mdc_gpt2_free(t->m);
     mdc_tp_free(t->tp);
@@ -141,9 +160,17 @@ const mdc_mesh *mdc_trainer_mesh(const mdc_trainer *t) { return t->mesh; }
 int mdc_trainer_adam_step(const mdc_trainer *t) { return t->dp ? mdc_dp_adam_step(t->dp) : mdc_gpt2_adam_step(t->m); }
 
 mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targets) {
-    size_t off = (size_t)t->dp_rank * t->tc.accum * t->tc.micro_batch * t->tc.seq;
+    int rows = t->tc.accum * t->tc.micro_batch;
+    size_t off = (size_t)t->dp_rank * rows * t->tc.seq;
     if (t->tp) mdc_tp_reset_counts(t->tp);
     mdc_gpt2_set_dropout_step(t->m, (uint64_t)mdc_trainer_adam_step(t)); /* resumed runs draw the same masks */
+    if (t->cp) { /* this rank's chunks of every sequence */
+        size_t n = (size_t)rows * t->plan.seq;
+        mdc_cp_reset_counts(t->cp);
+        mdc_cp_slice(t->cp, t->cp_tok, inputs + off, rows);
+        mdc_cp_slice(t->cp, t->cp_tok + n, targets + off, rows);
+        return mdc_step_grads(&t->plan, t->cp_tok, t->cp_tok + n);
+    }
     return mdc_step_grads(&t->plan, inputs + off, targets + off);
 }
 
@@ -163,10 +190,14 @@ mdc_status mdc_trainer_step(mdc_trainer *t, const int *inputs, const int *target
 /* ---- state in the global layout ------------------------------------------------------------- */
 
 /* This rank's local arrays (params, m, v) in full local layout, gathered over data parallelism
- * to dp rank 0 (the others get nothing: *have = 0). */
+ * to the dense group's rank 0 (the others get nothing: *have = 0). */
+static int dense_root(const mdc_trainer *t) { /* rank 0 of the dense group (dp x cp x ep) */
+    return t->dp_rank == 0 && coord(t, MDC_AXIS_CP) == 0 && coord(t, MDC_AXIS_EP) == 0;
+}
+
 static mdc_status local_state(mdc_trainer *t, float *lp, float *lm, float *lv, int *have) {
     size_t bytes = mdc_gpt2_local_floats(t->m) * sizeof(float);
-    *have = t->dp_rank == 0;
+    *have = dense_root(t);
     if (t->dp) return mdc_dp_gather_state(t->dp, lp, lm, lv, 0);
     memcpy(lp, mdc_gpt2_params(t->m), bytes);
     float *am = mdc_gpt2_adam_m(t->m), *av = mdc_gpt2_adam_v(t->m);
@@ -198,7 +229,7 @@ static mdc_status gather_global(mdc_trainer *t, float *params, float *m, float *
     mdc_status st = loc ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "gathering the training state");
     if (!st && grads) { /* DDP: every replica holds the reduced gradients */
         memcpy(loc, mdc_gpt2_grads(t->m), L * sizeof(float));
-        have = t->dp_rank == 0;
+        have = dense_root(t);
     } else if (!st) {
         st = local_state(t, loc, loc + L, loc + 2 * L, &have);
     }
@@ -303,7 +334,10 @@ mdc_status mdc_trainer_timeline(mdc_trainer *t, const char *path) {
 
 void mdc_trainer_report(mdc_trainer *t, FILE *out) {
     if (t->pp && t->tp_rank == 0 && t->dp_rank == 0) (void)mdc_pp_report(t->pp, out);
-    if (t->tp) mdc_tp_report(t->tp, t->m, t->tc.micro_batch, t->tc.seq, t->tc.accum, t->plan.sp_bytes, out);
+    if (t->tp) mdc_tp_report(t->tp, t->m, t->tc.micro_batch, t->plan.seq, t->tc.accum, t->plan.sp_bytes, out);
+    if (t->cp && t->tp_rank == 0 && t->dp_rank == 0 && t->pp_rank == 0)
+        (void)mdc_cp_report(t->cp, mdc_gpt2_acts_bytes(t->m, t->tc.micro_batch, t->plan.seq) + mdc_cp_scratch_bytes(t->cp),
+                            mdc_gpt2_acts_bytes(t->m, t->tc.micro_batch, t->tc.seq), out);
     if (t->dp && t->tp_rank == 0) mdc_dp_report(t->dp, out);
     if (t->mesh && mdc_mesh_group(t->mesh, MDC_MESH_WORLD) && mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == 0 &&
         mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) > 1)
@@ -325,7 +359,7 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
         mdc_tp_counts c;
         double fc[MDC_TP_KINDS], fb[MDC_TP_KINDS];
         mdc_tp_get_counts(t->tp, &c);
-        mdc_tp_formulas(t->tp, t->m, t->tc.micro_batch, t->tc.seq, t->tc.accum, fc, fb);
+        mdc_tp_formulas(t->tp, t->m, t->tc.micro_batch, t->plan.seq, t->tc.accum, fc, fb);
         cJSON *tp = cJSON_AddObjectToObject(root, "tensor_parallel");
         for (int i = 0; i < MDC_TP_KINDS; i++) {
             cJSON *k = cJSON_AddObjectToObject(tp, kind[i]);
@@ -335,7 +369,14 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
         cJSON_AddNumberToObject(tp, "sp_gradient_allreduce_bytes", t->plan.sp_bytes);
         cJSON_AddNumberToObject(tp, "parameter_floats", (double)mdc_gpt2_local_floats(t->m));
         cJSON_AddNumberToObject(tp, "activation_floats_per_layer",
-                                (double)mdc_gpt2_acts_layer_floats(t->m, t->tc.micro_batch, t->tc.seq));
+                                (double)mdc_gpt2_acts_layer_floats(t->m, t->tc.micro_batch, t->plan.seq));
+    }
+    if (t->cp) {
+        double f[4];
+        mdc_cp_figures(t->cp, f);
+        cJSON *cp = cJSON_AddObjectToObject(root, "context_parallel");
+        cJSON_AddNumberToObject(cp, "attention_pairs_per_layer", f[0]), cJSON_AddNumberToObject(cp, "pairs_formula", f[1]);
+        cJSON_AddNumberToObject(cp, "bytes_per_layer", f[2]), cJSON_AddNumberToObject(cp, "bytes_formula", f[3]);
     }
     if (t->dp) {
         mdc_dp_figures f;

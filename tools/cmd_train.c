@@ -52,7 +52,12 @@ static const char usage_text[] =
     "                      (layers split over p V virtual stages; --pp-layout then lists p V)\n"
     "  --microbatches M    micro-batches per step (the pipeline's accumulation; same as --accum)\n"
     "  --timeline FILE     the last step's measured schedule as SVG, one row per stage (with --pp)\n"
-    "  --cp N --ep N       context and expert parallelism (not built yet: 1)\n"
+    "  --cp N              context parallelism: each sequence split over N ranks (--seq a multiple\n"
+    "                      of 2N for the zigzag layout)\n"
+    "  --cp-layout L       zigzag (default: rank r holds chunks r and 2N-1-r of 2N) | contiguous\n"
+    "  --cp-algo A         ring (default: key/value blocks travel the ring) | allgather | ulysses\n"
+    "                      (all-to-all to whole heads; H / tp divisible by N)\n"
+    "  --ep N              expert parallelism (not built yet: 1)\n"
     "  --zero Z            0 = DDP (default), 1, 2, 3 = ZeRO stage\n"
     "  --accum K           micro-batches per step (gradient accumulation, default 1);\n"
     "                      --batch must be divisible by dp x K\n"
@@ -78,7 +83,7 @@ typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
     int seed_given, force_seed, exact, exact_block, microbatches;
-    const char *schedule, *timeline;
+    const char *schedule, *timeline, *cp_layout, *cp_algo;
     int layout[256], layout_n, vstages;
     int fail_rank, fail_step, fail_how;
     double bucket_mb, dropout;
@@ -174,6 +179,8 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--save")) o->save = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
         else if (!strcmp(a, "--schedule")) o->schedule = v;
+        else if (!strcmp(a, "--cp-layout")) o->cp_layout = v;
+        else if (!strcmp(a, "--cp-algo")) o->cp_algo = v;
         else if (!strcmp(a, "--timeline")) o->timeline = v;
         else if (!strcmp(a, "--pp-layout")) st = parse_layout(a, v, o->layout, &o->layout_n);
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
@@ -255,9 +262,13 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
     if (o->fail_rank >= nranks) /* a hook that can never fire would pass a test for nothing */
         return mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: rank %d is not in the job (ranks 0..%d)", o->fail_rank,
                         o->fail_step, o->fail_rank, nranks - 1);
+    if ((o->cp_layout || o->cp_algo) && o->cp < 2)
+        return mdc_fail(MDC_ERR_INVALID, "--cp-layout and --cp-algo arrange context parallelism: they need --cp 2 or more");
+    if (o->cp > 1 && (st = mdc_cp_check(o->cp, o->seq, cfg->H % o->tp ? cfg->H : cfg->H / o->tp, o->cp_layout, o->cp_algo)))
+        return st;
     mdc_gpt2_part part = mdc_gpt2_part_serial(cfg);
     part.tp = o->tp, part.sp = o->sp;
-    return mdc_gpt2_part_check(&part, cfg, o->seq);
+    return mdc_gpt2_part_check(&part, cfg, o->seq / o->cp);
 }
 
 static void die(mdc_runtime *rt, mdc_status st, int same) {
@@ -313,11 +324,11 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
                              (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout,
-                             o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL, o.vstages};
+                             o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL, o.vstages, o.cp_layout, o.cp_algo};
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
     if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
         mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout,
-                                 o.exact ? o.exact_block : 0, NULL, NULL, 1};
+                                 o.exact ? o.exact_block : 0, NULL, NULL, 1, NULL, NULL};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))

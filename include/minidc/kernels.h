@@ -63,18 +63,21 @@ void mdc_embed_shard_forward(mdc_device *dev,
                              const int *inp,    // (N)
                              const float *wte,  // (rows,C) the shard
                              int lo, int rows, int N, int C);
-/* out[b,j,:] = in[b,j,:] + wpe[pos0 + j,:] (out may alias in): positions after the reduction. */
+/* out[b,j,:] = in[b,j,:] + wpe[p(j),:] (out may alias in): positions after the reduction;
+ * p(j) = pos[j], or pos0 + j with pos NULL (pos: the global positions of a context-parallel
+ * rank's chunks). */
 void mdc_embed_positions(mdc_device *dev,
                          float *out,       // (B,Tl,C)
                          const float *in,  // (B,Tl,C)
                          const float *wpe, // (maxT,C)
-                         int B, int Tl, int pos0, int C);
+                         int B, int Tl, const int *pos, int pos0, int C);
+/* dwte rows of the shard, and dwpe row p(t) (pos[t], or t with pos NULL) += dout[b,t]. */
 void mdc_embed_shard_backward(mdc_device *dev,
                               float *dwte,       // (rows,C) += the shard
                               float *dwpe,       // (maxT,C) +=
                               const float *dout, // (B,T,C)
                               const int *inp,    // (B,T)
-                              int lo, int rows, int B, int T, int C);
+                              int lo, int rows, const int *pos, int B, int T, int C);
 
 /* ---- LayerNorm (kernels/layernorm.c), eps = 1e-5, biased variance ---------------------- */
 /* The backward's input part (dinp) and weight part (dweight, dbias) can run alone: pass NULL
@@ -403,9 +406,9 @@ void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const fl
 void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout,
                            const float *inp, const float *mean, const float *rstd, int n, int C, int blk);
 /* Embedding rows [lo, lo + rows) of wte (at off_wte) += each token's dout row; wpe (at off_wpe,
- * -1: none) += every sequence's row at each position (B, T full sequences). */
+ * -1: none) += every sequence's row at each position (pos[t], or t with pos NULL). */
 void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp,
-                 int lo, int rows, int B, int T, int C);
+                 int lo, int rows, const int *pos, int B, int T, int C);
 /* se[i] = sum over blocks of vblk of the block's float sum of exp(z - mx[i]), z the first
  * `valid` of row i of logits (row stride ld). */
 void mdc_x_sumexp(mdc_device *dev, mdc_exact *se, const float *logits, int ld, const float *mx, int n, int valid,

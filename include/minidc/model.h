@@ -24,6 +24,7 @@
 
 #include "minidc/device.h"
 #include "minidc/exact.h"
+#include "minidc/kernels.h"
 #include "minidc/status.h"
 
 #ifdef __cplusplus
@@ -325,6 +326,27 @@ void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0);
  * activation set when its buffers change. The step (set before each optimizer step; the AdamW
  * step count, so a resumed run draws the same masks) keys a new mask every step. */
 mdc_status mdc_gpt2_set_dropout(mdc_gpt2 *m, float p, uint64_t seed);
+
+/* ---- context parallelism (ref/cp.c) -------------------------------------------------------
+ * The sequence of every micro-batch is split over c ranks: this rank holds T/c positions of
+ * each sequence, at global positions pos[0 .. T/c) (ascending). The model sees them as a
+ * sequence of its own (its activation sets are of T/c positions; set_batch takes the local
+ * tokens); the embedding and dropout use the global positions, and attention calls forward
+ * (out, and the rows' lse, from the local qkv; it may overwrite qkv with what its backward
+ * needs) and backward (dqkv += from dout, the forward's out and lse and qkv as it left it). */
+typedef struct mdc_gpt2_cp {
+    void *ctx;
+    int c, T;          /* ranks the sequence is split over, the global sequence length */
+    const int *pos;    /* T/c global positions */
+    mdc_status (*forward)(void *ctx, mdc_device *dev, float *out, float *lse, float *qkv, const mdc_dropout *drop,
+                          int B, int C, int NH);
+    mdc_status (*backward)(void *ctx, mdc_device *dev, float *dqkv, const float *dout, const float *out,
+                           const float *qkv, const float *lse, const mdc_dropout *drop, int B, int C, int NH);
+} mdc_gpt2_cp;
+/* Attaches (or with NULL detaches) context parallelism; call before creating activation sets
+ * other than the default one (it is rebuilt: attention then saves the lse, never T x T). */
+mdc_status mdc_gpt2_set_cp(mdc_gpt2 *m, const mdc_gpt2_cp *cp);
+const mdc_gpt2_cp *mdc_gpt2_get_cp(const mdc_gpt2 *m);
 void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step);
 
 /* ---- hooks for the data-parallel component (ref/dp.c, ref/zero.c) -----------------------------

@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 
+#include "minidc/cp.h"
 #include "minidc/dp.h"
 #include "minidc/mesh.h"
 #include "minidc/model.h"
@@ -93,6 +94,8 @@ typedef struct {
     const char *schedule;    /* pipeline schedule (NULL: 1f1b); the micro-batches are accum */
     const int *pp_layout;    /* pipeline: layers per virtual stage (NULL: an even split, the first ones one more) */
     int pp_chunks;           /* model chunks per stage (interleaved: v; 0 or 1: one) */
+    const char *cp_layout;   /* context parallel: "zigzag" (NULL) or "contiguous" */
+    const char *cp_algo;     /* "ring" (NULL), "allgather" or "ulysses" */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;

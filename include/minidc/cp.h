@@ -1,0 +1,58 @@
+/* Context parallelism (ref/cp.c, ref/cp_ulysses.c): the sequence of every micro-batch split over
+ * the c ranks of a group, attention computed across them.
+ *
+ * Layouts: "zigzag" (default) cuts the sequence into 2c chunks and gives rank r chunks r and
+ * 2c-1-r, so every rank's causal attention work is the same; "contiguous" gives rank r chunk r
+ * of c, and rank r's work grows with r (the last does (2c-1)/c of the mean).
+ * Algorithms:
+ *   "ring" (default): each rank keeps its queries; the key/value blocks travel around the
+ *     ring, the next block's transfer under the current block's attention, merged into each
+ *     row by the log-sum-exp rule; the backward sends the blocks round again with their dK, dV,
+ *     which arrive back at their owners after c transfers;
+ *   "allgather" (Llama 3): keys and values all-gathered, each local query chunk attends to
+ *     its causal prefix; the backward gathers them again and reduce-scatters dK, dV;
+ *   "ulysses" (DeepSpeed-Ulysses): an all-to-all from sequence-sharded to head-sharded before
+ *     attention and back after (the local heads divisible by c).
+ * Everything but attention runs on the local positions; the model uses this component's
+ * mdc_gpt2_cp (include/minidc/model.h). */
+#ifndef MINIDC_CP_H
+#define MINIDC_CP_H
+
+#include <stdio.h>
+
+#include "minidc/collectives.h"
+#include "minidc/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mdc_cp mdc_cp;
+
+/* Checks a configuration before any message: T divisible by 2c (zigzag) or c, the local heads
+ * Hl (H / tp) divisible by c for ulysses, known names; MDC_ERR_INVALID names the option. */
+mdc_status mdc_cp_check(int c, int T, int Hl, const char *layout, const char *algo);
+/* The component on group g (its size c, this rank's index r) for sequences of T positions,
+ * micro-batches of B rows and Hl heads of hs channels on this rank. */
+mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int B, int Hl, int hs, const char *layout,
+                         const char *algo);
+void mdc_cp_free(mdc_cp *cp);
+const mdc_gpt2_cp *mdc_cp_model(const mdc_cp *cp);
+/* This rank's T/c positions of each of `rows` sequences of T tokens (NULL in: nothing). */
+void mdc_cp_slice(const mdc_cp *cp, int *out, const int *in, int rows);
+/* Counters since the last reset: visible attention (query, key) pairs of the forward, bytes
+ * sent by attention (forward and backward), attention calls (forward). */
+void mdc_cp_reset_counts(mdc_cp *cp);
+/* Per rank the attention pairs and bytes against their formulas, the layout's max/mean and
+ * the activation memory; gathered over the group and printed by its rank 0 (every rank calls). */
+mdc_status mdc_cp_report(const mdc_cp *cp, size_t act_bytes, size_t serial_act_bytes, FILE *out);
+/* This rank's figures per layer and micro-batch: attention pairs, their formula, bytes sent,
+ * their formula. */
+void mdc_cp_figures(const mdc_cp *cp, double f[4]);
+/* The device bytes of the attention's scratch buffers. */
+size_t mdc_cp_scratch_bytes(const mdc_cp *cp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
