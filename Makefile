@@ -22,15 +22,18 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -g -fPIC -fopenmp -Wall -Wextra -Wshadow -Wstr
 LDLIBS  = -lopenblas -lcjson -lm
 LDFLAGS += -fopenmp $(SANFLAGS)
 
+# interposer/ is libminidc_mpi.so's alone (an LD_PRELOAD library on top of libminidc.a).
 LIB_DIRS := device collectives kernels ref datasets
-LIB_SRC  := $(filter-out collectives/interposer.c,$(sort $(wildcard $(addsuffix /*.c,$(LIB_DIRS)))))
+LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIB_DIRS))))
+IP_SRC   := $(sort $(wildcard interposer/*.c))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+IP_OBJ   := $(IP_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/minidc/*.h)
-INTERPOSER := $(if $(wildcard collectives/interposer.c),$(BUILD)/libminidc_mpi.so)
+INTERPOSER := $(if $(IP_SRC),$(BUILD)/libminidc_mpi.so)
 
 .PHONY: all deps deps-check check demo bench install clean
 all: deps $(BUILD)/libminidc.a $(BUILD)/libminidc.so $(BUILD)/minidc $(INTERPOSER)
@@ -55,8 +58,8 @@ $(BUILD)/libminidc.so: $(LIB_OBJ)
 # The interposer takes from the archive only the objects it uses (collectives, the device
 # clock): a preloaded library must not bring OpenBLAS, cJSON or libgomp into the program,
 # where they would start threads and could take over the program's own BLAS symbols.
-$(BUILD)/libminidc_mpi.so: $(BUILD)/obj/collectives/interposer.o $(BUILD)/libminidc.a
-	$(MPICC) -shared $(LDFLAGS) -o $@ $< $(BUILD)/libminidc.a -Wl,--as-needed $(LDLIBS)
+$(BUILD)/libminidc_mpi.so: $(IP_OBJ) $(BUILD)/libminidc.a
+	$(MPICC) -shared $(LDFLAGS) -o $@ $(IP_OBJ) $(BUILD)/libminidc.a -Wl,--as-needed $(LDLIBS)
 
 $(BUILD)/minidc: $(TOOL_OBJ) $(BUILD)/libminidc.a
 	$(MPICC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libminidc.a $(LDLIBS)

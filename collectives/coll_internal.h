@@ -192,7 +192,7 @@ mdc_status mdc_i_doubling_ag(mdc_group *g, int rem, int p2, int nr, void *buf, c
  * nodes numbered by first appearance. */
 int mdc_i_node_layout(const mdc_group *g, int *per_node, int *node_of);
 
-/* What a group remembers for the dispatcher (held in the group, transport.c): its node layout,
+/* What a group remembers for the dispatcher (held in the group, group.c): its node layout,
  * computed once when the group is created (it depends only on the members and the transport's
  * placement), and each collective's last `auto` pick with the byte count and the settings
  * generation (coll_select.c) it was made under, so a loop of identical calls does not rerun
@@ -206,6 +206,8 @@ typedef struct {
 mdc_i_pick_memo *mdc_i_group_memo(const mdc_group *g, mdc_coll c);
 /* mdc_i_node_layout's result without node_of, as computed at creation. */
 int mdc_i_group_nodes(const mdc_group *g, int *per_node);
+/* The group's tag space (mdc_group_create), for the transport's MPI tags. */
+int mdc_i_group_tag_space(const mdc_group *g);
 
 /* Dispatcher support (coll_select.c): the algorithm index to run, after forcing and env. */
 int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g);

@@ -1,5 +1,9 @@
 /* The transport: the only code in minidc that calls MPI point-to-point.
  *
+ * A message goes to a rank of a group (group.c) with a user tag; the group gives the peer's
+ * rank in the transport's communicator and the tag space that keeps the MPI tag apart from
+ * other groups' messages.
+ *
  * Each message carries the sender's virtual-time stamp (mdc_msg_stamp) so the receiver's
  * emulated clock can become max(own, arrival). Small messages pack stamp and payload into one
  * MPI message; large ones send a header (stamp and payload size) first, then the payload in
@@ -53,14 +57,6 @@ struct mdc_transport {
     mdc_trace_fn trace;
     void *trace_ctx;
     size_t inflight, inflight_hwm; /* requests posted and not yet freed, and their most at once */
-};
-
-struct mdc_group {
-    mdc_transport *t;
-    int n, me, tag_space;
-    int *ranks;
-    int nodes, per_node;                   /* mdc_i_node_layout, computed at creation */
-    mdc_i_pick_memo memo[MDC_COLL_COUNT];  /* the dispatcher's last picks */
 };
 
 /* The first MPI message of a message sent in pieces. */
@@ -239,123 +235,54 @@ void mdc_transport_abort_peers(mdc_transport *t, const char *why) {
     mdc_i_door_ring_all(); /* a sleeping peer should see the message now, not in a while */
 }
 
-/* ---- groups ---------------------------------------------------------------------------- */
-
-mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_ranks, int n,
-                            int tag_space) {
-    *out = NULL;
-    if (!t) return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: no transport");
-    if (n < 1 || !world_ranks) return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: empty group");
-    if (tag_space < 0 || tag_space >= MDC_MAX_TAG_SPACES)
-        return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: tag space %d outside 0..%d",
-                        tag_space, MDC_MAX_TAG_SPACES - 1);
-    int me = -1;
-    for (int i = 0; i < n; i++) {
-        if (world_ranks[i] < 0 || world_ranks[i] >= t->size)
-            return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: rank %d: member %d is world rank %d, outside 0..%d",
-                            t->rank, i, world_ranks[i], t->size - 1);
-        for (int j = 0; j < i; j++)
-            if (world_ranks[j] == world_ranks[i])
-                return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: world rank %d listed twice",
-                                world_ranks[i]);
-        if (world_ranks[i] == t->rank) me = i;
-    }
-    if (me < 0)
-        return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: rank %d is not a member", t->rank);
-    mdc_group *g = calloc(1, sizeof *g);
-    int *ranks = malloc((size_t)n * sizeof *ranks);
-    if (!g || !ranks) {
-        free(g);
-        free(ranks);
-        return mdc_fail(MDC_ERR_OOM_HOST, "group of %d", n);
-    }
-    memcpy(ranks, world_ranks, (size_t)n * sizeof *ranks);
-    g->t = t;
-    g->n = n;
-    g->me = me;
-    g->tag_space = tag_space;
-    g->ranks = ranks;
-    g->nodes = mdc_i_node_layout(g, &g->per_node, NULL);
-    *out = g;
-    return MDC_OK;
-}
-
-mdc_status mdc_group_world(mdc_group **out, mdc_transport *t) {
-    *out = NULL;
-    if (!t) return mdc_fail(MDC_ERR_INVALID, "mdc_group_world: no transport");
-    int *ranks = malloc((size_t)t->size * sizeof *ranks);
-    if (!ranks) return mdc_fail(MDC_ERR_OOM_HOST, "world group");
-    for (int i = 0; i < t->size; i++) ranks[i] = i;
-    mdc_status st = mdc_group_create(out, t, ranks, t->size, 0);
-    free(ranks);
-    return st;
-}
-
-void mdc_group_free(mdc_group *g) {
-    if (!g) return;
-    free(g->ranks);
-    free(g);
-}
-
-int mdc_group_rank(const mdc_group *g) { return g->me; }
-int mdc_group_size(const mdc_group *g) { return g->n; }
-int mdc_group_world_rank(const mdc_group *g, int i) { return g->ranks[i]; }
-mdc_transport *mdc_group_transport(const mdc_group *g) { return g->t; }
-/* The memo is a cache: it changes under a const group without changing what the group is. */
-mdc_i_pick_memo *mdc_i_group_memo(const mdc_group *g, mdc_coll c) {
-    return (unsigned)c < MDC_COLL_COUNT ? (mdc_i_pick_memo *)&g->memo[c] : NULL;
-}
-int mdc_i_group_nodes(const mdc_group *g, int *per_node) {
-    *per_node = g->per_node;
-    return g->nodes;
-}
-
 /* ---- point-to-point -------------------------------------------------------------------- */
 
 static mdc_status check_p2p(const void *buf, size_t bytes, int peer, int tag, const mdc_group *g,
                             const char *what) {
     if (!g) return mdc_fail(MDC_ERR_INVALID, "%s: NULL group", what);
-    if (peer < 0 || peer >= g->n)
+    int n = mdc_group_size(g);
+    if (peer < 0 || peer >= n)
         return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: peer %d outside group of %d", what,
-                        g->t->rank, peer, g->n);
+                        mdc_group_transport(g)->rank, peer, n);
     if (tag < 0 || tag >= TAGS_PER_SPACE)
         return mdc_fail(MDC_ERR_INVALID, "%s: tag %d outside 0..%d", what, tag, TAGS_PER_SPACE - 1);
     if (!buf && bytes)
         return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: NULL buffer with %zu bytes", what,
-                        g->t->rank, bytes);
+                        mdc_group_transport(g)->rank, bytes);
     return MDC_OK;
 }
 
 static int mpi_tag(const mdc_group *g, int tag) {
-    return g->t->tag_base + g->tag_space * TAGS_PER_SPACE + tag;
+    return mdc_group_transport(g)->tag_base + mdc_i_group_tag_space(g) * TAGS_PER_SPACE + tag;
 }
 
 /* slice > 0: the payload travels in pieces of `slice` bytes (at least one piece, even of 0
  * bytes) that a receiver can consume one by one (mdc_i_wait_piece). */
 static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_send, size_t slice) {
+    mdc_transport *t = mdc_group_transport(g);
     int packed = !slice && bytes <= PACK_LIMIT; /* one MPI message, with the stamp if any */
     size_t total = sizeof(mdc_msg_stamp) + bytes;
-    size_t inl = packed && g->t->dev && total <= PACK_INLINE ? total : 0;
+    size_t inl = packed && t->dev && total <= PACK_INLINE ? total : 0;
     mdc_request *r = malloc(sizeof *r + inl); /* not calloc: the inline buffer needs no zeroing */
     if (!r) return NULL;
     memset(r, 0, offsetof(mdc_request, inl));
     r->inl_cap = inl;
-    r->t = g->t;
+    r->t = t;
     r->is_send = is_send;
-    r->peer_world = g->ranks[peer];
-    r->door_peer = g->t->door ? g->t->door[r->peer_world] : -1;
+    r->peer_world = mdc_group_world_rank(g, peer);
+    r->door_peer = t->door ? t->door[r->peer_world] : -1;
     r->bytes = bytes;
-    r->link = mdc_transport_link(g->t, g->t->rank, r->peer_world);
+    r->link = mdc_transport_link(t, t->rank, r->peer_world);
     r->piece = slice ? (slice < PIECE_BYTES ? slice : PIECE_BYTES) : PIECE_BYTES;
     r->npieces = packed ? 0 : (int)((bytes + r->piece - 1) / r->piece);
     if (slice && r->npieces == 0) r->npieces = 1;
-    r->hdr = r->npieces && (g->t->dev || slice);
+    r->hdr = r->npieces && (t->dev || slice);
     r->mreq = r->npieces + 1 <= 2 ? r->mreq_inl : calloc((size_t)r->npieces + 1, sizeof *r->mreq);
     if (!r->mreq) {
         free(r);
         return NULL;
     }
-    if (++g->t->inflight > g->t->inflight_hwm) g->t->inflight_hwm = g->t->inflight;
+    if (++t->inflight > t->inflight_hwm) t->inflight_hwm = t->inflight;
     return r;
 }
 
@@ -471,8 +398,9 @@ static mdc_status isend(const void *buf, size_t bytes, size_t slice, int peer, i
     if (st) return st;
     mdc_request *r = request_new(g, peer, bytes, 1, slice);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "send request");
-    if (g->t->trace) g->t->trace(g->t->trace_ctx, 1, g->me, peer, bytes, tag);
-    if (g->t->dev) r->stamp = mdc_dev_msg_depart(g->t->dev, (double)bytes, r->link);
+    mdc_transport *t = mdc_group_transport(g);
+    if (t->trace) t->trace(t->trace_ctx, 1, mdc_group_rank(g), peer, bytes, tag);
+    if (t->dev) r->stamp = mdc_dev_msg_depart(t->dev, (double)bytes, r->link);
     st = request_post(r, (void *)buf, mpi_tag(g, tag));
     if (st) {
         request_free(r);
@@ -490,7 +418,8 @@ static mdc_status irecv(void *buf, size_t bytes, size_t slice, int window, int p
     mdc_request *r = request_new(g, peer, bytes, 0, slice);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "receive request");
     if (r->npieces) r->window = window;
-    if (g->t->trace) g->t->trace(g->t->trace_ctx, 0, g->me, peer, bytes, tag);
+    mdc_transport *t = mdc_group_transport(g);
+    if (t->trace) t->trace(t->trace_ctx, 0, mdc_group_rank(g), peer, bytes, tag);
     r->user = buf;
     st = request_post(r, buf, mpi_tag(g, tag));
     if (st) {
@@ -519,7 +448,7 @@ mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int windo
                               mdc_group *g, mdc_request **req) {
     if (window < 1)
         return mdc_fail(MDC_ERR_INVALID, "rank %d: mdc_i_irecv_window from group rank %d with %d slots",
-                        g ? mdc_transport_rank(g->t) : -1, peer, window);
+                        g ? mdc_transport_rank(mdc_group_transport(g)) : -1, peer, window);
     return irecv(slots, bytes, slice ? slice : 1, window, peer, tag, g, req);
 }
 
