@@ -79,3 +79,5 @@ done
 "$(dirname "$0")/bench_exact.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- pipeline parallelism against serial in the same run (tools/bench_pp.sh) -----------------
 "$(dirname "$0")/bench_pp.sh" "$BUILD" "$MPIEXEC" || exit 1
+# ---- context parallelism against serial in the same run (tools/bench_cp.sh) -------------------
+"$(dirname "$0")/bench_cp.sh" "$BUILD" "$MPIEXEC" || exit 1
