@@ -1,14 +1,6 @@
-/* mdc_allgather / mdc_allgatherv: argument checks, algorithm choice, run. The equal-block form
- * runs the per-rank-count algorithms with counts[i] = count, packed. */
-#include "coll_internal.h"
-
-typedef mdc_status (*ag_fn)(const void *, void *, const size_t *, const size_t *, mdc_dtype, mdc_group *);
-static const struct { const char *name; ag_fn fn; } algos[] = {
-    {"ring", mdc_allgather_ring},
-    {"recursive_doubling", mdc_allgather_recursive_doubling},
-    {"bruck", mdc_allgather_bruck},
-    {"direct", mdc_allgather_direct},
-};
+/* mdc_allgather / mdc_allgatherv: argument checks, algorithm choice (coll_registry.h), run. The
+ * equal-block form runs the per-rank-count algorithms with counts[i] = count, packed. */
+#include "coll_registry.h"
 
 static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const size_t *counts,
                       const size_t *displs, mdc_dtype t, mdc_group *g) {
@@ -27,10 +19,8 @@ static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const s
         (!inplace && (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, counts[me]))))
         return st;
     if (total == 0) return MDC_OK;
-    const char *name = mdc_coll_algo_at(MDC_COLL_ALLGATHER, mdc_i_pick(MDC_COLL_ALLGATHER, total * mdc_dtype_size(t), g))->name;
-    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
-        if (!strcmp(name, algos[i].name)) return mdc_i_after(g, algos[i].fn(sendbuf, recvbuf, counts, displs, t, g));
-    return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: no algorithm '%s'", w, name);
+    const mdc_i_algo *a = mdc_i_pick(MDC_COLL_ALLGATHER, total * mdc_dtype_size(t), g);
+    return mdc_i_after(g, a->run.allgather(sendbuf, recvbuf, counts, displs, t, g));
 }
 
 mdc_status mdc_allgatherv(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,

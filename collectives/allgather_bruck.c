@@ -8,7 +8,7 @@
  * Restrictions: none (any p, not only powers of two); one scratch buffer of the full output.
  * Cost: ceil(lg p) alpha + (p-1)/p n beta + (p+1)/p n c: local copies of the own block into
  *   the rotated scratch and of every block out of it. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t *counts,
                                const size_t *displs, mdc_dtype t, mdc_group *g) {
@@ -49,3 +49,43 @@ done:
     free(pos);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    char txt[48];
+    int p = s->p;
+    size_t esz = mdc_dtype_size(s->t), total = mdc_i_sched_total(s);
+    mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
+    if (!total || p == 1) return MDC_OK;
+    int k = 0;
+    for (int d = 1; d < p; d <<= 1, k++) {
+        int cnt = d < p - d ? d : p - d;
+        mdc_i_sched_phase(s, k, "distance %d: send the first %d blocks held", d, cnt);
+        for (int r = 0; r < p; r++) {
+            size_t b = 0;
+            for (int j = 0; j < cnt; j++) b += s->counts[(r + j) % p] * esz;
+            if (!b) continue;
+            MDC_I_TRY(mdc_i_sched_add(s, k, r, mdc_i_mod(r - d, p), b, MDC_SCHED_STORE, 0, 0, "%s",
+                                      mdc_i_sched_blocks_text(txt, sizeof txt, r, (r + cnt - 1) % p)));
+        }
+    }
+    snprintf(s->note, sizeof s->note, "rank r holds blocks in rotated order r, r+1, ... and "
+             "un-rotates them at the end");
+    return MDC_OK;
+}
+
+/* The copies: the own block into the rotated scratch, every block out of it. */
+static double cost(const mdc_i_cost_in *x) {
+    return x->lg * x->a + x->f * x->n * x->b + (x->P + 1) / x->P * x->n * x->cp;
+}
+
+const mdc_i_algo mdc_i_algo_allgather_bruck = {
+    .info = {"bruck", "mdc_allgather_bruck",
+             "ceil(lg p) steps at distance 2^k on a rotated buffer",
+             "lg p a + (p-1)/p n b + (p+1)/p n c"},
+    .coll = MDC_COLL_ALLGATHER,
+    .cost = cost,
+    .schedule = schedule,
+    .run.allgather = mdc_allgather_bruck,
+};

@@ -7,7 +7,7 @@
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH allgather ring); NCCL's ring allgather.
  * Restrictions: none (any p, per-rank counts and displacements, in place).
  * Cost: (p-1) alpha + (p-1)/p n beta, n = the full output. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf,
                          const size_t *off, const size_t *len, const void *own, int tag) {
@@ -45,3 +45,32 @@ mdc_status mdc_allgather_ring(const void *sendbuf, void *recvbuf, const size_t *
     free(off);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p, step = 0;
+    size_t esz = mdc_dtype_size(s->t), total = mdc_i_sched_total(s);
+    mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
+    size_t *off;
+    MDC_I_TRY(mdc_i_sched_offsets(s, esz, p, &off));
+    size_t *len = off + p;
+    for (int i = 0; i < p; i++) len[i] = s->counts[i] * esz;
+    mdc_status st = mdc_i_sched_ring_ag(s, &step, NULL, p, off, len, 0, "", "block of rank");
+    free(off);
+    return st;
+}
+
+static double cost(const mdc_i_cost_in *x) {
+    return (x->P - 1) * x->a + x->f * x->n * x->b;
+}
+
+const mdc_i_algo mdc_i_algo_allgather_ring = {
+    .info = {"ring", "mdc_allgather_ring",
+             "p-1 steps around the ring, blocks received in place",
+             "(p-1) a + (p-1)/p n b"},
+    .coll = MDC_COLL_ALLGATHER,
+    .cost = cost,
+    .schedule = schedule,
+    .run.allgather = mdc_allgather_ring,
+};

@@ -12,7 +12,7 @@
  *   node or unequal nodes it runs mdc_allreduce_ring instead.
  * Cost: 2(G-1) a_nvl + 2(G-1)/G n b_nvl + 2(N-1) a_net + 2(N-1)/(N G) n b_net
  *   + ((G-1)/G + (N-1)/(N G)) n gamma. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 int mdc_i_node_layout(const mdc_group *g, int *per_node, int *node_of) {
     int p = mdc_group_size(g);
@@ -97,3 +97,83 @@ mdc_status mdc_allreduce_hierarchical(const void *sendbuf, void *recvbuf, size_t
     free(node_of);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+/* Hierarchical: ring reduce-scatter inside each node, allreduce of the node's block across
+ * nodes (members with the same local index), ring allgather inside the node. */
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p, G = s->ranks_per_node < p ? s->ranks_per_node : p, N = (p + G - 1) / G, step = 0;
+    size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
+    if (N <= 1 || G <= 1 || p % G || !s->count) {
+        mdc_status st = mdc_i_algo_allreduce_ring.schedule(s);
+        snprintf(s->note, sizeof s->note, "%s: runs the ring (needs several nodes of equal size, "
+                 "more than one rank each)", N <= 1 ? "one node" : G <= 1 ? "one rank per node" : "unequal nodes");
+        return st;
+    }
+    mdc_i_sched_formula(s, 2.0 * (G - 1) / G * (double)n + 2.0 * (N - 1) / ((double)N * G) * (double)n,
+                        "2(G-1)/G n NVLink + 2(N-1)/(N G) n network  (G = %d per node, N = %d nodes)", G, N);
+    size_t *off = malloc(sizeof(size_t) * (size_t)(2 * G + 2 * N));
+    int *mem = malloc(sizeof(int) * (size_t)(G > N ? G : N));
+    if (!off || !mem) {
+        free(off);
+        free(mem);
+        return mdc_fail(MDC_ERR_OOM_HOST, "schedule");
+    }
+    size_t *len = off + G, *o2 = len + G, *l2 = o2 + N;
+    mdc_i_partition(s->count, G, off, len);
+    mdc_status st = MDC_OK;
+    /* 1. ring reduce-scatter inside every node (all nodes at once) */
+    int s0 = step;
+    for (int k = 0; k < N && !st; k++) {
+        step = s0;
+        for (int i = 0; i < G; i++) mem[i] = k * G + i;
+        char lab[32];
+        snprintf(lab, sizeof lab, "inside nodes: ");
+        st = mdc_i_sched_ring_rs(s, &step, mem, G, off, len, lab);
+    }
+    /* 2. ring allreduce of block li across the nodes, one ring per local index */
+    int s1 = step;
+    for (int li = 0; li < G && !st; li++) {
+        step = s1;
+        if (!len[li]) continue;
+        mdc_i_partition(len[li], N, o2, l2);
+        for (int k = 0; k < N; k++) o2[k] += off[li], mem[k] = k * G + li;
+        st = mdc_i_sched_ring_rs(s, &step, mem, N, o2, l2, "across nodes: ");
+        if (!st) st = mdc_i_sched_ring_ag(s, &step, mem, N, o2, l2, 1, "across nodes: ", "piece");
+    }
+    step = s1 + 2 * (N - 1);
+    /* 3. ring allgather inside every node */
+    int s2 = step;
+    for (int k = 0; k < N && !st; k++) {
+        step = s2;
+        for (int i = 0; i < G; i++) mem[i] = k * G + i;
+        st = mdc_i_sched_ring_ag(s, &step, mem, G, off, len, 1, "inside nodes: ", "block");
+    }
+    snprintf(s->note, sizeof s->note, "%d nodes of %d ranks (ranks r / %d share a node); block i of "
+             "the %d balanced blocks is reduced across nodes by the ranks with local index i", N, G, G, G);
+    free(off);
+    free(mem);
+    return st;
+}
+
+/* G ranks on each of N nodes (MDC_I_NEEDS_NODES: only then does the cost apply): NVLink inside,
+ * the network across. */
+static double cost(const mdc_i_cost_in *x) {
+    const mdc_cost_params *m = x->m;
+    int G = m->ranks_per_node, Nn = x->p / G;
+    double fg = (G - 1.0) / G, fn = (Nn - 1.0) / ((double)Nn * G);
+    return 2 * (G - 1) * m->alpha + 2 * fg * x->n * m->beta + 2 * (Nn - 1) * m->alpha_inter +
+           2 * fn * x->n * m->beta_inter + (fg + fn) * x->n * x->g;
+}
+
+const mdc_i_algo mdc_i_algo_allreduce_hierarchical = {
+    .info = {"hierarchical", "mdc_allreduce_hierarchical",
+             "ring reduce-scatter in the node, ring allreduce across nodes, ring allgather in the node",
+             "2(G-1) a + 2(G-1)/G n b + 2(N-1) a' + 2(N-1)/(NG) n b' + ((G-1)/G + (N-1)/(NG)) n g"},
+    .coll = MDC_COLL_ALLREDUCE,
+    .flags = MDC_I_NEEDS_NODES,
+    .cost = cost,
+    .schedule = schedule,
+    .run.allreduce = mdc_allreduce_hierarchical,
+};

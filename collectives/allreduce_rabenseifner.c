@@ -10,7 +10,7 @@
  * Restrictions: none.
  * Cost: 2 lg p alpha + 2(p-1)/p n beta + (p-1)/p n gamma; a non-power of two adds
  *   2 (alpha + n beta) + n gamma. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t count,
                                       mdc_dtype t, mdc_op op, mdc_group *g) {
@@ -57,3 +57,44 @@ done:
     free(off);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p, p2 = mdc_i_pow2_floor(p), rem = p - p2, step = 0;
+    size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
+    mdc_i_sched_formula(s, 2.0 * (p2 - 1) / p2 * (double)n + (rem ? (double)n : 0), "2(p2-1)/p2 n%s  (p2 = %d)",
+                        rem ? " + n (unfold)" : "", p2);
+    if (p == 1 || s->count == 0) return MDC_OK;
+    size_t *off = malloc(sizeof(size_t) * (size_t)(3 * p2 + 1));
+    if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "schedule");
+    size_t *len = off + p2, *bnd = len + p2;
+    mdc_i_partition(s->count, p2, off, len);
+    for (int i = 0; i < p2; i++) bnd[i] = off[i];
+    bnd[p2] = s->count;
+    mdc_status st = mdc_i_sched_fold_in(s, &step, rem, s->count);
+    if (!st) st = mdc_i_sched_halving_rs(s, &step, rem, p2, bnd, "");
+    if (!st) st = mdc_i_sched_doubling_ag(s, &step, rem, p2, bnd, 1, "");
+    if (!st) st = mdc_i_sched_fold_out(s, &step, rem, s->count);
+    snprintf(s->note, sizeof s->note, "the vector is cut into %d balanced blocks%s", p2,
+             rem ? "; ranks fold onto a power of two first: pairs (2i, 2i+1)" : "");
+    free(off);
+    return st;
+}
+
+/* Halving and doubling run among p2 ranks; a non-power of two adds the fold. */
+static double cost(const mdc_i_cost_in *x) {
+    double f2 = (double)(x->p2 - 1) / x->p2;
+    return 2 * x->lg2 * x->a + 2 * f2 * x->n * x->b + f2 * x->n * x->g +
+           (x->fold ? 2 * (x->a + x->n * x->b) + x->n * x->g : 0);
+}
+
+const mdc_i_algo mdc_i_algo_allreduce_rabenseifner = {
+    .info = {"rabenseifner", "mdc_allreduce_rabenseifner",
+             "recursive-halving reduce-scatter + recursive-doubling allgather (fold for p != 2^k)",
+             "2 lg p a + 2(p-1)/p n b + (p-1)/p n g"},
+    .coll = MDC_COLL_ALLREDUCE,
+    .cost = cost,
+    .schedule = schedule,
+    .run.allreduce = mdc_allreduce_rabenseifner,
+};

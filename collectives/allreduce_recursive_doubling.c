@@ -7,7 +7,7 @@
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH allreduce recursive doubling).
  * Restrictions: none; best for short vectors (every step moves the whole vector).
  * Cost: lg p (alpha + n beta + n gamma); a non-power of two adds 2 (alpha + n beta) + n gamma. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_allreduce_recursive_doubling(const void *sendbuf, void *recvbuf, size_t count,
                                             mdc_dtype t, mdc_op op, mdc_group *g) {
@@ -47,3 +47,43 @@ done:
     mdc_i_free(tmp);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p, p2 = mdc_i_pow2_floor(p), rem = p - p2, step = 0;
+    size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
+    mdc_i_sched_formula(s, (double)n * (mdc_i_lg_ceil(p2) + (rem ? 1 : 0)), "lg p2 n%s  (p2 = %d)",
+                        rem ? " + n (unfold)" : "", p2);
+    if (p == 1 || s->count == 0) return MDC_OK;
+    MDC_I_TRY(mdc_i_sched_fold_in(s, &step, rem, s->count));
+    int k = 0;
+    for (int mask = 1; mask < p2; mask <<= 1, k++) {
+        mdc_i_sched_phase(s, step + k, "exchange at distance %d (new ranks)", mask);
+        for (int nr = 0; nr < p2; nr++) {
+            int pnr = nr ^ mask;
+            MDC_I_TRY(mdc_i_sched_add(s, step + k, mdc_i_oldrank(nr, rem), mdc_i_oldrank(pnr, rem), n,
+                                      pnr < nr ? MDC_SCHED_IN_OP_OWN : MDC_SCHED_OWN_OP_IN, 0, s->count,
+                                      "the whole vector"));
+        }
+    }
+    step += k;
+    MDC_I_TRY(mdc_i_sched_fold_out(s, &step, rem, s->count));
+    if (rem) snprintf(s->note, sizeof s->note, "%d ranks fold onto %d: pairs (2i, 2i+1), i < %d", p, p2, rem);
+    return MDC_OK;
+}
+
+/* A non-power of two adds the fold: the vector in, the result back. */
+static double cost(const mdc_i_cost_in *x) {
+    return x->lg2 * (x->a + x->n * x->b + x->n * x->g) + (x->fold ? 2 * (x->a + x->n * x->b) + x->n * x->g : 0);
+}
+
+const mdc_i_algo mdc_i_algo_allreduce_recursive_doubling = {
+    .info = {"recursive_doubling", "mdc_allreduce_recursive_doubling",
+             "lg p exchanges of the whole vector with rank XOR 2^k (fold for p != 2^k)",
+             "lg p (a + n b + n g)"},
+    .coll = MDC_COLL_ALLREDUCE,
+    .cost = cost,
+    .schedule = schedule,
+    .run.allreduce = mdc_allreduce_recursive_doubling,
+};

@@ -6,7 +6,7 @@
  * Source: the textbook composition (MPICH's fallback for user ops).
  * Restrictions: none; 2 lg p latency and the whole vector on every step.
  * Cost: 2 lg p (alpha + n beta) + lg p n gamma. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_allreduce_reduce_bcast(const void *sendbuf, void *recvbuf, size_t count,
                                       mdc_dtype t, mdc_op op, mdc_group *g) {
@@ -19,3 +19,29 @@ mdc_status mdc_allreduce_reduce_bcast(const void *sendbuf, void *recvbuf, size_t
     if (!st) mdc_reduce_finish(recvbuf, count, t, op, p);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p, step = 0;
+    size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
+    mdc_i_sched_formula(s, (double)n * mdc_i_lg_ceil(p), "ceil(lg p) n  (rank 0 broadcasting)");
+    if (s->count == 0) return MDC_OK;
+    MDC_I_TRY(mdc_i_sched_binomial_reduce(s, &step, 0, s->count, ""));
+    if (p > 1) MDC_I_TRY(mdc_i_sched_binomial_bcast(s, &step, 0, n, s->count, ""));
+    return MDC_OK;
+}
+
+static double cost(const mdc_i_cost_in *x) {
+    return 2 * x->lg * (x->a + x->n * x->b) + x->lg * x->n * x->g;
+}
+
+const mdc_i_algo mdc_i_algo_allreduce_reduce_bcast = {
+    .info = {"reduce_bcast", "mdc_allreduce_reduce_bcast",
+             "binomial reduce to rank 0 + binomial broadcast",
+             "2 lg p (a + n b) + lg p n g"},
+    .coll = MDC_COLL_ALLREDUCE,
+    .cost = cost,
+    .schedule = schedule,
+    .run.allreduce = mdc_allreduce_reduce_bcast,
+};

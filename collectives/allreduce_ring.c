@@ -9,7 +9,7 @@
  *   loop of nranks * chunkSize with realChunkSize = min(chunkSize, ceil(remaining / nranks)).
  * Restrictions: none. Bandwidth-optimal; latency 2(p-1) steps per loop.
  * Cost: 2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma (per loop for the alpha term). */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 size_t mdc_allreduce_ring_loops(size_t count, int p, size_t chunk_elems) {
     if (count == 0) return 0;
@@ -58,3 +58,48 @@ mdc_status mdc_allreduce_ring(const void *sendbuf, void *recvbuf, size_t count, 
     free(off);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p;
+    size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
+    mdc_i_sched_formula(s, 2.0 * (p - 1) / p * (double)n, "2(p-1)/p n");
+    if (p == 1 || s->count == 0) return MDC_OK;
+    size_t chunk = s->chunk_bytes ? (s->chunk_bytes / esz ? s->chunk_bytes / esz : 1) : 0;
+    size_t loops = mdc_allreduce_ring_loops(s->count, p, chunk);
+    size_t *off = malloc(2 * sizeof(size_t) * (size_t)p);
+    if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "schedule");
+    size_t *len = off + p;
+    int step = 0;
+    mdc_status st = MDC_OK;
+    for (size_t l = 0; l < loops && !st; l++) {
+        for (int c = 0; c < p; c++) mdc_allreduce_ring_chunk(s->count, p, chunk, l, c, &off[c], &len[c]);
+        char label[32] = "";
+        if (loops > 1) snprintf(label, sizeof label, "loop %zu: ", l);
+        st = mdc_i_sched_ring_rs(s, &step, NULL, p, off, len, label);
+        if (!st) st = mdc_i_sched_ring_ag(s, &step, NULL, p, off, len, 1, label, "chunk");
+    }
+    free(off);
+    if (loops > 1)
+        snprintf(s->note, sizeof s->note, "ring chunk %zu elements: %zu loops of up to p x chunk "
+                 "elements, each a reduce-scatter and an allgather", chunk, loops);
+    else
+        snprintf(s->note, sizeof s->note, "chunks: p balanced pieces of ceil(count/p) elements "
+                 "(the last ones shorter or empty)");
+    return st;
+}
+
+static double cost(const mdc_i_cost_in *x) {
+    return 2 * (x->P - 1) * x->a + 2 * x->f * x->n * x->b + x->f * x->n * x->g;
+}
+
+const mdc_i_algo mdc_i_algo_allreduce_ring = {
+    .info = {"ring", "mdc_allreduce_ring",
+             "reduce-scatter + allgather around the ring, NCCL order, chunked by the ring chunk",
+             "2(p-1) a + 2(p-1)/p n b + (p-1)/p n g"},
+    .coll = MDC_COLL_ALLREDUCE,
+    .cost = cost,
+    .schedule = schedule,
+    .run.allreduce = mdc_allreduce_ring,
+};

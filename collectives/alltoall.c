@@ -1,6 +1,6 @@
 /* Dispatchers of mdc_alltoall, mdc_alltoallv and mdc_barrier: argument checks, algorithm
- * choice, run. */
-#include "coll_internal.h"
+ * choice (coll_registry.h), run. */
+#include "coll_registry.h"
 
 mdc_status mdc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g) {
     const char *w = "mdc_alltoall";
@@ -12,9 +12,8 @@ mdc_status mdc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mdc_dt
     if ((st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, all)) || (st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, all)))
         return st;
     if (count == 0) return MDC_OK;
-    const char *name = mdc_coll_algo_at(MDC_COLL_ALLTOALL, mdc_i_pick(MDC_COLL_ALLTOALL, all * mdc_dtype_size(t), g))->name;
-    if (!strcmp(name, "bruck")) return mdc_i_after(g, mdc_alltoall_bruck(sendbuf, recvbuf, count, t, g));
-    return mdc_i_after(g, mdc_alltoall_pairwise(sendbuf, recvbuf, count, t, g));
+    const mdc_i_algo *a = mdc_i_pick(MDC_COLL_ALLTOALL, all * mdc_dtype_size(t), g);
+    return mdc_i_after(g, a->run.alltoall(sendbuf, recvbuf, count, t, g));
 }
 
 mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
@@ -44,12 +43,13 @@ mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const si
         if (sendcounts[i] && (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, sendcounts[i]))) return st;
         sall += sendcounts[i];
     }
-    (void)mdc_i_pick(MDC_COLL_ALLTOALLV, (inplace ? rall : sall) * mdc_dtype_size(t), g);
-    return mdc_i_after(g, mdc_alltoallv_pairwise(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, t, g));
+    const mdc_i_algo *a = mdc_i_pick(MDC_COLL_ALLTOALLV, (inplace ? rall : sall) * mdc_dtype_size(t), g);
+    return mdc_i_after(g, a->run.alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, t, g));
 }
 
 mdc_status mdc_barrier(mdc_group *g) {
     mdc_status st = mdc_i_check_group("mdc_barrier", g);
     if (st) return st;
-    return mdc_i_after(g, mdc_barrier_dissemination(g));
+    /* One algorithm, and no size to price: no pick (nor its reading of MINIDC_ALGO_*). */
+    return mdc_i_after(g, mdc_i_algo_at(MDC_COLL_BARRIER, 0)->run.barrier(g));
 }

@@ -8,7 +8,7 @@
  * Restrictions: none; trades bandwidth (each block travels up to lg p hops) for latency, so it
  *   wins for short blocks. Scratch: the rotated buffer and two packs of about half of it.
  * Cost: ceil(lg p) alpha + n/2 lg p beta, n = one rank's send buffer. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
                               mdc_group *g) {
@@ -42,3 +42,46 @@ mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, 
     mdc_i_free(rot);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p;
+    size_t bs = s->count * mdc_dtype_size(s->t), sent = 0;
+    for (int d = 1; d < p; d <<= 1)
+        for (int j = 1; j < p; j++) sent += (j & d) ? bs : 0;
+    mdc_i_sched_formula(s, (double)sent, "n/p x (blocks with bit k set, summed over steps) ~ n/2 lg p");
+    if (!bs || p == 1) return MDC_OK;
+    int k = 0;
+    for (int d = 1; d < p; d <<= 1, k++) {
+        int nb = 0;
+        for (int j = 1; j < p; j++) nb += (j & d) != 0;
+        mdc_i_sched_phase(s, k, "distance %d: blocks at rotated positions j with bit %d set", d, k);
+        for (int r = 0; r < p; r++) {
+            char txt[64];
+            size_t o = 0;
+            o += (size_t)snprintf(txt, sizeof txt, "%d block%s, j =", nb, nb > 1 ? "s" : "");
+            for (int j = 1; j < p && o < sizeof txt - 8; j++)
+                if (j & d) o += (size_t)snprintf(txt + o, sizeof txt - o, " %d", j);
+            MDC_I_TRY(mdc_i_sched_add(s, k, r, (r + d) % p, (size_t)nb * bs, MDC_SCHED_STORE, 0, 0, "%s", txt));
+        }
+    }
+    snprintf(s->note, sizeof s->note, "rank r rotates its send blocks: position j holds the block "
+             "for rank r + j; after the last step position j holds what rank r - j sent");
+    return MDC_OK;
+}
+
+/* The copies: rotate in, pack and unpack about n/2 per step, rotate out. */
+static double cost(const mdc_i_cost_in *x) {
+    return x->lg * x->a + x->n / 2 * x->lg * x->b + (2 + x->lg) * x->n * x->cp;
+}
+
+const mdc_i_algo mdc_i_algo_alltoall_bruck = {
+    .info = {"bruck", "mdc_alltoall_bruck",
+             "ceil(lg p) steps at distance 2^k, packed blocks",
+             "lg p a + n/2 lg p b + (2 + lg p) n c"},
+    .coll = MDC_COLL_ALLTOALL,
+    .cost = cost,
+    .schedule = schedule,
+    .run.alltoall = mdc_alltoall_bruck,
+};

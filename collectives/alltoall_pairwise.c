@@ -8,7 +8,7 @@
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH alltoall pairwise).
  * Restrictions: none.
  * Cost: (p-1) alpha + n beta, n = one rank's send buffer (p blocks). */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
                                  mdc_group *g) {
@@ -39,3 +39,38 @@ mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t coun
     mdc_i_free(tmp);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+mdc_status mdc_i_alltoall_pairwise_schedule(mdc_schedule *s) {
+    int p = s->p;
+    size_t esz = mdc_dtype_size(s->t);
+    size_t all = 0;
+    for (int i = 0; i < p; i++) all += s->counts[i];
+    mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(all * esz), "(p-1)/p n");
+    for (int k = 1; k < p; k++) {
+        mdc_i_sched_phase(s, k - 1, "exchange at distance %d", k);
+        for (int r = 0; r < p; r++) {
+            int dst = (r + k) % p;
+            if (!s->counts[dst]) continue;
+            MDC_I_TRY(mdc_i_sched_add(s, k - 1, r, dst, s->counts[dst] * esz, MDC_SCHED_STORE, 0, 0,
+                                      "block for rank %d", dst));
+        }
+    }
+    return MDC_OK;
+}
+
+/* The own block is copied, not sent. The alltoallv shares this cost and schedule. */
+double mdc_i_alltoall_pairwise_cost(const mdc_i_cost_in *x) {
+    return (x->P - 1) * x->a + x->f * x->n * x->b + x->n / x->P * x->cp;
+}
+
+const mdc_i_algo mdc_i_algo_alltoall_pairwise = {
+    .info = {"pairwise", "mdc_alltoall_pairwise",
+             "p-1 steps: send to r+s, receive from r-s",
+             "(p-1) a + (p-1)/p n b + n/p c"},
+    .coll = MDC_COLL_ALLTOALL,
+    .cost = mdc_i_alltoall_pairwise_cost,
+    .schedule = mdc_i_alltoall_pairwise_schedule,
+    .run.alltoall = mdc_alltoall_pairwise,
+};

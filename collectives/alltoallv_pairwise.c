@@ -10,7 +10,7 @@
  * Restrictions: counts must agree pairwise (sendcounts[j] on i == recvcounts[i] on j), else
  *   the transport reports a mismatch, or a skipped message ends in a timeout.
  * Cost: (p-1) alpha + n beta, n = one rank's send buffer. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
                                   void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
@@ -58,3 +58,17 @@ mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts,
     mdc_i_free(tmp);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+/* The messages per step and the cost are the all-to-all's (alltoall_pairwise.c): counts[i] is
+ * what every rank sends to rank i. */
+const mdc_i_algo mdc_i_algo_alltoallv_pairwise = {
+    .info = {"pairwise", "mdc_alltoallv_pairwise",
+             "p-1 steps: send to r+s, receive from r-s",
+             "(p-1) a + (p-1)/p n b + n/p c"},
+    .coll = MDC_COLL_ALLTOALLV,
+    .cost = mdc_i_alltoall_pairwise_cost,
+    .schedule = mdc_i_alltoall_pairwise_schedule,
+    .run.alltoallv = mdc_alltoallv_pairwise,
+};

@@ -6,7 +6,7 @@
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH bcast binomial).
  * Restrictions: none; every step moves the whole vector.
  * Cost: lg p (alpha + n beta). */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_bcast_binomial(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
@@ -33,3 +33,27 @@ mdc_status mdc_bcast_binomial(void *buf, size_t count, mdc_dtype t, int root, md
     }
     return mdc_waitall(reqs, n);
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int step = 0;
+    size_t n = s->count * mdc_dtype_size(s->t);
+    mdc_i_sched_formula(s, (double)n * mdc_i_lg_ceil(s->p), "ceil(lg p) n  (the root)");
+    if (s->p == 1 || !n) return MDC_OK;
+    return mdc_i_sched_binomial_bcast(s, &step, s->root, n, 0, "");
+}
+
+static double cost(const mdc_i_cost_in *x) {
+    return x->lg * (x->a + x->n * x->b);
+}
+
+const mdc_i_algo mdc_i_algo_bcast_binomial = {
+    .info = {"binomial", "mdc_bcast_binomial",
+             "binomial tree from the root, whole buffer per step",
+             "lg p (a + n b)"},
+    .coll = MDC_COLL_BCAST,
+    .cost = cost,
+    .schedule = schedule,
+    .run.bcast = mdc_bcast_binomial,
+};

@@ -8,7 +8,7 @@
  *   scatter_ring_allgather).
  * Restrictions: none; pays off for long vectors.
  * Cost: (lg p + p - 1) alpha + 2(p-1)/p n beta. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_bcast_scatter_allgather(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
@@ -35,3 +35,39 @@ mdc_status mdc_bcast_scatter_allgather(void *buf, size_t count, mdc_dtype t, int
     free(mem);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p, step = 0;
+    size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
+    mdc_i_sched_formula(s, (double)(p - 1) / p * (double)n * 2,
+                        "~2(p-1)/p n  (the root: scatter (p-1)/p n, ring n/p per step)");
+    if (p == 1 || !s->count) return MDC_OK;
+    size_t *off;
+    int *mem;
+    MDC_I_TRY(mdc_i_sched_root_blocks(s, &off, &mem));
+    size_t *len = off + p;
+    for (int j = 0; j < p; j++) off[j] *= esz, len[j] *= esz;
+    mdc_status st = mdc_i_sched_binomial_scatter(s, &step, s->root, off, len, "");
+    if (!st) st = mdc_i_sched_ring_ag(s, &step, mem, p, off, len, 0, "", "block of rank");
+    snprintf(s->note, sizeof s->note, "block j (balanced, %zu or %zu elements) belongs to rank root + j",
+             s->count / (size_t)p + (s->count % (size_t)p != 0), s->count / (size_t)p);
+    free(off);
+    free(mem);
+    return st;
+}
+
+static double cost(const mdc_i_cost_in *x) {
+    return (x->lg + x->P - 1) * x->a + 2 * x->f * x->n * x->b;
+}
+
+const mdc_i_algo mdc_i_algo_bcast_scatter_allgather = {
+    .info = {"scatter_allgather", "mdc_bcast_scatter_allgather",
+             "binomial scatter of p blocks + ring allgather (van de Geijn)",
+             "(lg p + p-1) a + 2(p-1)/p n b"},
+    .coll = MDC_COLL_BCAST,
+    .cost = cost,
+    .schedule = schedule,
+    .run.bcast = mdc_bcast_scatter_allgather,
+};

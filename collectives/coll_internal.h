@@ -172,6 +172,12 @@ static inline int mdc_i_pow2_floor(int p) {
     while (p2 * 2 <= p) p2 *= 2;
     return p2;
 }
+/* ceil(log2 p): the rounds of a binomial tree or of Bruck's algorithms. */
+static inline int mdc_i_lg_ceil(int p) {
+    int k = 0;
+    while ((1 << k) < p) k++;
+    return k;
+}
 static inline int mdc_i_newrank(int r, int rem) { return r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem; }
 static inline int mdc_i_oldrank(int nr, int rem) { return nr < rem ? 2 * nr + 1 : nr + rem; }
 /* First original rank whose data new rank nr carries (nr == p2 gives p). */
@@ -209,9 +215,8 @@ int mdc_i_group_nodes(const mdc_group *g, int *per_node);
 /* The group's tag space (mdc_group_create), for the transport's MPI tags. */
 int mdc_i_group_tag_space(const mdc_group *g);
 
-/* Dispatcher support (coll_select.c): the algorithm index to run, after forcing and env. */
-int mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g);
-/* After a failed algorithm: on a mismatch, tell the peers so they stop instead of waiting. */
+/* Dispatcher support (coll_select.c; the choice itself is mdc_i_pick, coll_registry.h).
+ * After a failed algorithm: on a mismatch, tell the peers so they stop instead of waiting. */
 mdc_status mdc_i_after(mdc_group *g, mdc_status st);
 /* Shared argument checks; `what` names the collective in the detail. */
 mdc_status mdc_i_check_group(const char *what, const mdc_group *g);

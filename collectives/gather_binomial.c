@@ -9,7 +9,7 @@
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH gather binomial).
  * Restrictions: none (every root, in place at the root).
  * Cost: lg p alpha + (p-1)/p n beta, n = the root's full buffer. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 static size_t span_bytes(const size_t *off, const size_t *len, int a, int b) {
     return off[b - 1] + len[b - 1] - off[a];
@@ -108,3 +108,27 @@ done:
     free(off);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int m = mdc_i_largest_subtree(s->p);
+    size_t bs = s->count * mdc_dtype_size(s->t);
+    mdc_i_sched_formula(s, (double)m * (double)bs, "m/p n  (m = %d: the root's largest subtree; the root "
+                        "receives (p-1)/p n)", m);
+    return mdc_i_sched_binomial_blocks(s, 0);
+}
+
+static double cost(const mdc_i_cost_in *x) {
+    return x->lg * x->a + x->f * x->n * x->b;
+}
+
+const mdc_i_algo mdc_i_algo_gather_binomial = {
+    .info = {"binomial", "mdc_gather_binomial",
+             "binomial tree to the root, subtrees concatenated",
+             "lg p a + (p-1)/p n b"},
+    .coll = MDC_COLL_GATHER,
+    .cost = cost,
+    .schedule = schedule,
+    .run.gather = mdc_gather_binomial,
+};

@@ -7,7 +7,7 @@
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH reduce binomial).
  * Restrictions: none; every step moves the whole vector.
  * Cost: lg p (alpha + n beta + n gamma). */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *acc,
                                  size_t count, mdc_dtype t, mdc_op op, int tag) {
@@ -45,3 +45,26 @@ mdc_status mdc_reduce_binomial(const void *sendbuf, void *recvbuf, size_t count,
     if (!st && me == root) mdc_reduce_finish(recvbuf, count, t, op, p);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int step = 0;
+    mdc_i_sched_formula(s, s->p > 1 ? (double)(s->count * mdc_dtype_size(s->t)) : 0, "n  (one message per non-root)");
+    if (!s->count) return MDC_OK;
+    return mdc_i_sched_binomial_reduce(s, &step, s->root, s->count, "");
+}
+
+static double cost(const mdc_i_cost_in *x) {
+    return x->lg * (x->a + x->n * x->b + x->n * x->g);
+}
+
+const mdc_i_algo mdc_i_algo_reduce_binomial = {
+    .info = {"binomial", "mdc_reduce_binomial",
+             "binomial tree to the root, whole buffer per step",
+             "lg p (a + n b + n g)"},
+    .coll = MDC_COLL_REDUCE,
+    .cost = cost,
+    .schedule = schedule,
+    .run.reduce = mdc_reduce_binomial,
+};

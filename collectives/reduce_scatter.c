@@ -1,13 +1,6 @@
-/* mdc_reduce_scatter / mdc_reduce_scatterv: argument checks, algorithm choice, run. The
- * equal-block form runs the per-rank-count algorithms with counts[i] = count. */
-#include "coll_internal.h"
-
-typedef mdc_status (*rs_fn)(const void *, void *, const size_t *, mdc_dtype, mdc_op, mdc_group *);
-static const struct { const char *name; rs_fn fn; } algos[] = {
-    {"ring", mdc_reduce_scatter_ring},
-    {"recursive_halving", mdc_reduce_scatter_recursive_halving},
-    {"pairwise", mdc_reduce_scatter_pairwise},
-};
+/* mdc_reduce_scatter / mdc_reduce_scatterv: argument checks, algorithm choice (coll_registry.h),
+ * run. The equal-block form runs the per-rank-count algorithms with counts[i] = count. */
+#include "coll_registry.h"
 
 static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const size_t *counts,
                       mdc_dtype t, mdc_op op, mdc_group *g) {
@@ -24,10 +17,8 @@ static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const s
         (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, total)))
         return st;
     if (total == 0) return MDC_OK;
-    const char *name = mdc_coll_algo_at(MDC_COLL_REDUCE_SCATTER, mdc_i_pick(MDC_COLL_REDUCE_SCATTER, total * mdc_dtype_size(t), g))->name;
-    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
-        if (!strcmp(name, algos[i].name)) return mdc_i_after(g, algos[i].fn(sendbuf, recvbuf, counts, t, op, g));
-    return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: no algorithm '%s'", w, name);
+    const mdc_i_algo *a = mdc_i_pick(MDC_COLL_REDUCE_SCATTER, total * mdc_dtype_size(t), g);
+    return mdc_i_after(g, a->run.reduce_scatter(sendbuf, recvbuf, counts, t, op, g));
 }
 
 mdc_status mdc_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t,

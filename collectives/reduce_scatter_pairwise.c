@@ -7,7 +7,7 @@
  * Restrictions: none. In place the result builds up where the own block was (never sent) and
  *   moves to the start of recvbuf with the first reduction after the blocks there are sent.
  * Cost: (p-1) alpha + (p-1)/p n (beta + gamma). */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const size_t *counts,
                                        mdc_dtype t, mdc_op op, mdc_group *g) {
@@ -58,3 +58,48 @@ done:
     free(off);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+/* Pairwise: step k = 1 .. p-1: send block r+k to rank r+k, receive own block from r-k and
+ * reduce own OP incoming. */
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p;
+    size_t esz = mdc_dtype_size(s->t), total = mdc_i_sched_total(s);
+    mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
+    if (!total) return MDC_OK;
+    size_t *off;
+    MDC_I_TRY(mdc_i_sched_offsets(s, 1, 0, &off));
+    mdc_status st = MDC_OK;
+    for (int k = 1; k < p && !st; k++) {
+        mdc_i_sched_phase(s, k - 1, "exchange at distance %d", k);
+        for (int r = 0; r < p && !st; r++) {
+            int dst = (r + k) % p;
+            if (!s->counts[dst]) continue;
+            st = mdc_i_sched_add(s, k - 1, r, dst, s->counts[dst] * esz, MDC_SCHED_OWN_OP_IN, off[dst],
+                                 s->counts[dst], "block %d", dst);
+        }
+    }
+    free(off);
+    return st;
+}
+
+/* The ring's cost: the same messages and bytes. */
+static double cost(const mdc_i_cost_in *x) {
+    return (x->P - 1) * x->a + x->f * x->n * (x->b + x->g);
+}
+
+const mdc_i_algo mdc_i_algo_reduce_scatter_pairwise = {
+    .info = {"pairwise", "mdc_reduce_scatter_pairwise",
+             "p-1 steps: send block r+s to r+s, receive from r-s",
+             "(p-1) a + (p-1)/p n (b + g)"},
+    .coll = MDC_COLL_REDUCE_SCATTER,
+    /* On the host's clock the tie with the ring goes here: pairwise sends inputs, so no step
+     * waits for a neighbour's previous step, and it reduces into its own block; with ranks
+     * sharing cores it was 10-25% faster (docs/performance.md, item 18). The device's choice
+     * keeps the ring (NCCL's order). */
+    .flags = MDC_I_HOST_WINS_TIE,
+    .cost = cost,
+    .schedule = schedule,
+    .run.reduce_scatter = mdc_reduce_scatter_pairwise,
+};

@@ -9,7 +9,7 @@
  * Restrictions: none. Halves may be unequal when counts differ.
  * Cost: lg p alpha + (p-1)/p n (beta + gamma) + n/p c (the own block is reduced in scratch and
  *   copied out; c = 2/3 gamma); a non-power of two adds 2 alpha + n beta + n gamma. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *src, void *work,
                             void *tmp, const size_t *bnd, mdc_dtype t, mdc_op op, int tag) {
@@ -81,3 +81,49 @@ done:
     free(off);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p, p2 = mdc_i_pow2_floor(p), rem = p - p2, step = 0;
+    size_t esz = mdc_dtype_size(s->t), total = mdc_i_sched_total(s);
+    if (rem) /* no rank both folds and halves: the folding ones send the most */
+        mdc_i_sched_formula(s, (double)(total * esz), "n  (the even ranks below 2(p-p2) fold all of it; the rest "
+                            "(p-1)/p n)");
+    else
+        mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
+    if (!total || p == 1) return MDC_OK;
+    size_t *off;
+    MDC_I_TRY(mdc_i_sched_offsets(s, 1, p2 + 1, &off));
+    size_t *bnd = off + p;
+    for (int i = 0; i < p2; i++) bnd[i] = off[mdc_i_first_old(i, rem)];
+    bnd[p2] = total;
+    mdc_status st = mdc_i_sched_fold_in(s, &step, rem, total);
+    if (!st) st = mdc_i_sched_halving_rs(s, &step, rem, p2, bnd, "");
+    if (!st && rem) {
+        mdc_i_sched_phase(s, step, "unfold: odd ranks hand the even rank its block");
+        for (int i = 0; i < rem && !st; i++)
+            st = mdc_i_sched_add(s, step, 2 * i + 1, 2 * i, s->counts[2 * i] * esz, MDC_SCHED_STORE, off[2 * i],
+                                 s->counts[2 * i], "block %d", 2 * i);
+        step++;
+    }
+    free(off);
+    return st;
+}
+
+/* Halving reduces into scratch (its ranges are not the caller's block) and copies the block
+ * out at the end (the c term); a non-power of two adds the fold. */
+static double cost(const mdc_i_cost_in *x) {
+    return x->lg2 * x->a + x->f * x->n * (x->b + x->g) + x->n / x->P * x->cp +
+           (x->fold ? 2 * x->a + x->n * x->b + x->n * x->g : 0);
+}
+
+const mdc_i_algo mdc_i_algo_reduce_scatter_recursive_halving = {
+    .info = {"recursive_halving", "mdc_reduce_scatter_recursive_halving",
+             "lg p steps, halving the range exchanged (fold for p != 2^k)",
+             "lg p a + (p-1)/p n (b + g) + n/p c"},
+    .coll = MDC_COLL_REDUCE_SCATTER,
+    .cost = cost,
+    .schedule = schedule,
+    .run.reduce_scatter = mdc_reduce_scatter_recursive_halving,
+};

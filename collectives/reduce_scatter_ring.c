@@ -8,7 +8,7 @@
  * Source: Patarasuk & Yuan 2009; NCCL's ring (src/device/all_reduce.h, reduce-scatter half).
  * Restrictions: none (any p, any per-rank counts, in place). Bandwidth-optimal, latency linear.
  * Cost: (p-1) alpha + (p-1)/p n (beta + gamma), n = the full input (all blocks). */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const void *src,
                          void *work, void *dst, const size_t *off, const size_t *len,
@@ -70,3 +70,32 @@ mdc_status mdc_reduce_scatter_ring(const void *sendbuf, void *recvbuf, const siz
     free(off);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    int p = s->p, step = 0;
+    size_t esz = mdc_dtype_size(s->t), total = mdc_i_sched_total(s);
+    mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
+    if (!total) return MDC_OK;
+    size_t *off;
+    MDC_I_TRY(mdc_i_sched_offsets(s, 1, 0, &off));
+    mdc_status st = mdc_i_sched_ring_rs(s, &step, NULL, p, off, s->counts, "");
+    free(off);
+    return st;
+}
+
+/* Reduces straight into place: no copy. */
+static double cost(const mdc_i_cost_in *x) {
+    return (x->P - 1) * x->a + x->f * x->n * (x->b + x->g);
+}
+
+const mdc_i_algo mdc_i_algo_reduce_scatter_ring = {
+    .info = {"ring", "mdc_reduce_scatter_ring",
+             "p-1 steps around the ring, NCCL order (block c starts at c+1, ends at c)",
+             "(p-1) a + (p-1)/p n (b + g)"},
+    .coll = MDC_COLL_REDUCE_SCATTER,
+    .cost = cost,
+    .schedule = schedule,
+    .run.reduce_scatter = mdc_reduce_scatter_ring,
+};

@@ -1,29 +1,22 @@
 /* Dispatchers of the rooted collectives: mdc_bcast, mdc_reduce, mdc_gather, mdc_scatter.
- * Argument checks (root in range, NULL buffers, counts), algorithm choice, run. */
-#include "coll_internal.h"
-
-static int pick(mdc_coll c, size_t bytes, mdc_group *g, const char **name) {
-    *name = mdc_coll_algo_at(c, mdc_i_pick(c, bytes, g))->name;
-    return 0;
-}
+ * Argument checks (root in range, NULL buffers, counts), algorithm choice (coll_registry.h), run. */
+#include "coll_registry.h"
 
 mdc_status mdc_bcast(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g) {
-    const char *w = "mdc_bcast", *name;
+    const char *w = "mdc_bcast";
     mdc_status st;
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||
         (st = mdc_i_check_root(w, g, root)) || (st = mdc_i_check_count(w, g, "count", count, t, 1)) ||
         (st = mdc_i_check_buf(w, g, "buf", buf, count)))
         return st;
     if (count == 0) return MDC_OK;
-    pick(MDC_COLL_BCAST, count * mdc_dtype_size(t), g, &name);
-    if (!strcmp(name, "binomial")) return mdc_i_after(g, mdc_bcast_binomial(buf, count, t, root, g));
-    if (!strcmp(name, "pipeline")) return mdc_i_after(g, mdc_bcast_pipeline(buf, count, t, root, g));
-    return mdc_i_after(g, mdc_bcast_scatter_allgather(buf, count, t, root, g));
+    const mdc_i_algo *a = mdc_i_pick(MDC_COLL_BCAST, count * mdc_dtype_size(t), g);
+    return mdc_i_after(g, a->run.bcast(buf, count, t, root, g));
 }
 
 mdc_status mdc_reduce(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root,
                       mdc_group *g) {
-    const char *w = "mdc_reduce", *name;
+    const char *w = "mdc_reduce";
     mdc_status st;
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, (int)op)) ||
         (st = mdc_i_check_root(w, g, root)) || (st = mdc_i_check_count(w, g, "count", count, t, 1)))
@@ -36,13 +29,12 @@ mdc_status mdc_reduce(const void *sendbuf, void *recvbuf, size_t count, mdc_dtyp
         (me == root && (st = mdc_i_check_buf(w, g, "recvbuf (root)", recvbuf, count))))
         return st;
     if (count == 0) return MDC_OK;
-    pick(MDC_COLL_REDUCE, count * mdc_dtype_size(t), g, &name);
-    if (!strcmp(name, "binomial")) return mdc_i_after(g, mdc_reduce_binomial(sendbuf, recvbuf, count, t, op, root, g));
-    return mdc_i_after(g, mdc_reduce_rs_gather(sendbuf, recvbuf, count, t, op, root, g));
+    const mdc_i_algo *a = mdc_i_pick(MDC_COLL_REDUCE, count * mdc_dtype_size(t), g);
+    return mdc_i_after(g, a->run.reduce(sendbuf, recvbuf, count, t, op, root, g));
 }
 
 mdc_status mdc_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g) {
-    const char *w = "mdc_gather", *name;
+    const char *w = "mdc_gather";
     mdc_status st;
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||
         (st = mdc_i_check_root(w, g, root)) ||
@@ -56,12 +48,12 @@ mdc_status mdc_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtyp
         (me == root && (st = mdc_i_check_buf(w, g, "recvbuf (root)", recvbuf, count * (size_t)p))))
         return st;
     if (count == 0) return MDC_OK;
-    pick(MDC_COLL_GATHER, count * mdc_dtype_size(t) * (size_t)p, g, &name);
-    return mdc_i_after(g, mdc_gather_binomial(sendbuf, recvbuf, count, t, root, g));
+    const mdc_i_algo *a = mdc_i_pick(MDC_COLL_GATHER, count * mdc_dtype_size(t) * (size_t)p, g);
+    return mdc_i_after(g, a->run.gather(sendbuf, recvbuf, count, t, root, g));
 }
 
 mdc_status mdc_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g) {
-    const char *w = "mdc_scatter", *name;
+    const char *w = "mdc_scatter";
     mdc_status st;
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||
         (st = mdc_i_check_root(w, g, root)) ||
@@ -75,6 +67,6 @@ mdc_status mdc_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dty
         (st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, count)))
         return st;
     if (count == 0) return MDC_OK;
-    pick(MDC_COLL_SCATTER, count * mdc_dtype_size(t) * (size_t)p, g, &name);
-    return mdc_i_after(g, mdc_scatter_binomial(sendbuf, recvbuf, count, t, root, g));
+    const mdc_i_algo *a = mdc_i_pick(MDC_COLL_SCATTER, count * mdc_dtype_size(t) * (size_t)p, g);
+    return mdc_i_after(g, a->run.scatter(sendbuf, recvbuf, count, t, root, g));
 }

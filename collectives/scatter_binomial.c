@@ -9,7 +9,7 @@
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH scatter binomial).
  * Restrictions: none (every root; in place at the root: recvbuf == MDC_IN_PLACE or sendbuf).
  * Cost: lg p alpha + (p-1)/p n beta, n = the root's full buffer. */
-#include "coll_internal.h"
+#include "schedule_build.h"
 
 mdc_status mdc_i_binomial_scatter(mdc_group *g, int root, void *base, const size_t *off,
                                   const size_t *len, int tag) {
@@ -105,3 +105,25 @@ done:
     free(off);
     return st;
 }
+
+/* ---- registry entry: the schedule `minidc explain` prints, the cost model, the descriptor ---- */
+
+static mdc_status schedule(mdc_schedule *s) {
+    size_t bs = s->count * mdc_dtype_size(s->t);
+    mdc_i_sched_formula(s, (double)(s->p - 1) * (double)bs, "(p-1)/p n  (the root sends)");
+    return mdc_i_sched_binomial_blocks(s, 1);
+}
+
+static double cost(const mdc_i_cost_in *x) {
+    return x->lg * x->a + x->f * x->n * x->b;
+}
+
+const mdc_i_algo mdc_i_algo_scatter_binomial = {
+    .info = {"binomial", "mdc_scatter_binomial",
+             "binomial tree from the root, subtrees split",
+             "lg p a + (p-1)/p n b"},
+    .coll = MDC_COLL_SCATTER,
+    .cost = cost,
+    .schedule = schedule,
+    .run.scatter = mdc_scatter_binomial,
+};

@@ -1,5 +1,6 @@
 /* Schedules: the message list of one collective call, its summation expressions and its
- * cost (include/minidc/schedule.h). The per-algorithm builders are in schedule_algos.c.
+ * cost (include/minidc/schedule.h). The builders are in the algorithms' own files, registered
+ * with them (coll_registry.h); their shared patterns and mdc_schedule_build in schedule_build.c.
  * Nothing here calls MPI: `minidc explain` runs without MPI_Init. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,8 @@
  * per-collective algorithm listing and the alpha-beta-gamma cost model the dispatchers use.
  *
  * Each algorithm lives in collectives/<coll>_<algo>.c, whose header comment gives the schedule,
- * its source, restrictions and cost. Algorithms take the same arguments as their dispatcher
+ * its source, restrictions and cost, and which ends with the algorithm's registry entry
+ * (collectives/coll_registry.h): what mdc_coll_algo_at lists, its cost function and schedule. Algorithms take the same arguments as their dispatcher
  * (collectives.h) but assume they were validated: the dispatchers (mdc_allreduce, ...) check
  * arguments, choose an algorithm and call one of these. Every algorithm works for any group
  * size from 1, any count (0 and counts not divisible by the group size), in place (sendbuf ==
