@@ -7,7 +7,7 @@
  * Source: Bruck et al. 1997; Thakur, Rabenseifner & Gropp 2005 (MPICH alltoall bruck).
  * Restrictions: none; trades bandwidth (each block travels up to lg p hops) for latency, so it
  *   wins for short blocks. Scratch: the rotated buffer and two packs of about half of it.
- * Cost: ceil(lg p) alpha + n/2 lg p beta, n = one rank's send buffer. */
+ * Cost: lg p a + n/2 lg p b + (2 + lg p) n c, n = one rank's send buffer (the rotations and packing copy). */
 #include "schedule_build.h"
 
 mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,

@@ -7,7 +7,7 @@
  *   it is.
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH alltoall pairwise).
  * Restrictions: none.
- * Cost: (p-1) alpha + n beta, n = one rank's send buffer (p blocks). */
+ * Cost: (p-1) a + (p-1)/p n b + n/p c, n = one rank's send buffer (p blocks; its own block is copied). */
 #include "schedule_build.h"
 
 mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,

@@ -9,7 +9,7 @@
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH alltoallv pairwise).
  * Restrictions: counts must agree pairwise (sendcounts[j] on i == recvcounts[i] on j), else
  *   the transport reports a mismatch, or a skipped message ends in a timeout.
- * Cost: (p-1) alpha + n beta, n = one rank's send buffer. */
+ * Cost: (p-1) a + (p-1)/p n b + n/p c, n = one rank's send buffer (the pairwise alltoall's). */
 #include "schedule_build.h"
 
 mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,

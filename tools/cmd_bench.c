@@ -19,7 +19,7 @@ static const bench_entry benches[] = {
     {"alltoall", mdc_bench_coll, "same, alltoall"},
     {"broadcast", mdc_bench_coll, "same, broadcast (also: bcast)"},
     {"bcast", mdc_bench_coll, "alias of broadcast"},
-    {"reduce", mdc_bench_coll, "same, reduce (--root R; no target of the issue's)"},
+    {"reduce", mdc_bench_coll, "same, reduce (--root R)"},
     {"gather", mdc_bench_coll, "same, gather"},
     {"scatter", mdc_bench_coll, "same, scatter"},
     {"train", mdc_bench_train, "GPT-2 training step: tokens/s, MFU, peak RSS (vs PyTorch via tools/bench.sh)"},
