@@ -93,6 +93,7 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
     if (m->cp) TRY(m->cp->forward(m->cp->ctx, d, atty, lact(a, y->att, l), qkv, drop, a->B, s.Cl, s.Hl));
+    else if (m->x.blk) TRY(mdc_i_x_attention_forward(m, a, atty, lact(a, y->att, l), qkv, drop));
     else if (y->tiled) mdc_attention_forward_tiled_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
     else mdc_attention_forward_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
     TRY(row_parallel(m, a, res2, x, atty, P(m, mdc_i_gl(l, ATTPW)), P(m, mdc_i_gl(l, ATTPB)), s.Cl, x_head(m), l,

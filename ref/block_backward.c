@@ -220,6 +220,8 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
     if (m->cp)
         TRY(m->cp->backward(m->cp->ctx, d, dbig, datty, atty, qkv, lact(a, y->att, l), drop, a->B, s.Cl, s.Hl));
+    else if (m->x.blk)
+        TRY(mdc_i_x_attention_backward(m, a, dbig, datty, atty, qkv, lact(a, y->att, l), drop));
     else if (y->tiled)
         mdc_attention_backward_tiled_drop(d, dbig, datty, atty, qkv, lact(a, y->att, l), drop, a->B, a->T, s.Cl, s.Hl);
     else

@@ -41,13 +41,13 @@ mdc_status mdc_cp_check(int c, int T, int Hl, const char *layout, const char *al
 
 /* ---- the key blocks and the pairs ------------------------------------------------------------ */
 
-static void pack_kv(mdc_cp *cp, float *kv, const float *qkv) {
+void mdc_i_cp_pack_kv(mdc_cp *cp, float *kv, const float *qkv) {
     size_t Cl = (size_t)cp->Hl * cp->hs, n = (size_t)cp->B * cp->Tc;
     for (size_t i = 0; i < n; i++) memcpy(kv + i * 2 * Cl, qkv + i * 3 * Cl + Cl, 2 * Cl * sizeof(float));
     mdc_dev_kernel(cp->dev, 0, 16.0 * (double)n * Cl, MDC_PREC_FP32);
 }
 
-static void add_dkv(mdc_cp *cp, float *dqkv, const float *dkv) {
+void mdc_i_cp_add_dkv(mdc_cp *cp, float *dqkv, const float *dkv) {
     size_t Cl = (size_t)cp->Hl * cp->hs, n = (size_t)cp->B * cp->Tc;
     for (size_t i = 0; i < n; i++) {
         float *d = dqkv + i * 3 * Cl + Cl;
@@ -57,9 +57,8 @@ static void add_dkv(mdc_cp *cp, float *dqkv, const float *dkv) {
     mdc_dev_kernel(cp->dev, 2.0 * (double)n * Cl, 24.0 * (double)n * Cl, MDC_PREC_FP32);
 }
 
-/* The pair of this rank's a-th query chunk and the b-th chunk of the key block of rank src. */
-static mdc_attn_pair pair(const mdc_cp *cp, int a, int src, int b, const float *qkv, const float *kv, float *out,
-                          float *m, float *l, const mdc_dropout *drop) {
+mdc_attn_pair mdc_i_cp_pair(const mdc_cp *cp, int a, int src, int b, const float *qkv, const float *kv, float *out,
+                            float *m, float *l, const mdc_dropout *drop) {
     int mine[2], theirs[2];
     mdc_i_cp_chunks(cp, cp->r, mine), mdc_i_cp_chunks(cp, src, theirs);
     size_t Cl = (size_t)cp->Hl * cp->hs, L = (size_t)cp->L;
@@ -81,7 +80,7 @@ static void attend(mdc_cp *cp, int src, const float *qkv, const float *kv, float
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0}), nb = na;
     for (int a = 0; a < na; a++)
         for (int b = 0; b < nb; b++) {
-            mdc_attn_pair p = pair(cp, a, src, b, qkv, kv, out, cp->buf[5], cp->buf[6], drop);
+            mdc_attn_pair p = mdc_i_cp_pair(cp, a, src, b, qkv, kv, out, cp->buf[5], cp->buf[6], drop);
             cp->pairs += mdc_attn_pair_visible(&p);
             mdc_attn_pair_forward(cp->dev, &p);
         }
@@ -94,7 +93,7 @@ static void attend_back(mdc_cp *cp, int src, const float *qkv, const float *kv, 
     size_t Cl = (size_t)cp->Hl * cp->hs, L = (size_t)cp->L;
     for (int a = 0; a < na; a++)
         for (int b = 0; b < na; b++) {
-            mdc_attn_pair p = pair(cp, a, src, b, qkv, kv, (float *)out, NULL, NULL, drop);
+            mdc_attn_pair p = mdc_i_cp_pair(cp, a, src, b, qkv, kv, (float *)out, NULL, NULL, drop);
             p.dq = dqkv + a * L * 3 * Cl, p.dk = dkv + b * L * 2 * Cl, p.dv = p.dk + Cl;
             p.dout = dout + a * L * Cl, p.lse = lse + a * L, p.D = cp->buf[7] + a * L;
             mdc_attn_pair_backward(cp->dev, &p);
@@ -104,7 +103,7 @@ static void attend_back(mdc_cp *cp, int src, const float *qkv, const float *kv, 
 static void begin(mdc_cp *cp, const float *qkv, float *out) {
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0});
     for (int a = 0; a < na; a++) {
-        mdc_attn_pair p = pair(cp, a, cp->r, 0, qkv, NULL, out, cp->buf[5], cp->buf[6], NULL);
+        mdc_attn_pair p = mdc_i_cp_pair(cp, a, cp->r, 0, qkv, NULL, out, cp->buf[5], cp->buf[6], NULL);
         mdc_attn_pair_begin(&p);
     }
 }
@@ -112,7 +111,7 @@ static void begin(mdc_cp *cp, const float *qkv, float *out) {
 static void finish(mdc_cp *cp, const float *qkv, float *out, float *lse) {
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0});
     for (int a = 0; a < na; a++) {
-        mdc_attn_pair p = pair(cp, a, cp->r, 0, qkv, NULL, out, cp->buf[5], cp->buf[6], NULL);
+        mdc_attn_pair p = mdc_i_cp_pair(cp, a, cp->r, 0, qkv, NULL, out, cp->buf[5], cp->buf[6], NULL);
         mdc_attn_pair_finish(cp->dev, &p, lse + a * cp->L);
     }
 }
@@ -120,7 +119,7 @@ static void finish(mdc_cp *cp, const float *qkv, float *out, float *lse) {
 static void rowdot(mdc_cp *cp, const float *qkv, const float *out, const float *dout) {
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0});
     for (int a = 0; a < na; a++) {
-        mdc_attn_pair p = pair(cp, a, cp->r, 0, qkv, NULL, (float *)out, NULL, NULL, NULL);
+        mdc_attn_pair p = mdc_i_cp_pair(cp, a, cp->r, 0, qkv, NULL, (float *)out, NULL, NULL, NULL);
         p.dout = dout + (size_t)a * cp->L * cp->Hl * cp->hs;
         mdc_attn_rowdot(cp->dev, &p, cp->buf[7] + a * cp->L);
     }
@@ -130,19 +129,19 @@ static void rowdot(mdc_cp *cp, const float *qkv, const float *out, const float *
  * buffers: 0, 1 key blocks (ring) or the packed own block (all-gather); 2, 3 their dK, dV (ring)
  * or the own block's (all-gather); 4 the arriving dK, dV (ring) or every rank's blocks and then
  * their dK, dV (all-gather, c blocks); 5, 6 the rows' m and l; 7 D. */
-enum { TAG_KV = 1, TAG_KVB = 1 + 256, TAG_DKV = 1 + 512 };
 
 static mdc_status forward(void *ctx, mdc_device *dev, float *out, float *lse, float *qkv, const mdc_dropout *drop,
                           int B, int C, int NH) {
     mdc_cp *cp = ctx;
     (void)dev, (void)B, (void)C, (void)NH;
     if (cp->algo == CP_ULYSSES) return mdc_i_ulysses_forward(cp, out, lse, qkv, drop);
+    if (cp->exact) return mdc_i_cp_exact_forward(cp, out, lse, qkv, drop);
     double b0 = mdc_i_cp_sent(cp);
     size_t n2 = cp->buf_floats[0];
     int c = cp->c, r = cp->r, next = (r + 1) % c, prev = (r + c - 1) % c;
     mdc_status st = MDC_OK;
     begin(cp, qkv, out);
-    pack_kv(cp, cp->buf[0], qkv);
+    mdc_i_cp_pack_kv(cp, cp->buf[0], qkv);
     if (cp->algo == CP_ALLGATHER) {
         st = mdc_allgather(cp->buf[0], cp->buf[4], n2, MDC_F32, cp->g);
         for (int s = 0; !st && s < c; s++) attend(cp, s, qkv, cp->buf[4] + (size_t)s * n2, out, drop);
@@ -151,8 +150,8 @@ static mdc_status forward(void *ctx, mdc_device *dev, float *out, float *lse, fl
             mdc_request *rq[2] = {NULL, NULL};
             float *cur = cp->buf[i % 2], *nxt = cp->buf[(i + 1) % 2];
             if (i < c - 1) {
-                st = mdc_irecv(nxt, n2 * sizeof(float), prev, TAG_KV + i, cp->g, &rq[0]);
-                if (!st) st = mdc_isend(cur, n2 * sizeof(float), next, TAG_KV + i, cp->g, &rq[1]);
+                st = mdc_irecv(nxt, n2 * sizeof(float), prev, CP_TAG_KV + i, cp->g, &rq[0]);
+                if (!st) st = mdc_isend(cur, n2 * sizeof(float), next, CP_TAG_KV + i, cp->g, &rq[1]);
             }
             if (!st) attend(cp, (r - i + c) % c, qkv, cur, out, drop);
             mdc_status w = mdc_waitall(rq, 2);
@@ -169,12 +168,13 @@ static mdc_status backward(void *ctx, mdc_device *dev, float *dqkv, const float 
     mdc_cp *cp = ctx;
     (void)dev, (void)B, (void)C, (void)NH;
     if (cp->algo == CP_ULYSSES) return mdc_i_ulysses_backward(cp, dqkv, dout, out, qkv, lse, drop);
+    if (cp->exact) return mdc_i_cp_exact_backward(cp, dqkv, dout, out, qkv, lse, drop);
     double b0 = mdc_i_cp_sent(cp);
     size_t n2 = cp->buf_floats[0];
     int c = cp->c, r = cp->r, next = (r + 1) % c, prev = (r + c - 1) % c;
     mdc_status st = MDC_OK;
     rowdot(cp, qkv, out, dout);
-    pack_kv(cp, cp->buf[0], qkv);
+    mdc_i_cp_pack_kv(cp, cp->buf[0], qkv);
     if (cp->algo == CP_ALLGATHER) { /* gather again (nothing kept from the forward), reduce-scatter dK, dV */
         float *all = cp->buf[4], *dall = all + (size_t)c * n2;
         st = mdc_allgather(cp->buf[0], all, n2, MDC_F32, cp->g);
@@ -182,31 +182,31 @@ static mdc_status backward(void *ctx, mdc_device *dev, float *dqkv, const float 
         for (int s = 0; !st && s < c; s++)
             attend_back(cp, s, qkv, all + (size_t)s * n2, dqkv, dall + (size_t)s * n2, dout, out, lse, drop);
         if (!st) st = mdc_reduce_scatter(dall, cp->buf[2], n2, MDC_F32, MDC_SUM, cp->g);
-        if (!st) add_dkv(cp, dqkv, cp->buf[2]);
+        if (!st) mdc_i_cp_add_dkv(cp, dqkv, cp->buf[2]);
     } else { /* the blocks go round again; each carries its dK, dV, which arrive at the owner last */
         mdc_request *dsend[2] = {NULL, NULL}; /* a dK, dV send completes when the next rank's next step takes it */
         for (int i = 0; !st && i < c; i++) {
             mdc_request *rq[3] = {NULL, NULL, NULL};
             float *cur = cp->buf[i % 2], *nxt = cp->buf[(i + 1) % 2], *acc = cp->buf[2 + i % 2], *in = cp->buf[4];
             if (i < c - 1) {
-                st = mdc_irecv(nxt, n2 * sizeof(float), prev, TAG_KVB + i, cp->g, &rq[0]);
-                if (!st) st = mdc_isend(cur, n2 * sizeof(float), next, TAG_KVB + i, cp->g, &rq[1]);
+                st = mdc_irecv(nxt, n2 * sizeof(float), prev, CP_TAG_KVB + i, cp->g, &rq[0]);
+                if (!st) st = mdc_isend(cur, n2 * sizeof(float), next, CP_TAG_KVB + i, cp->g, &rq[1]);
             }
-            if (!st && i > 0) st = mdc_irecv(in, n2 * sizeof(float), prev, TAG_DKV + i - 1, cp->g, &rq[2]);
+            if (!st && i > 0) st = mdc_irecv(in, n2 * sizeof(float), prev, CP_TAG_DKV + i - 1, cp->g, &rq[2]);
             if (!st) st = mdc_waitall(&dsend[i % 2], 1); /* acc's send of two steps ago */
             if (!st) memset(acc, 0, n2 * sizeof(float));
             if (!st) attend_back(cp, (r - i + c) % c, qkv, cur, dqkv, acc, dout, out, lse, drop);
             if (!st && i > 0 && !(st = mdc_waitall(&rq[2], 1))) /* the ranks before added theirs */
                 for (size_t x = 0; x < n2; x++) acc[x] += in[x];
-            if (!st) st = mdc_isend(acc, n2 * sizeof(float), next, TAG_DKV + i, cp->g, &dsend[i % 2]);
+            if (!st) st = mdc_isend(acc, n2 * sizeof(float), next, CP_TAG_DKV + i, cp->g, &dsend[i % 2]);
             mdc_status w = mdc_waitall(rq, 3);
             st = st ? st : w;
         }
         /* this rank's own block, with every rank's share */
-        if (!st) st = mdc_recv(cp->buf[4], n2 * sizeof(float), prev, TAG_DKV + c - 1, cp->g);
+        if (!st) st = mdc_recv(cp->buf[4], n2 * sizeof(float), prev, CP_TAG_DKV + c - 1, cp->g);
         mdc_status w = mdc_waitall(dsend, 2);
         st = st ? st : w;
-        if (!st) add_dkv(cp, dqkv, cp->buf[4]);
+        if (!st) mdc_i_cp_add_dkv(cp, dqkv, cp->buf[4]);
     }
     cp->bytes += mdc_i_cp_sent(cp) - b0;
     return st;
@@ -256,12 +256,22 @@ mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int
 
 void mdc_cp_free(mdc_cp *cp) {
     if (!cp) return;
+    mdc_dev_free(cp->dev, cp->xbuf);
     for (int i = 0; i < 8; i++) mdc_dev_free(cp->dev, cp->buf[i]);
     free(cp->pos);
     free(cp);
 }
 
 const mdc_gpt2_cp *mdc_cp_model(const mdc_cp *cp) { return &cp->model; }
+
+mdc_status mdc_cp_set_exact(mdc_cp *cp, int blk) {
+    if (blk > 0 && cp->L % blk)
+        return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a context-parallel chunk "
+                        "(--seq %d over %d chunks); use a block that divides %d", blk, cp->L, cp->T,
+                        cp->zigzag ? 2 * cp->c : cp->c, cp->L);
+    cp->exact = blk > 0 ? blk : 0;
+    return MDC_OK;
+}
 
 void mdc_cp_slice(const mdc_cp *cp, int *out, const int *in, int rows) {
     if (!in) return;

@@ -9,6 +9,8 @@
  * buffers: 0, 1 the all-to-all's send and receive (B T/c 3 Cl); 2 the head-sharded output;
  * 3 its dO; 4 the head-sharded dqkv; 5, 6 the rows' m and l (B Hl T/c); 7 D. The all-to-alls are
  * pairwise (p - 1 direct exchanges, (c-1)/c of the data sent), as NCCL's. */
+#include <math.h>
+
 #include "cp_internal.h"
 #include "minidc/algorithms.h"
 
@@ -109,10 +111,19 @@ mdc_status mdc_i_ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv,
     to_heads_unpack(cp, qkv, cp->buf[1], 3); /* the qkv slot now holds the head-sharded qkv */
     charge_copy(cp, 2 * n3);
     mdc_attn_pair p = whole(cp, qkv, cp->buf[2], cp->buf[5], cp->buf[6], heads_drop(cp, drop, &dd));
-    mdc_attn_pair_begin(&p);
     cp->pairs += mdc_attn_pair_visible(&p);
-    mdc_attn_pair_forward(cp->dev, &p);
-    mdc_attn_pair_finish(cp->dev, &p, lse);
+    if (cp->exact) { /* the canonical blocks (kernels/exact_attention.c): every position is here */
+        size_t rows = cp->buf_floats[5];
+        if ((st = mdc_i_cp_xbuf(cp, rows + n1))) return st;
+        for (size_t i = 0; i < rows; i++) cp->buf[5][i] = -INFINITY;
+        mdc_x_attn_max(cp->dev, &p);
+        mdc_x_attn_sum(cp->dev, &p, cp->xbuf, cp->xbuf + rows, cp->exact);
+        mdc_x_attn_finish(cp->dev, &p, cp->xbuf, cp->xbuf + rows, lse);
+    } else {
+        mdc_attn_pair_begin(&p);
+        mdc_attn_pair_forward(cp->dev, &p);
+        mdc_attn_pair_finish(cp->dev, &p, lse);
+    }
     to_pos_pack(cp, cp->buf[0], cp->buf[2], 1);
     st = mdc_alltoall_pairwise(cp->buf[0], cp->buf[1], n1 / cp->c, MDC_F32, cp->g);
     if (!st) to_pos_unpack(cp, out, cp->buf[1], 1, 0);
@@ -159,7 +170,13 @@ mdc_status mdc_i_ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, co
     mdc_attn_pair p = whole(cp, qkv, cp->buf[2], NULL, NULL, heads_drop(cp, drop, &dd));
     p.dq = cp->buf[4], p.dk = cp->buf[4] + (size_t)Hu * hs, p.dv = cp->buf[4] + 2 * (size_t)Hu * hs;
     p.dout = cp->buf[3], p.lse = lse, p.D = Dh;
-    mdc_attn_pair_backward(cp->dev, &p);
+    if (cp->exact) { /* exact sums over the blocks, rounded once */
+        if ((st = mdc_i_cp_xbuf(cp, n3))) return st;
+        mdc_x_attn_backward(cp->dev, &p, cp->xbuf, cp->xbuf + (size_t)Hu * hs, cp->xbuf + 2 * (size_t)Hu * hs, cp->exact);
+        for (size_t i = 0; i < n3; i++) cp->buf[4][i] = mdc_exact_to_f32(&cp->xbuf[i]);
+    } else {
+        mdc_attn_pair_backward(cp->dev, &p);
+    }
     to_pos_pack(cp, cp->buf[0], cp->buf[4], 3);
     st = mdc_alltoall_pairwise(cp->buf[0], cp->buf[1], n3 / c, MDC_F32, cp->g);
     if (!st) to_pos_unpack(cp, dqkv, cp->buf[1], 3, 1);

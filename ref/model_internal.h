@@ -39,6 +39,9 @@ struct mdc_gpt2 {
         double *gbuf, *abuf;
         mdc_exact loss;        /* the losses since zero_grad */
         mdc_exact *se;         /* per-position sum-exp accumulators of the loss */
+        mdc_exact *xa;         /* attention's exact sums (ref/exact_attention.c; MDC_MEM_ACTS) */
+        float *xf;             /* and its float rows (m, D) */
+        size_t xa_n, xf_n;
     } x;
     float drop_p;              /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
@@ -165,6 +168,13 @@ void mdc_i_x_begin(mdc_gpt2 *m, mdc_gpt2_acts *a);
 static inline int x_head(const mdc_gpt2 *m) { return m->cfg.C / m->cfg.H; }
 static inline int x_mlp(const mdc_gpt2 *m) { return 4 * m->cfg.C / m->cfg.H; }
 void mdc_i_exact_free(mdc_gpt2 *m);
+/* Exact mode's attention over the set's whole sequence (ref/exact_attention.c): out and the
+ * rows' lse (B, Hl, T) from qkv; the backward adds into dqkv (zero before: the rounded sums land
+ * exactly). */
+mdc_status mdc_i_x_attention_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *out, float *lse, const float *qkv,
+                                     const mdc_dropout *drop);
+mdc_status mdc_i_x_attention_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *dqkv, const float *dout, const float *out,
+                                      const float *qkv, const float *lse, const mdc_dropout *drop);
 /* out (n, N) = inp (n, K) W (K, N) + b: exact mode's fixed-order product, else the fused one. */
 static inline void mm_forward(mdc_gpt2 *m, float *out, const float *inp, const float *W, const float *b, int n, int K,
                               int N) {

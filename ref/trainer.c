@@ -68,9 +68,6 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (d->cp > 1) {
         mdc_status cs = mdc_cp_check(d->cp, tc->seq, tc->cfg.H / d->tp, tc->cp_layout, tc->cp_algo);
         if (cs) return cs;
-        if (tc->exact_block)
-            return mdc_fail(MDC_ERR_INVALID, "--exact with --cp %d: exact context-parallel attention is not built yet "
-                            "(the default mode runs it; --check-serial compares it with serial)", d->cp);
     }
     int Tl = tc->seq / (d->cp > 1 ? d->cp : 1); /* the positions of each sequence on this rank */
     mdc_trainer *t = calloc(1, sizeof *t);
@@ -92,6 +89,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
                                 tc->cfg.H / d->tp, tc->cfg.C / tc->cfg.H, tc->cp_layout, tc->cp_algo)))
             goto fail;
         if ((st = mdc_gpt2_set_cp(t->m, mdc_cp_model(t->cp)))) goto fail;
+        if (tc->exact_block && (st = mdc_cp_set_exact(t->cp, tc->exact_block))) goto fail;
         t->cp_tok = malloc(2 * sizeof(int) * (size_t)tc->accum * tc->micro_batch * Tl);
         if (!t->cp_tok) { st = mdc_fail(MDC_ERR_OOM_HOST, "trainer"); goto fail; }
     }

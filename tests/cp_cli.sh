@@ -3,7 +3,8 @@
 # allgather, ulysses), with dropout, and composed with dp (ZeRO 0-3), tp (+SP) and pp, each run
 # passing --check-serial (the loss every step and the parameters at the end against the serial
 # model on the same global batch) with every figure of the context-parallel report equal to its
-# formula; the layouts' attention work per rank (zigzag 1, contiguous near (2c-1)/c); bad
+# formula; under --exact (with dropout) byte-identical checkpoints to serial for every algorithm,
+# layout and composition; the layouts' attention work per rank (zigzag 1, contiguous near (2c-1)/c); bad
 # configurations refused before any message (exit 2, the option named).
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
@@ -43,6 +44,19 @@ for spec in "2 --cp 2 --dropout 0.1" "2 --cp 2 --cp-algo ulysses --dropout 0.1" 
     check cp$i "$*"
 done
 
+# exact mode: every algorithm and layout, composed, saves the serial run's checkpoint byte for byte
+timeout -k 5 100 "$MPIEXEC" -n 1 "$bin" train $model --exact-block 2 --dropout 0.1 --save "$tmp/serial.st" >/dev/null 2>&1 ||
+    { echo "FAIL: serial exact run"; exit 1; }
+for spec in "2 --cp 2" "2 --cp 2 --cp-algo allgather" "2 --cp 2 --cp-algo ulysses" "3 --cp 3 --cp-layout contiguous" \
+    "3 --cp 3 --cp-algo allgather" "4 --cp 4" "4 --cp 4 --cp-algo ulysses --cp-layout contiguous" \
+    "4 --cp 2 --tp 2 --sp" "4 --cp 2 --dp 2 --zero 3 --cp-algo allgather" "4 --cp 2 --pp 2 --microbatches 2" \
+    "8 --cp 2 --tp 2 --dp 2 --cp-algo ulysses --cp-layout contiguous"; do
+    set -- $spec; n=$1; shift; i=$((i + 1))
+    run cp$i "$n" "$@" --exact-block 2 --dropout 0.1 --save "$tmp/cp$i.st"
+    if [ $rc = 0 ] && cmp -s "$tmp/serial.st" "$tmp/cp$i.st"; then echo "ok: exact, $*: byte-identical to serial"
+    else echo "FAIL: exact, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/cp$i.out"; fail=1; fi
+done
+
 # the layouts' balance: zigzag gives every rank the same attention work, contiguous the last rank most
 run bal 4 --cp 4 --cp-layout contiguous
 r=$(awk '/forward attention FLOPs/ {for (i = 1; i < NF; i++) if ($i == "max/mean") print $(i + 1)}' "$tmp/bal.out")
@@ -66,6 +80,8 @@ expect_error "ulysses, heads not divisible by c" "--cp-algo ulysses: the 4 heads
     3 --cp 3 --cp-algo ulysses
 expect_error "unknown algorithm" "--cp-algo tree: unknown" 2 --cp 2 --cp-algo tree
 expect_error "unknown layout" "--cp-layout spiral: unknown" 2 --cp 2 --cp-layout spiral
+expect_error "exact block across chunks" "--exact-block 4 does not divide the 6 positions of a context-parallel chunk" 4 \
+    --cp 4 --exact-block 4
 expect_error "layout without cp" "--cp-layout and --cp-algo arrange context parallelism" 1 --cp-layout zigzag
 
 [ $fail = 0 ] && echo "cp_cli: all passed"

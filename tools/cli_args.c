@@ -167,6 +167,7 @@ void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out) {
                  "  tokens (weight, bias, LayerNorm gradients): %d positions of one sequence\n"
                  "  contractions: attention output and q/k/v input gradients %d (one head), MLP %d (4C/H), "
                  "vocabulary %d\n"
+                 "  attention: query and key blocks of %d positions, each row's maximum over every key first\n"
                  "  embedding rows token by token; the loss and the squared gradient norm exactly\n",
-            block, cfg->C / cfg->H, 4 * cfg->C / cfg->H, MDC_EXACT_VOCAB_BLOCK);
+            block, cfg->C / cfg->H, 4 * cfg->C / cfg->H, MDC_EXACT_VOCAB_BLOCK, block);
 }

@@ -266,6 +266,15 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
         return mdc_fail(MDC_ERR_INVALID, "--cp-layout and --cp-algo arrange context parallelism: they need --cp 2 or more");
     if (o->cp > 1 && (st = mdc_cp_check(o->cp, o->seq, cfg->H % o->tp ? cfg->H : cfg->H / o->tp, o->cp_layout, o->cp_algo)))
         return st;
+    int chunk = o->seq / (o->cp * (o->cp_layout && !strcmp(o->cp_layout, "contiguous") ? 1 : 2));
+    if (o->cp > 1 && o->exact && chunk % o->exact_block) {
+        int b = o->exact_block;
+        while (chunk % b) b--;
+        return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a context-parallel chunk "
+                        "(--seq %d over --cp %d%s); use --exact-block %d (or another divisor of %d) on every mesh you "
+                        "compare", o->exact_block, chunk, o->seq, o->cp, chunk * o->cp == o->seq ? "" : " x 2 zigzag chunks",
+                        b, chunk);
+    }
     mdc_gpt2_part part = mdc_gpt2_part_serial(cfg);
     part.tp = o->tp, part.sp = o->sp;
     return mdc_gpt2_part_check(&part, cfg, o->seq / o->cp);

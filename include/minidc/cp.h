@@ -37,6 +37,10 @@ mdc_status mdc_cp_check(int c, int T, int Hl, const char *layout, const char *al
 mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int B, int Hl, int hs, const char *layout,
                          const char *algo);
 void mdc_cp_free(mdc_cp *cp);
+/* Exact mode (token block blk; 0 off): attention over the canonical blocks of
+ * kernels/exact_attention.c, bit-identical to serial's exact mode for every algorithm and
+ * layout. MDC_ERR_INVALID when blk does not divide a chunk (--exact-block). */
+mdc_status mdc_cp_set_exact(mdc_cp *cp, int blk);
 const mdc_gpt2_cp *mdc_cp_model(const mdc_cp *cp);
 /* This rank's T/c positions of each of `rows` sequences of T tokens (NULL in: nothing). */
 void mdc_cp_slice(const mdc_cp *cp, int *out, const int *in, int rows);

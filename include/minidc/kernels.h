@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "minidc/device.h"
+#include "minidc/exact.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -348,6 +349,19 @@ void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D);
 void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p);
 /* The visible (query, key) pairs of p over every batch row and head. */
 double mdc_attn_pair_visible(const mdc_attn_pair *p);
+/* Exact mode's attention on the same pairs (kernels/exact_attention.c): canonical blocks of blk
+ * global positions, every dot product in channel order. max: the rows' m = max over the pair's
+ * visible scores (a first pass over every key run); sum: each key block's float sums of
+ * exp(s - m) and of p v added exactly into xl (per row, like m) and xo (like o); finish: o =
+ * xo / xl rounded, lse = m + log xl; rowdot: D in channel order; backward: each (query block, key
+ * block) tile's float sums added exactly into xdq (laid out like q), xdk and xdv (like k, v). The
+ * result does not depend on how the runs are split or the order they come in. */
+void mdc_x_attn_max(mdc_device *dev, const mdc_attn_pair *p);
+void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_exact *xl, mdc_exact *xo, int blk);
+void mdc_x_attn_finish(mdc_device *dev, const mdc_attn_pair *p, const mdc_exact *xl, const mdc_exact *xo, float *lse);
+void mdc_x_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D);
+void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_exact *xdq, mdc_exact *xdk, mdc_exact *xdv,
+                         int blk);
 
 /* Attention with dropout on the probabilities: out = (keep .* P/(1-p)) V. Local head h is
  * global drop->head0 + h, batch row b global drop->row0 + b, position t global drop->pos0 + t.
@@ -386,7 +400,6 @@ void mdc_attention_backward_tiled_drop(mdc_device *dev,
 /* ---- exact mode's block kernels (kernels/exact_blocks.c, docs/exactness.md) -----------------
  * Each adds block partial sums into arrays of exact sums (minidc/exact.h) at offsets in
  * floats of the same layout as the float tensors; n is a multiple of the block. */
-#include "minidc/exact.h"
 /* dW (IN x OUT at off) += sum over blocks of blk rows of A^T Bm: A (n, IN) row stride lda,
  * Bm (n, OUT) row stride ldb (weight gradients over tokens; the LM head's dwte). */
 void mdc_x_wgrad(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int lda, const float *Bm, int ldb, int n,
