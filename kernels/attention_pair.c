@@ -96,8 +96,29 @@ void mdc_attn_pair_forward(mdc_device *dev, const mdc_attn_pair *p) {
         }
         free(S);
     }
-    double pairs = mdc_attn_pair_visible(p), n = (double)p->B * p->NH;
-    mdc_k_charge(dev, (4.0 * hs + 5 + dr) * pairs, 4.0 * (2.0 * hs * pairs / TILE + 3.0 * n * p->nq * (hs + 1)));
+    double f, b;
+    mdc_attn_pair_cost(p, MDC_ATTN_FORWARD, &f, &b);
+    mdc_k_charge(dev, f, b);
+}
+
+void mdc_attn_pair_cost(const mdc_attn_pair *p, int kind, double *flops, double *bytes) {
+    double pairs = kind == MDC_ATTN_FORWARD || kind == MDC_ATTN_BACKWARD ? mdc_attn_pair_visible(p) : 0;
+    double n = (double)p->B * p->NH, hs = p->hs, dr = dropping(p->drop), rows = n * p->nq;
+    if ((kind == MDC_ATTN_FORWARD || kind == MDC_ATTN_BACKWARD) && pairs == 0) { /* nothing visible: no work */
+        *flops = *bytes = 0;
+        return;
+    }
+    switch (kind) {
+    case MDC_ATTN_FORWARD: /* q, o read and written once, k v once per query tile */
+        *flops = (4 * hs + 5 + dr) * pairs, *bytes = 4.0 * (2.0 * hs * pairs / TILE + 3.0 * rows * (hs + 1));
+        break;
+    case MDC_ATTN_BACKWARD:
+        *flops = (10 * hs + 4 + 2 * dr) * pairs;
+        *bytes = 4.0 * (6.0 * hs * pairs / TILE + rows * (4.0 * hs + 2) + 6.0 * n * p->nk * hs);
+        break;
+    case MDC_ATTN_FINISH: *flops = rows * (hs + 2), *bytes = 4.0 * rows * (2.0 * hs + 3); break;
+    default: *flops = 2.0 * rows * hs, *bytes = 4.0 * rows * (2.0 * hs + 1); break; /* rowdot */
+    }
 }
 
 void mdc_attn_pair_finish(mdc_device *dev, const mdc_attn_pair *p, float *lse) {
@@ -109,8 +130,9 @@ void mdc_attn_pair_finish(mdc_device *dev, const mdc_attn_pair *p, float *lse) {
                 for (int x = 0; x < p->hs; x++) orow[x] *= inv;
                 lse[si] = p->m[si] + logf(p->l[si]);
             }
-    double n = (double)p->B * p->NH * p->nq;
-    mdc_k_charge(dev, n * (p->hs + 2), 4.0 * n * (2.0 * p->hs + 3));
+    double f, b;
+    mdc_attn_pair_cost(p, MDC_ATTN_FINISH, &f, &b);
+    mdc_k_charge(dev, f, b);
 }
 
 void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
@@ -123,8 +145,9 @@ void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
                 for (int x = 0; x < p->hs; x++) d += a[x] * c[x];
                 D[b * p->s_bs + h * p->s_hs + i] = d;
             }
-    double n = (double)p->B * p->NH * p->nq;
-    mdc_k_charge(dev, 2.0 * n * p->hs, 4.0 * n * (2.0 * p->hs + 1));
+    double f, b;
+    mdc_attn_pair_cost(p, MDC_ATTN_ROWDOT, &f, &b);
+    mdc_k_charge(dev, f, b);
 }
 
 void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
@@ -183,7 +206,7 @@ void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
         }
         free(P);
     }
-    double pairs = mdc_attn_pair_visible(p), n = (double)p->B * p->NH;
-    mdc_k_charge(dev, (10.0 * hs + 4 + 2 * dr) * pairs,
-                 4.0 * (6.0 * hs * pairs / TILE + n * p->nq * (4.0 * hs + 2) + 6.0 * n * p->nk * hs));
+    double f, b;
+    mdc_attn_pair_cost(p, MDC_ATTN_BACKWARD, &f, &b);
+    mdc_k_charge(dev, f, b);
 }

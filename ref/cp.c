@@ -75,29 +75,40 @@ mdc_attn_pair mdc_i_cp_pair(const mdc_cp *cp, int a, int src, int b, const float
     return p;
 }
 
-/* Every local query chunk against the key block of rank src (forward). */
+/* One kernel's charge for the pieces a step runs together (as one launch on a GPU). */
+static void charge(mdc_cp *cp, const mdc_attn_pair *p, int n, int kind) {
+    double flops = 0, bytes = 0, f, b;
+    for (int i = 0; i < n; i++) mdc_attn_pair_cost(&p[i], kind, &f, &b), flops += f, bytes += b;
+    mdc_dev_kernel(cp->dev, flops, bytes, MDC_PREC_FP32);
+}
+
+/* Every local query chunk against the key block of rank src (forward): one kernel. */
 static void attend(mdc_cp *cp, int src, const float *qkv, const float *kv, float *out, const mdc_dropout *drop) {
-    int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0}), nb = na;
+    int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0}), n = 0;
+    mdc_attn_pair p[4];
     for (int a = 0; a < na; a++)
-        for (int b = 0; b < nb; b++) {
-            mdc_attn_pair p = mdc_i_cp_pair(cp, a, src, b, qkv, kv, out, cp->buf[5], cp->buf[6], drop);
-            cp->pairs += mdc_attn_pair_visible(&p);
-            mdc_attn_pair_forward(cp->dev, &p);
+        for (int b = 0; b < na; b++) {
+            p[n] = mdc_i_cp_pair(cp, a, src, b, qkv, kv, out, cp->buf[5], cp->buf[6], drop);
+            cp->pairs += mdc_attn_pair_visible(&p[n]);
+            mdc_attn_pair_forward(NULL, &p[n++]);
         }
+    charge(cp, p, n, MDC_ATTN_FORWARD);
 }
 
 /* ... and its backward: dq of the local rows, dk and dv of the block into dkv. */
 static void attend_back(mdc_cp *cp, int src, const float *qkv, const float *kv, float *dqkv, float *dkv,
                         const float *dout, const float *out, const float *lse, const mdc_dropout *drop) {
-    int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0});
+    int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0}), n = 0;
     size_t Cl = (size_t)cp->Hl * cp->hs, L = (size_t)cp->L;
+    mdc_attn_pair p[4];
     for (int a = 0; a < na; a++)
-        for (int b = 0; b < na; b++) {
-            mdc_attn_pair p = mdc_i_cp_pair(cp, a, src, b, qkv, kv, (float *)out, NULL, NULL, drop);
-            p.dq = dqkv + a * L * 3 * Cl, p.dk = dkv + b * L * 2 * Cl, p.dv = p.dk + Cl;
-            p.dout = dout + a * L * Cl, p.lse = lse + a * L, p.D = cp->buf[7] + a * L;
-            mdc_attn_pair_backward(cp->dev, &p);
+        for (int b = 0; b < na; b++, n++) {
+            p[n] = mdc_i_cp_pair(cp, a, src, b, qkv, kv, (float *)out, NULL, NULL, drop);
+            p[n].dq = dqkv + a * L * 3 * Cl, p[n].dk = dkv + b * L * 2 * Cl, p[n].dv = p[n].dk + Cl;
+            p[n].dout = dout + a * L * Cl, p[n].lse = lse + a * L, p[n].D = cp->buf[7] + a * L;
+            mdc_attn_pair_backward(NULL, &p[n]);
         }
+    charge(cp, p, n, MDC_ATTN_BACKWARD);
 }
 
 static void begin(mdc_cp *cp, const float *qkv, float *out) {
@@ -110,19 +121,23 @@ static void begin(mdc_cp *cp, const float *qkv, float *out) {
 
 static void finish(mdc_cp *cp, const float *qkv, float *out, float *lse) {
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0});
+    mdc_attn_pair p[2];
     for (int a = 0; a < na; a++) {
-        mdc_attn_pair p = mdc_i_cp_pair(cp, a, cp->r, 0, qkv, NULL, out, cp->buf[5], cp->buf[6], NULL);
-        mdc_attn_pair_finish(cp->dev, &p, lse + a * cp->L);
+        p[a] = mdc_i_cp_pair(cp, a, cp->r, 0, qkv, NULL, out, cp->buf[5], cp->buf[6], NULL);
+        mdc_attn_pair_finish(NULL, &p[a], lse + a * cp->L);
     }
+    charge(cp, p, na, MDC_ATTN_FINISH);
 }
 
 static void rowdot(mdc_cp *cp, const float *qkv, const float *out, const float *dout) {
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0});
+    mdc_attn_pair p[2];
     for (int a = 0; a < na; a++) {
-        mdc_attn_pair p = mdc_i_cp_pair(cp, a, cp->r, 0, qkv, NULL, (float *)out, NULL, NULL, NULL);
-        p.dout = dout + (size_t)a * cp->L * cp->Hl * cp->hs;
-        mdc_attn_rowdot(cp->dev, &p, cp->buf[7] + a * cp->L);
+        p[a] = mdc_i_cp_pair(cp, a, cp->r, 0, qkv, NULL, (float *)out, NULL, NULL, NULL);
+        p[a].dout = dout + (size_t)a * cp->L * cp->Hl * cp->hs;
+        mdc_attn_rowdot(NULL, &p[a], cp->buf[7] + a * cp->L);
     }
+    charge(cp, p, na, MDC_ATTN_ROWDOT);
 }
 
 /* ---- ring and all-gather ------------------------------------------------------------------------

@@ -349,6 +349,10 @@ void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D);
 void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p);
 /* The visible (query, key) pairs of p over every batch row and head. */
 double mdc_attn_pair_visible(const mdc_attn_pair *p);
+/* What forward, backward, finish or rowdot of p charge (FLOPs, HBM bytes): a caller that runs
+ * several pairs as one kernel passes a NULL device to each and charges the sum once. */
+enum { MDC_ATTN_FORWARD, MDC_ATTN_BACKWARD, MDC_ATTN_FINISH, MDC_ATTN_ROWDOT };
+void mdc_attn_pair_cost(const mdc_attn_pair *p, int kind, double *flops, double *bytes);
 /* Exact mode's attention on the same pairs (kernels/exact_attention.c): canonical blocks of blk
  * global positions, every dot product in channel order. max: the rows' m = max over the pair's
  * visible scores (a first pass over every key run); sum: each key block's float sums of
