@@ -271,7 +271,8 @@ mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int
 
 void mdc_cp_free(mdc_cp *cp) {
     if (!cp) return;
-    mdc_dev_free(cp->dev, cp->xbuf);
+    mdc_xsum_free(&cp->xs);
+    mdc_dev_free(cp->dev, cp->xe);
     for (int i = 0; i < 8; i++) mdc_dev_free(cp->dev, cp->buf[i]);
     free(cp->pos);
     free(cp);

@@ -19,8 +19,9 @@ struct mdc_cp {
     size_t buf_floats[8];
     double pairs, bytes, calls; /* counters since the reset */
     int exact;                /* exact mode's token block (0: off; ref/cp_exact.c) */
-    mdc_exact *xbuf;          /* its exact sums (MDC_MEM_ACTS) */
-    size_t xbuf_n;
+    mdc_xsum xs;              /* its exact sums */
+    mdc_exact *xe;            /* dK, dV as accumulators, to send (MDC_MEM_ACTS) */
+    size_t xe_n;
 };
 
 enum { CP_TAG_KV = 1, CP_TAG_KVB = 1 + 256, CP_TAG_DKV = 1 + 512, CP_TAG_KV2 = 1 + 768 };
@@ -37,8 +38,8 @@ void mdc_i_cp_add_dkv(mdc_cp *cp, float *dqkv, const float *dkv);
 mdc_status mdc_i_cp_exact_forward(mdc_cp *cp, float *out, float *lse, const float *qkv, const mdc_dropout *drop);
 mdc_status mdc_i_cp_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
                                    const float *lse, const mdc_dropout *drop);
-/* At least n exact sums in cp->xbuf, cleared. */
-mdc_status mdc_i_cp_xbuf(mdc_cp *cp, size_t n);
+/* At least n exact sums in cp->xs, cleared, and ne accumulators in cp->xe. */
+mdc_status mdc_i_cp_xbuf(mdc_cp *cp, size_t n, size_t ne);
 /* Bytes this rank's device has sent so far. */
 double mdc_i_cp_sent(const mdc_cp *cp);
 /* Ulysses (ref/cp_ulysses.c): the scratch it needs (floats per buffer), and the two passes. */

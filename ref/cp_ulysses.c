@@ -114,11 +114,11 @@ mdc_status mdc_i_ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv,
     cp->pairs += mdc_attn_pair_visible(&p);
     if (cp->exact) { /* the canonical blocks (kernels/exact_attention.c): every position is here */
         size_t rows = cp->buf_floats[5];
-        if ((st = mdc_i_cp_xbuf(cp, rows + n1))) return st;
+        if ((st = mdc_i_cp_xbuf(cp, rows + n1, 0))) return st;
         for (size_t i = 0; i < rows; i++) cp->buf[5][i] = -INFINITY;
-        mdc_x_attn_max(cp->dev, &p);
-        mdc_x_attn_sum(cp->dev, &p, cp->xbuf, cp->xbuf + rows, cp->exact);
-        mdc_x_attn_finish(cp->dev, &p, cp->xbuf, cp->xbuf + rows, lse);
+        mdc_x_attn_max(cp->dev, &p, cp->exact);
+        mdc_x_attn_sum(cp->dev, &p, &cp->xs, 0, rows, cp->exact);
+        mdc_x_attn_finish(cp->dev, &p, &cp->xs, 0, rows, lse);
     } else {
         mdc_attn_pair_begin(&p);
         mdc_attn_pair_forward(cp->dev, &p);
@@ -171,9 +171,9 @@ mdc_status mdc_i_ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, co
     p.dq = cp->buf[4], p.dk = cp->buf[4] + (size_t)Hu * hs, p.dv = cp->buf[4] + 2 * (size_t)Hu * hs;
     p.dout = cp->buf[3], p.lse = lse, p.D = Dh;
     if (cp->exact) { /* exact sums over the blocks, rounded once */
-        if ((st = mdc_i_cp_xbuf(cp, n3))) return st;
-        mdc_x_attn_backward(cp->dev, &p, cp->xbuf, cp->xbuf + (size_t)Hu * hs, cp->xbuf + 2 * (size_t)Hu * hs, cp->exact);
-        for (size_t i = 0; i < n3; i++) cp->buf[4][i] = mdc_exact_to_f32(&cp->xbuf[i]);
+        if ((st = mdc_i_cp_xbuf(cp, n3, 0))) return st;
+        mdc_x_attn_backward(cp->dev, &p, &cp->xs, 0, (size_t)Hu * hs, 2 * (size_t)Hu * hs, cp->exact);
+        mdc_xsum_round(&cp->xs, 0, n3, cp->buf[4]);
     } else {
         mdc_attn_pair_backward(cp->dev, &p);
     }

@@ -6,14 +6,13 @@
 
 #include "model_internal.h"
 
-/* Scratch of at least na exact sums and nf floats (grown on demand, MDC_MEM_ACTS). */
+/* Scratch of at least na exact sums, cleared, and nf floats (grown on demand). */
 static mdc_status scratch(mdc_gpt2 *m, size_t na, size_t nf) {
-    if (na > m->x.xa_n) {
-        mdc_dev_free(m->dev, m->x.xa);
-        m->x.xa = NULL, m->x.xa_n = 0;
-        TRY(mdc_dev_alloc(m->dev, (void **)&m->x.xa, na * sizeof(mdc_exact), MDC_MEM_ACTS, "exact attention sums"));
-        m->x.xa_n = na;
+    if (na > m->x.xa.n) {
+        mdc_xsum_free(&m->x.xa);
+        if (mdc_xsum_init(&m->x.xa, na)) return mdc_fail(MDC_ERR_OOM_HOST, "exact attention sums (%zu)", na);
     }
+    mdc_xsum_clear(&m->x.xa);
     if (nf > m->x.xf_n) {
         mdc_dev_free(m->dev, m->x.xf);
         m->x.xf = NULL, m->x.xf_n = 0;
@@ -41,14 +40,12 @@ mdc_status mdc_i_x_attention_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *out, 
     mdc_attn_pair p = whole(m, a, qkv, out, drop);
     size_t rows = (size_t)p.B * p.NH * p.nq, n = (size_t)p.B * p.nq * p.o_ld;
     TRY(scratch(m, rows + n, rows));
-    mdc_exact *xl = m->x.xa, *xo = xl + rows;
-    for (size_t i = 0; i < rows + n; i++) mdc_exact_clear(&m->x.xa[i]);
     for (size_t i = 0; i < rows; i++) m->x.xf[i] = -INFINITY;
     p.m = m->x.xf;
-    mdc_x_attn_max(m->dev, &p);
-    mdc_x_attn_sum(m->dev, &p, xl, xo, m->x.blk);
-    mdc_x_attn_finish(m->dev, &p, xl, xo, lse);
-    return MDC_OK;
+    mdc_x_attn_max(m->dev, &p, m->x.blk);
+    mdc_x_attn_sum(m->dev, &p, &m->x.xa, 0, rows, m->x.blk);
+    mdc_x_attn_finish(m->dev, &p, &m->x.xa, 0, rows, lse);
+    return mdc_xsum_ok(&m->x.xa) ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "exact attention sums");
 }
 
 mdc_status mdc_i_x_attention_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *dqkv, const float *dout, const float *out,
@@ -56,11 +53,14 @@ mdc_status mdc_i_x_attention_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *dqkv
     mdc_attn_pair p = whole(m, a, qkv, (float *)out, drop);
     size_t rows = (size_t)p.B * p.NH * p.nq, n3 = (size_t)p.B * p.nq * p.q_ld;
     TRY(scratch(m, n3, rows));
-    for (size_t i = 0; i < n3; i++) mdc_exact_clear(&m->x.xa[i]);
     p.dout = dout, p.lse = lse, p.D = m->x.xf;
     mdc_x_attn_rowdot(m->dev, &p, m->x.xf);
-    mdc_x_attn_backward(m->dev, &p, m->x.xa, m->x.xa + p.o_ld, m->x.xa + 2 * p.o_ld, m->x.blk);
-    for (size_t i = 0; i < n3; i++) dqkv[i] += mdc_exact_to_f32(&m->x.xa[i]);
+    mdc_x_attn_backward(m->dev, &p, &m->x.xa, 0, (size_t)p.o_ld, 2 * (size_t)p.o_ld, m->x.blk);
+    float *f = malloc(n3 * sizeof(float));
+    if (!f) return mdc_fail(MDC_ERR_OOM_HOST, "exact attention gradients");
+    mdc_xsum_round(&m->x.xa, 0, n3, f);
+    for (size_t i = 0; i < n3; i++) dqkv[i] += f[i];
+    free(f);
     mdc_dev_kernel(m->dev, (double)n3, 8.0 * (double)n3, MDC_PREC_FP32);
-    return MDC_OK;
+    return mdc_xsum_ok(&m->x.xa) ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "exact attention sums");
 }

@@ -14,7 +14,7 @@ void mdc_i_exact_free(mdc_gpt2 *m) {
     mdc_dev_free(m->dev, m->x.gbuf);
     mdc_dev_free(m->dev, m->x.abuf);
     free(m->x.se);
-    mdc_dev_free(m->dev, m->x.xa);
+    mdc_xsum_free(&m->x.xa);
     mdc_dev_free(m->dev, m->x.xf);
     memset(&m->x, 0, sizeof m->x);
 }

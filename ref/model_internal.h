@@ -39,9 +39,9 @@ struct mdc_gpt2 {
         double *gbuf, *abuf;
         mdc_exact loss;        /* the losses since zero_grad */
         mdc_exact *se;         /* per-position sum-exp accumulators of the loss */
-        mdc_exact *xa;         /* attention's exact sums (ref/exact_attention.c; MDC_MEM_ACTS) */
-        float *xf;             /* and its float rows (m, D) */
-        size_t xa_n, xf_n;
+        mdc_xsum xa;           /* attention's exact sums (ref/exact_attention.c) */
+        float *xf;             /* and its float rows (m, D; MDC_MEM_ACTS) */
+        size_t xf_n;
     } x;
     float drop_p;              /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */

@@ -356,15 +356,16 @@ void mdc_attn_pair_cost(const mdc_attn_pair *p, int kind, double *flops, double 
 /* Exact mode's attention on the same pairs (kernels/exact_attention.c): canonical blocks of blk
  * global positions, every dot product in channel order. max: the rows' m = max over the pair's
  * visible scores (a first pass over every key run); sum: each key block's float sums of
- * exp(s - m) and of p v added exactly into xl (per row, like m) and xo (like o); finish: o =
- * xo / xl rounded, lse = m + log xl; rowdot: D in channel order; backward: each (query block, key
- * block) tile's float sums added exactly into xdq (laid out like q), xdk and xdv (like k, v). The
- * result does not depend on how the runs are split or the order they come in. */
-void mdc_x_attn_max(mdc_device *dev, const mdc_attn_pair *p);
-void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_exact *xl, mdc_exact *xo, int blk);
-void mdc_x_attn_finish(mdc_device *dev, const mdc_attn_pair *p, const mdc_exact *xl, const mdc_exact *xo, float *lse);
+ * exp(s - m) and of p v added exactly into x at xl + (the row's index, laid out like m) and
+ * xo + (laid out like o); finish: o = xo / xl rounded, lse = m + log xl; rowdot: D in channel
+ * order; backward: each (query block, key block) tile's float sums added exactly into x at
+ * xdq + (laid out like q), xdk and xdv + (like k, v). The result does not depend on how the
+ * runs are split or the order they come in. */
+void mdc_x_attn_max(mdc_device *dev, const mdc_attn_pair *p, int blk);
+void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t xl, size_t xo, int blk);
+void mdc_x_attn_finish(mdc_device *dev, const mdc_attn_pair *p, const mdc_xsum *x, size_t xl, size_t xo, float *lse);
 void mdc_x_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D);
-void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_exact *xdq, mdc_exact *xdk, mdc_exact *xdv,
+void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t xdq, size_t xdk, size_t xdv,
                          int blk);
 
 /* Attention with dropout on the probabilities: out = (keep .* P/(1-p)) V. Local head h is
