@@ -24,6 +24,11 @@ void mdc_i_reduce(mdc_group *g, void *out, const void *a, const void *b, size_t 
  * paying a page fault per 4 KiB of fresh scratch on every call. Records MDC_ERR_OOM_HOST in the
  * detail on failure. Free with mdc_i_free (which also takes plain malloc'ed pointers and NULL). */
 mdc_status mdc_i_alloc(void **out, size_t bytes, const char *what);
+/* A non-root rank of a binomial gather or scatter of p blocks of bs bytes (rel: its rank
+ * relative to the root): the block table (*off: block i at i bs, then p lengths of bs) and its
+ * subtree's staging buffer (*base: own itself for a leaf, else allocated; mdc_i_free it when it
+ * is not own, free *off). */
+mdc_status mdc_i_binomial_nonroot(int p, int rel, size_t bs, void *own, size_t **off, char **base, const char *what);
 /* MINIDC_* tuning read strictly (a bad value is named on stderr and `dflt` used). */
 double mdc_i_env_num(const char *name, double dflt, double lo, double hi);
 size_t mdc_i_env_bytes(const char *name, size_t dflt, size_t hi);

@@ -228,3 +228,18 @@ void mdc_i_partition(size_t count, int n, size_t *off, size_t *len) {
         o += len[c];
     }
 }
+
+mdc_status mdc_i_binomial_nonroot(int p, int rel, size_t bs, void *own, size_t **off, char **base, const char *what) {
+    *base = NULL;
+    if (!(*off = malloc(2 * sizeof(size_t) * (size_t)p))) return mdc_fail(MDC_ERR_OOM_HOST, "%s: offsets", what);
+    for (int i = 0; i < p; i++) (*off)[i] = (size_t)i * bs, (*off)[p + i] = bs;
+    int sub = rel & -rel; /* subtree size (clipped below) */
+    if (rel + sub > p) sub = p - rel;
+    if (sub == 1) { /* a leaf's block stays where it is */
+        *base = own;
+        return MDC_OK;
+    }
+    mdc_status st = mdc_i_alloc((void **)base, (size_t)sub * bs, what);
+    if (st) free(*off), *off = NULL;
+    return st;
+}

@@ -84,26 +84,12 @@ mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count,
         return gather_root(g, root, recvbuf, inplace ? (char *)recvbuf + (size_t)root * bs : sendbuf, bs,
                            MDC_I_TAG(MDC_COLL_GATHER, 0));
     }
-    size_t *off = malloc(2 * sizeof(size_t) * (size_t)p);
-    if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "gather binomial: offsets");
-    size_t *len = off + p;
-    for (int i = 0; i < p; i++) {
-        off[i] = (size_t)i * bs;
-        len[i] = bs;
-    }
-    int sub = rel & -rel; /* subtree size (clipped below) */
-    if (rel + sub > p) sub = p - rel;
-    char *base = NULL;
-    mdc_status st = MDC_OK;
-    if (sub == 1) { /* a leaf sends its own block from where it is */
-        base = (char *)sendbuf;
-    } else if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "gather binomial"))) {
-        goto done;
-    } else {
-        memcpy(base, sendbuf, bs);
-    }
-    st = mdc_i_binomial_gather(g, root, base, off, len, MDC_I_TAG(MDC_COLL_GATHER, 0));
-done:
+    size_t *off;
+    char *base;
+    mdc_status st = mdc_i_binomial_nonroot(p, rel, bs, (void *)sendbuf, &off, &base, "gather binomial");
+    if (st) return st;
+    if (base != sendbuf) memcpy(base, sendbuf, bs); /* a leaf sends its own block from where it is */
+    st = mdc_i_binomial_gather(g, root, base, off, off + p, MDC_I_TAG(MDC_COLL_GATHER, 0));
     if (base != sendbuf) mdc_i_free(base);
     free(off);
     return st;

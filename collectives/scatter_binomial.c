@@ -82,25 +82,12 @@ mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count
         return scatter_root(g, root, sendbuf, inplace ? (char *)sendbuf + (size_t)root * bs : recvbuf, bs,
                             MDC_I_TAG(MDC_COLL_SCATTER, 0));
     }
-    size_t *off = malloc(2 * sizeof(size_t) * (size_t)p);
-    if (!off) return mdc_fail(MDC_ERR_OOM_HOST, "scatter binomial: offsets");
-    size_t *len = off + p;
-    for (int i = 0; i < p; i++) {
-        off[i] = (size_t)i * bs;
-        len[i] = bs;
-    }
-    int sub = rel & -rel; /* subtree size (clipped below) */
-    if (rel + sub > p) sub = p - rel;
-    char *base = NULL;
-    mdc_status st = MDC_OK;
-    if (sub == 1) { /* a leaf receives its block where it goes */
-        base = recvbuf;
-    } else if ((st = mdc_i_alloc((void **)&base, (size_t)sub * bs, "scatter binomial"))) {
-        goto done;
-    }
-    st = mdc_i_binomial_scatter(g, root, base, off, len, MDC_I_TAG(MDC_COLL_SCATTER, 0));
-    if (!st && base != recvbuf) memcpy(recvbuf, base, bs);
-done:
+    size_t *off;
+    char *base;
+    mdc_status st = mdc_i_binomial_nonroot(p, rel, bs, recvbuf, &off, &base, "scatter binomial");
+    if (st) return st;
+    st = mdc_i_binomial_scatter(g, root, base, off, off + p, MDC_I_TAG(MDC_COLL_SCATTER, 0));
+    if (!st && base != recvbuf) memcpy(recvbuf, base, bs); /* a leaf receives its block where it goes */
     if (base != recvbuf) mdc_i_free(base);
     free(off);
     return st;
