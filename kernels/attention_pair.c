@@ -98,7 +98,7 @@ void mdc_attn_pair_forward(mdc_device *dev, const mdc_attn_pair *p) {
     }
     double f, b;
     mdc_attn_pair_cost(p, MDC_ATTN_FORWARD, &f, &b);
-    mdc_k_charge(dev, f, b);
+    if (f > 0 || b > 0) mdc_k_charge(dev, f, b); /* nothing visible: no kernel */
 }
 
 void mdc_attn_pair_cost(const mdc_attn_pair *p, int kind, double *flops, double *bytes) {
@@ -132,7 +132,7 @@ void mdc_attn_pair_finish(mdc_device *dev, const mdc_attn_pair *p, float *lse) {
             }
     double f, b;
     mdc_attn_pair_cost(p, MDC_ATTN_FINISH, &f, &b);
-    mdc_k_charge(dev, f, b);
+    if (f > 0 || b > 0) mdc_k_charge(dev, f, b); /* nothing visible: no kernel */
 }
 
 void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
@@ -147,7 +147,7 @@ void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
             }
     double f, b;
     mdc_attn_pair_cost(p, MDC_ATTN_ROWDOT, &f, &b);
-    mdc_k_charge(dev, f, b);
+    if (f > 0 || b > 0) mdc_k_charge(dev, f, b); /* nothing visible: no kernel */
 }
 
 void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
@@ -208,5 +208,5 @@ void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
     }
     double f, b;
     mdc_attn_pair_cost(p, MDC_ATTN_BACKWARD, &f, &b);
-    mdc_k_charge(dev, f, b);
+    if (f > 0 || b > 0) mdc_k_charge(dev, f, b); /* nothing visible: no kernel */
 }

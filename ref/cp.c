@@ -79,7 +79,7 @@ mdc_attn_pair mdc_i_cp_pair(const mdc_cp *cp, int a, int src, int b, const float
 static void charge(mdc_cp *cp, const mdc_attn_pair *p, int n, int kind) {
     double flops = 0, bytes = 0, f, b;
     for (int i = 0; i < n; i++) mdc_attn_pair_cost(&p[i], kind, &f, &b), flops += f, bytes += b;
-    mdc_dev_kernel(cp->dev, flops, bytes, MDC_PREC_FP32);
+    if (flops > 0 || bytes > 0) mdc_dev_kernel(cp->dev, flops, bytes, MDC_PREC_FP32);
 }
 
 /* Every local query chunk against the key block of rank src (forward): one kernel. */
