@@ -279,6 +279,7 @@ mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *
 }
 
 mdc_status mdc_gpt2_read_weights(const char *path, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg) {
+    if (mdc_hf_is_dir(path)) return mdc_hf_read_dir(path, heads, tf, cfg);
     mdc_status st = mdc_safetensors_read(path, tf);
     if (st) return st;
     st = mdc_gpt2_config_from_weights(*tf, path, heads, cfg);

@@ -31,8 +31,10 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: minidc forward --weights W.safetensors --tokens X.npy [--targets Y.npy]\n"
             "                      --dump OUT.safetensors [--heads H] [--steps N] [AdamW options]\n"
-            "  --weights FILE     GPT-2 weights with Hugging Face names (config inferred from shapes)\n"
-            "  --heads H          attention heads (default: __metadata__ n_head of the weights)\n"
+            "  --weights FILE     GPT-2 weights with Hugging Face names (config inferred from shapes), or\n"
+            "                     a Hugging Face directory (config.json and model.safetensors)\n"
+            "  --heads H          attention heads (default: __metadata__ n_head of the weights, or the\n"
+            "                     directory's config.json n_head)\n"
             "  --tokens FILE      .npy of token ids, shape (B,T) or (T,), any integer dtype\n"
             "  --targets FILE     .npy of next-token ids, same shape: adds loss and gradients\n"
             "  --dump FILE        safetensors output: logits, loss, losses, grad.<name>\n"

@@ -44,8 +44,20 @@ mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char
 /* Sets the config __metadata__ (n_vocab, n_ctx, n_layer, n_head, n_embd). */
 mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *tf);
 
-/* Reads a weights file and returns its tensors and the inferred config (heads as above). */
+/* Reads a weights file, or a Hugging Face model directory (config.json and model.safetensors, as
+ * `transformers` saves them; the heads from its n_head), and returns its tensors and the
+ * inferred config (heads as above). */
 mdc_status mdc_gpt2_read_weights(const char *path, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg);
+
+/* ---- Hugging Face model directories (datasets/hf_dir.c) ---- */
+typedef struct {
+    int n_head, n_layer, n_embd, vocab_size, n_positions;
+} mdc_hf_config;
+int mdc_hf_is_dir(const char *path);
+/* dir's config.json (strict JSON; model_type "gpt2" if given; layer_norm_epsilon 1e-5 if given)
+ * and model.safetensors, whose tensors must have the sizes the config states (an error names the
+ * field); heads > 0 must equal n_head. */
+mdc_status mdc_hf_read_dir(const char *dir, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg);
 /* Writes the model's parameters to a safetensors file (HF names, F32, config metadata). */
 mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path);
 
