@@ -23,5 +23,6 @@ int mdc_explain_pipeline(int argc, char **argv);
 int mdc_bench_coll(int argc, char **argv);
 int mdc_cmd_data(int argc, char **argv);
 int mdc_cmd_forward(int argc, char **argv);
+int mdc_cmd_compare(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ typedef struct {
 
 static const command commands[] = {
     {"bench", mdc_cmd_bench, "benchmarks against a reference measured in the same run"},
+    {"compare", mdc_cmd_compare, "two tensor files tensor by tensor: errors, ULPs, the first that differs"},
     {"data", mdc_cmd_data, "token shards: tokenize a text file, generate a task, show a shard"},
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
     {"explain", mdc_cmd_explain, "a collective's schedule, summation order and cost, without MPI"},
