@@ -18,6 +18,7 @@ static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const s
     if ((st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, ext)) ||
         (!inplace && (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, counts[me]))))
         return st;
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_ALLGATHER, (long long)total, t, -1, -1))) return st;
     if (total == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_ALLGATHER, total * mdc_dtype_size(t), g);
     return mdc_i_after(g, a->run.allgather(sendbuf, recvbuf, counts, displs, t, g));

@@ -11,6 +11,7 @@ mdc_status mdc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mdc_d
         (st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, count)) ||
         (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, count)))
         return st;
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_ALLREDUCE, (long long)count, t, (int)op, -1))) return st;
     if (count == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_ALLREDUCE, count * mdc_dtype_size(t), g);
     return mdc_i_after(g, a->run.allreduce(sendbuf, recvbuf, count, t, op, g));

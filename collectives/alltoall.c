@@ -11,6 +11,7 @@ mdc_status mdc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mdc_dt
     size_t all = count * (size_t)mdc_group_size(g);
     if ((st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, all)) || (st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, all)))
         return st;
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_ALLTOALL, (long long)count, t, -1, -1))) return st;
     if (count == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_ALLTOALL, all * mdc_dtype_size(t), g);
     return mdc_i_after(g, a->run.alltoall(sendbuf, recvbuf, count, t, g));
@@ -43,6 +44,8 @@ mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const si
         if (sendcounts[i] && (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, sendcounts[i]))) return st;
         sall += sendcounts[i];
     }
+    /* the counts differ by rank: the check compares the collective and the dtype */
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_ALLTOALLV, -1, t, -1, -1))) return st;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_ALLTOALLV, (inplace ? rall : sall) * mdc_dtype_size(t), g);
     return mdc_i_after(g, a->run.alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, t, g));
 }
@@ -50,6 +53,7 @@ mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const si
 mdc_status mdc_barrier(mdc_group *g) {
     mdc_status st = mdc_i_check_group("mdc_barrier", g);
     if (st) return st;
+    if ((st = mdc_i_check_call("mdc_barrier", g, MDC_COLL_BARRIER, 0, MDC_U8, -1, -1))) return st;
     /* One algorithm, and no size to price: no pick (nor its reading of MINIDC_ALGO_*). */
     return mdc_i_after(g, mdc_i_algo_at(MDC_COLL_BARRIER, 0)->run.barrier(g));
 }

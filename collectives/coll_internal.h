@@ -219,6 +219,12 @@ mdc_i_pick_memo *mdc_i_group_memo(const mdc_group *g, mdc_coll c);
 int mdc_i_group_nodes(const mdc_group *g, int *per_node);
 /* The group's tag space (mdc_group_create), for the transport's MPI tags. */
 int mdc_i_group_tag_space(const mdc_group *g);
+/* The number of this collective call on g, from 1 (coll_check.c). */
+unsigned long long mdc_i_group_next_call(mdc_group *g);
+/* The collective check (coll_check.c): with it on, every member of g compares its call (c, the
+ * count or -1 when counts may differ, dtype, op or -1, root or -1) with group rank 0's;
+ * MDC_ERR_MISMATCH naming both calls on every member when one differs. */
+mdc_status mdc_i_check_call(const char *what, mdc_group *g, mdc_coll c, long long count, mdc_dtype t, int op, int root);
 
 /* Dispatcher support (coll_select.c; the choice itself is mdc_i_pick, coll_registry.h).
  * After a failed algorithm: on a mismatch, tell the peers so they stop instead of waiting. */

@@ -16,7 +16,10 @@ struct mdc_group {
     int *ranks;
     int nodes, per_node;                   /* mdc_i_node_layout, computed at creation */
     mdc_i_pick_memo memo[MDC_COLL_COUNT];  /* the dispatcher's last picks */
+    unsigned long long calls;              /* collectives called on it (coll_check.c) */
 };
+
+unsigned long long mdc_i_group_next_call(mdc_group *g) { return ++g->calls; }
 
 mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_ranks, int n,
                             int tag_space) {

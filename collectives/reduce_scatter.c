@@ -16,6 +16,7 @@ static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const s
     if ((st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, inplace ? total : counts[me])) ||
         (st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, total)))
         return st;
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_REDUCE_SCATTER, (long long)total, t, (int)op, -1))) return st;
     if (total == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_REDUCE_SCATTER, total * mdc_dtype_size(t), g);
     return mdc_i_after(g, a->run.reduce_scatter(sendbuf, recvbuf, counts, t, op, g));

@@ -24,6 +24,7 @@ mdc_status mdc_bcast(void *buf, size_t count, mdc_dtype t, int root, mdc_group *
         (st = mdc_i_check_root(w, g, root)) || (st = mdc_i_check_count(w, g, "count", count, t, 1)) ||
         (st = mdc_i_check_buf(w, g, "buf", buf, count)))
         return st;
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_BCAST, (long long)count, t, -1, root))) return st;
     if (count == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_BCAST, count * mdc_dtype_size(t), g);
     return mdc_i_after(g, a->run.bcast(buf, count, t, root, g));
@@ -38,6 +39,7 @@ mdc_status mdc_reduce(const void *sendbuf, void *recvbuf, size_t count, mdc_dtyp
     if ((st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, count)) ||
         (me == root && (st = mdc_i_check_buf(w, g, "recvbuf (root)", recvbuf, count))))
         return st;
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_REDUCE, (long long)count, t, (int)op, root))) return st;
     if (count == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_REDUCE, count * mdc_dtype_size(t), g);
     return mdc_i_after(g, a->run.reduce(sendbuf, recvbuf, count, t, op, root, g));
@@ -51,6 +53,7 @@ mdc_status mdc_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtyp
     if ((st = mdc_i_check_buf(w, g, "sendbuf", sendbuf, count)) ||
         (me == root && (st = mdc_i_check_buf(w, g, "recvbuf (root)", recvbuf, count * (size_t)p))))
         return st;
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_GATHER, (long long)count, t, -1, root))) return st;
     if (count == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_GATHER, count * mdc_dtype_size(t) * (size_t)p, g);
     return mdc_i_after(g, a->run.gather(sendbuf, recvbuf, count, t, root, g));
@@ -64,6 +67,7 @@ mdc_status mdc_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dty
     if ((me == root && (st = mdc_i_check_buf(w, g, "sendbuf (root)", sendbuf, count * (size_t)p))) ||
         (st = mdc_i_check_buf(w, g, "recvbuf", recvbuf, count)))
         return st;
+    if ((st = mdc_i_check_call(w, g, MDC_COLL_SCATTER, (long long)count, t, -1, root))) return st;
     if (count == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_SCATTER, count * mdc_dtype_size(t) * (size_t)p, g);
     return mdc_i_after(g, a->run.scatter(sendbuf, recvbuf, count, t, root, g));

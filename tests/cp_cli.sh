@@ -57,6 +57,12 @@ for spec in "2 --cp 2" "2 --cp 2 --cp-algo allgather" "2 --cp 2 --cp-algo ulysse
     else echo "FAIL: exact, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/cp$i.out"; fail=1; fi
 done
 
+# the collective check on the whole mesh: every group's calls agree (its own messages count in the
+# measured bytes, so only --check-serial is asked of it)
+run cc 8 --cp 2 --tp 2 --dp 2 --zero 2 --sp --check-collectives --check-serial
+[ $rc = 0 ] && grep -q "check-serial: .*: ok" "$tmp/cc.out" && grep -q "collective check: on" "$tmp/cc.out" &&
+    echo "ok: --check-collectives on cp x tp x dp: every call agrees" || { echo "FAIL: --check-collectives (exit $rc)"; fail=1; }
+
 # the layouts' balance: zigzag gives every rank the same attention work, contiguous the last rank most
 run bal 4 --cp 4 --cp-layout contiguous
 r=$(awk '/forward attention FLOPs/ {for (i = 1; i < NF; i++) if ($i == "max/mean") print $(i + 1)}' "$tmp/bal.out")

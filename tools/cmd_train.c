@@ -63,6 +63,8 @@ static const char usage_text[] =
     "                      --batch must be divisible by dp x K\n"
     "  --bucket-mb X       gradient bucket size in MiB (default: min(25, parameter MiB / 4))\n"
     "  --prefetch          ZeRO-3: gather the next unit on the comm stream while this one computes\n"
+    "  --check-collectives every collective call is compared across its group first (call number,\n"
+    "                      collective, count, dtype, op, root); a rank calling another is named\n"
     "  --check-serial      rank 0 also trains the serial model on the same global batch and\n"
     "                      reports the loss difference per step, and the parameter difference at\n"
     "                      the end (normwise <= 1e-5, every tensor <= 1e-3, else exit 1)\n"
@@ -82,7 +84,7 @@ static const char usage_text[] =
 typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
-    int seed_given, force_seed, exact, exact_block, microbatches;
+    int seed_given, force_seed, exact, exact_block, microbatches, check_coll;
     const char *schedule, *timeline, *cp_layout, *cp_algo;
     int layout[256], layout_n, vstages;
     int fail_rank, fail_step, fail_how;
@@ -146,7 +148,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         {"--quiet", offsetof(options, quiet)},       {"--check-serial", offsetof(options, check)},
         {"--prefetch", offsetof(options, prefetch)}, {"--sp", offsetof(options, sp)},
         {"--check-replicas", offsetof(options, replicas)}, {"--force-seed", offsetof(options, force_seed)},
-        {"--exact", offsetof(options, exact)},
+        {"--exact", offsetof(options, exact)}, {"--check-collectives", offsetof(options, check_coll)},
     };
     static const struct { const char *name; size_t off; int lo; } counts[] = {
         /* a size of 0 is an error, never "the default": leave the option out for that */
@@ -334,6 +336,10 @@ int mdc_cmd_train(int argc, char **argv) {
     mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
                              (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout,
                              o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL, o.vstages, o.cp_layout, o.cp_algo};
+    if (o.check_coll) mdc_coll_set_check(1);
+    if (o.check_coll && r == 0)
+        printf("collective check: on; its messages (48 bytes per collective call and rank) count in the reports' "
+               "measured bytes, not in their formulas\n");
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
     if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
         mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout,

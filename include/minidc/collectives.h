@@ -153,6 +153,13 @@ typedef enum {
     MDC_COLL_BARRIER, MDC_COLL_COUNT
 } mdc_coll;
 const char *mdc_coll_name(mdc_coll c);
+/* The collective check: every collective call through the dispatchers is compared across its
+ * group first (the call's number, collective, count, dtype, op, root); a member calling
+ * something else fails the call on every member with MDC_ERR_MISMATCH naming both (one gather
+ * and one broadcast of 6 numbers per call). Off by default; MINIDC_CHECK_COLLECTIVES=1 turns it
+ * on. */
+void mdc_coll_set_check(int on);
+int mdc_coll_check_enabled(void);
 int mdc_coll_parse(const char *s);
 /* Forces an algorithm ("auto" or NULL restores the cost model); MDC_ERR_INVALID if unknown. */
 mdc_status mdc_coll_set_algo(mdc_coll c, const char *algo);
