@@ -21,9 +21,7 @@ __metadata__ n_head, so the test also shows such a checkpoint loads unchanged.
 
 Exit 0: pass; 1: an error above the bound or a failure; 77: skipped (no torch, no minidc).
 """
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -42,108 +40,14 @@ except ImportError as e:  # pragma: no cover
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MINIDC = os.path.join(ROOT, os.environ.get("BUILD", "build"), "minidc")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from torch_gpt2 import GPT2, read_safetensors, table_name, write_safetensors  # noqa: E402
 
 CONFIGS = [
     # odd sizes: V not a multiple of 128 (padded), C=72, H=3 (head size 24), T=13
     dict(name="odd", V=97, T=13, L=2, H=3, C=72, B=3, seq=13, hf_style=False, seed=1),
     dict(name="hf-style", V=128, T=32, L=3, H=4, C=64, B=2, seq=24, hf_style=True, seed=2),
 ]
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: dict name -> numpy array (float32 or int64), written in key order."""
-    header, blobs, off = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    dt = {np.dtype("float32"): "F32", np.dtype("int64"): "I64", np.dtype("bool"): "BOOL"}
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        b = a.tobytes()
-        header[name] = {"dtype": dt[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    header.pop("__metadata__", None)
-    dt = {"F32": np.float32, "I64": np.int64}
-    out = {}
-    for name, e in header.items():
-        a, b = e["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=dt[e["dtype"]]).reshape(e["shape"])
-    return out
-
-
-class GPT2(torch.nn.Module):
-    """A plain GPT-2 with Hugging Face parameter names (minus the transformer. prefix)."""
-
-    def __init__(self, c, gen):
-        super().__init__()
-        self.c = c
-        V, T, L, C = c["V"], c["T"], c["L"], c["C"]
-        p = {}
-
-        def rnd(*shape, std=0.02, mean=0.0):
-            return mean + std * torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-        p["wte.weight"] = rnd(V, C)
-        p["wpe.weight"] = rnd(T, C, std=0.01)
-        for i in range(L):
-            h = f"h.{i}."
-            # LayerNorm and biases are random too, so every gradient path is exercised
-            p[h + "ln_1.weight"] = rnd(C, std=0.1, mean=1.0)
-            p[h + "ln_1.bias"] = rnd(C, std=0.02)
-            p[h + "attn.c_attn.weight"] = rnd(C, 3 * C)
-            p[h + "attn.c_attn.bias"] = rnd(3 * C)
-            p[h + "attn.c_proj.weight"] = rnd(C, C, std=0.02 / (2 * L) ** 0.5)
-            p[h + "attn.c_proj.bias"] = rnd(C)
-            p[h + "ln_2.weight"] = rnd(C, std=0.1, mean=1.0)
-            p[h + "ln_2.bias"] = rnd(C)
-            p[h + "mlp.c_fc.weight"] = rnd(C, 4 * C)
-            p[h + "mlp.c_fc.bias"] = rnd(4 * C)
-            p[h + "mlp.c_proj.weight"] = rnd(4 * C, C, std=0.02 / (2 * L) ** 0.5)
-            p[h + "mlp.c_proj.bias"] = rnd(C)
-        p["ln_f.weight"] = rnd(C, std=0.1, mean=1.0)
-        p["ln_f.bias"] = rnd(C)
-        self.names = list(p)
-        self.ps = torch.nn.ParameterList([torch.nn.Parameter(v) for v in p.values()])
-        self.p = dict(zip(self.names, self.ps))
-
-    def forward(self, idx, targets):
-        c, p = self.c, self.p
-        B, T = idx.shape
-        C, H = c["C"], c["H"]
-        x = p["wte.weight"][idx] + p["wpe.weight"][:T]
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
-        for i in range(c["L"]):
-            h = f"h.{i}."
-            a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps=1e-5)
-            qkv = a @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"]
-            q, k, v = qkv.split(C, dim=2)
-            q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
-            att = (q @ k.transpose(-2, -1)) / (C // H) ** 0.5
-            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(B, T, C)
-            x = x + y @ p[h + "attn.c_proj.weight"] + p[h + "attn.c_proj.bias"]
-            a = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], eps=1e-5)
-            a = F.gelu(a @ p[h + "mlp.c_fc.weight"] + p[h + "mlp.c_fc.bias"], approximate="tanh")
-            x = x + a @ p[h + "mlp.c_proj.weight"] + p[h + "mlp.c_proj.bias"]
-        x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], eps=1e-5)
-        logits = x @ p["wte.weight"].t()
-        loss = F.cross_entropy(logits.reshape(-1, c["V"]), targets.reshape(-1))
-        return logits, loss
-
-
-def table_name(hf):
-    return {"wte.weight": "wte", "wpe.weight": "wpe"}.get(hf, hf)
 
 
 def rel_err(got, want):

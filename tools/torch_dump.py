@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""The PyTorch side of a cross-check: loads the weights `minidc forward` takes (a safetensors
+file, or a Hugging Face directory with config.json and model.safetensors), runs one forward and
+backward of a plain GPT-2 (tools/torch_gpt2.py) on the same tokens, on the CPU or a CUDA device,
+in float32, float64 or under bf16 autocast, and writes what `minidc forward --dump` writes under
+the same names: logits (B, T, V), loss, losses (B, T), grad.<name> (minidc's table names), in
+execution order (BF16 after a bf16 run, so the comparison takes BF16's tolerance). Then `minidc compare torch.st minidc.st` names the first tensor that differs.
+
+  /usr/bin/python3 tools/torch_dump.py --weights W --tokens X.npy --targets Y.npy --dump OUT.st
+                   [--heads H] [--device cpu|cuda] [--dtype fp32|fp64|bf16]
+Exit 0 written, 2 bad usage or input."""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt2 import GPT2, read_safetensors, table_name, write_safetensors  # noqa: E402
+
+
+def load(path, heads):
+    """HF-named float32 tensors and the config (V, T, L, H, C)."""
+    meta_heads = None
+    if os.path.isdir(path):
+        with open(os.path.join(path, "config.json")) as f:
+            meta_heads = json.load(f)["n_head"]
+        path = os.path.join(path, "model.safetensors")
+    tensors, meta = read_safetensors(path, with_metadata=True)
+    w = {}
+    for name, a in tensors.items():
+        n = name[len("transformer."):] if name.startswith("transformer.") else name
+        n = {"wte": "wte.weight", "wpe": "wpe.weight"}.get(n, n)
+        if n.endswith(".attn.bias") and a.ndim == 4 or n.endswith(".attn.masked_bias") or n == "lm_head.weight":
+            continue  # causal-mask buffers and the tied head
+        if n.startswith(("adam.", "grad.", "final.")):
+            continue  # a checkpoint's moments
+        w[n] = np.array(a, np.float32)  # a writable copy
+    H = heads or meta_heads or int(meta.get("n_head", 0))
+    if not H:
+        raise SystemExit("torch_dump: the number of heads is not in the file: give --heads")
+    V, C = w["wte.weight"].shape
+    L = 1 + max(int(n.split(".")[1]) for n in w if n.startswith("h."))
+    return w, dict(V=V, T=w["wpe.weight"].shape[0], L=L, H=H, C=C)
+
+
+def ids(path):
+    a = np.load(path)
+    return torch.from_numpy(np.atleast_2d(a).astype(np.int64))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--tokens", required=True)
+    ap.add_argument("--targets", required=True)
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--heads", type=int, default=0)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", choices=["fp32", "fp64", "bf16"], default="fp32")
+    a = ap.parse_args()
+    w, c = load(a.weights, a.heads)
+    dev = torch.device(a.device)
+    model = GPT2(c, torch.Generator().manual_seed(0))
+    param_dtype = torch.float64 if a.dtype == "fp64" else torch.float32
+    with torch.no_grad():
+        for n, p in zip(model.names, model.ps):
+            p.data = torch.from_numpy(w[n]).to(param_dtype)
+    model.to(dev)
+    x, y = ids(a.tokens).to(dev), ids(a.targets).to(dev)
+    with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+        logits, loss = model(x, y)
+    losses = F.cross_entropy(logits.float().reshape(-1, c["V"]), y.reshape(-1), reduction="none").reshape(y.shape)
+    model.zero_grad()
+    loss.backward()
+    out = {"logits": logits, "loss": loss, "losses": losses}
+    order = ["logits", "loss", "losses"]
+    for n, p in zip(model.names, model.ps):
+        out["grad." + table_name(n)] = p.grad
+        order.append("grad." + table_name(n))
+    out = {k: v.detach().float().cpu().numpy() for k, v in out.items()}
+    # a bf16 run's tensors are bf16-accurate: written as BF16, `minidc compare` applies BF16's tolerance
+    write_safetensors(a.dump, out, {"producer": "tools/torch_dump.py", "dtype": a.dtype, "device": a.device}, order,
+                      bf16=order if a.dtype == "bf16" else ())
+    print(f"torch_dump: {a.dump}: loss {float(out['loss']):.6f}, {len(order)} tensors ({a.dtype} on {a.device})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
