@@ -431,8 +431,14 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
          (st = get_u64(tf, label, "data_sequences", &s->data_sequences))))
         return st;
     if (s->seed_set > 1) return mdc_fail(MDC_ERR_FORMAT, "%s: seed_set %llu (want 0 or 1)", label, (unsigned long long)s->seed_set);
-    if (s->global_batch > (uint64_t)1 << 30)
+    if (mdc_tensorfile_get_meta(tf, "global_batch") && (s->global_batch == 0 || s->global_batch > (uint64_t)1 << 30))
         return mdc_fail(MDC_ERR_FORMAT, "%s: global_batch %llu out of range", label, (unsigned long long)s->global_batch);
+    /* the data stream's position in sequences and in batches of the saving run must agree (the
+     * stream cycles epochs, so a position is never "past the data"; generated data stores 0) */
+    if (s->data_sequences && s->data_position != s->data_sequences / s->global_batch)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: data_position %llu contradicts data_sequences %llu / global_batch %llu = %llu",
+                        label, (unsigned long long)s->data_position, (unsigned long long)s->data_sequences,
+                        (unsigned long long)s->global_batch, (unsigned long long)(s->data_sequences / s->global_batch));
     if (adam_step > (uint64_t)1 << 30)
         return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu out of range", label, (unsigned long long)adam_step);
     if ((st = load(m, tf, label, "adam."))) return st;

@@ -117,9 +117,9 @@ status "resume from a mixed checkpoint" 1 "$t/e2" $m train $r --steps 1 --seed 3
 check "a mixed file is refused" "$t/e2" "does not match its checksum"
 
 # ---- contradictory metadata is an error naming the field ---------------------------------------
-/usr/bin/python3 - "$t/s3.st" "$t/embd.st" "$t/adam0.st" <<'EOF' || { echo "FAIL: editing metadata"; fail=1; }
+/usr/bin/python3 - "$t/s3.st" "$t/embd.st" "$t/adam0.st" "$t/pos.st" <<'EOF' || { echo "FAIL: editing metadata"; fail=1; }
 import json, struct, sys
-src, embd, adam0 = sys.argv[1:4]
+src, embd, adam0, pos = sys.argv[1:5]
 d = open(src, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n]); data = d[8 + n:]
 def write(path, key, value):
     g = json.loads(json.dumps(h)); g["__metadata__"][key] = value
@@ -127,9 +127,12 @@ def write(path, key, value):
     open(path, "wb").write(struct.pack("<Q", len(j)) + j + data)
 write(embd, "n_embd", "32")
 write(adam0, "adam_step", "0")
+write(pos, "data_position", str(int(h["__metadata__"]["data_position"]) + 7))
 EOF
 status "metadata n_embd against the shapes" 1 "$t/m1" $m train $r --steps 1 --resume "$t/embd.st"
 check "n_embd contradiction named" "$t/m1" "__metadata__ n_embd = '32' contradicts the tensors' shapes (128)"
 status "adam_step 0 with moments" 1 "$t/m2" $m train $r --steps 1 --resume "$t/adam0.st"
 check "adam_step 0 contradiction named" "$t/m2" "adam_step 0 but tensor 'adam.m."
+status "data_position against data_sequences" 1 "$t/m3" $m train $r --steps 1 --resume "$t/pos.st"
+check "data_position contradiction named" "$t/m3" "data_position 11 contradicts data_sequences 16 / global_batch 4 = 4"
 exit $fail
