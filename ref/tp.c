@@ -99,26 +99,30 @@ void mdc_tp_reset_counts(mdc_tp *tp) {
 
 void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double *want_calls, double *want_bytes) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
-    double t = tp->t, L = c->L, bsh = (double)b * s * c->C, beta = 4;
+    const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
+    double L = 0, E = part->has_embed, Hd = part->has_head; /* this partition's (a pipeline stage's) share */
+    for (int q = 0; q < part->chunks; q++) L += part->hi[q] - part->lo[q];
+    double t = tp->t, bsh = (double)b * s * c->C, beta = 4;
     /* (t-1)/t of a block, in integers (h and bs' are multiples of t): exact, comparable with == */
     double ring_bsh = (t - 1) * (bsh / t) * beta;
     double ring_bsp = (t - 1) * ((double)mdc_tp_padded(tp, (size_t)(b * s)) / t) * beta;
     /* per micro-batch: TP 2 AR per layer forward (g) and 2 backward (f), the embedding's g, the
      * LM head's f (its input gradient); SP turns each into RS + AG, gathers the column-parallel
-     * inputs again in backward (2 per layer, and ln_f's) */
+     * inputs again in backward (2 per layer, and ln_f's). L, the embedding and the head: what this
+     * partition holds (a pipeline stage: its layers; the loss only on the last) */
     /* exact mode: every reduction but the embedding's is an exact one (mdc_exact_reduce_bytes,
      * summed as they ran), and the loss's sum-exp carries 80-byte accumulators (20 x beta) */
-    double red = k * (4 * L + 2) * ring_bsh;
-    if (tp->exact) red = k * ring_bsh * (tp->sp ? 1 : 2) + tp->exact_bytes_want;
+    double red = k * (4 * L + E + Hd) * ring_bsh;
+    if (tp->exact) red = E * k * ring_bsh * (tp->sp ? 1 : 2) + tp->exact_bytes_want;
     if (!tp->sp) {
-        want_calls[MDC_TP_AR] = k * (4 * L + 2), want_bytes[MDC_TP_AR] = tp->exact ? red : 2 * red;
+        want_calls[MDC_TP_AR] = k * (4 * L + E + Hd), want_bytes[MDC_TP_AR] = tp->exact ? red : 2 * red;
         want_calls[MDC_TP_AG] = want_calls[MDC_TP_RS] = want_bytes[MDC_TP_AG] = want_bytes[MDC_TP_RS] = 0;
     } else {
         want_calls[MDC_TP_AR] = want_bytes[MDC_TP_AR] = 0;
-        want_calls[MDC_TP_AG] = k * (6 * L + 3), want_calls[MDC_TP_RS] = k * (4 * L + 2);
+        want_calls[MDC_TP_AG] = k * (6 * L + E + 2 * Hd), want_calls[MDC_TP_RS] = k * (4 * L + E + Hd);
         want_bytes[MDC_TP_AG] = want_calls[MDC_TP_AG] * ring_bsh, want_bytes[MDC_TP_RS] = red;
     }
-    want_calls[MDC_TP_AR_LOSS] = 3 * k, want_bytes[MDC_TP_AR_LOSS] = k * 2 * ring_bsp * (tp->exact ? 22 : 3);
+    want_calls[MDC_TP_AR_LOSS] = 3 * k * Hd, want_bytes[MDC_TP_AR_LOSS] = Hd * k * 2 * ring_bsp * (tp->exact ? 22 : 3);
 }
 
 void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double sp_grad_bytes, FILE *out) {
@@ -167,7 +171,12 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
         const mdc_param_tensor *p = mdc_gpt2_local_tensor(m, i);
         if (p->split == MDC_SPLIT_NONE) repl += p->alloc;
     }
-    double psi = (double)mdc_gpt2_param_floats(c), split = psi - (double)repl;
+    double psi = 0; /* this partition's share of the model (a pipeline stage's tensors), whole */
+    for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
+        const mdc_param_tensor *p = mdc_gpt2_local_tensor(m, i);
+        psi += (double)p->alloc * (p->split == MDC_SPLIT_NONE ? 1 : t);
+    }
+    double split = psi - (double)repl;
     fprintf(out, "  parameters per rank: (Psi - R)/t + R = (%.0f - %zu)/%d + %zu = %.0f floats; allocated %zu %s "
                  "(R = the replicated LayerNorms, wpe and row-parallel biases)\n",
             psi, repl, tp->t, repl, split / t + (double)repl, local, (double)local == split / t + (double)repl ? "ok" : "DIFFERS");

@@ -175,7 +175,7 @@ mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targe
 mdc_status mdc_trainer_finish_step(mdc_trainer *t, const mdc_adamw_config *o, float *loss, float *grad_norm) {
     mdc_status st = mdc_step_update(&t->plan, o, loss, grad_norm);
     t->steps++;
-    if (!st && t->tc.check_replicas && t->tp) st = mdc_trainer_check_replicas(t);
+    if (!st && t->tc.check_replicas && t->mesh) st = mdc_trainer_check_replicas(t);
     return st;
 }
 
@@ -297,12 +297,28 @@ static void hash_visit(void *vc, int ti, float *grad, float *param, size_t n) {
     if (mdc_gpt2_local_tensor(c->m, ti)->split == MDC_SPLIT_NONE) hash_run(&c->h[ti], param, n);
 }
 
+/* Tensor ti's hashes gathered over g: the first member whose hash differs from member 0's, or -1. */
+static mdc_status differs(const uint64_t *mine, int n, mdc_group *g, int *who, int *which) {
+    int k = mdc_group_size(g);
+    uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n * (size_t)k);
+    if (!all) return mdc_fail(MDC_ERR_OOM_HOST, "replica check");
+    mdc_status st = mdc_allgather(mine, all, (size_t)n, MDC_I64, g);
+    *who = *which = -1;
+    for (int q = 1; !st && q < k && *who < 0; q++)
+        for (int i = 0; i < n; i++)
+            if (all[(size_t)q * n + i] != all[i]) {
+                *who = q, *which = i;
+                break;
+            }
+    free(all);
+    return st;
+}
+
 mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
-    if (!t->tp) return MDC_OK;
-    int n = mdc_gpt2_local_count(t->m), tp = t->tc.dims.tp;
-    uint64_t *h = calloc((size_t)n * (size_t)(tp + 1), sizeof(uint64_t));
+    int n = mdc_gpt2_local_count(t->m), who, which;
+    uint64_t *h = malloc(sizeof(uint64_t) * (size_t)n * 2), *full = h + n;
     if (!h) return mdc_fail(MDC_ERR_OOM_HOST, "replica check");
-    for (int i = 0; i < n; i++) h[i] = 0xcbf29ce484222325ull;
+    for (int i = 0; i < 2 * n; i++) h[i] = 0xcbf29ce484222325ull;
     hash_ctx c = {h, t->m};
     if (t->dp) mdc_dp_for_each_segment(t->dp, hash_visit, &c);
     else
@@ -310,16 +326,39 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
             const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
             hash_visit(&c, i, NULL, mdc_gpt2_params(t->m) + p->offset, p->alloc);
         }
-    mdc_status st = mdc_allgather(h, h + n, (size_t)n, MDC_I64, mdc_tp_group(t->tp));
-    for (int q = 1; !st && q < tp; q++)
+    /* every tensor whole, where each rank of the dense group holds all of it (not ZeRO-3's shards) */
+    if (t->tc.zero < 3)
+        for (int i = 0; i < n; i++) {
+            const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
+            hash_run(&full[i], mdc_gpt2_params(t->m) + p->offset, p->alloc);
+        }
+    mdc_status st = MDC_OK;
+    const char *name = "";
+    /* 1. tp: the replicated tensors (LayerNorms, wpe, row-parallel biases) */
+    if (t->tp && !(st = differs(h, n, mdc_tp_group(t->tp), &who, &which)) && who >= 0)
+        st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d the replicated tensor '%s' differs between tp "
+                      "rank 0 and tp rank %d (dp rank %d): the tp ranks computed different bits (a reduction that did "
+                      "not give every rank the same result)", t->steps, mdc_gpt2_local_tensor(t->m, which)->name, who,
+                      t->dp_rank);
+    /* 2. the dense group (dp x cp x ep): every replica of the partition holds the same parameters */
+    mdc_group *dense = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
+    if (!st && t->tc.zero < 3 && dense && mdc_group_size(dense) > 1 && !(st = differs(full, n, dense, &who, &which)) &&
+        who >= 0)
+        st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d tensor '%s' differs between the data-parallel "
+                      "replicas 0 and %d of the dense group (dp x cp x ep; tp rank %d, stage %d): the gradient "
+                      "reduction or the update did not give every replica the same bits", t->steps,
+                      mdc_gpt2_local_tensor(t->m, which)->name, who, t->tp_rank, t->pp_rank);
+    /* 3. the tied wte on the first and the last pipeline stage */
+    mdc_group *embed = t->pp ? mdc_mesh_group(t->mesh, MDC_MESH_EMBED) : NULL;
+    if (!st && embed && t->tc.zero < 3) {
+        uint64_t w = 0xcbf29ce484222325ull;
         for (int i = 0; i < n; i++)
-            if (h[n + (size_t)q * n + i] != h[n + i]) {
-                st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d the replicated tensor '%s' differs "
-                              "between tp rank 0 and tp rank %d (dp rank %d): the tp ranks computed different bits (a "
-                              "reduction that did not give every rank the same result)", t->steps,
-                              mdc_gpt2_local_tensor(t->m, i)->name, q, t->dp_rank);
-                break;
-            }
+            if (mdc_gpt2_local_tensor(t->m, i)->global == 0) w = full[i], name = mdc_gpt2_local_tensor(t->m, i)->name;
+        if (!(st = differs(&w, 1, embed, &who, &which)) && who >= 0)
+            st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d the tied '%s' differs between the first "
+                          "and the last pipeline stage (tp rank %d, dp rank %d): their gradient sum or update differed",
+                          t->steps, name, t->tp_rank, t->dp_rank);
+    }
     free(h);
     return st;
 }

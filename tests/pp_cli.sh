@@ -34,7 +34,8 @@ for spec in "2 --pp 2 --microbatches 1" "2 --pp 2 --microbatches 4" "2 --pp 2 --
     else echo "FAIL: exact, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/pp$i.out"; fail=1; fi
 done
 for spec in "2 --pp 2 --microbatches 4 --dropout 0.1" "4 --pp 2 --dp 2 --microbatches 2 --schedule zb-h1" \
-    "4 --pp 2 --dp 2 --microbatches 3 --zero 3" "2 --pp 2 --virtual-stages 2 --microbatches 4 --dropout 0.1"; do
+    "4 --pp 2 --dp 2 --microbatches 3 --zero 3" "2 --pp 2 --virtual-stages 2 --microbatches 4 --dropout 0.1" \
+    "8 --pp 2 --tp 2 --sp --dp 2 --microbatches 2 --check-replicas"; do
     set -- $spec; n=$1; shift; i=$((i + 1))
     run pp$i "$n" "$@" --check-serial
     if [ $rc = 0 ] && grep -q "check-serial: .*: ok" "$tmp/pp$i.out" && ! grep -q DIFFERS "$tmp/pp$i.out"; then

@@ -75,8 +75,10 @@ static const char usage_text[] =
     "  --exact-block N     exact mode's token block (default: the largest divisor of --seq up to\n"
     "                      32; implies --exact); it must divide the positions of a sequence each\n"
     "                      rank holds (--seq, or --seq / --tp with --sp)\n"
-    "  --check-replicas    after every step, compare the tp-replicated tensors (LayerNorms, wpe,\n"
-    "                      row-parallel biases) bit for bit across tp ranks\n"
+    "  --check-replicas    after every step, compare bit for bit every replica: the tp-replicated\n"
+    "                      tensors (LayerNorms, wpe, row-parallel biases) across tp ranks, every\n"
+    "                      tensor across the dp x cp x ep replicas (not ZeRO-3's shards), and the\n"
+    "                      tied wte on the first and last pipeline stage\n"
     "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit);\n"
     "                      STEP counts from 0 and must be one of this run's steps; RANK:STEP:stop\n"
     "                      or :kill stops or kills the process instead (peers must name it)\n";

@@ -125,8 +125,10 @@ mdc_status mdc_trainer_finish_step(mdc_trainer *t, const mdc_adamw_config *o, fl
 int mdc_trainer_adam_step(const mdc_trainer *t);
 mdc_gpt2 *mdc_trainer_model(mdc_trainer *t);
 const mdc_mesh *mdc_trainer_mesh(const mdc_trainer *t);
-/* Compares every tp-replicated parameter bit for bit over the tp group; MDC_ERR_MISMATCH names
- * the first tensor and rank that differ. Collective over the tp group. */
+/* Compares every replica bit for bit: the tp-replicated parameters over the tp group, every
+ * parameter over the dense group (dp x cp x ep; not with ZeRO-3, whose ranks hold shards), the
+ * tied wte between the first and last pipeline stage; MDC_ERR_MISMATCH names the first tensor
+ * and rank that differ. Every rank of the mesh calls it. */
 mdc_status mdc_trainer_check_replicas(mdc_trainer *t);
 /* Prints the mesh, the tensor-parallel figures and the data-parallel figures next to their
  * formulas (rank 0 prints; every rank calls it). */
