@@ -51,6 +51,8 @@ struct mdc_transport {
     double per_core;   /* the job's ranks per online core when all are on this host, else 0 */
     double yield_s;    /* then yield (no sleeps) until this much of the wait has passed */
     double door_s;     /* with doorbells: sleep on the bell once the wait is this old */
+    double fault_s;    /* MINIDC_FAULT_DELAY: each send first waits up to this long (0: off) */
+    uint64_t fault_rng;
     int *door;         /* doorbell (MPI_COMM_WORLD) rank of each rank of comm; NULL: none */
     int aborted;       /* a peer told us it failed */
     struct mdc_request *parked; /* failed requests MPI still holds (freed with the transport) */
@@ -152,6 +154,10 @@ static void wait_policy(mdc_transport *t) {
     t->spin_s = mdc_i_env_num("MINIDC_SPIN_US", t->spin_s * 1e6, 0, 1e9) * 1e-6;
     t->yield_s = mdc_i_env_num("MINIDC_YIELD_US", t->yield_s * 1e6, 0, 1e9) * 1e-6;
     t->door_s = mdc_i_env_num("MINIDC_DOOR_US", 100, 0, 1e9) * 1e-6;
+    /* fault injection for tests: a random delay (microseconds, up to the value) before every send,
+     * which must change no result, only the order in which messages arrive */
+    t->fault_s = mdc_i_env_num("MINIDC_FAULT_DELAY", 0, 0, 1e6) * 1e-6;
+    t->fault_rng = 0x9e3779b97f4a7c15ull * (uint64_t)(t->rank + 1);
     door_map(t, lr, !own_core);
 }
 
@@ -396,6 +402,13 @@ static mdc_status isend(const void *buf, size_t bytes, size_t slice, int peer, i
     *req = NULL;
     mdc_status st = check_p2p(buf, bytes, peer, tag, g, "mdc_isend");
     if (st) return st;
+    mdc_transport *tr = mdc_group_transport(g);
+    if (tr->fault_s > 0) { /* xorshift: a different delay per send, the same sequence per run */
+        uint64_t x = tr->fault_rng;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17, tr->fault_rng = x;
+        struct timespec ts = {0, (long)((double)(x >> 11) / 9007199254740992.0 * tr->fault_s * 1e9)};
+        nanosleep(&ts, NULL);
+    }
     mdc_request *r = request_new(g, peer, bytes, 1, slice);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "send request");
     mdc_transport *t = mdc_group_transport(g);
