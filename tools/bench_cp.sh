@@ -9,12 +9,7 @@
 BUILD=${1:-build}
 MPIEXEC=${2:-mpiexec.mpich}
 common="--config small --ctx 1024 --seq 1024 --batch 2 --steps 4"
-stats() { # the step lines -> "wall_median virtual_ms_per_step" (steps 2.. : the first warms up)
-    awk '/^step/ {n++; w[n] = $7; for (i = 1; i <= NF; i++) if ($i == "virtual") v[n] = $(i + 1)}
-         END {k = 0; for (i = 2; i <= n; i++) a[++k] = w[i];
-              for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) {t = a[i]; a[i] = a[j]; a[j] = t}
-              printf "%.1f %.3f", (a[int((k + 1) / 2)] + a[int(k / 2) + 1]) / 2, (v[n] - v[1]) / (n - 1)}'
-}
+. "$(dirname "$0")/bench_steps.sh"
 echo "== context parallelism, small config at T = 1024, batch 2 (tools/bench_cp.sh): wall ms per step, ratio to serial"
 s=$(env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 "$BUILD/minidc" train $common | grep '^step' | stats) ||
     { echo "bench_cp: serial failed"; exit 1; }

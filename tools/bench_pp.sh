@@ -8,12 +8,7 @@
 BUILD=${1:-build}
 MPIEXEC=${2:-mpiexec.mpich}
 common="--config small --batch 8 --steps 5"
-stats() { # the step lines -> "wall_median virtual_ms_per_step" (steps 2.. : the first warms up)
-    awk '/^step/ {n++; w[n] = $7; for (i = 1; i <= NF; i++) if ($i == "virtual") v[n] = $(i + 1)}
-         END {k = 0; for (i = 2; i <= n; i++) a[++k] = w[i];
-              for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) {t = a[i]; a[i] = a[j]; a[j] = t}
-              printf "%.1f %.3f", (a[int((k + 1) / 2)] + a[int(k / 2) + 1]) / 2, (v[n] - v[1]) / (n - 1)}'
-}
+. "$(dirname "$0")/bench_steps.sh"
 echo "== pipeline parallelism, small config, 8 x 128 in 8 micro-batches (tools/bench_pp.sh): wall ms per step, ratio to serial"
 s=$(env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 "$BUILD/minidc" train $common --accum 8 | grep '^step' | stats) ||
     { echo "bench_pp: serial failed"; exit 1; }
