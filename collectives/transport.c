@@ -25,76 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll_internal.h"
-#include "minidc/collectives.h"
-
-/* Payloads up to this travel in one MPI message with their stamp. Packing costs a copy at
- * each end, a separate header costs one more small message: on this host (2026-11-30) a
- * 16 KiB payload packed took 9.5 us for a 2-rank allgather, sent as header + payload 6.8-7.1 us
- * (MPICH 5.7); 8 KiB and below were equal either way. */
-#define PACK_LIMIT (4u << 10)
-#define PACK_INLINE 1024           /* packed messages up to this use the request's own buffer */
-#define DOOR_MIN_BYTES (1u << 20) /* waits on smaller messages never sleep on the doorbell */
-#define NUDGE_S 200e-6             /* a pending receive wakes its sleeping sender this often */
-#define PIECE_BYTES (1u << 30)     /* MPI counts are int: larger payloads go in pieces */
-#define TAGS_PER_SPACE 4096        /* user tags per group tag space */
-#define TAG_REGION (MDC_MAX_TAG_SPACES * TAGS_PER_SPACE)
-
-struct mdc_transport {
-    MPI_Comm comm;
-    int rank, size;
-    mdc_device *dev;
-    int gpus_per_node;
-    int tag_base;      /* first tag minidc uses; the abort tag is tag_base + TAG_REGION */
-    double timeout;
-    double spin_s;     /* busy-poll this long before the first yield (0 when oversubscribed) */
-    double per_core;   /* the job's ranks per online core when all are on this host, else 0 */
-    double yield_s;    /* then yield (no sleeps) until this much of the wait has passed */
-    double door_s;     /* with doorbells: sleep on the bell once the wait is this old */
-    double fault_s;    /* MINIDC_FAULT_DELAY: each send first waits up to this long (0: off) */
-    uint64_t fault_rng;
-    int *door;         /* doorbell (MPI_COMM_WORLD) rank of each rank of comm; NULL: none */
-    int aborted;       /* a peer told us it failed */
-    struct mdc_request *parked; /* failed requests MPI still holds (freed with the transport) */
-    mdc_trace_fn trace;
-    void *trace_ctx;
-    size_t inflight, inflight_hwm; /* requests posted and not yet freed, and their most at once */
-};
-
-/* The first MPI message of a message sent in pieces. */
-typedef struct {
-    mdc_msg_stamp stamp;
-    uint64_t bytes;
-} piece_header;
-
-struct mdc_request {
-    mdc_transport *t;
-    int is_send, peer_world, npieces;
-    int door_peer;             /* the peer's doorbell rank (-1: none) */
-    uint32_t door_mark;        /* send: the peer's receive count from us before posting */
-    size_t piece;              /* payload bytes per piece when npieces > 0 */
-    size_t got;                /* receive: bytes of pieces already completed by a piece wait */
-    int hdr;                   /* pieces mode: mreq[0] is the header */
-    int window;                /* receive in pieces: W slots of `piece` bytes reused in turn (0: none) */
-    int posted;                /* pieces whose MPI receive is posted (all of them without a window) */
-    int mpi_tag;               /* the MPI tag the pieces travel with */
-    int hdr_checked;           /* receive: the header arrived and its size matched */
-    piece_header ph;
-    MPI_Request *mreq;         /* npieces (+hdr) MPI requests */
-    int nmreq;
-    void *user;                /* receive: where the payload goes */
-    unsigned char *pack;       /* packed message buffer (small messages): inl or malloc'ed */
-    MPI_Request mreq_inl[2];   /* mreq when at most 2 are needed (no malloc per message) */
-    size_t bytes;
-    mdc_msg_stamp stamp;       /* send: our stamp; receive: filled by the message */
-    mdc_link link;
-    struct mdc_request *next_parked;
-    size_t inl_cap;            /* bytes of inl */
-    /* A packed message up to PACK_INLINE bytes lives here: the request is allocated with just
-     * the room it needs, so a small request stays small (malloc's per-thread cache serves it,
-     * where a fixed 1 KiB buffer made every request a slow-path allocation). */
-    unsigned char inl[];
-};
+#include "transport_internal.h"
 
 static mdc_transport *default_transport;
 
@@ -465,32 +396,6 @@ mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int windo
     return irecv(slots, bytes, slice ? slice : 1, window, peer, tag, g, req);
 }
 
-/* Polite pause number `n` of a wait (after the busy-poll phase): yield, then once the wait
- * is past the yield phase (at least 32 yields), sleep 5..100 us. */
-static void pause_politely(long n, int yielding) {
-    if (n < 32 || yielding) {
-        sched_yield();
-        return;
-    }
-    long us = n < 64 ? 5 : n < 256 ? 20 : 100;
-    struct timespec ts = {0, us * 1000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Returns 1 if a peer sent an abort message (and records it in the detail). */
-static int peer_aborted(mdc_transport *t) {
-    int flag = 0;
-    MPI_Status s;
-    MPI_Iprobe(MPI_ANY_SOURCE, t->tag_base + TAG_REGION, t->comm, &flag, &s);
-    if (!flag) return 0;
-    char msg[256] = "";
-    MPI_Recv(msg, sizeof msg, MPI_CHAR, s.MPI_SOURCE, t->tag_base + TAG_REGION, t->comm, &s);
-    msg[sizeof msg - 1] = '\0';
-    mdc_fail(MDC_ERR_PEER, "rank %d: rank %d failed: %s", t->rank, s.MPI_SOURCE, msg);
-    t->aborted = 1;
-    return 1;
-}
-
 /* Completes a finished request: unpack, charge the device, free. */
 static mdc_status request_finish(mdc_request *r) {
     mdc_transport *t = r->t;
@@ -507,144 +412,6 @@ static mdc_status request_finish(mdc_request *r) {
             mdc_dev_msg_arrive(t->dev, r->stamp, (double)r->bytes, r->link);
     }
     request_free(r);
-    return st;
-}
-
-/* The requests a wait is on: MPI request i belongs to own[i]. */
-typedef struct {
-    MPI_Request *all;
-    mdc_request *const *own;
-    int n;
-} wait_set;
-
-/* 1 when no pending request of the wait can progress before one of its peers rings us. */
-static int wait_idle(void *ctx) {
-    const wait_set *w = ctx;
-    for (int i = 0; i < w->n; i++)
-        if (w->all[i] != MPI_REQUEST_NULL &&
-            !mdc_i_door_idle(w->own[i]->door_peer, w->own[i]->is_send, w->own[i]->door_mark))
-            return 0;
-    return 1;
-}
-
-/* A receive that is still pending wakes its sender now and then: a sleeping sender does one
- * round of MPI progress per wake, which is what MPI needs from it when the pair has not
- * talked before (UCX connects endpoints lazily, with a handshake in both directions) or a
- * send could not be started at once. Without it such a send waited out the sleep limit. */
-static void wait_nudge(const wait_set *w) {
-    for (int i = 0; i < w->n; i++)
-        if (w->all[i] != MPI_REQUEST_NULL && !w->own[i]->is_send) mdc_i_door_nudge(w->own[i]->door_peer);
-}
-
-/* 1 when a pending request of the wait carries a large payload: only then is the wait long
- * enough for a sleep to pay. A woken rank may wait for the running one's time slice, so
- * sleeping through the short waits of small collectives made them slower (4 ranks on 2 cores,
- * 64-byte allreduce 38 -> 52 us, all-to-all 46 us -> 1.9 ms). */
-static int wait_is_large(const wait_set *w) {
-    for (int i = 0; i < w->n; i++)
-        if (w->all[i] != MPI_REQUEST_NULL && w->own[i]->bytes >= DOOR_MIN_BYTES) return 1;
-    return 0;
-}
-
-/* Waits politely until the `n` MPI requests in `all` are complete (statuses in `stat`, an
- * empty one for a request that was already complete): busy poll while the core is this
- * rank's own, then yield, then sleep (on the doorbell when there is one); probes for a
- * peer's abort message and the timeout now and then. MPI request i belongs to own[i]: each
- * receive is counted for the doorbells as it completes, which wakes its sender. On failure
- * the requests may still be pending. */
-/* The first request still pending: which rank, what, and that rank's process state where known. */
-static mdc_status waited_for(const mdc_transport *t, const MPI_Request *all, mdc_request *const *own, int n,
-                             const char *fmt, double secs) {
-    char head[96], state[128] = "";
-    snprintf(head, sizeof head, fmt, secs);
-    for (int i = 0; i < n; i++) {
-        if (all[i] == MPI_REQUEST_NULL) continue;
-        const mdc_request *r = own[i];
-        int pid, s = mdc_i_door_peer_state(r->door_peer, &pid);
-        if (s >= 0)
-            snprintf(state, sizeof state, "; rank %d (pid %d) %s", r->peer_world, pid,
-                     s == 0 ? "is running (busy, or itself waiting on another rank)"
-                     : s == 1 ? "is stopped (SIGSTOP or a debugger)" : "has exited");
-        return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: %s for rank %d to %s %zu bytes (tag %d)%s", t->rank, head,
-                        r->peer_world, r->is_send ? "take" : "send", r->bytes, (r->mpi_tag - t->tag_base) % TAGS_PER_SPACE,
-                        state);
-    }
-    return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: %s for a peer", t->rank, head);
-}
-
-/* MDC_ERR_PEER naming a peer of a pending request whose process has exited (where known). */
-static mdc_status peers_alive(const mdc_transport *t, const MPI_Request *all, mdc_request *const *own, int n) {
-    for (int i = 0; i < n; i++) {
-        if (all[i] == MPI_REQUEST_NULL) continue;
-        int pid;
-        if (mdc_i_door_peer_state(own[i]->door_peer, &pid) == 2)
-            return mdc_fail(MDC_ERR_PEER, "rank %d: rank %d (pid %d) has exited while this rank waited for it to %s %zu "
-                            "bytes (tag %d)", t->rank, own[i]->peer_world, pid, own[i]->is_send ? "take" : "send",
-                            own[i]->bytes, (own[i]->mpi_tag - t->tag_base) % TAGS_PER_SPACE);
-    }
-    return MDC_OK;
-}
-
-static mdc_status wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status *stat,
-                           mdc_request *const *own) {
-    int idx_stack[64];
-    MPI_Status st_stack[64];
-    int *idx = n <= 64 ? idx_stack : malloc((size_t)n * sizeof *idx);
-    MPI_Status *got = n <= 64 ? st_stack : malloc((size_t)n * sizeof *got);
-    mdc_status st = MDC_OK;
-    if (!idx || !got) {
-        st = mdc_fail(MDC_ERR_OOM_HOST, "wait on %d requests", n);
-        goto done;
-    }
-    memset(stat, 0, (size_t)n * sizeof *stat); /* MPI_Get_count of an empty status is 0 */
-    wait_set ws = {all, own, n};
-    double start = mdc_wall_time(), nudged = 0, checked = 0;
-    long pauses = 0;
-    for (;;) {
-        int outc = 0;
-        if (MPI_Testsome(n, all, &outc, idx, got) != MPI_SUCCESS) {
-            st = mdc_fail(MDC_ERR_MISMATCH, "rank %d: a message did not match its receive "
-                          "(sizes differ between ranks?)", t->rank);
-            goto done;
-        }
-        if (outc == MPI_UNDEFINED) break; /* nothing was pending */
-        for (int j = 0; j < outc; j++) {
-            stat[idx[j]] = got[j];
-            if (!own[idx[j]]->is_send) mdc_i_door_received(own[idx[j]]->door_peer, 1);
-        }
-        int left = 0;
-        for (int i = 0; i < n && !left; i++) left = all[i] != MPI_REQUEST_NULL;
-        if (!left) break;
-        double waited = mdc_wall_time() - start;
-        if (waited < t->spin_s) continue; /* busy poll: this rank's core is its own */
-        if (pauses > 64 && (pauses & 15) == 0) { /* a short wait never probes for aborts */
-            if (t->aborted || peer_aborted(t)) {
-                st = MDC_ERR_PEER;
-                goto done;
-            }
-            if (waited > t->timeout) {
-                st = waited_for(t, all, own, n, "waited %.0f s (MINIDC_TIMEOUT)", t->timeout);
-                goto done;
-            }
-            if (waited - checked >= 1.0) { /* a peer that exited will never answer: say so now */
-                checked = waited;
-                if ((st = peers_alive(t, all, own, n))) goto done;
-            }
-        }
-        if (t->door && waited >= t->door_s && wait_is_large(&ws) && wait_idle(&ws)) {
-            mdc_i_door_sleep(wait_idle, &ws);
-            pauses++;
-            continue;
-        }
-        if (t->door && waited - nudged >= NUDGE_S) { /* see wait_nudge */
-            nudged = waited;
-            wait_nudge(&ws);
-        }
-        pause_politely(pauses++, waited < t->yield_s);
-    }
-done:
-    if (idx != idx_stack) free(idx);
-    if (got != st_stack) free(got);
     return st;
 }
 
@@ -686,7 +453,7 @@ static mdc_status size_mismatch(const mdc_request *r, size_t got) {
 static mdc_status check_header(mdc_request *r) {
     if (r->is_send || !r->hdr || r->hdr_checked) return MDC_OK;
     MPI_Status s;
-    mdc_status st = wait_mpi(r->t, &r->mreq[0], 1, &s, &r);
+    mdc_status st = mdc_i_wait_mpi(r->t, &r->mreq[0], 1, &s, &r);
     if (st) return st;
     size_t n = status_bytes(&s);
     r->got += n;
@@ -722,7 +489,7 @@ mdc_status mdc_i_wait_piece(mdc_request *r, int k) {
     MPI_Request *m = &r->mreq[r->hdr + k];
     if (*m == MPI_REQUEST_NULL) return MDC_OK;
     MPI_Status s;
-    st = wait_mpi(r->t, m, 1, &s, &r);
+    st = mdc_i_wait_mpi(r->t, m, 1, &s, &r);
     if (st == MDC_OK && !r->is_send) r->got += status_bytes(&s);
     return st;
 }
@@ -766,7 +533,7 @@ mdc_status mdc_waitall(mdc_request **reqs, int n) {
                 own[k] = reqs[i];
                 all[k++] = reqs[i]->mreq[j];
             }
-    if (st == MDC_OK) st = wait_mpi(t, all, total, stat, own);
+    if (st == MDC_OK) st = mdc_i_wait_mpi(t, all, total, stat, own);
     if (st == MDC_OK) {
         /* MPI reports a message longer than its receive, not a shorter one: compare what
          * arrived with what each receive expected, so a size mismatch never passes silently.

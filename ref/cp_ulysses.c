@@ -38,11 +38,11 @@ static void to_heads_unpack(const mdc_cp *cp, float *xh, const float *recv, int 
     int c = cp->c, Hu = cp->Hl / c, hs = cp->hs, Tc = cp->Tc, T = cp->T;
     size_t blk = (size_t)cp->B * Tc * k * Hu * hs, row = (size_t)k * Hu * hs;
     for (int s = 0; s < c; s++) {
-        int ch[2], n = mdc_i_cp_chunks(cp, s, ch);
+        int ch[2];
+        mdc_i_cp_chunks(cp, s, ch);
         for (int b = 0; b < cp->B; b++)
             for (int t = 0; t < Tc; t++) {
                 int g = ch[t / cp->L] * cp->L + t % cp->L;
-                (void)n;
                 memcpy(xh + ((size_t)b * T + g) * row, recv + s * blk + ((size_t)b * Tc + t) * row, row * sizeof(float));
             }
     }
