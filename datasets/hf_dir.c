@@ -20,25 +20,25 @@ int mdc_hf_is_dir(const char *path) {
     return path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+/* config.json as a NUL-terminated string (mdc_read_file: regular files only, bounded) */
 static mdc_status read_text(const char *path, char **out) {
+    unsigned char *raw;
+    size_t n;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mdc_fail(MDC_ERR_IO, "%s: cannot open (a Hugging Face directory has config.json)", path);
-    char *buf = malloc(MAX_CONFIG + 1);
-    size_t n = buf ? fread(buf, 1, MAX_CONFIG + 1, f) : 0;
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
-    if (bad || n > MAX_CONFIG) {
-        free(buf);
-        return mdc_fail(bad ? MDC_ERR_IO : MDC_ERR_FORMAT, "%s: %s", path, bad ? "read error" : "larger than 1 MiB");
+    mdc_status st = mdc_read_file(path, MAX_CONFIG, &raw, &n);
+    if (st) return st;
+    char *text = malloc(n + 1);
+    if (!text) {
+        free(raw);
+        return mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
     }
-    buf[n] = 0;
-    if (strlen(buf) != n) {
-        free(buf);
+    memcpy(text, raw, n), text[n] = 0;
+    free(raw);
+    if (strlen(text) != n) {
+        free(text);
         return mdc_fail(MDC_ERR_FORMAT, "%s: a NUL byte in the JSON", path);
     }
-    *out = buf;
+    *out = text;
     return MDC_OK;
 }
 

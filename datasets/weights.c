@@ -19,8 +19,7 @@ const char *mdc_gpt2_hf_name(const mdc_param_tensor *p) {
     return p->name;
 }
 
-/* The table name of a file tensor name, in buf. */
-static const char *canonical(const char *name, char *buf, size_t cap) {
+const char *mdc_gpt2_canonical_name(const char *name, char *buf, size_t cap) {
     if (!strncmp(name, PREFIX, strlen(PREFIX))) name += strlen(PREFIX);
     if (!strcmp(name, "wte.weight")) name = "wte";
     else if (!strcmp(name, "wpe.weight")) name = "wpe";
@@ -48,7 +47,7 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
 static const mdc_tensor *find_canon(const mdc_tensorfile *tf, const char *want) {
     char buf[256];
     for (int i = 0; i < tf->count; i++)
-        if (!strcmp(canonical(tf->tensors[i].name, buf, sizeof buf), want)) return &tf->tensors[i];
+        if (!strcmp(mdc_gpt2_canonical_name(tf->tensors[i].name, buf, sizeof buf), want)) return &tf->tensors[i];
     return NULL;
 }
 
@@ -117,7 +116,7 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
     int L = 0;
     char buf[256];
     for (int i = 0; i < tf->count; i++) {
-        const char *c = canonical(tf->tensors[i].name, buf, sizeof buf);
+        const char *c = mdc_gpt2_canonical_name(tf->tensors[i].name, buf, sizeof buf);
         char *end;
         if (strncmp(c, "h.", 2) || c[2] < '0' || c[2] > '9') continue;
         long n = strtol(c + 2, &end, 10);
@@ -193,7 +192,7 @@ static mdc_status load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label,
     for (int i = 0; i < tf->count; i++) {
         const mdc_tensor *t = &tf->tensors[i];
         if (skip_prefix && !strncmp(t->name, skip_prefix, strlen(skip_prefix))) continue;
-        const char *c = canonical(t->name, buf, sizeof buf);
+        const char *c = mdc_gpt2_canonical_name(t->name, buf, sizeof buf);
         if (is_hf_buffer(c)) continue;
         if (!strcmp(c, "lm_head.weight")) {
             lm_head = t;

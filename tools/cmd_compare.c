@@ -16,15 +16,15 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "minidc/tensorfile.h"
+#include "minidc/weights.h"
 
+/* the table name, keeping a dump's "grad." or "final." in front */
 static void canonical(const char *name, char *buf, size_t cap) {
     const char *prefixes[2] = {"grad.", "final."}, *pre = "";
     for (int i = 0; i < 2; i++)
         if (!strncmp(name, prefixes[i], strlen(prefixes[i]))) pre = prefixes[i], name += strlen(pre);
-    if (!strncmp(name, "transformer.", 12)) name += 12;
-    if (!strcmp(name, "wte.weight")) name = "wte";
-    else if (!strcmp(name, "wpe.weight")) name = "wpe";
-    snprintf(buf, cap, "%s%s", pre, name);
+    char table[512];
+    snprintf(buf, cap, "%s%s", pre, mdc_gpt2_canonical_name(name, table, sizeof table));
 }
 
 static const mdc_tensor *find(const mdc_tensorfile *tf, const char *want) {

@@ -23,6 +23,9 @@ extern "C" {
 /* The Hugging Face name of parameter tensor `p` ("wte" -> "wte.weight", "wpe" -> "wpe.weight",
  * others unchanged), without the "transformer." prefix. */
 const char *mdc_gpt2_hf_name(const mdc_param_tensor *p);
+/* The table name of a tensor name as files spell it (a "transformer." prefix dropped, wte.weight
+ * and wpe.weight as wte and wpe), in buf; returns buf. */
+const char *mdc_gpt2_canonical_name(const char *name, char *buf, size_t cap);
 
 /* Infers the config from the tensors' shapes: V and C from wte [V, C], T from wpe [T, C],
  * L from the highest h.N present + 1. H is `heads` if > 0, else __metadata__ "n_head"; with
