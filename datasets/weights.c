@@ -96,6 +96,42 @@ static int parse_int_meta(const mdc_tensorfile *tf, const char *key, long long *
     return 1;
 }
 
+/* A mixture of experts from the names: E = 1 + the largest h.N.mlp.experts.J, the MoE blocks
+ * those with a router (0, n, 2n, ...: n the second one's index), topk from __metadata__ moe_topk. */
+static mdc_status moe_from_names(const mdc_tensorfile *tf, const char *label, mdc_gpt2_config *cfg) {
+    int E = 0, every = 0, first = -1, count = 0;
+    char buf[256];
+    for (int i = 0; i < tf->count; i++) {
+        const char *c = mdc_gpt2_canonical_name(tf->tensors[i].name, buf, sizeof buf);
+        int l, j, len = 0;
+        if (sscanf(c, "h.%d.mlp.experts.%d.%n", &l, &j, &len) == 2 && len > 0) {
+            if (j < 0 || j >= MDC_GPT2_MAX_EXPERTS)
+                return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': expert %d out of range [0, %d)", label,
+                                tf->tensors[i].name, j, MDC_GPT2_MAX_EXPERTS);
+            if (j + 1 > E) E = j + 1;
+        } else if (sscanf(c, "h.%d.mlp.router.weight%n", &l, &len) == 1 && len > 0 && !c[len]) {
+            count++;
+            if (first < 0 || l < first) first = l;
+            if (l > 0 && (!every || l < every)) every = l;
+        }
+    }
+    if (!E && !count) return MDC_OK;
+    if (!E || first != 0)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: %s", label, !E ? "routers but no h.N.mlp.experts.J tensors"
+                                                             : "the first MoE block (with h.N.mlp.router.weight) is not h.0");
+    cfg->E = E, cfg->moe_every = every ? every : cfg->L;
+    if (count != (cfg->L + cfg->moe_every - 1) / cfg->moe_every)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: %d routers do not make every %d-th block of %d a MoE block", label, count,
+                        cfg->moe_every, cfg->L);
+    long long k = 0;
+    int r = parse_int_meta(tf, "moe_topk", &k);
+    if (r < 0 || (r > 0 && (k < 1 || k > E)))
+        return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ moe_topk '%s' is not in [1, %d]", label,
+                        mdc_tensorfile_get_meta(tf, "moe_topk"), E);
+    cfg->topk = (int)k;
+    return MDC_OK;
+}
+
 mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *label, int heads,
                                         mdc_gpt2_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -125,6 +161,8 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
         if (n + 1 > L) L = (int)n + 1;
     }
     cfg->L = L;
+    mdc_status mst = moe_from_names(tf, label, cfg);
+    if (mst) return mst;
     long long h = heads;
     if (h <= 0) {
         int r = parse_int_meta(tf, "n_head", &h);
@@ -267,8 +305,9 @@ mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *
     const struct {
         const char *key;
         int v;
-    } kv[] = {{"n_vocab", cfg->V}, {"n_ctx", cfg->T}, {"n_layer", cfg->L}, {"n_head", cfg->H}, {"n_embd", cfg->C}};
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+    } kv[] = {{"n_vocab", cfg->V}, {"n_ctx", cfg->T}, {"n_layer", cfg->L}, {"n_head", cfg->H}, {"n_embd", cfg->C},
+              {"moe_topk", cfg->topk}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0] - !cfg->E; i++) {
         char v[32];
         snprintf(v, sizeof v, "%d", kv[i].v);
         mdc_status st = mdc_tensorfile_set_meta(tf, kv[i].key, v);

@@ -94,7 +94,8 @@ mdc_status mdc_gpt2_acts_create_chunk(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, i
     int layers = a->hi - a->lo;
     a->wstash = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->wstash);
     a->wpending = calloc((size_t)(layers > 0 ? layers : 1), 1);
-    mdc_status st = a->wstash && a->wpending ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "activation set");
+    a->moe = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->moe);
+    mdc_status st = a->wstash && a->wpending && a->moe ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "activation set");
     if (!st) st = mdc_dev_alloc(m->dev, (void **)&a->buf, a->lay.total * sizeof(float), MDC_MEM_ACTS, "activations");
     if (!st) st = mdc_dev_alloc(m->dev, (void **)&a->inputs, 2 * (size_t)B * T * sizeof(int), MDC_MEM_ACTS, "tokens");
     if (st) {
@@ -110,7 +111,8 @@ void mdc_gpt2_acts_free(mdc_gpt2_acts *a) {
     if (!a) return;
     int layers = a->hi - a->lo;
     for (int i = 0; a->wstash && i < layers; i++) mdc_dev_free(a->dev, a->wstash[i]);
-    free(a->wstash), free(a->wpending);
+    for (int i = 0; a->moe && i < layers; i++) mdc_i_moe_free(a, a->lo + i);
+    free(a->wstash), free(a->wpending), free(a->moe);
     mdc_dev_free(a->dev, a->buf);
     mdc_dev_free(a->dev, a->inputs);
     free(a);
@@ -140,7 +142,7 @@ mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *ta
     if (inputs) memcpy(a->inputs, inputs, N * sizeof(int));
     if (targets) memcpy(a->targets, targets, N * sizeof(int));
     mdc_dev_copy(a->dev, (double)N * sizeof(int) * ((inputs != NULL) + (targets != NULL)), MDC_LINK_PCIE);
-    a->B = B, a->T = T, a->have_targets = targets != NULL;
+    a->B = B, a->T = T, a->have_targets = targets != NULL, a->moe_loss = 0;
     return MDC_OK;
 }
 

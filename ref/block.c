@@ -86,24 +86,32 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     float *fchg = lact(a, y->fchg, l), *res3 = lact(a, y->res3, l);
     const float *in;
     HOOK(MDC_HOOK_PRE_FORWARD, 1 + l);
-    mdc_layernorm_forward(d, ln1, lact(a, y->ln1_mean, l), lact(a, y->ln1_rstd, l), x, P(m, mdc_i_gl(l, LN1W)),
-                          P(m, mdc_i_gl(l, LN1B)), s.nl, s.C);
+    mdc_layernorm_forward(d, ln1, lact(a, y->ln1_mean, l), lact(a, y->ln1_rstd, l), x, P(m, mdc_i_gl(&m->cfg, l, LN1W)),
+                          P(m, mdc_i_gl(&m->cfg, l, LN1B)), s.nl, s.C);
     TRY(f_in(m, a, ln1, &in));
-    mm_forward(m, qkv, in, P(m, mdc_i_gl(l, QKVW)), P(m, mdc_i_gl(l, QKVB)), s.n, s.C, 3 * s.Cl);
+    mm_forward(m, qkv, in, P(m, mdc_i_gl(&m->cfg, l, QKVW)), P(m, mdc_i_gl(&m->cfg, l, QKVB)), s.n, s.C, 3 * s.Cl);
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
     if (m->cp) TRY(m->cp->forward(m->cp->ctx, d, atty, lact(a, y->att, l), qkv, drop, a->B, s.Cl, s.Hl));
     else if (m->x.blk) TRY(mdc_i_x_attention_forward(m, a, atty, lact(a, y->att, l), qkv, drop));
     else if (y->tiled) mdc_attention_forward_tiled_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
     else mdc_attention_forward_drop(d, atty, lact(a, y->att, l), qkv, drop, a->B, a->T, s.Cl, s.Hl);
-    TRY(row_parallel(m, a, res2, x, atty, P(m, mdc_i_gl(l, ATTPW)), P(m, mdc_i_gl(l, ATTPB)), s.Cl, x_head(m), l,
+    TRY(row_parallel(m, a, res2, x, atty, P(m, mdc_i_gl(&m->cfg, l, ATTPW)), P(m, mdc_i_gl(&m->cfg, l, ATTPB)), s.Cl, x_head(m), l,
                      MDC_DROP_ATTN_OUT));
-    mdc_layernorm_forward(d, ln2, lact(a, y->ln2_mean, l), lact(a, y->ln2_rstd, l), res2, P(m, mdc_i_gl(l, LN2W)),
-                          P(m, mdc_i_gl(l, LN2B)), s.nl, s.C);
+    mdc_layernorm_forward(d, ln2, lact(a, y->ln2_mean, l), lact(a, y->ln2_rstd, l), res2, P(m, mdc_i_gl(&m->cfg, l, LN2W)),
+                          P(m, mdc_i_gl(&m->cfg, l, LN2B)), s.nl, s.C);
+    if (mdc_i_is_moe(&m->cfg, l)) { /* the experts on this rank's tokens; the residual (through dropout) */
+        float *y2 = buf(a, y->dres); /* the backward's work space, free until then */
+        TRY(mdc_i_moe_forward(m, a, l, ln2, y2));
+        if (!drop_of(m, a, l, MDC_DROP_MLP_OUT, &dd)) mdc_residual_forward(d, res3, res2, y2, (size_t)s.nl * s.C);
+        else mdc_dropout_residual_forward(d, res3, res2, y2, &dd, a->B, s.Tl, s.C);
+        HOOK(MDC_HOOK_POST_FORWARD, 1 + l);
+        return MDC_OK;
+    }
     TRY(f_in(m, a, ln2, &in));
-    mm_forward(m, fch, in, P(m, mdc_i_gl(l, FCW)), P(m, mdc_i_gl(l, FCB)), s.n, s.C, s.Fl);
+    mm_forward(m, fch, in, P(m, mdc_i_gl(&m->cfg, l, FCW)), P(m, mdc_i_gl(&m->cfg, l, FCB)), s.n, s.C, s.Fl);
     mdc_gelu_forward(d, fchg, fch, (size_t)s.n * s.Fl);
-    TRY(row_parallel(m, a, res3, res2, fchg, P(m, mdc_i_gl(l, FCPW)), P(m, mdc_i_gl(l, FCPB)), s.Fl, x_mlp(m), l,
+    TRY(row_parallel(m, a, res3, res2, fchg, P(m, mdc_i_gl(&m->cfg, l, FCPW)), P(m, mdc_i_gl(&m->cfg, l, FCPB)), s.Fl, x_mlp(m), l,
                      MDC_DROP_MLP_OUT));
     HOOK(MDC_HOOK_POST_FORWARD, 1 + l);
     return MDC_OK;

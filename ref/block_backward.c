@@ -39,7 +39,7 @@ static void wgrad_exact(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int which, const w
     const mdc_i_acts_layout *y = &a->lay;
     mdc_xsum *g = &m->x.g;
     int blk = m->x.blk;
-#define XO(k) mdc_i_xoff(m, mdc_i_gl(l, k))
+#define XO(k) mdc_i_xoff(m, mdc_i_gl(&m->cfg, l, k))
     switch (which) {
     case W_FCP:
         mdc_x_wgrad(d, g, XO(FCPW), lact(a, y->fchg, l), s.Fl, w->d3, s.C, s.n, s.Fl, s.C, blk);
@@ -73,35 +73,36 @@ static void wgrad(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int which, const wgrad_i
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_device *d = m->dev;
     const mdc_i_acts_layout *y = &a->lay;
+    if ((which == W_FCP || which == W_FC) && mdc_i_is_moe(&m->cfg, l)) return; /* ran with B (ref/moe.c) */
     if (m->x.blk) {
         wgrad_exact(m, a, l, which, w);
         return;
     }
     switch (which) {
     case W_FCP: /* the bias from this rank's rows: the same gradient without SP, one call */
-        mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(l, FCPW)), s.n == s.nl ? G(m, mdc_i_gl(l, FCPB)) : NULL, w->d3,
+        mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(&m->cfg, l, FCPW)), s.n == s.nl ? G(m, mdc_i_gl(&m->cfg, l, FCPB)) : NULL, w->d3,
                             lact(a, y->fchg, l), NULL, s.n, s.Fl, s.C);
-        if (s.n != s.nl) mdc_matmul_backward(d, NULL, NULL, G(m, mdc_i_gl(l, FCPB)), w->dres3, NULL, NULL, s.nl, s.Fl, s.C);
+        if (s.n != s.nl) mdc_matmul_backward(d, NULL, NULL, G(m, mdc_i_gl(&m->cfg, l, FCPB)), w->dres3, NULL, NULL, s.nl, s.Fl, s.C);
         break;
     case W_FC:
-        mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(l, FCW)), G(m, mdc_i_gl(l, FCB)), w->dfc, w->in2, NULL, s.n, s.C,
+        mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(&m->cfg, l, FCW)), G(m, mdc_i_gl(&m->cfg, l, FCB)), w->dfc, w->in2, NULL, s.n, s.C,
                             s.Fl);
         break;
     case W_LN2:
-        mdc_layernorm_backward(d, NULL, G(m, mdc_i_gl(l, LN2W)), G(m, mdc_i_gl(l, LN2B)), w->dln2,
+        mdc_layernorm_backward(d, NULL, G(m, mdc_i_gl(&m->cfg, l, LN2W)), G(m, mdc_i_gl(&m->cfg, l, LN2B)), w->dln2,
                                lact(a, y->res2, l), NULL, lact(a, y->ln2_mean, l), lact(a, y->ln2_rstd, l), s.nl, s.C);
         break;
     case W_ATTP:
-        mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(l, ATTPW)), s.n == s.nl ? G(m, mdc_i_gl(l, ATTPB)) : NULL, w->d2,
+        mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(&m->cfg, l, ATTPW)), s.n == s.nl ? G(m, mdc_i_gl(&m->cfg, l, ATTPB)) : NULL, w->d2,
                             lact(a, y->atty, l), NULL, s.n, s.Cl, s.C);
-        if (s.n != s.nl) mdc_matmul_backward(d, NULL, NULL, G(m, mdc_i_gl(l, ATTPB)), w->dres2, NULL, NULL, s.nl, s.Cl, s.C);
+        if (s.n != s.nl) mdc_matmul_backward(d, NULL, NULL, G(m, mdc_i_gl(&m->cfg, l, ATTPB)), w->dres2, NULL, NULL, s.nl, s.Cl, s.C);
         break;
     case W_QKV:
-        mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(l, QKVW)), G(m, mdc_i_gl(l, QKVB)), w->dqkv, w->in1, NULL, s.n,
+        mdc_matmul_backward(d, NULL, G(m, mdc_i_gl(&m->cfg, l, QKVW)), G(m, mdc_i_gl(&m->cfg, l, QKVB)), w->dqkv, w->in1, NULL, s.n,
                             s.C, 3 * s.Cl);
         break;
     case W_LN1:
-        mdc_layernorm_backward(d, NULL, G(m, mdc_i_gl(l, LN1W)), G(m, mdc_i_gl(l, LN1B)), w->dln1, x_in(a, l), NULL,
+        mdc_layernorm_backward(d, NULL, G(m, mdc_i_gl(&m->cfg, l, LN1W)), G(m, mdc_i_gl(&m->cfg, l, LN1B)), w->dln1, x_in(a, l), NULL,
                                lact(a, y->ln1_mean, l), lact(a, y->ln1_rstd, l), s.nl, s.C);
         break;
     }
@@ -192,21 +193,26 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     const float *in;
     /* MLP: dres is d(x'), which also flows straight to x2 through the residual */
     const float *dy = branch_grad(m, a, l, MDC_DROP_MLP_OUT, dres);
+    if (mdc_i_is_moe(&m->cfg, l)) { /* the router's and experts' gradients run here, with B */
+        TRY(mdc_i_moe_backward(m, a, l, dy, dln));
+        goto ln2;
+    }
     TRY(g_back(m, a, dy, &w.d3));
     w.dres3 = dy;
     wready(m, a, l, W_FCP, &w, keep);
     memset(dbig, 0, nF * sizeof(float));
-    mm_dinput(m, dbig, w.d3, P(m, mdc_i_gl(l, FCPW)), s.n, s.Fl, s.C);
+    mm_dinput(m, dbig, w.d3, P(m, mdc_i_gl(&m->cfg, l, FCPW)), s.n, s.Fl, s.C);
     memset(dbig2, 0, nF * sizeof(float));
     mdc_gelu_backward(d, dbig2, lact(a, y->fch, l), dbig, nF);
     w.dfc = dbig2;
     TRY(f_in(m, a, lact(a, y->ln2, l), &in)); /* SP: the input gathered again (Megatron) */
     w.in2 = in;
     wready(m, a, l, W_FC, &w, keep);
-    TRY(col_input_grad(m, a, dln, dpart, dbig2, P(m, mdc_i_gl(l, FCW)), s.Fl, x_mlp(m)));
+    TRY(col_input_grad(m, a, dln, dpart, dbig2, P(m, mdc_i_gl(&m->cfg, l, FCW)), s.Fl, x_mlp(m)));
+ln2:
     w.dln2 = dln;
     wready(m, a, l, W_LN2, &w, keep);
-    mdc_layernorm_backward(d, dres, NULL, NULL, dln, lact(a, y->res2, l), P(m, mdc_i_gl(l, LN2W)),
+    mdc_layernorm_backward(d, dres, NULL, NULL, dln, lact(a, y->res2, l), P(m, mdc_i_gl(&m->cfg, l, LN2W)),
                            lact(a, y->ln2_mean, l), lact(a, y->ln2_rstd, l), s.nl, s.C);
     /* attention */
     dy = branch_grad(m, a, l, MDC_DROP_ATTN_OUT, dres);
@@ -214,7 +220,7 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     w.dres2 = dy;
     wready(m, a, l, W_ATTP, &w, keep);
     memset(datty, 0, (size_t)s.n * s.Cl * sizeof(float));
-    mm_dinput(m, datty, w.d2, P(m, mdc_i_gl(l, ATTPW)), s.n, s.Cl, s.C);
+    mm_dinput(m, datty, w.d2, P(m, mdc_i_gl(&m->cfg, l, ATTPW)), s.n, s.Cl, s.C);
     memset(dbig, 0, (size_t)s.n * 3 * s.Cl * sizeof(float));
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
@@ -231,10 +237,10 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     TRY(f_in(m, a, lact(a, y->ln1, l), &in));
     w.in1 = in;
     wready(m, a, l, W_QKV, &w, keep);
-    TRY(col_input_grad(m, a, dln, dpart, dbig, P(m, mdc_i_gl(l, QKVW)), 3 * s.Cl, x_head(m)));
+    TRY(col_input_grad(m, a, dln, dpart, dbig, P(m, mdc_i_gl(&m->cfg, l, QKVW)), 3 * s.Cl, x_head(m)));
     w.dln1 = dln;
     wready(m, a, l, W_LN1, &w, keep);
-    mdc_layernorm_backward(d, dres, NULL, NULL, dln, x_in(a, l), P(m, mdc_i_gl(l, LN1W)), lact(a, y->ln1_mean, l),
+    mdc_layernorm_backward(d, dres, NULL, NULL, dln, x_in(a, l), P(m, mdc_i_gl(&m->cfg, l, LN1W)), lact(a, y->ln1_mean, l),
                            lact(a, y->ln1_rstd, l), s.nl, s.C);
     return MDC_OK;
 }

@@ -24,9 +24,9 @@ int mdc_gpt2_padded_vocab(int V) { return (V + 127) / 128 * 128; }
 
 mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *batch) {
     static const struct { const char *name; mdc_gpt2_config c; int batch; } named[] = {
-        {"tiny", {512, 512, 64, 2, 4, 128}, 24},
-        {"small", {4096, 4096, 128, 4, 8, 256}, 12},
-        {"gpt2", {50257, 50304, 1024, 12, 12, 768}, 12},
+        {"tiny", {512, 512, 64, 2, 4, 128, 0, 0, 0}, 24},
+        {"small", {4096, 4096, 128, 4, 8, 256, 0, 0, 0}, 12},
+        {"gpt2", {50257, 50304, 1024, 12, 12, 768, 0, 0, 0}, 12},
     };
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (name && !strcmp(name, named[i].name)) {
@@ -50,16 +50,59 @@ mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
         return mdc_fail(MDC_ERR_INVALID, "model sizes too large (V %d, T %d, C %d, L %d)", c->V, c->T, c->C, c->L);
     if (c->Vp == 0) c->Vp = mdc_gpt2_padded_vocab(c->V);
     if (c->Vp < c->V) return mdc_fail(MDC_ERR_INVALID, "padded vocabulary %d < vocabulary %d", c->Vp, c->V);
+    if (c->E < 0 || c->E > MDC_GPT2_MAX_EXPERTS)
+        return mdc_fail(MDC_ERR_INVALID, "--experts %d: between 0 (a dense model) and %d", c->E, MDC_GPT2_MAX_EXPERTS);
+    if (c->moe_every < 0) return mdc_fail(MDC_ERR_INVALID, "--moe-every %d: must be positive", c->moe_every);
+    if (c->E && c->topk == 0) c->topk = c->E < 2 ? c->E : 2;
+    if (c->E && (c->topk < 1 || c->topk > c->E || c->topk > MDC_GPT2_MAX_TOPK))
+        return mdc_fail(MDC_ERR_INVALID, "--topk %d: between 1 and --experts %d (at most %d)", c->topk, c->E,
+                        MDC_GPT2_MAX_TOPK);
+    if (!c->E) c->topk = 0, c->moe_every = 0;
     return MDC_OK;
 }
 
 /* ---- the parameter table -------------------------------------------------------------------- */
 
-int mdc_gpt2_tensor_count(const mdc_gpt2_config *cfg) { return 4 + NLT * cfg->L; }
+int mdc_gpt2_tensor_count(const mdc_gpt2_config *cfg) { return 2 + mdc_i_gl(cfg, cfg->L, 0); }
 
-static size_t layer_floats(const mdc_gpt2_config *c) {
-    size_t C = (size_t)c->C;
-    return 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
+int mdc_i_layer_of(const mdc_gpt2_config *c, int gi, int *k) {
+    int r = gi - 2, n = mdc_i_moe_every(c), big = ROUTERW + 1 + 4 * c->E;
+    if (!c->E) return *k = r % NLT, r / NLT;
+    int period = big + (n - 1) * NLT, q = r / period;
+    r %= period;
+    if (r < big) return *k = r, q * n;
+    r -= big;
+    return *k = r % NLT, q * n + 1 + r / NLT;
+}
+
+/* Tensor k of a dense or (moe) a MoE block: its shape */
+static void layer_tensor_shape(const mdc_gpt2_config *c, int moe, int k, int *ndim, int shape[2]) {
+    static const int rows[NLT] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 1};
+    static const int cols[NLT] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1};
+    static const int is2d[NLT] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0};
+    if (moe && k == ROUTERW) {
+        *ndim = 2, shape[0] = c->C, shape[1] = c->E;
+        return;
+    }
+    if (moe && k > ROUTERW) k = FCW + (k - ROUTERW - 1) % 4; /* an expert is a GPT-2 MLP */
+    *ndim = is2d[k] ? 2 : 1;
+    shape[0] = is2d[k] ? rows[k] * c->C : cols[k] * c->C;
+    shape[1] = is2d[k] ? cols[k] * c->C : 0;
+}
+
+static size_t layer_floats(const mdc_gpt2_config *c, int moe) {
+    size_t f = 0;
+    for (int k = 0; k < (moe ? ROUTERW + 1 + 4 * c->E : NLT); k++) {
+        int nd, sh[2];
+        layer_tensor_shape(c, moe, k, &nd, sh);
+        f += (size_t)sh[0] * (nd == 2 ? (size_t)sh[1] : 1);
+    }
+    return f;
+}
+/* Floats of blocks [0, l). */
+static size_t layers_floats(const mdc_gpt2_config *c, int l) {
+    int moe = mdc_i_moe_before(c, l);
+    return (size_t)(l - moe) * layer_floats(c, 0) + (size_t)moe * layer_floats(c, 1);
 }
 
 mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tensor *t) {
@@ -76,22 +119,23 @@ mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tenso
     } else if (i >= n - 2) {
         snprintf(t->name, sizeof t->name, "ln_f.%s", i == n - 2 ? "weight" : "bias");
         t->ndim = 1, t->shape[0] = cfg->C;
-        t->offset = wte + wpe + (size_t)cfg->L * layer_floats(cfg) + (i == n - 1 ? C : 0);
+        t->offset = wte + wpe + layers_floats(cfg, cfg->L) + (i == n - 1 ? C : 0);
         t->alloc = C;
     } else {
-        int l = (i - 2) / NLT, k = (i - 2) % NLT;
-        static const int rows[NLT] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 1};
-        static const int cols[NLT] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1};
-        static const int is2d[NLT] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0};
-        size_t off = wte + wpe + (size_t)l * layer_floats(cfg);
-        for (int j = 0; j < k; j++) off += (is2d[j] ? rows[j] * C : 1) * (cols[j] * C);
-        snprintf(t->name, sizeof t->name, "h.%d.%s", l, mdc_i_layer_names[k]);
-        t->offset = off;
-        if (is2d[k]) {
-            t->ndim = 2, t->shape[0] = rows[k] * cfg->C, t->shape[1] = cols[k] * cfg->C, t->decay = 1;
-        } else {
-            t->ndim = 1, t->shape[0] = cols[k] * cfg->C;
+        int k, l = mdc_i_layer_of(cfg, i, &k);
+        size_t off = wte + wpe + layers_floats(cfg, l);
+        for (int j = 0; j < k; j++) {
+            int nd, sh[2];
+            layer_tensor_shape(cfg, mdc_i_is_moe(cfg, l), j, &nd, sh);
+            off += (size_t)sh[0] * (nd == 2 ? (size_t)sh[1] : 1);
         }
+        if (!mdc_i_is_moe(cfg, l) || k < ROUTERW) snprintf(t->name, sizeof t->name, "h.%d.%s", l, mdc_i_layer_names[k]);
+        else if (k == ROUTERW) snprintf(t->name, sizeof t->name, "h.%d.mlp.router.weight", l);
+        else snprintf(t->name, sizeof t->name, "h.%d.mlp.experts.%d.%s", l, (k - ROUTERW - 1) / 4,
+                      mdc_i_layer_names[FCW + (k - ROUTERW - 1) % 4] + 4 /* past "mlp." */);
+        t->offset = off;
+        layer_tensor_shape(cfg, mdc_i_is_moe(cfg, l), k, &t->ndim, t->shape);
+        t->decay = t->ndim == 2;
         t->alloc = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
     }
     t->numel = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
@@ -109,7 +153,7 @@ int mdc_gpt2_tensor_find(const mdc_gpt2_config *cfg, const char *name) {
 }
 
 size_t mdc_gpt2_param_floats(const mdc_gpt2_config *c) {
-    return (size_t)c->Vp * c->C + (size_t)c->T * c->C + (size_t)c->L * layer_floats(c) + 2 * (size_t)c->C;
+    return (size_t)c->Vp * c->C + (size_t)c->T * c->C + layers_floats(c, c->L) + 2 * (size_t)c->C;
 }
 size_t mdc_gpt2_param_count(const mdc_gpt2_config *c) {
     return mdc_gpt2_param_floats(c) - (size_t)(c->Vp - c->V) * c->C;
@@ -283,7 +327,7 @@ mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, 
     double sum = 0;
     if (!st) st = mdc_gpt2_head_forward(m, a, &sum);
     if (st) return st;
-    m->loss = targets ? (float)(sum / ((double)B * T)) : -1.0f;
+    m->loss = targets ? (float)((sum + a->moe_loss) / ((double)B * T)) : -1.0f; /* the objective: CE + aux losses */
     if (loss) *loss = m->loss;
     return MDC_OK;
 }
@@ -294,6 +338,8 @@ mdc_status mdc_gpt2_zero_grad(mdc_gpt2 *m) {
         mdc_xsum_clear(&m->x.g);
         mdc_exact_clear(&m->x.loss);
     }
+    memset(&m->moe.st, 0, sizeof m->moe.st);
+    mdc_exact_clear(&m->moe.xloss);
     if (!m->grads) return state_alloc(m, &m->grads, bytes, MDC_MEM_GRADS, "grads", MDC_GPT2_HOST_GRADS);
     memset(m->grads, 0, bytes);
     return MDC_OK;
@@ -308,6 +354,7 @@ mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss) {
     mdc_gpt2_acts *a = m->acts;
     if (!a->have_targets) return mdc_fail(MDC_ERR_INVALID, "backward: the last forward had no targets");
     mdc_status st = m->grads ? MDC_OK : mdc_gpt2_zero_grad(m);
+    m->moe.dloss = dloss;
     if (!st) st = mdc_gpt2_head_backward(m, a, dloss);
     for (int l = a->hi - 1; !st && l >= a->lo; l--) st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH);
     if (!st) st = mdc_gpt2_embed_backward(m, a);

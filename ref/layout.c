@@ -34,6 +34,11 @@ mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c,
     if (p->sp && t == 1) return mdc_fail(MDC_ERR_INVALID, "--sp needs --tp 2 or more (it splits the sequence over tp)");
     if (p->sp && T % t)
         return mdc_fail(MDC_ERR_INVALID, "--sp: the sequence length %d (--seq) is not divisible by --tp %d", T, t);
+    if (p->ep > 1 && (!c->E || c->E % p->ep))
+        return mdc_fail(MDC_ERR_INVALID, "--ep %d does not divide --experts %d (each ep rank holds E/ep experts)", p->ep,
+                        c->E);
+    if (p->ep > 1 && (p->ep_rank < 0 || p->ep_rank >= p->ep))
+        return mdc_fail(MDC_ERR_INVALID, "--ep %d: expert-parallel rank %d out of range", p->ep, p->ep_rank);
     if (p->chunks < 1 || p->chunks > MDC_GPT2_MAX_CHUNKS)
         return mdc_fail(MDC_ERR_INVALID, "%d model chunks: between 1 and %d", p->chunks, MDC_GPT2_MAX_CHUNKS);
     for (int k = 0; k < p->chunks; k++)
@@ -58,7 +63,8 @@ static void slice_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, const mdc
         return;
     }
     if (gi < 2 || gi >= mdc_gpt2_tensor_count(c) - 2) return; /* wpe, ln_f */
-    int k = (gi - 2) % NLT;
+    int k;
+    if (mdc_i_is_moe(c, mdc_i_layer_of(c, gi, &k)) && k >= ROUTERW) return; /* the router and experts: whole */
     int last = g->ndim == 2 ? 1 : 0; /* the dimension that holds columns */
     switch (k) {
     case QKVW: case QKVB: /* the q, k, v columns of this rank's heads */
@@ -82,9 +88,13 @@ static int held(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int gi) {
     if (gi == 0) return p->has_embed || p->has_head; /* the tied wte */
     if (gi == 1) return p->has_embed;
     if (gi >= n - 2) return p->has_head;
-    int l = (gi - 2) / NLT;
-    for (int k = 0; k < p->chunks; k++)
-        if (l >= p->lo[k] && l < p->hi[k]) return 1;
+    int k, l = mdc_i_layer_of(c, gi, &k);
+    if (mdc_i_is_moe(c, l) && k > ROUTERW && p->ep > 1) { /* expert j on ep rank j / (E/ep) */
+        int j = (k - ROUTERW - 1) / 4;
+        if (j / (c->E / p->ep) != p->ep_rank) return 0;
+    }
+    for (int q = 0; q < p->chunks; q++)
+        if (l >= p->lo[q] && l < p->hi[q]) return 1;
     return 0;
 }
 
@@ -94,7 +104,8 @@ static int unit_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int gi) {
     if (gi == 0) return p->has_embed ? 0 : c->L + 1;
     if (gi == 1) return 0;
     if (gi >= n - 2) return c->L + 1;
-    return 1 + (gi - 2) / NLT;
+    int k;
+    return 1 + mdc_i_layer_of(c, gi, &k);
 }
 
 mdc_status mdc_i_layout_build(mdc_gpt2 *m) {

@@ -10,9 +10,23 @@
 #include "minidc/kernels.h"
 #include "minidc/model.h"
 
-/* per-layer tensors, in file order */
+/* per-layer tensors of a dense block, in file order; a MoE block has the first eight, then the
+ * router and four per expert j: mdc_i_expert_k(j, q) for q in X_FCW .. X_FCPB */
 enum { LN1W, LN1B, QKVW, QKVB, ATTPW, ATTPB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLT };
+enum { ROUTERW = 8, X_FCW = 0, X_FCB, X_FCPW, X_FCPB };
 extern const char *const mdc_i_layer_names[NLT];
+static inline int mdc_i_expert_k(int j, int q) { return ROUTERW + 1 + 4 * j + q; }
+static inline int mdc_i_moe_every(const mdc_gpt2_config *c) { return c->moe_every > 0 ? c->moe_every : 1; }
+static inline int mdc_i_is_moe(const mdc_gpt2_config *c, int l) { return c->E > 0 && l % mdc_i_moe_every(c) == 0; }
+static inline int mdc_i_layer_tensors(const mdc_gpt2_config *c, int l) {
+    return mdc_i_is_moe(c, l) ? ROUTERW + 1 + 4 * c->E : NLT;
+}
+/* MoE blocks before block l */
+static inline int mdc_i_moe_before(const mdc_gpt2_config *c, int l) {
+    return c->E > 0 ? (l + mdc_i_moe_every(c) - 1) / mdc_i_moe_every(c) : 0;
+}
+/* The block of global tensor gi (2 <= gi < 2 + the blocks' tensors) and its index k in it. */
+int mdc_i_layer_of(const mdc_gpt2_config *c, int gi, int *k);
 
 
 struct mdc_gpt2 {
@@ -43,6 +57,13 @@ struct mdc_gpt2 {
         float *xf;             /* and its float rows (m, D; MDC_MEM_ACTS) */
         size_t xf_n;
     } x;
+    struct {
+        mdc_moe_opts o;
+        const mdc_gpt2_ep *ep;  /* NULL: every expert here */
+        float dloss;            /* the aux losses' gradient scale */
+        mdc_moe_stats st;       /* since zero_grad */
+        mdc_exact xloss;        /* exact mode: aux_sum + z_sum */
+    } moe;
     float drop_p;              /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
@@ -83,6 +104,9 @@ struct mdc_gpt2_acts {
     float **wstash;
     size_t wstash_floats;
     char *wpending;
+    struct mdc_i_moe_state **moe; /* per held layer: a MoE block's routing and expert buffers,
+                                     from its forward to its backward (ref/moe.c) */
+    double moe_loss;          /* the MoE blocks' objective terms of the set's last forward */
 };
 
 /* needs: MDC_I_NEED_COMM (communication points), MDC_I_NEED_DROPOUT */
@@ -100,8 +124,10 @@ mdc_status mdc_i_layout_build(mdc_gpt2 *m);
 /* pointer to local tensor of global index `gi` in base (params, grads, m, v), NULL if not held */
 float *mdc_i_tensor(const mdc_gpt2 *m, float *base, int gi);
 /* global index of layer l's tensor k, of the embeddings and ln_f */
-static inline int mdc_i_gl(int l, int k) { return 2 + l * NLT + k; }
-static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) { return 2 + c->L * NLT + bias; }
+static inline int mdc_i_gl(const mdc_gpt2_config *c, int l, int k) {
+    return 2 + l * NLT + mdc_i_moe_before(c, l) * (4 * c->E + ROUTERW + 1 - NLT) + k;
+}
+static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) { return mdc_i_gl(c, c->L, 0) + bias; }
 
 /* splitmix64 and the normal at a counter (initialization by global element index) */
 float mdc_i_normal_at(uint64_t seed, uint64_t i);
@@ -186,5 +212,12 @@ static inline void mm_dinput(mdc_gpt2 *m, float *dinp, const float *dout, const 
     if (m->x.blk) mdc_x_matmul(m->dev, dinp, dout, N, W, N, 1, NULL, n, N, K);
     else mdc_matmul_backward(m->dev, dinp, NULL, NULL, dout, NULL, W, n, K, N);
 }
+
+/* ---- MoE blocks (ref/moe.c) ------------------------------------------------------------------ */
+/* out (local rows, C) = the MoE MLP of x (= ln2 of layer l, local rows); its backward: dx (local
+ * rows) from dout, adding the router's and experts' gradients. free: the set's state of layer l. */
+mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, float *out);
+mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *dout, float *dx);
+void mdc_i_moe_free(mdc_gpt2_acts *a, int l);
 
 #endif

@@ -13,7 +13,7 @@ mdc_step_plan mdc_step_plan_default(mdc_gpt2 *m) {
     mdc_step_plan p;
     memset(&p, 0, sizeof p);
     p.m = m;
-    p.count_loss = 1;
+    p.count_loss = p.count_moe = 1;
     p.micro_batch = 1, p.accum = 1, p.seq = 1;
     return p;
 }
@@ -142,6 +142,7 @@ static mdc_status exact_scalars(mdc_step_plan *p, double *lsum, double *sumsq) {
     mdc_exact *sc = calloc(2 * W, sizeof *sc);
     if (!sc) return mdc_fail(MDC_ERR_OOM_HOST, "step scalars");
     if (p->count_loss) sc[0] = *mdc_gpt2_exact_loss(m);
+    if (p->count_moe) mdc_exact_sum(&sc[0], &sc[0], mdc_gpt2_moe_exact_loss(m)); /* the objective's aux terms */
     if (p->dp) {
         mdc_dp_sumsq_exact(p->dp, p->skip, &sc[1]);
     } else {
@@ -182,6 +183,7 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
     mdc_gpt2_acts_layers(a, &lo, &hi);
     mdc_status st = mdc_gpt2_zero_grad(m);
     if (st) return st;
+    mdc_gpt2_set_moe_scale(m, p->dloss);
     if (p->dp) mdc_dp_begin_step(p->dp);
     p->loss_sum = 0, p->scalar_bytes = 0, p->sp_bytes = 0;
     if (p->pp) { /* a pipeline stage: its schedule orders the micro-batches */
@@ -229,6 +231,11 @@ mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *l
         }
     }
     lsum = p->count_loss ? p->loss_sum : 0;
+    if (p->count_moe) {
+        mdc_moe_stats ms;
+        mdc_gpt2_moe_stats(m, &ms);
+        lsum += ms.aux_sum + ms.z_sum;
+    }
     if (p->sum_group && mdc_group_size(p->sum_group) > 1) {
         /* one allreduce, padded to W slots each, so its bytes are the ring's exact 2(W-1)/W */
         size_t W = (size_t)mdc_group_size(p->sum_group);

@@ -7,7 +7,7 @@
  * and every rank; the local layout holds (Psi - R)/t + R floats. */
 #include "testutil.h"
 
-static const mdc_gpt2_config odd = {300, 0, 12, 3, 12, 48};
+static const mdc_gpt2_config odd = {300, 0, 12, 3, 12, 48, 0, 0, 0};
 enum { B = 2, T = 12 };
 
 

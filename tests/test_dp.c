@@ -10,7 +10,7 @@
 #include "minidc/kernels.h"
 
 enum { B = 24, ACCUM = 2, STEPS = 3 };
-static const mdc_gpt2_config CFG = {65, 0, 8, 2, 2, 16};
+static const mdc_gpt2_config CFG = {65, 0, 8, 2, 2, 16, 0, 0, 0};
 
 static void batch(int *in, int *tg, int step, int V, int T) {
     for (int i = 0; i < B * T; i++) {

@@ -8,7 +8,7 @@
 #include "testutil.h"
 
 
-static const mdc_gpt2_config odd = {97, 0, 13, 2, 3, 72};
+static const mdc_gpt2_config odd = {97, 0, 13, 2, 3, 72, 0, 0, 0};
 enum { B = 3, T = 13 };
 
 static void batch(int *in, int *tg, int V, int seed) {
@@ -61,7 +61,7 @@ static void test_table(void) {
     TU_CHECK(g.V == 4096 && g.T == 128 && g.L == 4 && g.H == 8 && g.C == 256 && bsz % 12 == 0, "small");
     TU_STATUS(mdc_gpt2_config_named("huge", &g, NULL), MDC_ERR_INVALID);
     TU_CONTAINS(mdc_detail(), "huge");
-    mdc_gpt2_config bad = {97, 0, 13, 2, 5, 72};
+    mdc_gpt2_config bad = {97, 0, 13, 2, 5, 72, 0, 0, 0};
     TU_STATUS(mdc_gpt2_config_check(&bad), MDC_ERR_INVALID);
     TU_CONTAINS(mdc_detail(), "--heads");
 }
@@ -186,7 +186,7 @@ static void test_threads_flops_memory(void) {
     float *p1, *g1, *p2, *g2, l1[3], l2[3];
     run(1, &p1, &g1, l1);
     run(2, &p2, &g2, l2);
-    size_t np = mdc_gpt2_param_floats(&(mdc_gpt2_config){97, 128, 13, 2, 3, 72});
+    size_t np = mdc_gpt2_param_floats(&(mdc_gpt2_config){97, 128, 13, 2, 3, 72, 0, 0, 0});
     int ok = tu_cmp_f32("losses 1 vs 2 threads", l2, l1, 3);
     ok &= tu_cmp_f32("gradients 1 vs 2 threads", g2, g1, np);
     ok &= tu_cmp_f32("parameters after 3 steps, 1 vs 2 threads", p2, p1, np);

@@ -29,7 +29,7 @@
 #include "minidc/train.h"
 
 enum { STEPS = 10 };
-static const mdc_gpt2_config CFG = {300, 0, 12, 2, 12, 48};
+static const mdc_gpt2_config CFG = {300, 0, 12, 2, 12, 48, 0, 0, 0};
 
 static void batch(int *in, int *tg, int step, int n, int V) {
     for (int i = 0; i < n; i++) {

@@ -171,3 +171,60 @@ void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out) {
                  "  embedding rows token by token; the loss and the squared gradient norm exactly\n",
             block, cfg->C / cfg->H, 4 * cfg->C / cfg->H, MDC_EXACT_VOCAB_BLOCK, block);
 }
+
+void mdc_moe_cli_default(mdc_moe_cli *c) {
+    memset(c, 0, sizeof *c);
+    c->E = c->topk = c->every = -1;
+}
+
+const char mdc_moe_usage[] =
+    "  --experts E        a mixture of experts: E experts in place of each MoE block's MLP (0: dense)\n"
+    "  --topk K           experts per token (default 2; forward: __metadata__ moe_topk)\n"
+    "  --moe-every N      blocks 0, N, 2N, ... are MoE blocks (default 1: every block)\n"
+    "  --capacity-factor F  each expert keeps ceil(K T F / E) assignments per sequence (0: dropless)\n"
+    "  --moe-drop P       which it keeps: position (every first choice in position order, then every\n"
+    "                     second, ...; default) or probs (the highest router probabilities)\n"
+    "  --moe-renorm       gates renormalized over the K chosen\n"
+    "  --moe-aux-loss A   load-balancing loss A E sum f_i P_i (Switch; default 0)\n"
+    "  --moe-z-loss B     router z-loss B mean logsumexp(z)^2 (default 0)\n";
+
+int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, mdc_status *st) {
+    *used = 2, *st = MDC_OK;
+    double x = 0;
+    if (!strcmp(opt, "--moe-renorm")) {
+        c->o.renorm = 1, *used = 1;
+        return 1;
+    }
+    static const char *const names[] = {"--experts", "--topk", "--moe-every", "--capacity-factor", "--moe-drop",
+                                        "--moe-aux-loss", "--moe-z-loss"};
+    int which = -1;
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(opt, names[i])) which = i;
+    if (which < 0) return 0;
+    if (!v) {
+        *st = mdc_fail(MDC_ERR_INVALID, "%s needs a value", opt);
+        return 1;
+    }
+    switch (which) {
+    case 0: *st = mdc_parse_int(opt, v, 0, MDC_GPT2_MAX_EXPERTS, &c->E); break;
+    case 1: *st = mdc_parse_int(opt, v, 1, MDC_GPT2_MAX_TOPK, &c->topk); break;
+    case 2: *st = mdc_parse_int(opt, v, 1, 1 << 20, &c->every); break;
+    case 4:
+        if (!strcmp(v, "position") || !strcmp(v, "probs")) c->o.drop_probs = !strcmp(v, "probs");
+        else *st = mdc_fail(MDC_ERR_INVALID, "--moe-drop '%s': position or probs", v);
+        break;
+    default:
+        if (!(*st = mdc_parse_double_range(opt, v, 0, 1e6, &x))) {
+            if (which == 3) c->o.capacity_factor = (float)x;
+            else if (which == 5) c->o.aux_alpha = (float)x;
+            else c->o.z_beta = (float)x;
+        }
+    }
+    return 1;
+}
+
+void mdc_moe_cli_apply(const mdc_moe_cli *c, mdc_gpt2_config *cfg) {
+    if (c->E >= 0) cfg->E = c->E;
+    if (c->topk >= 0) cfg->topk = c->topk;
+    if (c->every >= 0) cfg->moe_every = c->every;
+}

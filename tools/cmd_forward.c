@@ -40,10 +40,12 @@ static void usage(FILE *f) {
             "  --dump FILE        safetensors output: logits, loss, losses, grad.<name>\n"
             "  --steps N          then N AdamW steps on the same batch: steps.loss, final.<name>\n"
             "  --exact            exact mode (docs/exactness.md); --exact-block N its token block\n"
+            "  a mixture of experts: E and the MoE blocks from the names (h.N.mlp.experts.J.*); --topk and\n"
+            "  the routing options as for train (the dump adds loss.aux and loss.z):\n%s"
             "  --lr, --weight-decay, --beta1, --beta2, --eps, --grad-clip   AdamW (model.h defaults;\n"
             "                     lr, eps > 0; betas in [0, 1); weight decay, grad clip >= 0, 0 = off)\n"
             "%s",
-            mdc_device_options_help());
+            mdc_moe_usage, mdc_device_options_help());
 }
 
 /* Reads token ids from .npy: (B,T) or (T,), each in [0, V). */
@@ -88,7 +90,9 @@ done:
 
 int mdc_cmd_forward(int argc, char **argv) {
     const char *wpath = NULL, *xpath = NULL, *ypath = NULL, *dump = NULL;
-    int heads = 0, steps = 0, exact = 0, xblock = 0;
+    int heads = 0, steps = 0, exact = 0, xblock = 0, used;
+    mdc_moe_cli moe;
+    mdc_moe_cli_default(&moe);
     mdc_adamw_config opt;
     mdc_adamw_config_default(&opt);
     mdc_device_options dopt;
@@ -110,6 +114,16 @@ int mdc_cmd_forward(int argc, char **argv) {
         }
         if (!strcmp(a, "--exact")) {
             exact = 1;
+            continue;
+        }
+        mdc_status ms;
+        if (mdc_moe_option(&moe, a, v, &used, &ms)) {
+            if (ms || moe.E >= 0 || moe.every >= 0) {
+                fprintf(stderr, "minidc forward: %s\n", ms ? mdc_detail() : "--experts and --moe-every come from the "
+                        "weights' names (h.N.mlp.experts.J.*)");
+                return 2;
+            }
+            i += used - 1;
             continue;
         }
         if (!v) {
@@ -185,6 +199,12 @@ int mdc_cmd_forward(int argc, char **argv) {
         return 2;
     }
     if (st) goto fail;
+    mdc_moe_cli_apply(&moe, &cfg);
+    if (mdc_gpt2_config_check(&cfg)) {
+        fprintf(stderr, "minidc forward: %s\n", mdc_detail());
+        rc = 2;
+        goto done;
+    }
     TRY(read_ids(xpath, cfg.V, &x, &B, &T));
     if (ypath) {
         TRY(read_ids(ypath, cfg.V, &y, &By, &Ty));
@@ -208,6 +228,7 @@ int mdc_cmd_forward(int argc, char **argv) {
     TRY(mdc_device_create(&dev, &dopt, 0));
     TRY(mdc_gpt2_create(&m, dev, &cfg, B, T));
     if (exact) TRY(mdc_gpt2_set_exact(m, xblock));
+    TRY(mdc_gpt2_set_moe(m, &moe.o));
     TRY(mdc_gpt2_load_weights(m, wt, wpath));
     mdc_tensorfile_free(wt);
     wt = NULL;
@@ -216,10 +237,14 @@ int mdc_cmd_forward(int argc, char **argv) {
     mdc_step_plan plan = mdc_step_plan_default(m);
     plan.micro_batch = B, plan.seq = T, plan.tokens = (double)B * T;
     plan.dloss = 1.0f / ((float)B * (float)T);
-    double lsum = 0;
+    double lsum = 0, aux = 0, z = 0;
+    mdc_moe_stats s0, s1;
+    mdc_gpt2_moe_stats(m, &s0);
     TRY(mdc_step_forward(&plan, x, y, &lsum));
+    mdc_gpt2_moe_stats(m, &s1);
+    aux = (s1.aux_sum - s0.aux_sum) / plan.tokens, z = (s1.z_sum - s0.z_sum) / plan.tokens;
     if (exact) lsum = mdc_exact_to_f64(mdc_gpt2_exact_loss(m)); /* the exact sum of the losses */
-    if (y) loss = (float)(lsum / plan.tokens);
+    if (y) loss = (float)(lsum / plan.tokens + aux + z); /* the objective: with the MoE blocks' aux losses */
     TRY(mdc_tensorfile_new(&out));
     TRY(mdc_gpt2_set_config_meta(&cfg, out));
     /* logits without the padding columns */
@@ -235,6 +260,11 @@ int mdc_cmd_forward(int argc, char **argv) {
     if (y) {
         TRY(mdc_tensorfile_add(out, "loss", MDC_TD_F32, 0, NULL, &loss));
         TRY(mdc_tensorfile_add(out, "losses", MDC_TD_F32, 2, bt, mdc_gpt2_losses(m)));
+        if (cfg.E) {
+            float fa = (float)aux, fz = (float)z;
+            TRY(mdc_tensorfile_add(out, "loss.aux", MDC_TD_F32, 0, NULL, &fa));
+            TRY(mdc_tensorfile_add(out, "loss.z", MDC_TD_F32, 0, NULL, &fz));
+        }
         TRY(mdc_step_grads(&plan, x, y));
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_grads(m), "grad.", 0, out));
     }
@@ -248,9 +278,11 @@ int mdc_cmd_forward(int argc, char **argv) {
         TRY(mdc_step_update(&plan, &opt, &step_loss[0], NULL));
         for (int k = 1; k < steps; k++) TRY(mdc_step_run(&plan, x, y, &opt, &step_loss[k], NULL));
         mdc_exact_clear(mdc_gpt2_exact_loss(m));
+        mdc_gpt2_moe_stats(m, &s0);
         TRY(mdc_step_forward(&plan, x, y, &lsum));
+        mdc_gpt2_moe_stats(m, &s1);
         if (exact) lsum = mdc_exact_to_f64(mdc_gpt2_exact_loss(m));
-        step_loss[steps] = (float)(lsum / plan.tokens);
+        step_loss[steps] = (float)((lsum + s1.aux_sum - s0.aux_sum + s1.z_sum - s0.z_sum) / plan.tokens);
         int64_t ns[1] = {steps + 1};
         TRY(mdc_tensorfile_add(out, "steps.loss", MDC_TD_F32, 1, ns, step_loss));
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "final.", 0, out));

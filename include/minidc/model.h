@@ -39,7 +39,12 @@ typedef struct {
     int L;   /* layers */
     int H;   /* heads */
     int C;   /* channels; H must divide C */
+    /* mixture of experts (ref/moe.c): 0 experts is the dense GPT-2. With E > 0 the MLP of every
+     * block l with l % moe_every == 0 (blocks 0, n, 2n, ...; 0 or 1: every block) is E experts,
+     * each a GPT-2 MLP, and a router choosing topk of them per token */
+    int E, topk, moe_every; /* topk 0 in a config means 2 (1 with one expert) */
 } mdc_gpt2_config;
+enum { MDC_GPT2_MAX_EXPERTS = 1024, MDC_GPT2_MAX_TOPK = 8 };
 
 /* Attention: the materialized kernel when the sequence T <= this (fast, B*H*T*T floats per
  * layer), the tiled online-softmax kernel above it (O(T) per row). */
@@ -79,7 +84,9 @@ typedef struct {
     int pstride;
 } mdc_param_tensor;
 
-/* Number of tensors: 2 + 12 L + 2. */
+/* Number of tensors: 2 + 12 L + 2, and 4 E - 3 more per MoE block (its router and E experts'
+ * c_fc, c_proj weights and biases in place of the MLP's four): h.N.mlp.router.weight [C, E],
+ * h.N.mlp.experts.J.c_fc.weight [C, 4C], .c_fc.bias, .c_proj.weight [4C, C], .c_proj.bias. */
 int mdc_gpt2_tensor_count(const mdc_gpt2_config *cfg);
 /* The i-th tensor of a config (no model needed); MDC_ERR_INVALID if i is out of range. */
 mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tensor *out);
@@ -184,6 +191,8 @@ typedef struct {
     int chunks;             /* model chunks held: 1, or v on an interleaved pipeline's stage */
     int lo[MDC_GPT2_MAX_CHUNKS], hi[MDC_GPT2_MAX_CHUNKS]; /* chunk k: blocks [lo[k], hi[k]), ascending */
     int has_embed, has_head; /* the embedding before chunk 0, the head after the last chunk */
+    int ep, ep_rank;        /* expert parallelism: experts [ep_rank E/ep, (ep_rank+1) E/ep) here
+                               (0 or 1: every expert) */
 } mdc_gpt2_part;
 enum { MDC_SPLIT_NONE = 0, MDC_SPLIT_ROWS, MDC_SPLIT_COLS };
 /* The whole model on one rank. */
@@ -348,6 +357,49 @@ typedef struct mdc_gpt2_cp {
 mdc_status mdc_gpt2_set_cp(mdc_gpt2 *m, const mdc_gpt2_cp *cp);
 const mdc_gpt2_cp *mdc_gpt2_get_cp(const mdc_gpt2 *m);
 void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step);
+
+/* ---- mixture of experts (ref/moe.c; docs/expert-parallel.md) ------------------------------
+ * A MoE block's MLP: router logits z = ln2(x) W_r, p = softmax(z) in fp32, each token's topk
+ * experts by p (ties to the lower index), gates = the chosen p (renormalized over the k with
+ * renorm); its output = sum over its kept experts of gate x expert(x). Capacity (factor f > 0):
+ * tokens route in groups of one sequence and each expert keeps at most ceil(k T f / E) of a
+ * group's assignments, by priority (every token's first choice in position order, then every
+ * second choice, ...) or with drop_probs by the highest p (ties to the earlier position); a
+ * dropped assignment adds 0. Aux losses added to the objective: alpha E sum_i f_i P_i per group
+ * (f_i the share of its k T assignments made to expert i before dropping, P_i the mean p_i),
+ * averaged over the groups, and beta x the mean over tokens of logsumexp(z)^2. */
+typedef struct {
+    float capacity_factor;  /* 0: dropless */
+    int drop_probs;         /* 1: keep the highest p; 0: by priority (slot, then position) */
+    int renorm;             /* gates renormalized over the k chosen */
+    float aux_alpha, z_beta;
+} mdc_moe_opts;
+mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o);
+const mdc_moe_opts *mdc_gpt2_get_moe(const mdc_gpt2 *m);
+/* d(objective)/d(per-position loss) of the coming backward (the aux losses' gradient scale:
+ * 1 / global tokens); mdc_gpt2_backward_scaled sets it. */
+void mdc_gpt2_set_moe_scale(mdc_gpt2 *m, float dloss);
+/* Expert parallelism (ref/ep.c): how rows move between the ranks of the expert-parallel group.
+ * counts: n ints to every rank, recv[r n + i] the i-th from rank r; rows: scount[r] rows of
+ * `width` floats to rank r (send grouped by destination), rcount[r] from rank r (recv grouped
+ * by source). */
+typedef struct mdc_gpt2_ep {
+    void *ctx;
+    int e, rank;
+    mdc_status (*counts)(void *ctx, const int *send, int *recv, int n);
+    mdc_status (*rows)(void *ctx, const float *send, const int *scount, float *recv, const int *rcount, int width);
+} mdc_gpt2_ep;
+mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep);
+/* Figures since the last zero_grad, summed over this rank's MoE blocks: assignments per expert
+ * before dropping (E), dropped assignments, then the sums the objective adds (to be divided by
+ * the global tokens): T x the aux loss per group and beta lse^2 per token. */
+typedef struct {
+    double tokens[MDC_GPT2_MAX_EXPERTS];
+    double dropped, aux_sum, z_sum;
+} mdc_moe_stats;
+void mdc_gpt2_moe_stats(const mdc_gpt2 *m, mdc_moe_stats *s);
+/* Exact mode: aux_sum + z_sum as one exact accumulator. */
+const mdc_exact *mdc_gpt2_moe_exact_loss(const mdc_gpt2 *m);
 
 /* ---- hooks for the data-parallel component (ref/dp.c, ref/zero.c) -----------------------------
  * Units: 0 = the embedding (wte, wpe), 1..L = the transformer blocks, L+1 = the head (ln_f;

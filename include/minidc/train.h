@@ -35,6 +35,7 @@ typedef struct {
     mdc_group *sum_group;   /* loss and squared norm summed over it (every rank); NULL: this rank */
     mdc_group *tp_group;    /* SP: partial gradients of replicated tensors summed here; or NULL */
     int count_loss;         /* this rank's losses count (1 on tp rank 0: the others repeat them) */
+    int count_moe;          /* this rank's MoE aux losses count (tp rank 0, or every tp rank with SP) */
     int row0;               /* global batch row of this rank's first row (dropout masks' key) */
     const char *skip;       /* per local tensor, 1: left out of this rank's norm share (a tp copy) */
     const char *sp_partial; /* per local tensor, 1: its gradient is partial over tp (SP) */
