@@ -143,6 +143,13 @@ mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tenso
     return MDC_OK;
 }
 
+int mdc_gpt2_tensor_expert(const mdc_gpt2_config *cfg, int i) {
+    int k, n = mdc_gpt2_tensor_count(cfg);
+    if (!cfg->E || i < 2 || i >= n - 2) return -1;
+    int l = mdc_i_layer_of(cfg, i, &k);
+    return mdc_i_is_moe(cfg, l) && k > ROUTERW ? (k - ROUTERW - 1) / 4 : -1;
+}
+
 int mdc_gpt2_tensor_find(const mdc_gpt2_config *cfg, const char *name) {
     if (!strncmp(name, "transformer.", 12)) name += 12;
     int n = mdc_gpt2_tensor_count(cfg);

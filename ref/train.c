@@ -131,6 +131,7 @@ static mdc_status exact_finish(mdc_step_plan *p) {
     mdc_status st = MDC_OK;
     if (p->tp_group && p->sp_partial && (st = sp_reduce_exact(p))) return st;
     if (p->dp) return mdc_dp_finish(p->dp); /* reduces the exact sums and rounds them */
+    if (p->reduce) return p->reduce(p->reduce_ctx); /* the same, over its groups */
     return mdc_gpt2_exact_round_grads(p->m);
 }
 
@@ -203,6 +204,7 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
     }
     if (mdc_gpt2_exact_block(m)) return exact_finish(p);
     if (p->dp && (st = mdc_dp_finish(p->dp))) return st;
+    if (p->reduce && (st = p->reduce(p->reduce_ctx))) return st;
     if (p->tp_group && p->sp_partial && (st = sp_reduce(p))) return st;
     return MDC_OK;
 }

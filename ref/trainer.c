@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "minidc/ep.h"
 #include "minidc/kernels.h"
 #include "minidc/train.h"
 
@@ -21,6 +22,8 @@ struct mdc_trainer {
     mdc_dp *dp;       /* NULL: one replica and no ZeRO */
     mdc_pp *pp;       /* NULL: one stage */
     mdc_cp *cp;       /* NULL: the whole sequence here */
+    mdc_ep *ep;       /* NULL: every expert here */
+    mdc_mesh_dims md; /* the mesh's axes: dp the replicas of one expert placement (dp / ep) */
     int *cp_tok;      /* context parallel: this rank's positions of the step's inputs and targets */
     mdc_step_plan plan;
     char *skip, *sp_partial;
@@ -33,10 +36,10 @@ static int coord(const mdc_trainer *t, mdc_axis a) { return t->mesh ? mdc_mesh_c
  * p v (v chunks per stage, Megatron's interleaving map), its layers from the layout or an even
  * split with the first virtual stages one more; the embedding on the first stage, the head on
  * the last. */
-static mdc_gpt2_part stage_part(const mdc_trainer_config *tc, int q, int s) {
+static mdc_gpt2_part stage_part(const mdc_trainer_config *tc, int q, int s, int er) {
     const mdc_mesh_dims *d = &tc->dims;
     mdc_gpt2_part part = mdc_gpt2_part_serial(&tc->cfg);
-    part.tp = d->tp, part.tp_rank = q, part.sp = tc->sp;
+    part.tp = d->tp, part.tp_rank = q, part.sp = tc->sp, part.ep = d->ep, part.ep_rank = er;
     if (d->pp > 1) {
         int v = tc->pp_chunks > 1 ? tc->pp_chunks : 1, P = d->pp * v, L = tc->cfg.L, lo = 0;
         part.chunks = v;
@@ -54,13 +57,18 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
                               uint64_t seed) {
     *out = NULL;
     const mdc_mesh_dims *d = &tc->dims;
-    if (d->ep > 1) return mdc_fail(MDC_ERR_INVALID, "--ep %d: expert parallelism is not built yet (use --ep 1)", d->ep);
+    if (d->ep > 1 && (d->dp % d->ep || !tc->cfg.E))
+        return mdc_fail(MDC_ERR_INVALID, !tc->cfg.E ? "--ep %d: expert parallelism needs a mixture of experts (--experts)"
+                        : "--ep %d does not divide --dp %d (the ep ranks are data-parallel ranks)", d->ep, d->dp);
+    if (d->ep > 1 && tc->zero)
+        return mdc_fail(MDC_ERR_INVALID, "--ep %d with --zero %d: expert parallelism reduces as DDP (--zero 0)", d->ep,
+                        tc->zero);
     if (d->pp * (tc->pp_chunks > 1 ? tc->pp_chunks : 1) > tc->cfg.L)
         return mdc_fail(MDC_ERR_INVALID, "--pp %d x %d chunks: more virtual stages than the model's %d layers", d->pp,
                         tc->pp_chunks > 1 ? tc->pp_chunks : 1, tc->cfg.L);
     if (tc->pp_chunks > MDC_GPT2_MAX_CHUNKS)
         return mdc_fail(MDC_ERR_INVALID, "--virtual-stages %d: at most %d", tc->pp_chunks, MDC_GPT2_MAX_CHUNKS);
-    if (!tr && d->tp * d->cp * d->ep * d->dp * d->pp != 1)
+    if (!tr && d->tp * d->cp * d->dp * d->pp != 1)
         return mdc_fail(MDC_ERR_INVALID, "a mesh of more than one rank needs a transport (run under mpiexec.mpich)");
     if (tc->micro_batch <= 0 || tc->accum <= 0 || tc->seq <= 0)
         return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x --accum %d x --seq %d: all must be positive", tc->micro_batch,
@@ -73,17 +81,22 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     mdc_trainer *t = calloc(1, sizeof *t);
     if (!t) return mdc_fail(MDC_ERR_OOM_HOST, "trainer");
     t->tc = *tc;
+    t->md = *d, t->md.dp = d->dp / d->ep;
     mdc_status st = MDC_OK;
-    if (tr && (st = mdc_mesh_create(&t->mesh, tr, d))) goto fail;
+    if (tr && (st = mdc_mesh_create(&t->mesh, tr, &t->md))) goto fail;
     t->tp_rank = coord(t, MDC_AXIS_TP);
-    t->dp_rank = coord(t, MDC_AXIS_DP), t->dp_size = d->dp, t->pp_rank = coord(t, MDC_AXIS_PP);
-    mdc_gpt2_part part = stage_part(tc, t->tp_rank, t->pp_rank);
+    t->dp_rank = coord(t, MDC_AXIS_EP) + d->ep * coord(t, MDC_AXIS_DP), t->dp_size = d->dp, t->pp_rank = coord(t, MDC_AXIS_PP);
+    mdc_gpt2_part part = stage_part(tc, t->tp_rank, t->pp_rank, coord(t, MDC_AXIS_EP));
     if ((st = mdc_gpt2_part_check(&part, &tc->cfg, Tl))) goto fail;
     if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
     if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch,
                                    Tl, mdc_dp_model_flags(tc->zero))))
         goto fail;
     mdc_gpt2_init(t->m, seed);
+    if ((st = mdc_gpt2_set_moe(t->m, &tc->moe))) goto fail;
+    if (d->ep > 1 && (st = mdc_ep_create(&t->ep, mdc_mesh_group(t->mesh, MDC_MESH_EP), mdc_mesh_group(t->mesh, MDC_MESH_DENSE),
+                                         mdc_mesh_group(t->mesh, MDC_MESH_EXPERT), t->m)))
+        goto fail;
     if (d->cp > 1) { /* before the activation sets: attention then keeps each row's lse */
         if ((st = mdc_cp_create(&t->cp, mdc_mesh_group(t->mesh, MDC_MESH_CP), dev, tc->seq, tc->micro_batch,
                                 tc->cfg.H / d->tp, tc->cfg.C / tc->cfg.H, tc->cp_layout, tc->cp_algo)))
@@ -96,7 +109,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (tc->dropout > 0 && (st = mdc_gpt2_set_dropout(t->m, tc->dropout, seed))) goto fail;
     if (tc->exact_block && (st = mdc_gpt2_set_exact(t->m, tc->exact_block))) goto fail; /* before dp attaches */
     if (tc->exact_block && t->tp) mdc_tp_set_exact(t->tp, 1);
-    if (d->dp * d->cp * d->ep > 1 || tc->zero) { /* cp ranks hold the gradients of their tokens too */
+    if ((d->dp * d->cp > 1 || tc->zero) && !t->ep) { /* cp ranks hold the gradients of their tokens too */
         mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, Tl, tc->bucket_bytes, tc->poison, tc->prefetch};
         mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
         if (!g) { st = mdc_fail(MDC_ERR_INVALID, "--zero %d needs a transport (run under mpiexec.mpich)", tc->zero); goto fail; }
@@ -108,7 +121,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
                                          tc->pp_chunks > 1 ? tc->pp_chunks : 1)))
         goto fail;
     int n = mdc_gpt2_local_count(t->m);
-    if (d->tp > 1 || d->pp > 1) {
+    if (d->tp > 1 || d->pp > 1 || t->ep) {
         t->skip = calloc((size_t)n, 1), t->sp_partial = calloc((size_t)n, 1);
         if (!t->skip || !t->sp_partial) { st = mdc_fail(MDC_ERR_OOM_HOST, "trainer"); goto fail; }
         for (int i = 0; i < n; i++) {
@@ -118,13 +131,16 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
             t->sp_partial[i] = tc->sp && replicated && p->global != 1; /* wpe's gradient is whole */
             if (p->global == 0 && d->pp > 1 && t->pp_rank > 0) t->skip[i] = 1; /* the tied wte: the first stage's */
         }
+        if (t->ep) mdc_ep_norm_skip(t->ep, t->skip); /* each sum counted once: by its group's rank 0 */
     }
     mdc_step_plan *p = &t->plan;
     *p = mdc_step_plan_default(t->m);
     p->dp = t->dp;
+    if (t->ep) p->reduce = mdc_ep_reduce, p->reduce_ctx = t->ep;
     p->sum_group = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
     p->tp_group = tc->sp && t->tp ? mdc_tp_group(t->tp) : NULL;
     p->count_loss = t->tp_rank == 0 && t->pp_rank == d->pp - 1; /* the last stage has the loss */
+    p->count_moe = tc->sp || t->tp_rank == 0;                   /* with SP each tp rank routes its own tokens */
     p->pp = t->pp;
     p->embed_group = t->pp ? mdc_mesh_group(t->mesh, MDC_MESH_EMBED) : NULL;
     p->row0 = t->dp_rank * tc->accum * tc->micro_batch;
@@ -144,6 +160,7 @@ void mdc_trainer_free(mdc_trainer *t) {
     if (!t) return;
     mdc_pp_free(t->pp);
     mdc_cp_free(t->cp);
+    mdc_ep_free(t->ep);
     free(t->cp_tok);
     mdc_dp_free(t->dp);
     mdc_gpt2_free(t->m);
@@ -161,6 +178,7 @@ mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targe
     int rows = t->tc.accum * t->tc.micro_batch;
     size_t off = (size_t)t->dp_rank * rows * t->tc.seq;
     if (t->tp) mdc_tp_reset_counts(t->tp);
+    if (t->ep) mdc_ep_reset_counts(t->ep);
     mdc_gpt2_set_dropout_step(t->m, (uint64_t)mdc_trainer_adam_step(t)); /* resumed runs draw the same masks */
     if (t->cp) { /* this rank's chunks of every sequence */
         size_t n = (size_t)rows * t->plan.seq;
@@ -189,8 +207,9 @@ mdc_status mdc_trainer_step(mdc_trainer *t, const int *inputs, const int *target
 
 /* This rank's local arrays (params, m, v) in full local layout, gathered over data parallelism
  * to the dense group's rank 0 (the others get nothing: *have = 0). */
-static int dense_root(const mdc_trainer *t) { /* rank 0 of the dense group (dp x cp x ep) */
-    return t->dp_rank == 0 && coord(t, MDC_AXIS_CP) == 0 && coord(t, MDC_AXIS_EP) == 0;
+static int dense_root(const mdc_trainer *t) { /* rank 0 of the dense group (dp x cp x ep); with ep every
+                                                 ep rank of it (each holds its own experts) */
+    return coord(t, MDC_AXIS_DP) == 0 && coord(t, MDC_AXIS_CP) == 0 && (t->ep || coord(t, MDC_AXIS_EP) == 0);
 }
 
 static mdc_status local_state(mdc_trainer *t, float *lp, float *lm, float *lv, int *have) {
@@ -235,13 +254,15 @@ static mdc_status gather_global(mdc_trainer *t, float *params, float *m, float *
     if (!st && have && !me) st = mdc_send(loc, (size_t)K * L * sizeof(float), 0, 7, world);
     if (!st && me) {
         float *dst[3] = {grads ? grads : params, grads ? NULL : m, grads ? NULL : v};
+        int E = t->ep ? t->md.ep : 1;
         for (int s = 0; s < pp && !st; s++)
-            for (int q = 0; q < tp && !st; q++) {
-                mdc_gpt2_part part = stage_part(&t->tc, q, s);
+            for (int q = 0; q < tp * E && !st; q++) {
+                mdc_gpt2_part part = stage_part(&t->tc, q % tp, s, q / tp);
                 if ((st = mdc_gpt2_create_layout(&lay, mdc_gpt2_get_config(t->m), &part))) break;
                 size_t Lq = mdc_gpt2_local_floats(lay);
                 const float *src = loc;
-                int from = q + tp * t->tc.dims.cp * t->tc.dims.ep * t->tc.dims.dp * s; /* dp, cp, ep coordinate 0 */
+                /* dp and cp coordinate 0: rank = tp + t (cp + c (ep + e (dp + d pp))) */
+                int from = q % tp + tp * t->md.cp * (q / tp + t->md.ep * t->md.dp * s);
                 if (from != 0) {
                     float *nb = realloc(buf, (size_t)K * Lq * sizeof(float));
                     if (!nb) st = mdc_fail(MDC_ERR_OOM_HOST, "gathering the shards");
@@ -326,11 +347,18 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
             const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
             hash_visit(&c, i, NULL, mdc_gpt2_params(t->m) + p->offset, p->alloc);
         }
-    /* every tensor whole, where each rank of the dense group holds all of it (not ZeRO-3's shards) */
+    /* every tensor whole, where each rank of the dense group holds all of it (not ZeRO-3's shards);
+     * with ep an expert's tensors only where its replicas are: the expert group */
+    uint64_t *xh = calloc((size_t)n, sizeof *xh);
+    if (!xh) {
+        free(h);
+        return mdc_fail(MDC_ERR_OOM_HOST, "replica check");
+    }
     if (t->tc.zero < 3)
         for (int i = 0; i < n; i++) {
             const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
-            hash_run(&full[i], mdc_gpt2_params(t->m) + p->offset, p->alloc);
+            int expert = t->ep && mdc_gpt2_tensor_expert(&t->tc.cfg, p->global) >= 0;
+            hash_run(expert ? &xh[i] : &full[i], mdc_gpt2_params(t->m) + p->offset, p->alloc);
         }
     mdc_status st = MDC_OK;
     const char *name = "";
@@ -348,6 +376,13 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
                       "replicas 0 and %d of the dense group (dp x cp x ep; tp rank %d, stage %d): the gradient "
                       "reduction or the update did not give every replica the same bits", t->steps,
                       mdc_gpt2_local_tensor(t->m, which)->name, who, t->tp_rank, t->pp_rank);
+    mdc_group *xg = t->ep ? mdc_mesh_group(t->mesh, MDC_MESH_EXPERT) : NULL;
+    if (!st && xg && mdc_group_size(xg) > 1 && !(st = differs(xh, n, xg, &who, &which)) && who >= 0)
+        st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d expert tensor '%s' differs between replicas 0 "
+                      "and %d of its expert-data-parallel group (tp rank %d, stage %d): the expert gradients' sum or "
+                      "the update did not give every replica the same bits", t->steps,
+                      mdc_gpt2_local_tensor(t->m, which)->name, who, t->tp_rank, t->pp_rank);
+    free(xh);
     /* 3. the tied wte on the first and the last pipeline stage */
     mdc_group *embed = t->pp ? mdc_mesh_group(t->mesh, MDC_MESH_EMBED) : NULL;
     if (!st && embed && t->tc.zero < 3) {
@@ -361,6 +396,11 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
     }
     free(h);
     return st;
+}
+
+mdc_status mdc_trainer_moe_line(mdc_trainer *t, char *line, size_t cap) {
+    return mdc_moe_step_line(t->m, t->ep, t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL, t->plan.count_moe,
+                             t->plan.tokens, line, cap);
 }
 
 mdc_status mdc_trainer_timeline(mdc_trainer *t, const char *path) {

@@ -57,7 +57,8 @@ static const char usage_text[] =
     "  --cp-layout L       zigzag (default: rank r holds chunks r and 2N-1-r of 2N) | contiguous\n"
     "  --cp-algo A         ring (default: key/value blocks travel the ring) | allgather | ulysses\n"
     "                      (all-to-all to whole heads; H / tp divisible by N)\n"
-    "  --ep N              expert parallelism (not built yet: 1)\n"
+    "  --ep N              expert parallelism: N of the --dp ranks share each MoE block's experts\n"
+    "                      (E/N each; N divides --dp and --experts; docs/expert-parallel.md)\n"
     "  --zero Z            0 = DDP (default), 1, 2, 3 = ZeRO stage\n"
     "  --accum K           micro-batches per step (gradient accumulation, default 1);\n"
     "                      --batch must be divisible by dp x K\n"
@@ -92,6 +93,7 @@ typedef struct {
     int fail_rank, fail_step, fail_how;
     double bucket_mb, dropout;
     mdc_adamw_config opt;
+    mdc_moe_cli moe;
 } options;
 
 static mdc_status parse_float(const char *a, const char *v, float *out) {
@@ -143,6 +145,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
     memset(o, 0, sizeof *o);
     o->config = "tiny", o->steps = 100, o->seed = 1, o->dp = -1, o->tp = 1, o->pp = 1, o->cp = 1, o->ep = 1;
     o->accum = 1, o->fail_rank = -1;
+    mdc_moe_cli_default(&o->moe);
     mdc_adamw_config_default(&o->opt);
     o->opt.lr = 1e-3f;
     *help = 0;
@@ -173,6 +176,12 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !done; k++)
             if (!strcmp(a, flags[k].name)) *(int *)((char *)o + flags[k].off) = 1, done = 1;
         if (done) continue;
+        int used;
+        if (mdc_moe_option(&o->moe, a, v, &used, &st)) {
+            if (st) return st;
+            i += used - 1;
+            continue;
+        }
         if (!strcmp(a, "--seed")) o->seed_given = 1;
         for (size_t k = 0; k < sizeof counts / sizeof counts[0] && !done; k++)
             if (!strcmp(a, counts[k].name))
@@ -212,15 +221,19 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
     if (o->L) cfg->L = o->L;
     if (o->H) cfg->H = o->H;
     if (o->C) cfg->C = o->C;
+    mdc_moe_cli_apply(&o->moe, cfg);
     if ((st = mdc_gpt2_config_check(cfg))) return st;
     if (!o->B) o->B = defB;
     if (!o->seq) o->seq = cfg->T;
-    long long other = (long long)o->tp * o->pp * o->cp * o->ep;
+    long long other = (long long)o->tp * o->pp * o->cp; /* the ep ranks are data-parallel ranks */
     if (o->dp < 0) o->dp = nranks % other == 0 && nranks / other > 0 ? (int)(nranks / other) : 1;
     if (other * o->dp != nranks)
-        return mdc_fail(MDC_ERR_INVALID, "--dp %d x --tp %d x --pp %d x --cp %d x --ep %d = %lld rank(s), but the job has "
-                        "%d: run mpiexec.mpich -n %lld", o->dp, o->tp, o->pp, o->cp, o->ep, other * o->dp, nranks,
+        return mdc_fail(MDC_ERR_INVALID, "--dp %d x --tp %d x --pp %d x --cp %d = %lld rank(s), but the job has "
+                        "%d: run mpiexec.mpich -n %lld", o->dp, o->tp, o->pp, o->cp, other * o->dp, nranks,
                         other * o->dp);
+    if (o->ep > 1 && o->dp % o->ep)
+        return mdc_fail(MDC_ERR_INVALID, "--ep %d does not divide --dp %d: the ep ranks are data-parallel ranks "
+                        "(Megatron's folding), each holding E/ep experts", o->ep, o->dp);
     if (o->zero < 0 || o->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0 (DDP), 1, 2 or 3", o->zero);
     if (o->prefetch && o->zero != 3)
         return mdc_fail(MDC_ERR_INVALID, "--prefetch is for --zero 3 (the stage that gathers parameters), not --zero %d",
@@ -297,7 +310,7 @@ int mdc_cmd_train(int argc, char **argv) {
     mdc_gpt2_config cfg;
     if ((st = parse(&o, argc, argv, &help))) mdc_runtime_die(&rt, st, 1, 2);
     if (help) {
-        if (rt.rank == 0) printf("%s%s", usage_text, mdc_device_options_help());
+        if (rt.rank == 0) printf("%s%s%s", usage_text, mdc_moe_usage, mdc_device_options_help());
         mdc_runtime_finalize(&rt);
         return 0;
     }
@@ -337,7 +350,8 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
                              (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout,
-                             o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL, o.vstages, o.cp_layout, o.cp_algo};
+                             o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL, o.vstages, o.cp_layout, o.cp_algo,
+                             o.moe.o};
     if (o.check_coll) mdc_coll_set_check(1);
     if (o.check_coll && r == 0)
         printf("collective check: on; its messages (48 bytes per collective call and rank) count in the reports' "
@@ -345,7 +359,7 @@ int mdc_cmd_train(int argc, char **argv) {
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
     if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
         mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout,
-                                 o.exact ? o.exact_block : 0, NULL, NULL, 1, NULL, NULL};
+                                 o.exact ? o.exact_block : 0, NULL, NULL, 1, NULL, NULL, o.moe.o};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))
@@ -452,6 +466,11 @@ int mdc_cmd_train(int argc, char **argv) {
                        loss, norm, dt * 1e3, (double)B * T / dt, c.now * 1e3, e.total);
             if (ser) printf("  serial loss %.4f (diff %.2g)", sl, (double)loss - sl);
             printf("\n");
+        }
+        if (cfg.E && (!o.quiet || s == step0 || s == step0 + o.steps - 1 || (s + 1) % 10 == 0)) {
+            char line[1024];
+            if ((st = mdc_trainer_moe_line(tr, line, sizeof line))) mdc_runtime_die(&rt, st, 0, 1);
+            if (r == 0) printf("%s\n", line);
         }
     }
     double wall = mdc_wall_time() - t_start;

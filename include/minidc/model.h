@@ -90,6 +90,8 @@ typedef struct {
 int mdc_gpt2_tensor_count(const mdc_gpt2_config *cfg);
 /* The i-th tensor of a config (no model needed); MDC_ERR_INVALID if i is out of range. */
 mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tensor *out);
+/* The expert j of global tensor i (h.N.mlp.experts.j.*), or -1. */
+int mdc_gpt2_tensor_expert(const mdc_gpt2_config *cfg, int i);
 /* Index of a tensor by name (a leading "transformer." is ignored), or -1. */
 int mdc_gpt2_tensor_find(const mdc_gpt2_config *cfg, const char *name);
 /* Floats in the parameter allocation (with the wte padding) and parameters proper (without). */

@@ -32,6 +32,8 @@ typedef struct {
     mdc_pp *pp;             /* a pipeline stage: its schedule runs the micro-batches (ref/pp.c) */
     mdc_group *embed_group; /* pipeline: the first and last stage, which both hold the tied wte */
     mdc_dp *dp;             /* NULL: one replica, no gradient sync */
+    mdc_status (*reduce)(void *ctx); /* without dp: the step's gradient sums (expert parallelism) */
+    void *reduce_ctx;
     mdc_group *sum_group;   /* loss and squared norm summed over it (every rank); NULL: this rank */
     mdc_group *tp_group;    /* SP: partial gradients of replicated tensors summed here; or NULL */
     int count_loss;         /* this rank's losses count (1 on tp rank 0: the others repeat them) */
@@ -83,7 +85,8 @@ mdc_status mdc_pp_write_timeline(const mdc_pp *pp, const char *path, const char 
 /* ---- the trainer: one object for any mesh ------------------------------------------------------ */
 typedef struct {
     mdc_gpt2_config cfg;
-    mdc_mesh_dims dims;      /* tp, cp, ep, dp, pp (cp, ep, pp must be 1 for now) */
+    mdc_mesh_dims dims;      /* tp, cp, ep, dp, pp; dp counts the data-parallel replicas, ep among
+                                them (Megatron's folding: ep divides dp) */
     int sp;                  /* Megatron sequence parallelism (needs tp > 1) */
     int zero, prefetch;      /* data-parallel stage; ZeRO-3 prefetch */
     size_t bucket_bytes;     /* 0: the default */
@@ -97,6 +100,7 @@ typedef struct {
     int pp_chunks;           /* model chunks per stage (interleaved: v; 0 or 1: one) */
     const char *cp_layout;   /* context parallel: "zigzag" (NULL) or "contiguous" */
     const char *cp_algo;     /* "ring" (NULL), "allgather" or "ulysses" */
+    mdc_moe_opts moe;        /* routing options of a mixture of experts (cfg.E > 0) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;
@@ -131,6 +135,8 @@ const mdc_mesh *mdc_trainer_mesh(const mdc_trainer *t);
  * tied wte between the first and last pipeline stage; MDC_ERR_MISMATCH names the first tensor
  * and rank that differ. Every rank of the mesh calls it. */
 mdc_status mdc_trainer_check_replicas(mdc_trainer *t);
+/* The last step's MoE line (mdc_moe_step_line; every rank calls it, world rank 0 gets the text). */
+mdc_status mdc_trainer_moe_line(mdc_trainer *t, char *line, size_t cap);
 /* Prints the mesh, the tensor-parallel figures and the data-parallel figures next to their
  * formulas (rank 0 prints; every rank calls it). */
 void mdc_trainer_report(mdc_trainer *t, FILE *out);

@@ -1,0 +1,48 @@
+/* Expert parallelism (ref/ep.c; docs/expert-parallel.md). Megatron's convention: the ep ranks
+ * are data-parallel ranks (e divides --dp); each holds E/e experts of every MoE block and the
+ * whole dense part. A MoE block's tokens go to their experts' ranks and back by all-to-all:
+ * first the counts (per destination: rows per local expert and segment), then the rows
+ * (all-to-allv) grouped by expert; the backward moves the gradients the same two ways.
+ * Gradients: the dense ones are summed over the dense group (dp x cp, ep included), the
+ * experts' over the expert-data-parallel group (the ranks holding the same experts). */
+#ifndef MINIDC_EP_H
+#define MINIDC_EP_H
+
+#include <stdio.h>
+
+#include "minidc/collectives.h"
+#include "minidc/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mdc_ep mdc_ep;
+
+/* The component over the expert-parallel group g (borrowed) for model m's partition; attaches
+ * the all-to-all to the model (mdc_gpt2_set_ep). dense and expert: the reduction groups (either
+ * may be NULL: one rank). */
+mdc_status mdc_ep_create(mdc_ep **out, mdc_group *g, mdc_group *dense, mdc_group *expert, mdc_gpt2 *m);
+void mdc_ep_free(mdc_ep *ep); /* NULL is a no-op */
+/* The step's gradient sums (DDP): dense tensors over the dense group, experts over the expert
+ * group; exact mode sums the exact sums and rounds them once. */
+mdc_status mdc_ep_reduce(void *ep);
+/* Per local tensor, 1 where this rank leaves it out of the squared norm (another rank of its
+ * reduction group counts it). */
+void mdc_ep_norm_skip(const mdc_ep *ep, char *skip);
+/* The last step's all-to-all bytes this rank sent, and calls. */
+void mdc_ep_reset_counts(mdc_ep *ep);
+double mdc_ep_bytes(const mdc_ep *ep);
+
+/* One line of the step's MoE figures over the whole mesh (collective over `world`; the line on
+ * world rank 0, empty elsewhere): assignments per expert before dropping and their max/mean,
+ * dropped, the aux and z losses (per the objective: divided by tokens), and the all-to-all bytes
+ * of ep rank 0 next to the formula. count: this rank's figures count (tp rank 0, or every tp rank
+ * with SP). ep may be NULL. */
+mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, int count, double tokens, char *line,
+                             size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
