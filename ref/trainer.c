@@ -60,6 +60,10 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (d->ep > 1 && (d->dp % d->ep || !tc->cfg.E))
         return mdc_fail(MDC_ERR_INVALID, !tc->cfg.E ? "--ep %d: expert parallelism needs a mixture of experts (--experts)"
                         : "--ep %d does not divide --dp %d (the ep ranks are data-parallel ranks)", d->ep, d->dp);
+    if (tc->cfg.E && (tc->moe.capacity_factor > 0 || tc->moe.aux_alpha > 0) && (tc->sp || d->cp > 1))
+        return mdc_fail(MDC_ERR_INVALID, "--capacity-factor and --moe-aux-loss route a whole sequence as one group, "
+                        "which --%s splits over ranks: use them without it (dropless routing and --moe-z-loss work)",
+                        tc->sp ? "sp" : "cp");
     if (d->ep > 1 && tc->zero)
         return mdc_fail(MDC_ERR_INVALID, "--ep %d with --zero %d: expert parallelism reduces as DDP (--zero 0)", d->ep,
                         tc->zero);

@@ -36,7 +36,7 @@ expect_error "--sp without tp" 2 "--sp needs --tp 2 or more" 2 --dp 2 --sp $odd 
 expect_error "sequence not divisible by tp with SP" 2 "sequence length 10 (--seq) is not divisible by --tp 4" 4 \
     --tp 4 --sp --vocab 300 --ctx 12 --layers 1 --heads 4 --channels 32 --batch 4 --seq 10 --steps 1
 expect_error "mesh larger than the job" 2 "but the job has 2" 2 --tp 2 --dp 2 $odd --steps 1
-expect_error "expert parallelism not built yet" 2 "--ep 2: expert parallelism is not built yet" 2 --ep 2 --dp 1 $odd --steps 1
+expect_error "--ep without experts" 2 "--ep 2: expert parallelism needs a mixture of experts" 2 --ep 2 --dp 2 $odd --steps 1
 
 # every collective of the report equals its formula; the replicas stay identical
 expect_ok "tp 2 x dp 2, ZeRO-1, --check-serial --check-replicas" 4 --tp 2 --dp 2 --zero 1 $odd --steps 4 \

@@ -1,0 +1,91 @@
+#!/bin/bash
+# Mixture of experts and expert parallelism: e = 1, 2, 4 with E = 4 and 8, k = 1 and 2, dropless
+# and with capacity (both drop policies), composed with dp and tp (with and without SP), each
+# run passing --check-serial (the loss every step and the parameters at the end against the
+# serial model on the same global batch) and --check-replicas (dense tensors over the dense
+# group, experts over their expert-data-parallel group), its per-step MoE line equal to serial's
+# (the same tokens per expert and drops: the routing depends on the global batch only); under
+# --exact byte-identical checkpoints to serial, also with cp, pp and zb-h1; a saved MoE checkpoint
+# read back by minidc forward; bad configurations refused before any message (exit 2, the option
+# named).
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+bin=$BUILD/minidc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+model="--vocab 384 --ctx 32 --layers 2 --heads 4 --channels 32 --batch 8 --seq 32 --steps 2 --seed 5 --moe-z-loss 0.001"
+run() { # name ranks args...
+    local name=$1 n=$2; shift 2
+    timeout -k 5 120 "$MPIEXEC" -n "$n" "$bin" train $model "$@" >"$tmp/$name.out" 2>&1
+    rc=$?
+}
+moe_lines() { grep "^  moe:" "$1" | sed 's/  a2a .*//'; } # routing figures, without the mesh's bytes
+i=0
+for moe in "--experts 4 --topk 1" "--experts 4 --topk 2 --capacity-factor 1.0 --moe-aux-loss 0.01" \
+    "--experts 8 --topk 2 --capacity-factor 1.25 --moe-drop probs --moe-renorm" "--experts 8 --topk 1 --moe-aux-loss 0.01"; do
+    i=$((i + 1))
+    run ser$i 1 $moe
+    [ $rc = 0 ] || { echo "FAIL: serial $moe: exit $rc"; tail -3 "$tmp/ser$i.out"; fail=1; continue; }
+    for spec in "2 --dp 2 --ep 2" "4 --dp 4 --ep 4" "4 --dp 4 --ep 2" "4 --dp 2 --ep 2 --tp 2" "4 --dp 2 --tp 2"; do
+        set -- $spec; n=$1; shift
+        run ep$i "$n" "$@" $moe --check-serial --check-replicas
+        if [ $rc = 0 ] && grep -q "check-serial: .*: ok" "$tmp/ep$i.out" && [ "$(moe_lines "$tmp/ep$i.out")" = "$(moe_lines "$tmp/ser$i.out")" ] &&
+            { [[ "$*" != *--ep* ]] || grep -q "a2a [1-9]" "$tmp/ep$i.out"; }; then
+            echo "ok: $* $moe: equal to serial, the same routing and drops"
+        else echo "FAIL: $* $moe: exit $rc"; grep -E "check-serial|moe:|error|differs" "$tmp/ep$i.out" | head -6; fail=1; fi
+    done
+done
+run sp 4 --dp 2 --ep 2 --tp 2 --sp --experts 4 --topk 2 --check-serial --check-replicas
+if [ $rc = 0 ] && grep -q "check-serial: .*: ok" "$tmp/sp.out"; then echo "ok: --dp 2 --ep 2 --tp 2 --sp: equal to serial"
+else echo "FAIL: with SP: exit $rc"; tail -3 "$tmp/sp.out"; fail=1; fi
+
+# exact mode: byte-identical checkpoints to serial's, with drops and the aux losses
+xm="--experts 4 --topk 2 --capacity-factor 1.0 --moe-aux-loss 0.01 --exact-block 8 --dropout 0.1"
+run xser 1 $xm --save "$tmp/serial.st"
+[ $rc = 0 ] || { echo "FAIL: serial exact run: exit $rc"; tail -3 "$tmp/xser.out"; exit 1; }
+for spec in "2 --dp 2 --ep 2" "4 --dp 4 --ep 4" "4 --dp 4 --ep 2" "4 --dp 2 --ep 2 --tp 2" "4 --dp 4 --ep 2 --accum 2" \
+    "4 --dp 2 --ep 2 --pp 2 --microbatches 2" "2 --pp 2 --microbatches 2 --schedule zb-h1"; do
+    set -- $spec; n=$1; shift; i=$((i + 1))
+    run x$i "$n" "$@" $xm --save "$tmp/x$i.st"
+    if [ $rc = 0 ] && cmp -s "$tmp/serial.st" "$tmp/x$i.st"; then echo "ok: exact, $*: byte-identical to serial"
+    else echo "FAIL: exact, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/x$i.out"; fail=1; fi
+done
+# dropless (SP and CP split the sequences: capacity and the aux loss need whole ones)
+xd="--experts 8 --topk 2 --exact-block 8"
+run xdser 1 $xd --save "$tmp/serial_d.st"
+for spec in "4 --dp 2 --ep 2 --tp 2 --sp" "4 --dp 2 --ep 2 --cp 2" "4 --dp 4 --ep 4"; do
+    set -- $spec; n=$1; shift; i=$((i + 1))
+    run x$i "$n" "$@" $xd --save "$tmp/x$i.st"
+    if [ $rc = 0 ] && cmp -s "$tmp/serial_d.st" "$tmp/x$i.st"; then echo "ok: exact dropless, $*: byte-identical to serial"
+    else echo "FAIL: exact dropless, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/x$i.out"; fail=1; fi
+done
+
+# the checkpoint is a MoE GPT-2 file: minidc forward infers E and the MoE blocks from its names
+/usr/bin/python3 - "$tmp" <<'EOF' || { echo "FAIL: writing the forward inputs"; fail=1; }
+import sys, numpy as np
+rng = np.random.default_rng(0)
+np.save(sys.argv[1] + "/x.npy", rng.integers(0, 384, (2, 16)).astype(np.int64))
+np.save(sys.argv[1] + "/y.npy", rng.integers(0, 384, (2, 16)).astype(np.int32))
+EOF
+out=$("$bin" forward --weights "$tmp/serial.st" --tokens "$tmp/x.npy" --targets "$tmp/y.npy" --dump "$tmp/d.st" \
+    --capacity-factor 1.0 2>&1)
+if [ $? = 0 ] && [[ "$out" == *"loss "* ]]; then echo "ok: minidc forward reads the MoE checkpoint: ${out%%;*}"
+else echo "FAIL: forward on the MoE checkpoint: $out"; fail=1; fi
+
+# refusals: exit 2 on every rank, the option named, before any step
+refuse() { # expect ranks args...
+    local want=$1 n=$2; shift 2
+    out=$(timeout -k 5 60 "$MPIEXEC" -n "$n" "$bin" train $model "$@" 2>&1); rc=$?
+    if [ $rc = 2 ] && [[ "$out" == *"$want"* ]] && [[ "$out" != *"step "* ]]; then echo "ok: refused: $*"
+    else echo "FAIL: $* (exit $rc, want 2 and '$want'): $(echo "$out" | tail -2)"; fail=1; fi
+}
+refuse "--ep 3 does not divide --dp 2" 2 --dp 2 --ep 3 --experts 6
+refuse "does not divide --experts 6" 4 --dp 4 --ep 4 --experts 6
+refuse "expert parallelism needs a mixture of experts" 2 --dp 2 --ep 2
+refuse "--zero 1" 2 --dp 2 --ep 2 --experts 4 --zero 1
+refuse "--topk 5" 1 --experts 4 --topk 5
+refuse "--moe-drop 'first'" 1 --experts 4 --moe-drop first
+refuse "route a whole sequence as one group" 2 --tp 2 --sp --experts 4 --capacity-factor 1
+refuse "--capacity-factor" 1 --experts 4 --capacity-factor -1
+exit $fail
