@@ -14,6 +14,7 @@ struct mdc_ep {
     mdc_gpt2_ep hook;
     size_t *cnt;            /* 4 e: send counts, displacements, receive counts, displacements */
     double bytes, calls;    /* the all-to-alls of the last step */
+    double wall;            /* seconds inside them (waiting for the slowest rank included) */
     double rows_out;        /* rows this rank sent to other ranks (the formula's exact count) */
 };
 
@@ -25,9 +26,9 @@ static double sent(const mdc_ep *ep) {
 
 static mdc_status counts(void *ctx, const int *send, int *recv, int n) {
     mdc_ep *ep = ctx;
-    double b0 = sent(ep);
+    double b0 = sent(ep), w0 = mdc_wall_time();
     mdc_status st = mdc_alltoall(send, recv, (size_t)n, MDC_I32, ep->g);
-    ep->bytes += sent(ep) - b0, ep->calls++;
+    ep->bytes += sent(ep) - b0, ep->calls++, ep->wall += mdc_wall_time() - w0;
     return st;
 }
 
@@ -40,9 +41,9 @@ static mdc_status rows(void *ctx, const float *send, const int *scount, float *r
         rc[r] = (size_t)rcount[r] * width, rd[r] = ro, ro += rc[r];
         if (r != me) ep->rows_out += scount[r];
     }
-    double b0 = sent(ep);
+    double b0 = sent(ep), w0 = mdc_wall_time();
     mdc_status st = mdc_alltoallv(send, sc, sd, recv, rc, rd, MDC_F32, ep->g);
-    ep->bytes += sent(ep) - b0, ep->calls++;
+    ep->bytes += sent(ep) - b0, ep->calls++, ep->wall += mdc_wall_time() - w0;
     return st;
 }
 
@@ -71,7 +72,7 @@ void mdc_ep_free(mdc_ep *ep) {
     free(ep);
 }
 
-void mdc_ep_reset_counts(mdc_ep *ep) { ep->bytes = ep->calls = ep->rows_out = 0; }
+void mdc_ep_reset_counts(mdc_ep *ep) { ep->bytes = ep->calls = ep->rows_out = ep->wall = 0; }
 double mdc_ep_bytes(const mdc_ep *ep) { return ep->bytes; }
 
 /* Is local tensor i an expert's (held by this ep rank only)? */
@@ -133,7 +134,7 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     if (!E) return MDC_OK;
     mdc_moe_stats s;
     mdc_gpt2_moe_stats(m, &s);
-    double *v = calloc((size_t)E + 7, sizeof *v);
+    double *v = calloc((size_t)E + 8, sizeof *v);
     if (!v) return mdc_fail(MDC_ERR_OOM_HOST, "MoE figures");
     if (count) {
         for (int i = 0; i < E; i++) v[i] = s.tokens[i];
@@ -141,7 +142,8 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     }
     double bytes = ep ? ep->bytes : 0;
     v[E + 3] = bytes, v[E + 4] = ep ? ep->rows_out : 0, v[E + 5] = ep != NULL; /* the ranks that move tokens */
-    mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + 7, MDC_F64, MDC_SUM, world) : MDC_OK;
+    v[E + 7] = ep ? ep->wall : 0;
+    mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + 8, MDC_F64, MDC_SUM, world) : MDC_OK;
     double bmax = bytes;
     if (!st && W > 1) st = mdc_allreduce(MDC_IN_PLACE, &bmax, 1, MDC_F64, MDC_MAX, world);
     if (st || (world && mdc_group_rank(world) != 0)) {
@@ -159,8 +161,9 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     if (ep && o < cap) { /* per rank: 4 moves of its rows; uniform routing sends (e-1)/e of T k rows away */
         double n = v[E + 5], e = mdc_group_size(ep->g), per = v[E + 6] > 0 ? tot / v[E + 6] : 0;
         double mean = v[E + 3] / n, routed = (v[E + 4] / n) * c->C * 4, uniform = 4.0 * per * c->C * 4 * (e - 1) / e;
-        snprintf(line + o, cap - o, "  a2a %.0f B/rank (rows %.0f + counts; 4 T k h beta (e-1)/e = %.0f; max/mean %.3f)",
-                 mean, routed, uniform, mean > 0 ? bmax / mean : 0);
+        snprintf(line + o, cap - o, "  a2a %.0f B/rank (rows %.0f + counts; 4 T k h beta (e-1)/e = %.0f; max/mean %.3f; "
+                 "%.0f calls, %.1f ms wall)", mean, routed, uniform, mean > 0 ? bmax / mean : 0, ep->calls,
+                 v[E + 7] / n * 1e3);
     }
     free(v);
     return MDC_OK;
