@@ -134,7 +134,7 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     if (!E) return MDC_OK;
     mdc_moe_stats s;
     mdc_gpt2_moe_stats(m, &s);
-    double *v = calloc((size_t)E + 8, sizeof *v);
+    double *v = calloc((size_t)E + 9, sizeof *v);
     if (!v) return mdc_fail(MDC_ERR_OOM_HOST, "MoE figures");
     if (count) {
         for (int i = 0; i < E; i++) v[i] = s.tokens[i];
@@ -142,8 +142,8 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     }
     double bytes = ep ? ep->bytes : 0;
     v[E + 3] = bytes, v[E + 4] = ep ? ep->rows_out : 0, v[E + 5] = ep != NULL; /* the ranks that move tokens */
-    v[E + 7] = ep ? ep->wall : 0;
-    mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + 8, MDC_F64, MDC_SUM, world) : MDC_OK;
+    v[E + 7] = ep ? ep->wall : 0, v[E + 8] = count ? s.digest : 0;
+    mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + 9, MDC_F64, MDC_SUM, world) : MDC_OK;
     double bmax = bytes;
     if (!st && W > 1) st = mdc_allreduce(MDC_IN_PLACE, &bmax, 1, MDC_F64, MDC_MAX, world);
     if (st || (world && mdc_group_rank(world) != 0)) {
@@ -155,9 +155,9 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     size_t o = (size_t)snprintf(line, cap, "  moe: tokens/expert");
     for (int i = 0; i < E && o < cap; i++) o += (size_t)snprintf(line + o, cap - o, " %.0f", v[i]);
     if (o < cap)
-        o += (size_t)snprintf(line + o, cap - o, " (max/mean %.3f)  dropped %.0f (%.2f%%)  aux %.6f  z %.6f",
+        o += (size_t)snprintf(line + o, cap - o, " (max/mean %.3f)  dropped %.0f (%.2f%%)  aux %.6f  z %.6f  routing %.0f",
                               tot > 0 ? mx / (tot / E) : 0, v[E], tot > 0 ? 100 * v[E] / tot : 0, v[E + 1] / tokens,
-                              v[E + 2] / tokens);
+                              v[E + 2] / tokens, v[E + 8]);
     if (ep && o < cap) { /* per rank: 4 moves of its rows; uniform routing sends (e-1)/e of T k rows away */
         double n = v[E + 5], e = mdc_group_size(ep->g), per = v[E + 6] > 0 ? tot / v[E + 6] : 0;
         double mean = v[E + 3] / n, routed = (v[E + 4] / n) * c->C * 4, uniform = 4.0 * per * c->C * 4 * (e - 1) / e;

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "minidc/splitmix.h"
 #include "model_internal.h"
 
 typedef struct mdc_i_moe_state {
@@ -256,6 +257,24 @@ static mdc_status route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, mo
         if (o->aux_alpha > 0) m->moe.st.aux_sum += aux, mdc_exact_add_f32(&m->moe.xloss, aux);
         a->moe_loss += (double)aux;
         if (o->capacity_factor > 0) capacity(m, q, g * Tg, Tg, keep);
+    }
+    /* invariants: no expert over its capacity in a group; the decisions' digest */
+    int cap = (int)ceil((double)k * Tg * o->capacity_factor / E), pos0 = m->part.sp ? m->part.tp_rank * Tg : 0;
+    for (int g = 0; g < G && o->capacity_factor > 0; g++) {
+        int used[MDC_GPT2_MAX_EXPERTS] = {0};
+        for (size_t i = (size_t)g * Tg * k; i < (size_t)(g + 1) * Tg * k; i++) used[q->choice[i]] += keep[i];
+        for (int j = 0; j < E; j++)
+            if (used[j] > cap)
+                return mdc_fail(MDC_ERR_MISMATCH, "MoE block %d: expert %d kept %d assignments of a sequence, over its "
+                                "capacity %d", l, j, used[j], cap);
+    }
+    for (int t = 0; t < n; t++) {
+        int p = t % Tg, gp = m->cp ? m->cp->pos[p] : pos0 + p;
+        for (int r = 0; r < k; r++) {
+            uint64_t key = ((((uint64_t)(a->row0 + t / Tg) * 1048576u + (uint64_t)gp) * 16u + (uint64_t)r) * 4096u +
+                            (uint64_t)q->choice[(size_t)t * k + r]) * 2u + (uint64_t)keep[(size_t)t * k + r];
+            m->moe.st.digest += (double)(mdc_splitmix64(key ^ (uint64_t)l << 56) >> 44);
+        }
     }
     /* the send layout: expert-major, then segment, then token */
     memset(q->scnt, 0, sizeof(int) * (size_t)E * S);

@@ -398,6 +398,8 @@ mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep);
 typedef struct {
     double tokens[MDC_GPT2_MAX_EXPERTS];
     double dropped, aux_sum, z_sum;
+    double digest; /* sum over assignments of a 20-bit hash of (global row, position, slot, expert, kept):
+                      the same on every mesh exactly when every decision is serial's */
 } mdc_moe_stats;
 void mdc_gpt2_moe_stats(const mdc_gpt2 *m, mdc_moe_stats *s);
 /* Exact mode: aux_sum + z_sum as one exact accumulator. */
