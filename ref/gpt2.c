@@ -183,15 +183,20 @@ double mdc_gpt2_step_flops(const mdc_gpt2_config *c, int B, int T) {
     double N = (double)B * T, C = c->C, V = c->V, Vp = c->Vp, hs = C / c->H, BH = (double)B * c->H;
     double pc = 0.5 * (double)T * (T + 1), P = (double)mdc_gpt2_param_floats(c);
     int tiled = T > MDC_GPT2_TILED_T;
+    /* the MLP's part of a block (forward, backward), then the rest */
+    double mlp_f = (2 * N * C * 4 * C + N * 4 * C) + 10 * N * 4 * C + (2 * N * 4 * C * C + 2 * N * C);
+    double mlp_b = (4 * N * 4 * C * C + N * C) + 16 * N * 4 * C + (4 * N * C * 4 * C + N * 4 * C);
     double layer_f = 8 * N * C + (2 * N * C * 3 * C + N * 3 * C) + BH * (4 * hs + 5) * pc +
-                     (2 * N * C * C + 2 * N * C) + 8 * N * C + (2 * N * C * 4 * C + N * 4 * C) +
-                     10 * N * 4 * C + (2 * N * 4 * C * C + 2 * N * C);
+                     (2 * N * C * C + 2 * N * C) + 8 * N * C;
     double attn_b = tiled ? BH * ((10 * hs + 4) * pc + 2.0 * T * hs) : BH * (8 * hs + 4) * pc;
-    double layer_b = (4 * N * 4 * C * C + N * C) + 16 * N * 4 * C + (4 * N * C * 4 * C + N * 4 * C) +
-                     14 * N * C + (4 * N * C * C + N * C) + attn_b + (4 * N * C * 3 * C + N * 3 * C) +
-                     14 * N * C;
-    double fwd = N * C + c->L * layer_f + 8 * N * C + 2 * N * C * Vp + 4 * N * V + N;
-    double bwd = 3 * N * V + N + 4 * N * C * Vp + 14 * N * C + c->L * layer_b + 2 * N * C;
+    double layer_b = 14 * N * C + (4 * N * C * C + N * C) + attn_b + (4 * N * C * 3 * C + N * 3 * C) + 14 * N * C;
+    /* a MoE block (dropless): k experts per token, the router (product and softmax) and the combine */
+    double E = c->E, k = c->topk, moe = mdc_i_moe_before(c, c->L);
+    double moe_f = k * mlp_f + 2 * N * C * E + 5 * N * E + 2 * N * k * C;
+    double moe_b = k * mlp_b + 4 * N * C * E + 8 * N * E + 4 * N * k * C;
+    double fwd = N * C + c->L * layer_f + (c->L - moe) * mlp_f + moe * moe_f + 8 * N * C + 2 * N * C * Vp + 4 * N * V + N;
+    double bwd = 3 * N * V + N + 4 * N * C * Vp + 14 * N * C + c->L * layer_b + (c->L - moe) * mlp_b + moe * moe_b +
+                 2 * N * C;
     return fwd + bwd + 2 * P + 15 * P;
 }
 

@@ -81,3 +81,5 @@ done
 "$(dirname "$0")/bench_pp.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- context parallelism against serial in the same run (tools/bench_cp.sh) -------------------
 "$(dirname "$0")/bench_cp.sh" "$BUILD" "$MPIEXEC" || exit 1
+# ---- expert parallelism against serial in the same run (tools/bench_ep.sh) --------------------
+"$(dirname "$0")/bench_ep.sh" "$BUILD" "$MPIEXEC" || exit 1
