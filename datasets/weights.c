@@ -440,6 +440,12 @@ static mdc_status load_moment(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
     return MDC_OK;
 }
 
+/* The MoE blocks' period as the tensors show it (every n >= L: block 0 only). */
+static int moe_period(const mdc_gpt2_config *c) {
+    int n = c->moe_every > 0 ? c->moe_every : 1;
+    return n > c->L ? c->L : n;
+}
+
 mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_gpt2 *m, mdc_train_state *s) {
     const char *fmt = mdc_tensorfile_get_meta(tf, "minidc.format");
     if (!fmt || strcmp(fmt, "checkpoint-1"))
@@ -453,7 +459,9 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
         const char *name;
         int file, model;
     } f[] = {{"n_vocab", fc.V, mc->V}, {"n_ctx", fc.T, mc->T}, {"n_layer", fc.L, mc->L},
-             {"n_head", fc.H, mc->H}, {"n_embd", fc.C, mc->C}};
+             {"n_head", fc.H, mc->H}, {"n_embd", fc.C, mc->C}, {"experts (--experts)", fc.E, mc->E},
+             {"MoE blocks every (--moe-every)", fc.E ? moe_period(&fc) : 0, mc->E ? moe_period(mc) : 0},
+             {"moe_topk (--topk)", fc.E ? fc.topk : 0, mc->E ? mc->topk : 0}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].file != f[i].model)
             return mdc_fail(MDC_ERR_MISMATCH, "%s: checkpoint %s = %d but the model has %d", label, f[i].name,

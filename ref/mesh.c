@@ -129,11 +129,14 @@ void mdc_mesh_print(const mdc_mesh *m, FILE *out) {
     if (shown < m->size) fprintf(out, "  ... (%d more)\n", m->size - shown);
     static const struct { mdc_mesh_group_kind k; const char *what; } uses[] = {
         {MDC_MESH_DENSE, "dense gradients (dp x cp x ep)"},
+        {MDC_MESH_EP, "expert parallel: the MoE blocks' all-to-alls (ep)"},
+        {MDC_MESH_EXPERT, "expert gradients: the same experts' replicas (dp x cp)"},
         {MDC_MESH_TP, "tensor parallel: f, g, the vocab-parallel loss; SP LayerNorm and bias gradients"},
         {MDC_MESH_WORLD, "loss and gradient norm (every rank)"},
     };
     int *mem = malloc((size_t)m->size * sizeof(int));
     for (size_t i = 0; mem && i < sizeof uses / sizeof uses[0]; i++) {
+        if ((uses[i].k == MDC_MESH_EP || uses[i].k == MDC_MESH_EXPERT) && m->n[MDC_AXIS_EP] < 2) continue;
         int cnt = members(m, uses[i].k, mem);
         fprintf(out, "  %-80s group of %d, rank 0's: [", uses[i].what, cnt);
         for (int j = 0; j < cnt && j < 16; j++) fprintf(out, "%s%d", j ? " " : "", mem[j]);

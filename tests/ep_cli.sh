@@ -61,6 +61,16 @@ for spec in "4 --dp 2 --ep 2 --tp 2 --sp" "4 --dp 2 --ep 2 --cp 2" "4 --dp 4 --e
     else echo "FAIL: exact dropless, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/x$i.out"; fail=1; fi
 done
 
+# resume: 2 serial steps continued for 2 on ep 2 give the checkpoint of 4 serial steps
+run s4 1 $xm --steps 4 --save "$tmp/s4.st"
+run s2 1 $xm --save "$tmp/s2.st"
+run r4 2 $xm --dp 2 --ep 2 --resume "$tmp/s2.st" --save "$tmp/r4.st"
+if [ $rc = 0 ] && cmp -s "$tmp/s4.st" "$tmp/r4.st"; then echo "ok: exact, a serial checkpoint resumed on --dp 2 --ep 2: byte-identical to 4 serial steps"
+else echo "FAIL: resume on ep 2: exit $rc or the checkpoint differs"; tail -3 "$tmp/r4.out"; fail=1; fi
+run rk 1 $xm --topk 1 --resume "$tmp/s2.st"
+if [ $rc != 0 ] && grep -q "moe_topk (--topk) = 2 but the model has 1" "$tmp/rk.out"; then echo "ok: resume with another --topk refused"
+else echo "FAIL: resume with another --topk: exit $rc"; tail -2 "$tmp/rk.out"; fail=1; fi
+
 # the checkpoint is a MoE GPT-2 file: minidc forward infers E and the MoE blocks from its names
 /usr/bin/python3 - "$tmp" <<'EOF' || { echo "FAIL: writing the forward inputs"; fail=1; }
 import sys, numpy as np
