@@ -237,8 +237,46 @@ static void test_errors(void) {
     mdc_device_free(d);
 }
 
+/* A MoE config's table: every MoE block's router and experts in file order, contiguous, each
+ * name found at its index, the experts known by index. */
+static void test_moe_table(void) {
+    mdc_gpt2_config c = {97, 0, 13, 3, 3, 72, 4, 2, 2}; /* blocks 0 and 2 are MoE, block 1 dense */
+    MDC_CHECK(mdc_gpt2_config_check(&c));
+    int n = mdc_gpt2_tensor_count(&c);
+    TU_CHECK(n == 4 + 12 * 3 + 2 * (4 * 4 - 3), "MoE tensor count %d", n);
+    size_t off = 0;
+    int experts = 0;
+    for (int i = 0; i < n; i++) {
+        mdc_param_tensor t;
+        MDC_CHECK(mdc_gpt2_tensor_at(&c, i, &t));
+        TU_CHECK(t.offset == off, "tensor %d (%s) at %zu, want %zu", i, t.name, t.offset, off);
+        TU_CHECK(mdc_gpt2_tensor_find(&c, t.name) == i, "tensor '%s' found at %d, not %d", t.name,
+                 mdc_gpt2_tensor_find(&c, t.name), i);
+        int j = mdc_gpt2_tensor_expert(&c, i);
+        TU_CHECK((j >= 0) == (strstr(t.name, ".mlp.experts.") != NULL), "tensor '%s': expert %d", t.name, j);
+        experts += j >= 0;
+        off += t.alloc;
+    }
+    TU_CHECK(off == mdc_gpt2_param_floats(&c), "MoE table ends at %zu, param floats %zu", off, mdc_gpt2_param_floats(&c));
+    TU_CHECK(experts == 2 * 4 * 4, "%d expert tensors, want 32", experts);
+    TU_CHECK(mdc_gpt2_tensor_find(&c, "h.0.mlp.router.weight") == 10, "router of block 0 at %d",
+             mdc_gpt2_tensor_find(&c, "h.0.mlp.router.weight"));
+    TU_CHECK(mdc_gpt2_tensor_find(&c, "h.1.mlp.c_fc.weight") == 2 + 25 + 8 && mdc_gpt2_tensor_find(&c, "h.1.mlp.router.weight") < 0,
+             "block 1 is dense");
+    mdc_param_tensor r;
+    MDC_CHECK(mdc_gpt2_tensor_at(&c, mdc_gpt2_tensor_find(&c, "h.2.mlp.experts.3.c_proj.weight"), &r));
+    TU_CHECK(r.ndim == 2 && r.shape[0] == 4 * 72 && r.shape[1] == 72 && r.decay, "an expert's c_proj is [4C, C] with decay");
+    MDC_CHECK(mdc_gpt2_tensor_at(&c, 10, &r));
+    TU_CHECK(r.ndim == 2 && r.shape[0] == 72 && r.shape[1] == 4, "the router is [C, E]");
+    mdc_gpt2_config bad = c;
+    bad.topk = 5;
+    TU_CHECK(mdc_gpt2_config_check(&bad) == MDC_ERR_INVALID && strstr(mdc_detail(), "--topk 5"), "top-k above E refused");
+    printf("MoE table: %d tensors, contiguous, names found, experts known\n", n);
+}
+
 int main(void) {
     test_table();
+    test_moe_table();
     test_gradients();
     test_threads_flops_memory();
     test_learns();
