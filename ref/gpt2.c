@@ -253,7 +253,7 @@ mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_
     mdc_gpt2 *m = calloc(1, sizeof *m);
     if (!m) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_gpt2_create: out of host memory");
     m->cfg = cfg, m->part = *part, m->comm = part->tp > 1 ? comm : NULL, m->dev = dev, m->flags = flags;
-    if ((st = mdc_i_layout_build(m))) goto fail;
+    if ((st = mdc_i_layout_build(m)) || (st = mdc_i_moe_alloc(m))) goto fail;
     if ((st = state_alloc(m, &m->params, m->floats * sizeof(float), MDC_MEM_PARAMS, "params", MDC_GPT2_HOST_PARAMS)))
         goto fail;
     if ((st = mdc_gpt2_acts_create(&m->acts, m, B, T))) goto fail;
@@ -273,6 +273,7 @@ void mdc_gpt2_free(mdc_gpt2 *m) {
     mdc_dev_free(m->dev, m->m);
     mdc_dev_free(m->dev, m->v);
     free(m->tensors), free(m->tensor_of), free(m->unit_off), free(m->unit_count);
+    free(m->moe.bias), free(m->moe.counts);
     free(m);
 }
 
@@ -351,6 +352,7 @@ mdc_status mdc_gpt2_zero_grad(mdc_gpt2 *m) {
         mdc_exact_clear(&m->x.loss);
     }
     memset(&m->moe.st, 0, sizeof m->moe.st);
+    if (m->moe.counts) memset(m->moe.counts, 0, sizeof(double) * (size_t)mdc_gpt2_moe_blocks(&m->cfg) * m->cfg.E);
     mdc_exact_clear(&m->moe.xloss);
     if (!m->grads) return state_alloc(m, &m->grads, bytes, MDC_MEM_GRADS, "grads", MDC_GPT2_HOST_GRADS);
     memset(m->grads, 0, bytes);

@@ -252,7 +252,7 @@ mdc_status mdc_gpt2_create_layout(mdc_gpt2 **out, const mdc_gpt2_config *cfg_in,
     mdc_gpt2 *m = calloc(1, sizeof *m);
     if (!m) return mdc_fail(MDC_ERR_OOM_HOST, "model layout");
     m->cfg = cfg, m->part = *part;
-    if ((st = mdc_i_layout_build(m))) {
+    if ((st = mdc_i_layout_build(m)) || (st = mdc_i_moe_alloc(m))) {
         mdc_gpt2_free(m);
         return st;
     }

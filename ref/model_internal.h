@@ -63,6 +63,8 @@ struct mdc_gpt2 {
         float dloss;            /* the aux losses' gradient scale */
         mdc_moe_stats st;       /* since zero_grad */
         mdc_exact xloss;        /* exact mode: aux_sum + z_sum */
+        float *bias;            /* moe blocks x E: the choice's bias */
+        double *counts;         /* moe blocks x E: assignments since zero_grad */
     } moe;
     float drop_p;              /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
@@ -219,5 +221,7 @@ static inline void mm_dinput(mdc_gpt2 *m, float *dinp, const float *dout, const 
 mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, float *out);
 mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *dout, float *dx);
 void mdc_i_moe_free(mdc_gpt2_acts *a, int l);
+/* The bias and counts of every MoE block (m->cfg set). */
+mdc_status mdc_i_moe_alloc(mdc_gpt2 *m);
 
 #endif

@@ -49,6 +49,30 @@ mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep) {
     return MDC_OK;
 }
 void mdc_gpt2_moe_stats(const mdc_gpt2 *m, mdc_moe_stats *s) { *s = m->moe.st; }
+int mdc_gpt2_moe_blocks(const mdc_gpt2_config *cfg) { return mdc_i_moe_before(cfg, cfg->L); }
+float *mdc_gpt2_moe_bias(mdc_gpt2 *m) { return m->moe.bias; }
+const double *mdc_gpt2_moe_counts(const mdc_gpt2 *m) { return m->moe.counts; }
+
+mdc_status mdc_i_moe_alloc(mdc_gpt2 *m) {
+    size_t n = (size_t)mdc_gpt2_moe_blocks(&m->cfg) * m->cfg.E;
+    if (!n) return MDC_OK;
+    m->moe.bias = calloc(n, sizeof(float)), m->moe.counts = calloc(n, sizeof(double));
+    return m->moe.bias && m->moe.counts ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "the MoE blocks' biases");
+}
+
+void mdc_gpt2_moe_bias_update(mdc_gpt2 *m, const double *c) {
+    int E = m->cfg.E, nb = mdc_gpt2_moe_blocks(&m->cfg);
+    float g = m->moe.o.bias_rate;
+    for (int b = 0; b < nb; b++) {
+        double mean = 0;
+        for (int i = 0; i < E; i++) mean += c[(size_t)b * E + i];
+        mean /= E;
+        for (int i = 0; i < E; i++) {
+            double d = mean - c[(size_t)b * E + i];
+            m->moe.bias[(size_t)b * E + i] += d > 0 ? g : d < 0 ? -g : 0.0f;
+        }
+    }
+}
 const mdc_exact *mdc_gpt2_moe_exact_loss(const mdc_gpt2 *m) { return &m->moe.xloss; }
 
 void mdc_i_moe_free(mdc_gpt2_acts *a, int l) {
@@ -223,7 +247,9 @@ static mdc_status route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, mo
     /* router: z = x W_r, p = softmax(z) */
     mm_forward(m, q->probs, x, P(m, mdc_i_gl(&m->cfg, l, ROUTERW)), NULL, n, C, E);
     router_softmax(d, q->probs, q->lse, n, E);
-    for (int t = 0; t < n; t++) { /* the top k, ties to the lower index; the gates */
+    const float *bias = m->moe.bias + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
+    double *cnt = m->moe.counts + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
+    for (int t = 0; t < n; t++) { /* the top k by p + bias, ties to the lower index; the gates from p */
         const float *p = q->probs + (size_t)t * E;
         int *ch = q->choice + (size_t)t * k;
         float sum = 0;
@@ -232,10 +258,10 @@ static mdc_status route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, mo
             for (int i = 0; i < E; i++) {
                 int taken = 0;
                 for (int u = 0; u < r; u++) taken |= ch[u] == i;
-                if (!taken && (best < 0 || p[i] > p[best])) best = i;
+                if (!taken && (best < 0 || p[i] + bias[i] > p[best] + bias[best])) best = i;
             }
             ch[r] = best, sum += p[best];
-            m->moe.st.tokens[best] += 1;
+            m->moe.st.tokens[best] += 1, cnt[best] += 1;
         }
         for (int r = 0; r < k; r++) q->gate[(size_t)t * k + r] = o->renorm ? p[ch[r]] / sum : p[ch[r]];
         float z = o->z_beta * q->lse[t] * q->lse[t];

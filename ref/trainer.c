@@ -194,8 +194,23 @@ mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targe
     return mdc_step_grads(&t->plan, inputs + off, targets + off);
 }
 
+/* Aux-loss-free balancing: the global batch's assignments per block and expert, the same bias
+ * update on every rank. */
+static mdc_status moe_bias_step(mdc_trainer *t) {
+    size_t n = (size_t)mdc_gpt2_moe_blocks(&t->tc.cfg) * t->tc.cfg.E;
+    double *c = calloc(n, sizeof *c);
+    if (!c) return mdc_fail(MDC_ERR_OOM_HOST, "MoE bias update");
+    if (t->plan.count_moe) memcpy(c, mdc_gpt2_moe_counts(t->m), n * sizeof *c);
+    mdc_group *w = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
+    mdc_status st = w && mdc_group_size(w) > 1 ? mdc_allreduce(MDC_IN_PLACE, c, n, MDC_F64, MDC_SUM, w) : MDC_OK;
+    if (!st) mdc_gpt2_moe_bias_update(t->m, c);
+    free(c);
+    return st;
+}
+
 mdc_status mdc_trainer_finish_step(mdc_trainer *t, const mdc_adamw_config *o, float *loss, float *grad_norm) {
     mdc_status st = mdc_step_update(&t->plan, o, loss, grad_norm);
+    if (!st && t->tc.moe.bias_rate > 0 && t->tc.cfg.E) st = moe_bias_step(t);
     t->steps++;
     if (!st && t->tc.check_replicas && t->mesh) st = mdc_trainer_check_replicas(t);
     return st;

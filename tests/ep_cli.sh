@@ -71,6 +71,18 @@ run rk 1 $xm --topk 1 --resume "$tmp/s2.st"
 if [ $rc != 0 ] && grep -q "moe_topk (--topk) = 2 but the model has 1" "$tmp/rk.out"; then echo "ok: resume with another --topk refused"
 else echo "FAIL: resume with another --topk: exit $rc"; tail -2 "$tmp/rk.out"; fail=1; fi
 
+# aux-loss-free balancing: the bias moves the routing (the digest differs from a run without it),
+# every mesh updates it alike (byte-identical checkpoints, the biases in them), and it resumes
+xb="--experts 4 --topk 2 --exact-block 8 --steps 6 --moe-bias-rate 0.01"
+run b0 1 $xb --moe-bias-rate 0 --save "$tmp/b0.st"
+run b1 1 $xb --save "$tmp/b1.st"
+run b2 4 $xb --dp 4 --ep 2 --save "$tmp/b2.st"
+run b3 1 $xb --steps 3 --save "$tmp/b3.st"
+run b4 2 $xb --steps 3 --dp 2 --ep 2 --resume "$tmp/b3.st" --save "$tmp/b4.st"
+if [ "$(moe_lines "$tmp/b0.out" | tail -1)" != "$(moe_lines "$tmp/b1.out" | tail -1)" ] && cmp -s "$tmp/b1.st" "$tmp/b2.st" &&
+    cmp -s "$tmp/b1.st" "$tmp/b4.st"; then echo "ok: --moe-bias-rate: the routing moves; ep 2 and a resumed run byte-identical to serial"
+else echo "FAIL: --moe-bias-rate (exit $rc)"; tail -2 "$tmp/b4.out"; fail=1; fi
+
 # the checkpoint is a MoE GPT-2 file: minidc forward infers E and the MoE blocks from its names
 /usr/bin/python3 - "$tmp" <<'EOF' || { echo "FAIL: writing the forward inputs"; fail=1; }
 import sys, numpy as np

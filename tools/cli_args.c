@@ -186,7 +186,9 @@ const char mdc_moe_usage[] =
     "                     second, ...; default) or probs (the highest router probabilities)\n"
     "  --moe-renorm       gates renormalized over the K chosen\n"
     "  --moe-aux-loss A   load-balancing loss A E sum f_i P_i (Switch; default 0)\n"
-    "  --moe-z-loss B     router z-loss B mean logsumexp(z)^2 (default 0)\n";
+    "  --moe-z-loss B     router z-loss B mean logsumexp(z)^2 (default 0)\n"
+    "  --moe-bias-rate G  aux-loss-free balancing (DeepSeek-V3): a per-expert bias on p for the choice,\n"
+    "                     after each step += G sign(mean load - load) (train only; default 0: off)\n";
 
 int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, mdc_status *st) {
     *used = 2, *st = MDC_OK;
@@ -196,9 +198,9 @@ int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, md
         return 1;
     }
     static const char *const names[] = {"--experts", "--topk", "--moe-every", "--capacity-factor", "--moe-drop",
-                                        "--moe-aux-loss", "--moe-z-loss"};
+                                        "--moe-aux-loss", "--moe-z-loss", "--moe-bias-rate"};
     int which = -1;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (!strcmp(opt, names[i])) which = i;
     if (which < 0) return 0;
     if (!v) {
@@ -217,7 +219,8 @@ int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, md
         if (!(*st = mdc_parse_double_range(opt, v, 0, 1e6, &x))) {
             if (which == 3) c->o.capacity_factor = (float)x;
             else if (which == 5) c->o.aux_alpha = (float)x;
-            else c->o.z_beta = (float)x;
+            else if (which == 6) c->o.z_beta = (float)x;
+            else c->o.bias_rate = (float)x;
         }
     }
     return 1;

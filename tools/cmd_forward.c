@@ -118,9 +118,10 @@ int mdc_cmd_forward(int argc, char **argv) {
         }
         mdc_status ms;
         if (mdc_moe_option(&moe, a, v, &used, &ms)) {
-            if (ms || moe.E >= 0 || moe.every >= 0) {
-                fprintf(stderr, "minidc forward: %s\n", ms ? mdc_detail() : "--experts and --moe-every come from the "
-                        "weights' names (h.N.mlp.experts.J.*)");
+            if (ms || moe.E >= 0 || moe.every >= 0 || moe.o.bias_rate > 0) {
+                fprintf(stderr, "minidc forward: %s\n", ms ? mdc_detail() : moe.o.bias_rate > 0 ? "--moe-bias-rate "
+                        "trains the routing bias (minidc train); forward uses the weights' e_score_correction_bias"
+                        : "--experts and --moe-every come from the weights' names (h.N.mlp.experts.J.*)");
                 return 2;
             }
             i += used - 1;

@@ -52,6 +52,8 @@ mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config
     /* a failure on rank 0 here is rank 0's alone: it aborts the peers (caller) */
     if (!st) st = mdc_trainer_gather(t, p, m, v, 0);
     if (!st && rt->rank == 0) {
+        size_t nb = (size_t)mdc_gpt2_moe_blocks(cfg) * cfg->E; /* the routing biases: the same on every rank */
+        if (nb) memcpy(mdc_gpt2_moe_bias(sm), mdc_gpt2_moe_bias(mdc_trainer_model(t)), nb * sizeof(float));
         st = mdc_checkpoint_save(path, sm, ts); /* atomic and fsync'd (mdc_atomic_*) */
     }
     mdc_gpt2_free(sm);
@@ -70,6 +72,11 @@ mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
     int step = sm ? mdc_gpt2_adam_step(sm) : 0;
     if (!st) st = mdc_trainer_load(t, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
     if (!st && serial) st = mdc_trainer_load(serial, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
+    size_t nb = (size_t)mdc_gpt2_moe_blocks(cfg) * cfg->E;
+    for (int k = 0; !st && nb && k < 2; k++) {
+        mdc_trainer *to = k ? serial : t;
+        if (to) memcpy(mdc_gpt2_moe_bias(mdc_trainer_model(to)), mdc_gpt2_moe_bias(sm), nb * sizeof(float));
+    }
     mdc_tensorfile_free(tf);
     mdc_gpt2_free(sm);
     mdc_device_free(sdev);

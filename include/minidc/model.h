@@ -375,6 +375,7 @@ typedef struct {
     int drop_probs;         /* 1: keep the highest p; 0: by priority (slot, then position) */
     int renorm;             /* gates renormalized over the k chosen */
     float aux_alpha, z_beta;
+    float bias_rate;        /* aux-loss-free balancing (DeepSeek-V3): g of the bias update, 0: off */
 } mdc_moe_opts;
 mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o);
 const mdc_moe_opts *mdc_gpt2_get_moe(const mdc_gpt2 *m);
@@ -402,6 +403,16 @@ typedef struct {
                       the same on every mesh exactly when every decision is serial's */
 } mdc_moe_stats;
 void mdc_gpt2_moe_stats(const mdc_gpt2 *m, mdc_moe_stats *s);
+/* Aux-loss-free balancing: every MoE block has a per-expert bias added to p for the choice only
+ * (the gates use p), h.N.mlp.router.e_score_correction_bias [E] in a checkpoint (a weights file
+ * may hold it; 0 if not). After each step, from the global batch's assignments per block and
+ * expert before dropping, bias_i += g sign(mean load - load_i). The bias of every MoE block is on
+ * every rank (moe_blocks x E floats, NULL for a dense model), and the counts: this rank's since
+ * zero_grad, 0 for blocks it does not hold. */
+int mdc_gpt2_moe_blocks(const mdc_gpt2_config *cfg);
+float *mdc_gpt2_moe_bias(mdc_gpt2 *m);
+const double *mdc_gpt2_moe_counts(const mdc_gpt2 *m);
+void mdc_gpt2_moe_bias_update(mdc_gpt2 *m, const double *global_counts);
 /* Exact mode: aux_sum + z_sum as one exact accumulator. */
 const mdc_exact *mdc_gpt2_moe_exact_loss(const mdc_gpt2 *m);
 
