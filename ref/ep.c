@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "minidc/ep.h"
 #include "model_internal.h"
 
@@ -167,4 +169,19 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     }
     free(v);
     return MDC_OK;
+}
+
+void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, void *obj) {
+    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
+    mdc_moe_stats s;
+    mdc_gpt2_moe_stats(m, &s);
+    cJSON *o = cJSON_AddObjectToObject(obj, "moe"), *t = cJSON_AddArrayToObject(o, "tokens_per_expert");
+    for (int i = 0; i < c->E; i++) cJSON_AddItemToArray(t, cJSON_CreateNumber(s.tokens[i]));
+    cJSON_AddNumberToObject(o, "experts", c->E), cJSON_AddNumberToObject(o, "topk", c->topk);
+    cJSON_AddNumberToObject(o, "dropped", s.dropped), cJSON_AddNumberToObject(o, "aux_sum", s.aux_sum);
+    cJSON_AddNumberToObject(o, "z_sum", s.z_sum), cJSON_AddNumberToObject(o, "routing_digest", s.digest);
+    cJSON_AddNumberToObject(o, "ep", ep ? mdc_group_size(ep->g) : 1);
+    cJSON_AddNumberToObject(o, "alltoall_bytes", ep ? ep->bytes : 0);
+    cJSON_AddNumberToObject(o, "alltoall_calls", ep ? ep->calls : 0);
+    cJSON_AddNumberToObject(o, "rows_to_other_ranks", ep ? ep->rows_out : 0);
 }

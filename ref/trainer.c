@@ -490,6 +490,7 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
         cJSON_AddNumberToObject(dp, "step_bytes_exact", f.step_bytes_want);
         cJSON_AddNumberToObject(dp, "step_bytes_formula", f.step_bytes_formula);
     }
+    if (t->tc.cfg.E) mdc_moe_report_json(t->m, t->ep, root);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     char *out = text ? strdup(text) : NULL; /* plain malloc'd text for the caller's free() */

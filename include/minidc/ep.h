@@ -42,6 +42,11 @@ double mdc_ep_bytes(const mdc_ep *ep);
 mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, int count, double tokens, char *line,
                              size_t cap);
 
+/* This rank's MoE figures of the last step into the cJSON object `obj` (the --report file's
+ * "schemes": "moe"): assignments per expert, dropped, the aux and z sums, all-to-all bytes and
+ * calls (ep may be NULL). */
+void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, void *obj);
+
 #ifdef __cplusplus
 }
 #endif
