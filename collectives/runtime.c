@@ -1,8 +1,11 @@
 /* Program start-up: MPI, device, transport, world group. */
 #include <mpi.h>
+#include <omp.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "minidc/runtime.h"
 
@@ -52,6 +55,23 @@ static mdc_status share_host_spec(mdc_runtime *rt) {
     return st;
 }
 
+/* More ranks than cores (a laptop running a 64-rank mesh): OpenMP's default of one thread per
+ * core in every rank would put ranks x cores threads on the cores, spinning at every barrier.
+ * Unless OMP_NUM_THREADS says otherwise, each rank takes its share of the cores this host's
+ * ranks have (MPICH's MPI_LOCALNRANKS; the whole job if unset), at least one. The kernels give the
+ * same bits with any thread count. */
+static void share_cores(int size) {
+    if (getenv("OMP_NUM_THREADS") || size < 2) return;
+    const char *l = getenv("MPI_LOCALNRANKS");
+    long local = l ? strtol(l, NULL, 10) : size, cores = 0;
+    cpu_set_t set;
+    if (!sched_getaffinity(0, sizeof set, &set)) cores = CPU_COUNT(&set);
+    if (cores <= 0) cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (local < 1) local = size;
+    long share = cores / local;
+    omp_set_num_threads(share < 1 ? 1 : (int)share);
+}
+
 mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv) {
     memset(rt, 0, sizeof *rt);
     int inited = 0;
@@ -61,6 +81,7 @@ mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &rt->size);
+    share_cores(rt->size);
     mdc_device_options_default(&rt->opts);
     int n = *argc, out = 1;
     char **av = *argv;

@@ -61,6 +61,18 @@ for spec in "4 --dp 2 --ep 2 --tp 2 --sp" "4 --dp 2 --ep 2 --cp 2" "4 --dp 4 --e
     else echo "FAIL: exact dropless, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/x$i.out"; fail=1; fi
 done
 
+# every scheme at once on 64 ranks (2 cores): tp 2 + SP, cp 2, pp 2, dp 8 of which ep 2, on a MoE
+# model, byte-identical to serial
+big="--vocab 256 --ctx 32 --layers 4 --heads 4 --channels 32 --batch 16 --seq 32 --steps 2 --seed 3 --quiet"
+big="$big --experts 4 --topk 2 --moe-z-loss 0.001 --exact-block 4"
+timeout -k 5 100 "$MPIEXEC" -n 1 "$bin" train $big --save "$tmp/big1.st" >"$tmp/big1.out" 2>&1
+timeout -k 5 240 "$MPIEXEC" -n 64 "$bin" train $big --tp 2 --sp --cp 2 --pp 2 --microbatches 2 --dp 8 --ep 2 \
+    --save "$tmp/big64.st" >"$tmp/big64.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && cmp -s "$tmp/big1.st" "$tmp/big64.st"; then
+    echo "ok: exact, 64 ranks (tp 2 sp, cp 2, pp 2, dp 8 with ep 2): byte-identical to serial"
+else echo "FAIL: 64 ranks: exit $rc or the checkpoint differs"; tail -3 "$tmp/big64.out"; fail=1; fi
+
 # resume: 2 serial steps continued for 2 on ep 2 give the checkpoint of 4 serial steps
 run s4 1 $xm --steps 4 --save "$tmp/s4.st"
 run s2 1 $xm --save "$tmp/s2.st"
