@@ -35,7 +35,7 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/minidc/*.h)
 INTERPOSER := $(if $(IP_SRC),$(BUILD)/libminidc_mpi.so)
 
-.PHONY: all deps deps-check check demo bench install clean
+.PHONY: all deps deps-check check check-long demo bench install clean
 all: deps $(BUILD)/libminidc.a $(BUILD)/libminidc.so $(BUILD)/minidc $(INTERPOSER)
 
 deps:
@@ -72,6 +72,10 @@ tests: all $(TESTS)
 
 check: deps-check all $(TESTS)
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) tests/run.sh $(TESTS_ONLY)
+
+# The longer sweep (.ci/run runs it after check): the mesh fuzzer's 40 cases up to 32 ranks.
+check-long: deps-check all $(TESTS)
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) LISTS="tests/long/*.list" tests/run.sh
 
 demo: all
 	@tools/demo.sh $(BUILD) $(MPIEXEC)

@@ -4,7 +4,8 @@
 #   RANKS    "-" runs it as a plain process; "1,2,3" runs it under $MPIEXEC -n P for each P
 #   TIMEOUT  seconds per run; a timeout is a failure, never a hang
 # Exit status 77 means skipped. The last line is "N passed, N failed[, N skipped]".
-# Usage: tests/run.sh [PATTERN]  (only tests whose name matches the grep pattern)
+# Usage: tests/run.sh [PATTERN]  (only tests whose name matches the grep pattern); LISTS names
+# other list files (make check-long: tests/long/*.list).
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 pattern=${1:-}
@@ -59,7 +60,7 @@ run_one() { # name ranks timeout args...
         fail=$((fail + 1)); failed_names="$failed_names ${name// /_}.$p"
     fi
 }
-for list in tests/*.list; do
+for list in ${LISTS:-tests/*.list}; do
     while read -r name ranks to args; do
         case $name in ''|'#'*) continue;; esac
         [ -n "$pattern" ] && ! echo "$name" | grep -q -- "$pattern" && continue
