@@ -136,7 +136,7 @@ int mdc_bench_train(int argc, char **argv) {
         fprintf(stderr, "minidc bench train: --batch %d is not divisible by --dp %d\n", B, dp);
         return 2;
     }
-    if (mdc_exact_options(&exact, &xblock, &cfg, T, tp, sp)) {
+    if (mdc_exact_options(&exact, &xblock, &cfg, T, 1, tp, sp)) {
         fprintf(stderr, "minidc bench train: %s\n", mdc_detail());
         return 2;
     }

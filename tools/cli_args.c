@@ -142,18 +142,18 @@ mdc_status mdc_check_not_input(const char *out_opt, const char *out, const char 
     return MDC_OK;
 }
 
-mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int tp, int sp) {
+mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int cp, int tp, int sp) {
     if (*block) *exact = 1;
     if (!*exact) return MDC_OK;
     if (!*block) /* the largest divisor of the sequence up to the default: the same on every mesh */
         for (*block = MDC_EXACT_DEFAULT_BLOCK; seq % *block; --*block) ;
-    int local = sp && tp > 1 ? seq / tp : seq;
+    int local = (cp > 1 ? seq / cp : seq) / (sp && tp > 1 ? tp : 1);
     if (local % *block) {
         int b = *block;
         while (local % b) b--; /* the largest block that fits */
         return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a sequence each rank holds "
-                        "(--seq %d%s); use --exact-block %d (or another divisor of %d) on every mesh you compare",
-                        *block, local, seq, sp && tp > 1 ? " / --tp with --sp" : "", b, local);
+                        "(--seq %d%s%s); use --exact-block %d (or another divisor of %d) on every mesh you compare",
+                        *block, local, seq, cp > 1 ? " / --cp" : "", sp && tp > 1 ? " / --tp with --sp" : "", b, local);
     }
     if (tp > 0 && (cfg->Vp % tp || (cfg->Vp / tp) % MDC_EXACT_VOCAB_BLOCK))
         return mdc_fail(MDC_ERR_INVALID, "--exact with --tp %d: the vocabulary shard %d / %d is not a multiple of exact "

@@ -29,9 +29,9 @@ mdc_status mdc_adamw_check(const mdc_adamw_config *o);
 
 /* --exact and --exact-block: a block implies exact mode; exact mode without one takes the
  * largest divisor of seq up to MDC_EXACT_DEFAULT_BLOCK (it depends on no mesh). The block must divide the positions of a sequence each rank holds
- * (seq, or seq / tp with SP) and Vp / tp must be a multiple of the vocabulary block: else
+ * (seq / cp, and / tp with SP; a zig-zag cp layout's chunks are checked by the cp component) and Vp / tp must be a multiple of the vocabulary block: else
  * MDC_ERR_INVALID naming the option and a size that works. */
-mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int tp, int sp);
+mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int cp, int tp, int sp);
 /* One line per kind of canonical block of exact mode, for the start of a run. */
 void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out);
 

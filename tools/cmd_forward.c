@@ -220,7 +220,7 @@ int mdc_cmd_forward(int argc, char **argv) {
         rc = 2;
         goto done;
     }
-    if (mdc_exact_options(&exact, &xblock, &cfg, T, 1, 0)) {
+    if (mdc_exact_options(&exact, &xblock, &cfg, T, 1, 1, 0)) {
         fprintf(stderr, "minidc forward: %s\n", mdc_detail());
         rc = 2;
         goto done;

@@ -248,7 +248,7 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
         return mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", o->seq, cfg->T);
     if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
     if ((st = mdc_adamw_check(&o->opt))) return st;
-    if ((st = mdc_exact_options(&o->exact, &o->exact_block, cfg, o->seq, o->tp, o->sp))) return st;
+    if ((st = mdc_exact_options(&o->exact, &o->exact_block, cfg, o->seq, o->cp, o->tp, o->sp))) return st;
     if (o->pp > 1 || o->microbatches || o->schedule || o->layout_n || o->timeline || o->vstages) {
         if (o->vstages > 1 && !o->schedule) o->schedule = "interleaved";
         int v = o->vstages ? o->vstages : o->schedule && !strcmp(o->schedule, "interleaved") ? 2 : 1;

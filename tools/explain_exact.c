@@ -94,7 +94,7 @@ int mdc_explain_exact(int argc, char **argv) {
     for (int k = 0; !st && k < ndp; k++)
         if (B % (dps[k] * K))
             st = mdc_fail(MDC_ERR_INVALID, "--batch %d is not divisible by --dp %d x --accum %d", B, dps[k], K);
-    if (!st) st = mdc_exact_options(&exact, &blk, &c, T, 1, 0);
+    if (!st) st = mdc_exact_options(&exact, &blk, &c, T, 1, 1, 0);
     int ti = st ? -1 : mdc_gpt2_tensor_find(&c, tensor);
     mdc_param_tensor t;
     if (!st && ti < 0) st = mdc_fail(MDC_ERR_INVALID, "--tensor %s: no such tensor in config %s", tensor, config);
