@@ -89,6 +89,11 @@ static void wait_policy(mdc_transport *t) {
      * which must change no result, only the order in which messages arrive */
     t->fault_s = mdc_i_env_num("MINIDC_FAULT_DELAY", 0, 0, 1e6) * 1e-6;
     t->fault_rng = 0x9e3779b97f4a7c15ull * (uint64_t)(t->rank + 1);
+    /* and one corrupted message: MINIDC_FAULT_CORRUPT=RANK:N, the N-th send of RANK flips a bit of
+     * a float's exponent in flight (the sender's buffer stays right): a check must catch it */
+    const char *c = getenv("MINIDC_FAULT_CORRUPT");
+    long cr = -1, cn = 0;
+    if (c && sscanf(c, "%ld:%ld", &cr, &cn) == 2 && cr == t->rank && cn > 0) t->corrupt_at = cn;
     door_map(t, lr, !own_core);
 }
 
@@ -233,6 +238,7 @@ static void request_free(mdc_request *r) {
     r->t->inflight--;
     if (r->pack != r->inl) free(r->pack);
     if (r->mreq != r->mreq_inl) free(r->mreq);
+    free(r->fault_copy);
     free(r);
 }
 
@@ -345,6 +351,11 @@ static mdc_status isend(const void *buf, size_t bytes, size_t slice, int peer, i
     mdc_transport *t = mdc_group_transport(g);
     if (t->trace) t->trace(t->trace_ctx, 1, mdc_group_rank(g), peer, bytes, tag);
     if (t->dev) r->stamp = mdc_dev_msg_depart(t->dev, (double)bytes, r->link);
+    if (t->corrupt_at && bytes >= 4 && ++t->sends == t->corrupt_at && (r->fault_copy = malloc(bytes))) {
+        memcpy(r->fault_copy, buf, bytes);
+        ((unsigned char *)r->fault_copy)[((bytes / 2) & ~(size_t)3) | 3] ^= 0x10; /* a float's exponent bit */
+        buf = r->fault_copy;
+    }
     st = request_post(r, (void *)buf, mpi_tag(g, tag));
     if (st) {
         request_free(r);

@@ -35,6 +35,9 @@ struct mdc_transport {
     double door_s;     /* with doorbells: sleep on the bell once the wait is this old */
     double fault_s;    /* MINIDC_FAULT_DELAY: each send first waits up to this long (0: off) */
     uint64_t fault_rng;
+    long corrupt_at;   /* MINIDC_FAULT_CORRUPT=RANK:N on this rank: the N-th send (from 1) of 4 or more
+                          bytes travels with one bit flipped (0: off); sends counts them */
+    long sends;
     int *door;         /* doorbell (MPI_COMM_WORLD) rank of each rank of comm; NULL: none */
     int aborted;       /* a peer told us it failed */
     struct mdc_request *parked; /* failed requests MPI still holds (freed with the transport) */
@@ -71,6 +74,7 @@ struct mdc_request {
     mdc_msg_stamp stamp;       /* send: our stamp; receive: filled by the message */
     mdc_link link;
     struct mdc_request *next_parked;
+    void *fault_copy;          /* send: the corrupted copy of the payload that travels (fault injection) */
     size_t inl_cap;            /* bytes of inl */
     /* A packed message up to PACK_INLINE bytes lives here: the request is allocated with just
      * the room it needs, so a small request stays small (malloc's per-thread cache serves it,
