@@ -175,6 +175,13 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
     m.grads = p;
     m.optim = 2 * p;
     m.acts = a.total * sizeof(float) + 2 * (size_t)B * T * sizeof(int);
+    if (cfg->E) { /* MoE blocks (dropless: n k rows): each keeps its routing and its rows (in, out, before
+                     and after GELU) from its forward to its backward (ref/moe.c); the first backward
+                     adds its work space while every block's are held */
+        size_t n = (size_t)B * T, k = (size_t)cfg->topk, E = (size_t)cfg->E, C = (size_t)cfg->C, A = n * k;
+        size_t state = (n * E + n + n * k) + (2 * A * C + 2 * A * 4 * C + 4), work = n * k + n * E + 2 * A * 4 * C + A * C + 4;
+        m.acts += ((size_t)mdc_i_moe_before(cfg, cfg->L) * state + work) * sizeof(float);
+    }
     m.total = m.params + m.grads + m.optim + m.acts;
     return m;
 }

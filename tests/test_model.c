@@ -272,6 +272,22 @@ static void test_moe_table(void) {
     bad.topk = 5;
     TU_CHECK(mdc_gpt2_config_check(&bad) == MDC_ERR_INVALID && strstr(mdc_detail(), "--topk 5"), "top-k above E refused");
     printf("MoE table: %d tensors, contiguous, names found, experts known\n", n);
+    /* dropless MoE steps allocate exactly mdc_gpt2_memory_need: the blocks' row buffers too (the
+     * second step's backward is the peak: AdamW's moments exist from the first update on) */
+    mdc_device *d = tu_device(1);
+    mdc_gpt2 *m;
+    MDC_CHECK(mdc_gpt2_create(&m, d, &c, B, T));
+    mdc_gpt2_init(m, 5);
+    int in[B * T], tg[B * T];
+    batch(in, tg, c.V, 1);
+    step(m, in, tg, NULL);
+    step(m, in, tg, NULL);
+    mdc_gpt2_memory need = mdc_gpt2_memory_need(&c, B, T);
+    TU_CHECK(mdc_dev_mem_peak(d, MDC_MEM_ACTS) == need.acts && mdc_dev_mem_peak(d, MDC_MEM_COUNT) == need.total,
+             "MoE step: peak activations %zu, need %zu; total %zu, need %zu", mdc_dev_mem_peak(d, MDC_MEM_ACTS), need.acts,
+             mdc_dev_mem_peak(d, MDC_MEM_COUNT), need.total);
+    mdc_gpt2_free(m);
+    mdc_device_free(d);
 }
 
 int main(void) {
