@@ -178,17 +178,17 @@ void mdc_moe_cli_default(mdc_moe_cli *c) {
 }
 
 const char mdc_moe_usage[] =
-    "  --experts E        a mixture of experts: E experts in place of each MoE block's MLP (0: dense)\n"
-    "  --topk K           experts per token (default 2; forward: __metadata__ moe_topk)\n"
-    "  --moe-every N      blocks 0, N, 2N, ... are MoE blocks (default 1: every block)\n"
-    "  --capacity-factor F  each expert keeps ceil(K T F / E) assignments per sequence (0: dropless)\n"
-    "  --moe-drop P       which it keeps: position (every first choice in position order, then every\n"
-    "                     second, ...; default) or probs (the highest router probabilities)\n"
-    "  --moe-renorm       gates renormalized over the K chosen\n"
-    "  --moe-aux-loss A   load-balancing loss A E sum f_i P_i (Switch; default 0)\n"
-    "  --moe-z-loss B     router z-loss B mean logsumexp(z)^2 (default 0)\n"
-    "  --moe-bias-rate G  aux-loss-free balancing (DeepSeek-V3): a per-expert bias on p for the choice,\n"
-    "                     after each step += G sign(mean load - load) (train only; default 0: off)\n";
+    "  --experts E         a mixture of experts: E experts in place of each MoE block's MLP (0: dense)\n"
+    "  --topk K            experts per token (default 2; forward: __metadata__ moe_topk)\n"
+    "  --moe-every N       blocks 0, N, 2N, ... are MoE blocks (default 1: every block)\n"
+    "  --capacity-factor F each expert keeps ceil(K T F / E) assignments per sequence (0: dropless)\n"
+    "  --moe-drop P        which it keeps: position (every first choice in position order, then every\n"
+    "                      second, ...; default) or probs (the highest router probabilities)\n"
+    "  --moe-renorm        gates renormalized over the K chosen\n"
+    "  --moe-aux-loss A    load-balancing loss A E sum f_i P_i (Switch; default 0)\n"
+    "  --moe-z-loss B      router z-loss B mean logsumexp(z)^2 (default 0)\n"
+    "  --moe-bias-rate G   aux-loss-free balancing (DeepSeek-V3): a per-expert bias on p for the choice,\n"
+    "                      after each step += G sign(mean load - load) (train only; default 0: off)\n";
 
 int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, mdc_status *st) {
     *used = 2, *st = MDC_OK;
