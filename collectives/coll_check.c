@@ -36,6 +36,7 @@ static void describe(char *buf, size_t cap, const long long *s) {
 }
 
 mdc_status mdc_i_check_call(const char *what, mdc_group *g, mdc_coll c, long long count, mdc_dtype t, int op, int root) {
+    mdc_dev_trace_mark(mdc_transport_device(mdc_group_transport(g)), what, (double)count); /* --trace */
     if (!mdc_coll_check_enabled() || mdc_group_size(g) < 2) return MDC_OK;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     long long sig[NSIG] = {(long long)mdc_i_group_next_call(g), (long long)c, count, (long long)t, op, root};

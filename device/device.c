@@ -7,6 +7,7 @@
  *            arrive = done + latency; the receiver's clock = max(own, arrive).
  * Accounting is a handful of adds per call; throttle mode also waits the modeled time. */
 #include "minidc/device.h"
+#include "trace_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -36,6 +37,7 @@ struct mdc_device {
     alloc_hdr *allocs;
     double egress_free[MDC_LINK_COUNT];
     mdc_dev_counters c;
+    mdc_dev_trace *trace;  /* NULL: not recording (device/trace.c) */
 };
 
 _Static_assert(sizeof(alloc_hdr) <= ALIGN, "allocation header must fit in the alignment");
@@ -124,6 +126,7 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
 void mdc_device_free(mdc_device *dev) {
     if (!dev) return;
     while (dev->allocs) mdc_dev_free(dev, (char *)dev->allocs + ALIGN);
+    mdc_i_trace_free(dev->trace);
     free(dev);
 }
 
@@ -217,6 +220,7 @@ void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precisi
     double t = (tc >= tm ? tc : tm) + dev->spec.launch_overhead;
     if (tc >= tm) dev->c.t_compute += t;
     else dev->c.t_memory += t;
+    if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_KERNEL, NULL, dev->c.now, dev->c.now + t, flops, hbm_bytes);
     dev->c.now += t;
     dev->c.flops += flops;
     dev->c.hbm_bytes += hbm_bytes;
@@ -233,6 +237,7 @@ void mdc_dev_count(mdc_device *dev, double int_ops, double sram_bytes) {
 void mdc_dev_copy(mdc_device *dev, double bytes, mdc_link link) {
     if (dev->mode == MDC_EMULATE_OFF) return;
     double t = link_latency(dev, link) + bytes / link_bw(dev, link);
+    if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_COPY, NULL, dev->c.now, dev->c.now + t, bytes, link);
     dev->c.now += t;
     dev->c.t_comm += t;
     dev->c.link_bytes[link] += bytes;
@@ -251,6 +256,7 @@ mdc_msg_stamp mdc_dev_msg_depart(mdc_device *dev, double bytes, mdc_link link) {
     s.done = s.depart + bytes / link_bw(dev, link);
     s.arrive = s.done + link_latency(dev, link);
     dev->egress_free[link] = s.done;
+    if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_SEND, NULL, s.depart, s.done, bytes, link);
     dev->c.link_bytes[link] += bytes;
     dev->c.messages_sent += 1;
     dev->c.bytes_sent += bytes;
@@ -266,7 +272,6 @@ void mdc_dev_msg_sent(mdc_device *dev, double done) {
 }
 
 void mdc_dev_msg_arrive(mdc_device *dev, mdc_msg_stamp st, double bytes, mdc_link link) {
-    (void)link;
     if (dev->mode == MDC_EMULATE_OFF) return;
     dev->c.messages_recv += 1;
     dev->c.bytes_recv += bytes;
@@ -279,8 +284,19 @@ void mdc_dev_msg_arrive(mdc_device *dev, mdc_msg_stamp st, double bytes, mdc_lin
         dev->c.t_comm += st.arrive - dev->c.now;
         dev->c.now = st.arrive;
     }
+    if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_RECV, NULL, start, dev->c.now, bytes, link);
     throttle(dev, dev->c.now - start);
 }
+
+mdc_status mdc_dev_trace_start(mdc_device *dev) {
+    mdc_i_trace_free(dev->trace);
+    dev->trace = mdc_i_trace_new();
+    return dev->trace ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "rank %d: the trace", dev->rank);
+}
+void mdc_dev_trace_mark(mdc_device *dev, const char *name, double count) {
+    if (dev && dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_COLL, name, dev->c.now, dev->c.now, count, 0);
+}
+char *mdc_dev_trace_json(const mdc_device *dev) { return dev->trace ? mdc_i_trace_json(dev->trace, dev->rank) : NULL; }
 
 void mdc_dev_reduce(mdc_device *dev, double elems, double elem_bytes) {
     mdc_dev_kernel(dev, elems, 3.0 * elems * elem_bytes, MDC_PREC_FP32);

@@ -52,6 +52,8 @@ static const char usage_text[] =
     "                      (layers split over p V virtual stages; --pp-layout then lists p V)\n"
     "  --microbatches M    micro-batches per step (the pipeline's accumulation; same as --accum)\n"
     "  --timeline FILE     the last step's measured schedule as SVG, one row per stage (with --pp)\n"
+    "  --trace FILE        every rank's kernels, copies, messages and collective calls of the run as a\n"
+    "                      Chrome trace (Perfetto): a virtual-time and a wall-time track per rank\n"
     "  --cp N              context parallelism: each sequence split over N ranks (--seq a multiple\n"
     "                      of 2N for the zigzag layout)\n"
     "  --cp-layout L       zigzag (default: rank r holds chunks r and 2N-1-r of 2N) | contiguous\n"
@@ -88,7 +90,7 @@ typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
     int seed_given, force_seed, exact, exact_block, microbatches, check_coll;
-    const char *schedule, *timeline, *cp_layout, *cp_algo;
+    const char *schedule, *timeline, *cp_layout, *cp_algo, *trace;
     int layout[256], layout_n, vstages;
     int fail_rank, fail_step, fail_how;
     double bucket_mb, dropout;
@@ -195,6 +197,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--cp-layout")) o->cp_layout = v;
         else if (!strcmp(a, "--cp-algo")) o->cp_algo = v;
         else if (!strcmp(a, "--timeline")) o->timeline = v;
+        else if (!strcmp(a, "--trace")) o->trace = v;
         else if (!strcmp(a, "--pp-layout")) st = parse_layout(a, v, o->layout, &o->layout_n);
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
@@ -328,6 +331,11 @@ int mdc_cmd_train(int argc, char **argv) {
                         (st = mdc_check_not_input("--timeline", o.timeline, "--save", o.save)) ||
                         (report && (st = mdc_check_not_input("--timeline", o.timeline, "--report", report))))))
         mdc_runtime_die(&rt, st, 1, 2);
+    const char *other[5] = {o.save, report, o.timeline, o.data, o.resume};
+    const char *other_opt[5] = {"--save", "--report", "--timeline", "--data", "--resume"};
+    if (o.trace) st = mdc_check_output("--trace", o.trace);
+    for (int k = 0; o.trace && k < 5 && !st; k++) st = mdc_check_not_input("--trace", o.trace, other_opt[k], other[k]);
+    if (st) mdc_runtime_die(&rt, st, 1, 2);
     int threads = mdc_kernels_init();
     mdc_coll_prefer_ring(); /* bytes equal to the formulas, the same bits on every rank */
 
@@ -419,6 +427,7 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     double t_start = mdc_wall_time(), tokens = 0, worst_loss = 0;
     float loss = 0, norm = 0;
+    if (o.trace && (st = mdc_dev_trace_start(rt.dev))) mdc_runtime_die(&rt, st, 1, 1);
     for (int s = step0; s < step0 + o.steps; s++) {
         if (s == o.fail_step && r == o.fail_rank) {
             if (o.fail_how) { /* without a word: the others must find out and name this rank */
@@ -494,6 +503,10 @@ int mdc_cmd_train(int argc, char **argv) {
         if ((st = mdc_train_save(&rt, tr, &cfg, o.save, &ts))) mdc_runtime_die(&rt, st, 0, 1);
         if (r == 0) printf("saved %s (step %llu; the global tensors of every shard in one file)\n", o.save,
                            (unsigned long long)ts.step);
+    }
+    if (o.trace) { /* the steps' events (with --save also the checkpoint's gathering) */
+        if ((st = mdc_train_write_trace(&rt, o.trace))) mdc_runtime_die(&rt, st, 0, 1);
+        if (r == 0) printf("trace: %s (every rank's kernels, messages and collective calls; open it in Perfetto)\n", o.trace);
     }
     if (o.timeline) {
         if ((st = mdc_trainer_timeline(tr, o.timeline))) mdc_runtime_die(&rt, st, 0, 1);

@@ -21,6 +21,9 @@ mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
 /* The first step of a run of `steps` steps resumed at `step` of checkpoint `path`:
  * MDC_ERR_FORMAT if the step is out of range (above 2^30), MDC_ERR_INVALID if step + steps
  * would pass INT_MAX; else *step0 = step. */
+/* --trace FILE: every rank's device trace into one Chrome trace JSON on rank 0 (tools/train_trace.c;
+ * every rank calls it, after mdc_dev_trace_start on each). */
+mdc_status mdc_train_write_trace(mdc_runtime *rt, const char *path);
 mdc_status mdc_train_first_step(const char *path, uint64_t step, int steps, int *step0);
 
 /* --check-serial's verdict, printed on rank 0: every tensor's relative difference

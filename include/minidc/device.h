@@ -177,6 +177,14 @@ void mdc_dev_count(mdc_device *dev, double int_ops, double sram_bytes);
 /* A copy of `bytes` over a link (host<->device: PCIE; device<->device: NVLINK/NET). Advances
  * the clock by latency + bytes/bw, as communication. */
 void mdc_dev_copy(mdc_device *dev, double bytes, mdc_link link);
+/* The trace (device/trace.c; minidc train --trace): from start on, every kernel, copy, message
+ * and collective call (mark: an instant event named after the call) is recorded with its virtual
+ * start and end and the wall clock's; json: the events as comma-separated Chrome trace objects
+ * (pid = the device's rank, tid 0 virtual time, tid 1 wall time), malloc'd; NULL when not started
+ * or out of memory. */
+mdc_status mdc_dev_trace_start(mdc_device *dev);
+void mdc_dev_trace_mark(mdc_device *dev, const char *name, double count);
+char *mdc_dev_trace_json(const mdc_device *dev);
 /* Host DRAM traffic (data loading, host-side work), energy only. */
 void mdc_dev_host_bytes(mdc_device *dev, double bytes);
 

@@ -1,0 +1,46 @@
+#!/bin/bash
+# train --trace: a Chrome trace (the format Perfetto and chrome://tracing read) of every rank:
+# valid JSON, every event well-formed (complete "X" events with ts and dur >= 0, instant "i"
+# events, "M" names), one process per rank with a virtual-time and a wall-time track, kernels,
+# sends, receives and the collective calls on each, the kernels of a rank one after another in
+# virtual time; serially too; a bad destination refused before any step.
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+bin=$BUILD/minidc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+model="--vocab 256 --ctx 32 --layers 2 --heads 4 --channels 32 --batch 4 --seq 32 --steps 2 --quiet"
+check() { # file ranks collectives...
+    /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+path, ranks, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+d = json.load(open(path))
+ev = d["traceEvents"]
+bad = [e for e in ev if e.get("ph") not in ("X", "i", "M") or not isinstance(e.get("pid"), int)
+       or (e["ph"] in ("X", "i") and (e.get("tid") not in (0, 1) or not e.get("ts", -1) >= 0))
+       or (e["ph"] == "X" and not e.get("dur", -1) >= 0)]
+assert not bad, f"malformed events, the first: {bad[0]}"
+assert {e["pid"] for e in ev} == set(range(ranks)), f"pids {sorted({e['pid'] for e in ev})}, want 0..{ranks - 1}"
+for r in range(ranks):
+    names = {e["name"] for e in ev if e["pid"] == r and e["ph"] != "M"}
+    want = {"kernel"} | set(colls) | ({"send", "recv"} if ranks > 1 else set())
+    assert want <= names, f"rank {r}: no {sorted(want - names)} events"
+    ks = sorted((e["ts"], e["dur"]) for e in ev if e["pid"] == r and e.get("tid") == 0 and e["name"] == "kernel")
+    over = [i for i in range(1, len(ks)) if ks[i][0] < ks[i - 1][0] + ks[i - 1][1] - 1e-2]
+    assert not over, f"rank {r}: kernel {over[0]} starts before the previous one ends in virtual time"
+print(f"{len(ev)} events, {ranks} rank(s)")
+PY
+}
+out=$("$MPIEXEC" -n 2 "$bin" train $model --dp 2 --experts 4 --ep 2 --trace "$tmp/t.json" 2>&1)
+if [ $? = 0 ] && [[ "$out" == *"trace: $tmp/t.json"* ]] && res=$(check "$tmp/t.json" 2 mdc_allreduce mdc_alltoall mdc_alltoallv 2>&1); then
+    echo "ok: --dp 2 --ep 2: $res, kernels, messages and collective calls per rank"
+else echo "FAIL: the 2-rank trace: $res"; echo "$out" | tail -2; fail=1; fi
+out=$("$bin" train $model --trace "$tmp/s.json" 2>&1)
+if [ $? = 0 ] && res=$(check "$tmp/s.json" 1 2>&1); then echo "ok: serial: $res"
+else echo "FAIL: the serial trace: $res"; fail=1; fi
+mkdir "$tmp/dir"
+out=$("$MPIEXEC" -n 2 "$bin" train $model --dp 2 --trace "$tmp/dir" 2>&1)
+if [ $? = 2 ] && [[ "$out" == *"--trace"* ]] && [[ "$out" != *"step "* ]]; then echo "ok: a directory as --trace refused before any step"
+else echo "FAIL: --trace to a directory: $(echo "$out" | tail -1)"; fail=1; fi
+exit $fail
