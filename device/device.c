@@ -296,6 +296,9 @@ mdc_status mdc_dev_trace_start(mdc_device *dev) {
 void mdc_dev_trace_mark(mdc_device *dev, const char *name, double count) {
     if (dev && dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_COLL, name, dev->c.now, dev->c.now, count, 0);
 }
+size_t mdc_dev_trace_spans(const mdc_device *dev, double from, double *out, size_t cap) {
+    return dev->trace ? mdc_i_trace_spans(dev->trace, from, out, cap) : 0;
+}
 char *mdc_dev_trace_json(const mdc_device *dev) { return dev->trace ? mdc_i_trace_json(dev->trace, dev->rank) : NULL; }
 
 void mdc_dev_reduce(mdc_device *dev, double elems, double elem_bytes) {

@@ -44,6 +44,17 @@ void mdc_i_trace_add(mdc_dev_trace *t, int kind, const char *name, double t0, do
     t->wall_last = w;
 }
 
+size_t mdc_i_trace_spans(const mdc_dev_trace *t, double from, double *out, size_t cap) {
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const event *e = &t->ev[i];
+        if (e->t1 < from) continue;
+        if (out && k < cap) out[3 * k] = e->kind, out[3 * k + 1] = e->t0, out[3 * k + 2] = e->t1;
+        k++;
+    }
+    return k;
+}
+
 static const char *const kind_name[MDC_TRACE_KINDS] = {"kernel", "copy", "send", "recv", "collective"};
 
 char *mdc_i_trace_json(const mdc_dev_trace *t, int rank) {

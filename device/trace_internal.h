@@ -10,6 +10,9 @@ mdc_dev_trace *mdc_i_trace_new(void);
 void mdc_i_trace_free(mdc_dev_trace *t);
 /* An event from virtual time t0 to t1 (a: FLOPs, bytes or a call's count; name: a collective's). */
 void mdc_i_trace_add(mdc_dev_trace *t, int kind, const char *name, double t0, double t1, double a, double b);
+/* (kind, t0, t1) of the events ending at or after `from`, up to cap of them into out (NULL:
+ * count only); returns how many there are. */
+size_t mdc_i_trace_spans(const mdc_dev_trace *t, double from, double *out, size_t cap);
 /* The events as comma-separated Chrome trace objects, malloc'd; NULL if out of memory. */
 char *mdc_i_trace_json(const mdc_dev_trace *t, int rank);
 

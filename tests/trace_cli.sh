@@ -39,6 +39,18 @@ else echo "FAIL: the 2-rank trace: $res"; echo "$out" | tail -2; fail=1; fi
 out=$("$bin" train $model --trace "$tmp/s.json" 2>&1)
 if [ $? = 0 ] && res=$(check "$tmp/s.json" 1 2>&1); then echo "ok: serial: $res"
 else echo "FAIL: the serial trace: $res"; fail=1; fi
+# --timeline without a pipeline: an SVG with a row per rank and the last step's kernels and receives
+out=$("$MPIEXEC" -n 4 "$bin" train $model --dp 2 --tp 2 --experts 4 --ep 2 --timeline "$tmp/t.svg" 2>&1)
+if [ $? = 0 ] && /usr/bin/python3 - "$tmp/t.svg" <<'PY'
+import sys, xml.dom.minidom
+d = xml.dom.minidom.parse(sys.argv[1])
+texts = [t.firstChild.data for t in d.getElementsByTagName("text") if t.firstChild]
+fills = [r.getAttribute("fill") for r in d.getElementsByTagName("rect")]
+assert all(f"rank {r}" in texts for r in range(4)), "a row per rank"
+assert fills.count("#4c72b0") > 4 * 10 and fills.count("#c44e52") > 4, f"kernels {fills.count('#4c72b0')}, receives {fills.count('#c44e52')}"
+PY
+then echo "ok: --timeline without a pipeline: an SVG row per rank with its kernels and receives"
+else echo "FAIL: --timeline without a pipeline: $(echo "$out" | tail -1)"; fail=1; fi
 mkdir "$tmp/dir"
 out=$("$MPIEXEC" -n 2 "$bin" train $model --dp 2 --trace "$tmp/dir" 2>&1)
 if [ $? = 2 ] && [[ "$out" == *"--trace"* ]] && [[ "$out" != *"step "* ]]; then echo "ok: a directory as --trace refused before any step"

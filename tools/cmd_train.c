@@ -51,7 +51,8 @@ static const char usage_text[] =
     "  --virtual-stages V  interleaved: V model chunks per stage, virtual stage c p + s on stage s\n"
     "                      (layers split over p V virtual stages; --pp-layout then lists p V)\n"
     "  --microbatches M    micro-batches per step (the pipeline's accumulation; same as --accum)\n"
-    "  --timeline FILE     the last step's measured schedule as SVG, one row per stage (with --pp)\n"
+    "  --timeline FILE     the last step as SVG in virtual time: with --pp the measured schedule, a row\n"
+    "                      per stage; without, every rank's kernels, messages and collective calls\n"
     "  --trace FILE        every rank's kernels, copies, messages and collective calls of the run as a\n"
     "                      Chrome trace (Perfetto): a virtual-time and a wall-time track per rank\n"
     "  --cp N              context parallelism: each sequence split over N ranks (--seq a multiple\n"
@@ -270,8 +271,6 @@ static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
                 return mdc_fail(MDC_ERR_INVALID, "--pp-layout: %d stage(s) of %d layers in all, but --pp %d%s and %d "
                                 "layers", o->layout_n, sum, o->pp, v > 1 ? " x --virtual-stages" : "", cfg->L);
         }
-        if (o->timeline && o->pp < 2)
-            return mdc_fail(MDC_ERR_INVALID, "--timeline draws a pipeline's schedule: it needs --pp 2 or more");
         if (o->B % (o->dp * o->accum))
             return mdc_fail(MDC_ERR_INVALID, "--batch %d is not divisible by --dp %d x %d micro-batches", o->B, o->dp,
                             o->accum);
@@ -427,8 +426,16 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     double t_start = mdc_wall_time(), tokens = 0, worst_loss = 0;
     float loss = 0, norm = 0;
-    if (o.trace && (st = mdc_dev_trace_start(rt.dev))) mdc_runtime_die(&rt, st, 1, 1);
+    /* the device trace: for --trace, and for --timeline's picture of a run without a pipeline */
+    int device_timeline = o.timeline && o.pp < 2;
+    double last_from = 0; /* virtual time at the start of the last step */
+    if ((o.trace || device_timeline) && (st = mdc_dev_trace_start(rt.dev))) mdc_runtime_die(&rt, st, 1, 1);
     for (int s = step0; s < step0 + o.steps; s++) {
+        if (s == step0 + o.steps - 1) {
+            mdc_dev_counters c0;
+            mdc_dev_get_counters(rt.dev, &c0);
+            last_from = c0.now;
+        }
         if (s == o.fail_step && r == o.fail_rank) {
             if (o.fail_how) { /* without a word: the others must find out and name this rank */
                 fprintf(stderr, "minidc: rank %d: --fail-at %d:%d: %s this process (pid %d)\n", r, r, s,
@@ -509,8 +516,13 @@ int mdc_cmd_train(int argc, char **argv) {
         if (r == 0) printf("trace: %s (every rank's kernels, messages and collective calls; open it in Perfetto)\n", o.trace);
     }
     if (o.timeline) {
-        if ((st = mdc_trainer_timeline(tr, o.timeline))) mdc_runtime_die(&rt, st, 0, 1);
-        if (r == 0) printf("timeline: %s (the last step's schedule in virtual time)\n", o.timeline);
+        char title[96];
+        snprintf(title, sizeof title, "%d rank(s), tp %d cp %d ep %d dp %d", rt.size, o.tp, o.cp, o.ep, o.dp);
+        st = device_timeline ? mdc_train_write_device_timeline(&rt, o.timeline, last_from, title)
+                             : mdc_trainer_timeline(tr, o.timeline);
+        if (st) mdc_runtime_die(&rt, st, 0, 1);
+        if (r == 0) printf("timeline: %s (the last step's %s in virtual time)\n", o.timeline,
+                           device_timeline ? "kernels and messages of every rank" : "schedule");
     }
     mdc_trainer_report(tr, stdout);
     fflush(stdout);

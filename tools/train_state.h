@@ -24,6 +24,9 @@ mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
 /* --trace FILE: every rank's device trace into one Chrome trace JSON on rank 0 (tools/train_trace.c;
  * every rank calls it, after mdc_dev_trace_start on each). */
 mdc_status mdc_train_write_trace(mdc_runtime *rt, const char *path);
+/* --timeline FILE without a pipeline: every rank's traced events from virtual time `from` (the
+ * last step's start) as an SVG picture on rank 0 (tools/train_timeline.c; every rank calls it). */
+mdc_status mdc_train_write_device_timeline(mdc_runtime *rt, const char *path, double from, const char *title);
 mdc_status mdc_train_first_step(const char *path, uint64_t step, int steps, int *step0);
 
 /* --check-serial's verdict, printed on rank 0: every tensor's relative difference

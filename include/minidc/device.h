@@ -185,6 +185,9 @@ void mdc_dev_copy(mdc_device *dev, double bytes, mdc_link link);
 mdc_status mdc_dev_trace_start(mdc_device *dev);
 void mdc_dev_trace_mark(mdc_device *dev, const char *name, double count);
 char *mdc_dev_trace_json(const mdc_device *dev);
+/* (kind, start, end) of the traced events ending at or after virtual time `from`, up to cap of
+ * them into out (NULL: count only): kind 0 kernel, 1 copy, 2 send, 3 receive, 4 collective call. */
+size_t mdc_dev_trace_spans(const mdc_device *dev, double from, double *out, size_t cap);
 /* Host DRAM traffic (data loading, host-side work), energy only. */
 void mdc_dev_host_bytes(mdc_device *dev, double bytes);
 
