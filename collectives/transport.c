@@ -85,15 +85,7 @@ static void wait_policy(mdc_transport *t) {
     t->spin_s = mdc_i_env_num("MINIDC_SPIN_US", t->spin_s * 1e6, 0, 1e9) * 1e-6;
     t->yield_s = mdc_i_env_num("MINIDC_YIELD_US", t->yield_s * 1e6, 0, 1e9) * 1e-6;
     t->door_s = mdc_i_env_num("MINIDC_DOOR_US", 100, 0, 1e9) * 1e-6;
-    /* fault injection for tests: a random delay (microseconds, up to the value) before every send,
-     * which must change no result, only the order in which messages arrive */
-    t->fault_s = mdc_i_env_num("MINIDC_FAULT_DELAY", 0, 0, 1e6) * 1e-6;
-    t->fault_rng = 0x9e3779b97f4a7c15ull * (uint64_t)(t->rank + 1);
-    /* and one corrupted message: MINIDC_FAULT_CORRUPT=RANK:N, the N-th send of RANK flips a bit of
-     * a float's exponent in flight (the sender's buffer stays right): a check must catch it */
-    const char *c = getenv("MINIDC_FAULT_CORRUPT");
-    long cr = -1, cn = 0;
-    if (c && sscanf(c, "%ld:%ld", &cr, &cn) == 2 && cr == t->rank && cn > 0) t->corrupt_at = cn;
+    mdc_i_fault_init(t); /* fault injection for tests (collectives/transport_fault.c) */
     door_map(t, lr, !own_core);
 }
 
@@ -339,23 +331,13 @@ static mdc_status isend(const void *buf, size_t bytes, size_t slice, int peer, i
     *req = NULL;
     mdc_status st = check_p2p(buf, bytes, peer, tag, g, "mdc_isend");
     if (st) return st;
-    mdc_transport *tr = mdc_group_transport(g);
-    if (tr->fault_s > 0) { /* xorshift: a different delay per send, the same sequence per run */
-        uint64_t x = tr->fault_rng;
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17, tr->fault_rng = x;
-        struct timespec ts = {0, (long)((double)(x >> 11) / 9007199254740992.0 * tr->fault_s * 1e9)};
-        nanosleep(&ts, NULL);
-    }
+    mdc_transport *t = mdc_group_transport(g);
+    mdc_i_fault_delay(t);
     mdc_request *r = request_new(g, peer, bytes, 1, slice);
     if (!r) return mdc_fail(MDC_ERR_OOM_HOST, "send request");
-    mdc_transport *t = mdc_group_transport(g);
     if (t->trace) t->trace(t->trace_ctx, 1, mdc_group_rank(g), peer, bytes, tag);
     if (t->dev) r->stamp = mdc_dev_msg_depart(t->dev, (double)bytes, r->link);
-    if (t->corrupt_at && bytes >= 4 && ++t->sends == t->corrupt_at && (r->fault_copy = malloc(bytes))) {
-        memcpy(r->fault_copy, buf, bytes);
-        ((unsigned char *)r->fault_copy)[((bytes / 2) & ~(size_t)3) | 3] ^= 0x10; /* a float's exponent bit */
-        buf = r->fault_copy;
-    }
+    buf = mdc_i_fault_payload(t, r, buf, bytes);
     st = request_post(r, (void *)buf, mpi_tag(g, tag));
     if (st) {
         request_free(r);

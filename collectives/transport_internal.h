@@ -86,4 +86,10 @@ struct mdc_request {
  * in `stat`); MPI request i belongs to own[i]. */
 mdc_status mdc_i_wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status *stat, mdc_request *const *own);
 
+/* collectives/transport_fault.c: the test faults' settings from the environment, the delay
+ * before a send, and the payload a send posts (a corrupted copy when this is the chosen one). */
+void mdc_i_fault_init(mdc_transport *t);
+void mdc_i_fault_delay(mdc_transport *t);
+const void *mdc_i_fault_payload(mdc_transport *t, mdc_request *r, const void *buf, size_t bytes);
+
 #endif

@@ -219,15 +219,9 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
  * balancing; not a parameter: no gradient). */
 static mdc_status load_bias(mdc_gpt2 *m, const mdc_tensor *t, const char *label, int l) {
     const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
-    int b = 0;
-    char name[64];
-    snprintf(name, sizeof name, "h.%d.mlp.router.weight", l);
-    if (l < 0 || l >= cfg->L || mdc_gpt2_tensor_find(cfg, name) < 0)
+    int b = mdc_gpt2_moe_index(cfg, l);
+    if (b < 0)
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': block %d is not a MoE block of this model", label, t->name, l);
-    for (int j = 0; j < l; j++) { /* its index among the MoE blocks */
-        snprintf(name, sizeof name, "h.%d.mlp.router.weight", j);
-        b += mdc_gpt2_tensor_find(cfg, name) >= 0;
-    }
     mdc_param_tensor p = {.ndim = 1, .shape = {cfg->E, 0}, .numel = (size_t)cfg->E};
     return to_f32(label, t, &p, mdc_gpt2_moe_bias(m) + (size_t)b * cfg->E, 0);
 }
@@ -436,13 +430,13 @@ mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_st
     if (!st && s->global_batch) st = set_u64(tf, "data_sequences", s->data_sequences);
     if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
-    for (int l = 0, b = 0; !st && c->E && l < c->L; l++) { /* the MoE blocks' routing biases */
+    for (int l = 0; !st && l < c->L; l++) { /* the MoE blocks' routing biases */
+        int b = mdc_gpt2_moe_index(c, l);
+        if (b < 0) continue;
         char name[64];
-        snprintf(name, sizeof name, "h.%d.mlp.router.weight", l);
-        if (mdc_gpt2_tensor_find(c, name) < 0) continue;
         snprintf(name, sizeof name, "h.%d.mlp.router.e_score_correction_bias", l);
         int64_t shape[1] = {c->E};
-        st = mdc_tensorfile_add(tf, name, MDC_TD_F32, 1, shape, mdc_gpt2_moe_bias(m) + (size_t)b++ * c->E);
+        st = mdc_tensorfile_add(tf, name, MDC_TD_F32, 1, shape, mdc_gpt2_moe_bias(m) + (size_t)b * c->E);
     }
     if (!st && mdc_gpt2_adam_m(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_m(m), "adam.m.", 1, tf);
     if (!st && mdc_gpt2_adam_v(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_v(m), "adam.v.", 1, tf);

@@ -75,7 +75,6 @@ void mdc_ep_free(mdc_ep *ep) {
 }
 
 void mdc_ep_reset_counts(mdc_ep *ep) { ep->bytes = ep->calls = ep->rows_out = ep->wall = 0; }
-double mdc_ep_bytes(const mdc_ep *ep) { return ep->bytes; }
 
 /* Is local tensor i an expert's (held by this ep rank only)? */
 static int is_expert(const mdc_gpt2 *m, int i) {

@@ -17,7 +17,6 @@ mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o) {
     m->moe.o = *o;
     return MDC_OK;
 }
-const mdc_moe_opts *mdc_gpt2_get_moe(const mdc_gpt2 *m) { return &m->moe.o; }
 void mdc_gpt2_set_moe_scale(mdc_gpt2 *m, float dloss) { m->moe.dloss = dloss; }
 mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep) {
     int e = m->part.ep > 1 ? m->part.ep : 1;
@@ -29,6 +28,9 @@ mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep) {
 }
 void mdc_gpt2_moe_stats(const mdc_gpt2 *m, mdc_moe_stats *s) { *s = m->moe.st; }
 int mdc_gpt2_moe_blocks(const mdc_gpt2_config *cfg) { return mdc_i_moe_before(cfg, cfg->L); }
+int mdc_gpt2_moe_index(const mdc_gpt2_config *cfg, int l) {
+    return l >= 0 && l < cfg->L && mdc_i_is_moe(cfg, l) ? mdc_i_moe_before(cfg, l) : -1;
+}
 float *mdc_gpt2_moe_bias(mdc_gpt2 *m) { return m->moe.bias; }
 const double *mdc_gpt2_moe_counts(const mdc_gpt2 *m) { return m->moe.counts; }
 

@@ -30,9 +30,8 @@ mdc_status mdc_ep_reduce(void *ep);
 /* Per local tensor, 1 where this rank leaves it out of the squared norm (another rank of its
  * reduction group counts it). */
 void mdc_ep_norm_skip(const mdc_ep *ep, char *skip);
-/* The last step's all-to-all bytes this rank sent, and calls. */
+/* Starts the step's all-to-all figures (bytes, calls, rows, wall time) from 0. */
 void mdc_ep_reset_counts(mdc_ep *ep);
-double mdc_ep_bytes(const mdc_ep *ep);
 
 /* One line of the step's MoE figures over the whole mesh (collective over `world`; the line on
  * world rank 0, empty elsewhere): assignments per expert before dropping and their max/mean,

@@ -378,7 +378,6 @@ typedef struct {
     float bias_rate;        /* aux-loss-free balancing (DeepSeek-V3): g of the bias update, 0: off */
 } mdc_moe_opts;
 mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o);
-const mdc_moe_opts *mdc_gpt2_get_moe(const mdc_gpt2 *m);
 /* d(objective)/d(per-position loss) of the coming backward (the aux losses' gradient scale:
  * 1 / global tokens); mdc_gpt2_backward_scaled sets it. */
 void mdc_gpt2_set_moe_scale(mdc_gpt2 *m, float dloss);
@@ -410,6 +409,7 @@ void mdc_gpt2_moe_stats(const mdc_gpt2 *m, mdc_moe_stats *s);
  * every rank (moe_blocks x E floats, NULL for a dense model), and the counts: this rank's since
  * zero_grad, 0 for blocks it does not hold. */
 int mdc_gpt2_moe_blocks(const mdc_gpt2_config *cfg);
+int mdc_gpt2_moe_index(const mdc_gpt2_config *cfg, int l); /* block l among the MoE blocks, -1: dense */
 float *mdc_gpt2_moe_bias(mdc_gpt2 *m);
 const double *mdc_gpt2_moe_counts(const mdc_gpt2 *m);
 void mdc_gpt2_moe_bias_update(mdc_gpt2 *m, const double *global_counts);
