@@ -163,21 +163,33 @@ static mdc_status g_back(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *dres, const
     *dout = full;
     return m->comm->g_backward(m->comm->ctx, full, dres, a->B, a->T, m->cfg.C);
 }
+/* g_back at a row-parallel linear of layer l, dumped: with SP the local rows before the
+ * all-gather, then the gathered sequence. */
+static mdc_status g_back_site(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *dres, const float **dout) {
+    if (m->part.sp) DUMP(1 + l, 1, site, 1, 0, MDC_I_ROWS, MDC_I_W_C, dres);
+    TRY(g_back(m, a, dres, dout));
+    DUMP(1 + l, 1, site, 0, 0, m->part.sp ? MDC_I_SEQ : MDC_I_ROWS, MDC_I_W_C, *dout);
+    return MDC_OK;
+}
 
 /* dln (local rows) = the input gradient dout (B, T, K) W^T of a column-parallel linear with
  * weight W (C, K): a partial sum over tp shards, reduced by f's backward. Exact mode: in
  * contraction blocks of kblk, summed exactly. dpart: the (B, T, C) scratch (dln without SP). */
 static mdc_status col_input_grad(mdc_gpt2 *m, mdc_gpt2_acts *a, float *dln, float *dpart, const float *dout,
-                                 const float *W, int K, int kblk) {
+                                 const float *W, int K, int kblk, int l, int site) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     if (m->x.blk) {
         mdc_i_x_begin(m, a);
         mdc_x_contract(m->dev, &m->x.act, dout, K, W, K, 1, s.n, K, s.C, kblk);
-        return mdc_i_x_reduce(m, a, dln);
+        TRY(mdc_i_x_reduce(m, a, dln));
+    } else {
+        memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
+        mdc_matmul_backward(m->dev, dpart, NULL, NULL, dout, NULL, W, s.n, s.C, K);
+        if (m->comm) DUMP(1 + l, 1, site, 1, 1, MDC_I_SEQ, MDC_I_W_C, dpart);
+        TRY(f_back(m, a, dln, dpart));
     }
-    memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
-    mdc_matmul_backward(m->dev, dpart, NULL, NULL, dout, NULL, W, s.n, s.C, K);
-    return f_back(m, a, dln, dpart);
+    DUMP(1 + l, 1, site, 0, 0, MDC_I_ROWS, MDC_I_W_C, dln);
+    return MDC_OK;
 }
 
 static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgrad_in *keep) {
@@ -192,35 +204,42 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, wgr
     wgrad_in w = {0};
     const float *in;
     /* MLP: dres is d(x'), which also flows straight to x2 through the residual */
+    DUMP(1 + l, 1, MDC_I_DS_OUT, 0, 0, MDC_I_ROWS, MDC_I_W_C, dres);
     const float *dy = branch_grad(m, a, l, MDC_DROP_MLP_OUT, dres);
     if (mdc_i_is_moe(&m->cfg, l)) { /* the router's and experts' gradients run here, with B */
+        DUMP(1 + l, 1, MDC_I_DS_MOE, 0, 0, MDC_I_ROWS, MDC_I_W_C, dy);
         TRY(mdc_i_moe_backward(m, a, l, dy, dln));
+        DUMP(1 + l, 1, MDC_I_DS_LN2, 0, 0, MDC_I_ROWS, MDC_I_W_C, dln);
         goto ln2;
     }
-    TRY(g_back(m, a, dy, &w.d3));
+    TRY(g_back_site(m, a, l, MDC_I_DS_MLPP, dy, &w.d3));
     w.dres3 = dy;
     wready(m, a, l, W_FCP, &w, keep);
     memset(dbig, 0, nF * sizeof(float));
     mm_dinput(m, dbig, w.d3, P(m, mdc_i_gl(&m->cfg, l, FCPW)), s.n, s.Fl, s.C);
+    DUMP(1 + l, 1, MDC_I_DS_GELU, 0, 0, MDC_I_SEQ, MDC_I_W_FC, dbig);
     memset(dbig2, 0, nF * sizeof(float));
     mdc_gelu_backward(d, dbig2, lact(a, y->fch, l), dbig, nF);
+    DUMP(1 + l, 1, MDC_I_DS_FC, 0, 0, MDC_I_SEQ, MDC_I_W_FC, dbig2);
     w.dfc = dbig2;
     TRY(f_in(m, a, lact(a, y->ln2, l), &in)); /* SP: the input gathered again (Megatron) */
     w.in2 = in;
     wready(m, a, l, W_FC, &w, keep);
-    TRY(col_input_grad(m, a, dln, dpart, dbig2, P(m, mdc_i_gl(&m->cfg, l, FCW)), s.Fl, x_mlp(m)));
+    TRY(col_input_grad(m, a, dln, dpart, dbig2, P(m, mdc_i_gl(&m->cfg, l, FCW)), s.Fl, x_mlp(m), l, MDC_I_DS_LN2));
 ln2:
     w.dln2 = dln;
     wready(m, a, l, W_LN2, &w, keep);
     mdc_layernorm_backward(d, dres, NULL, NULL, dln, lact(a, y->res2, l), P(m, mdc_i_gl(&m->cfg, l, LN2W)),
                            lact(a, y->ln2_mean, l), lact(a, y->ln2_rstd, l), s.nl, s.C);
+    DUMP(1 + l, 1, MDC_I_DS_RES2, 0, 0, MDC_I_ROWS, MDC_I_W_C, dres);
     /* attention */
     dy = branch_grad(m, a, l, MDC_DROP_ATTN_OUT, dres);
-    TRY(g_back(m, a, dy, &w.d2));
+    TRY(g_back_site(m, a, l, MDC_I_DS_ATTP, dy, &w.d2));
     w.dres2 = dy;
     wready(m, a, l, W_ATTP, &w, keep);
     memset(datty, 0, (size_t)s.n * s.Cl * sizeof(float));
     mm_dinput(m, datty, w.d2, P(m, mdc_i_gl(&m->cfg, l, ATTPW)), s.n, s.Cl, s.C);
+    DUMP(1 + l, 1, MDC_I_DS_Y, 0, 0, MDC_I_SEQ, MDC_I_W_HEADS, datty);
     memset(dbig, 0, (size_t)s.n * 3 * s.Cl * sizeof(float));
     mdc_dropout dd;
     const mdc_dropout *drop = drop_of(m, a, l, MDC_DROP_ATTN, &dd);
@@ -233,15 +252,17 @@ ln2:
     else
         mdc_attention_backward_drop(d, dbig, buf(a, y->attscratch), datty, qkv, lact(a, y->att, l), drop, a->B, a->T,
                                     s.Cl, s.Hl);
+    DUMP(1 + l, 1, MDC_I_DS_QKV, 0, 0, MDC_I_SEQ, MDC_I_W_QKV, dbig);
     w.dqkv = dbig;
     TRY(f_in(m, a, lact(a, y->ln1, l), &in));
     w.in1 = in;
     wready(m, a, l, W_QKV, &w, keep);
-    TRY(col_input_grad(m, a, dln, dpart, dbig, P(m, mdc_i_gl(&m->cfg, l, QKVW)), 3 * s.Cl, x_head(m)));
+    TRY(col_input_grad(m, a, dln, dpart, dbig, P(m, mdc_i_gl(&m->cfg, l, QKVW)), 3 * s.Cl, x_head(m), l, MDC_I_DS_LN1));
     w.dln1 = dln;
     wready(m, a, l, W_LN1, &w, keep);
     mdc_layernorm_backward(d, dres, NULL, NULL, dln, x_in(a, l), P(m, mdc_i_gl(&m->cfg, l, LN1W)), lact(a, y->ln1_mean, l),
                            lact(a, y->ln1_rstd, l), s.nl, s.C);
+    DUMP(1 + l, 1, MDC_I_DS_IN, 0, 0, MDC_I_ROWS, MDC_I_W_C, dres);
     return MDC_OK;
 }
 

@@ -89,8 +89,8 @@ typedef struct {
     mdc_exact *acc;
     const char *skip;
 } sq_ctx;
-static void seg_squares(void *vc, int ti, float *grad, float *param, size_t n) {
-    (void)param;
+static void seg_squares(void *vc, int ti, size_t at, float *grad, float *param, size_t n) {
+    (void)param, (void)at;
     sq_ctx *c = vc;
     if (!c->skip || !c->skip[ti]) mdc_exact_add_squares(c->acc, grad, n);
 }

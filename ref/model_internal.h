@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "minidc/kernels.h"
+#include "minidc/dump.h"
 #include "minidc/model.h"
 
 /* per-layer tensors of a dense block, in file order; a MoE block has the first eight, then the
@@ -66,6 +67,10 @@ struct mdc_gpt2 {
         float *bias;            /* moe blocks x E: the choice's bias */
         double *counts;         /* moe blocks x E: assignments since zero_grad */
     } moe;
+    struct {
+        mdc_tensorfile *tf;    /* attached dump (include/minidc/dump.h), or NULL */
+        int step, batch;
+    } dump;
     float drop_p;              /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
@@ -223,5 +228,29 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
 void mdc_i_moe_free(mdc_gpt2_acts *a, int l);
 /* The bias and counts of every MoE block (m->cfg set). */
 mdc_status mdc_i_moe_alloc(mdc_gpt2 *m);
+
+/* ---- tensor dumps (ref/dump.c) ------------------------------------------------------------ */
+/* The sites of a unit, in forward order (the backward dumps their gradients in reverse). */
+enum {
+    MDC_I_DS_EMBED, MDC_I_DS_IN, MDC_I_DS_LN1, MDC_I_DS_QKV, MDC_I_DS_Y, MDC_I_DS_ATTP, MDC_I_DS_RES2, MDC_I_DS_LN2,
+    MDC_I_DS_FC, MDC_I_DS_GELU, MDC_I_DS_MLPP, MDC_I_DS_MOE, MDC_I_DS_OUT, MDC_I_DS_LNF, MDC_I_DS_LOGITS,
+    MDC_I_DS_LOSSES, MDC_I_DS_N
+};
+/* rows: the residual stream's local rows (B, T/s) or the whole local sequence (B, T); width:
+ * C, the heads' qkv (3 C/t), the heads' C/t, the MLP's 4C/t, the vocabulary shard, none (B, T) */
+enum { MDC_I_ROWS, MDC_I_SEQ };
+enum { MDC_I_W_C, MDC_I_W_QKV, MDC_I_W_HEADS, MDC_I_W_FC, MDC_I_W_V, MDC_I_W_NONE };
+/* Adds x, this rank's piece of site `site` of unit `unit` (0 the embedding, 1 + l block l,
+ * L + 1 the head), as a gradient (bwd), before a communication point (pre), a partial sum over
+ * tp (sum). */
+mdc_status mdc_i_dump(mdc_gpt2 *m, const mdc_gpt2_acts *a, int unit, int bwd, int site, int pre, int sum, int rows,
+                      int width, const float *x);
+/* The serial model's row-parallel product inp (n, K) W (fused with the residual there). */
+mdc_status mdc_i_dump_product(mdc_gpt2 *m, const mdc_gpt2_acts *a, int l, int site, const float *inp, const float *W,
+                              int K);
+#define DUMP(unit, bwd, site, pre, sum, rows, width, x)                                  \
+    do {                                                                                \
+        if (m->dump.tf) TRY(mdc_i_dump(m, a, (unit), (bwd), (site), (pre), (sum), (rows), (width), (x))); \
+    } while (0)
 
 #endif

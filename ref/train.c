@@ -31,8 +31,8 @@ typedef struct {
     size_t n;
     int unpack;
 } sp_ctx;
-static void sp_visit(void *vc, int ti, float *grad, float *param, size_t n) {
-    (void)param;
+static void sp_visit(void *vc, int ti, size_t at, float *grad, float *param, size_t n) {
+    (void)param, (void)at;
     sp_ctx *c = vc;
     if (!c->want[ti]) return;
     if (c->buf) {
@@ -50,7 +50,7 @@ static void sp_walk(mdc_step_plan *p, sp_ctx *c) {
     float *G = mdc_gpt2_grads(p->m), *P = mdc_gpt2_params(p->m);
     for (int i = 0; i < mdc_gpt2_local_count(p->m); i++) {
         const mdc_param_tensor *t = mdc_gpt2_local_tensor(p->m, i);
-        sp_visit(c, i, G + t->offset, P + t->offset, t->alloc);
+        sp_visit(c, i, 0, G + t->offset, P + t->offset, t->alloc);
     }
 }
 static mdc_status sp_reduce(mdc_step_plan *p) {

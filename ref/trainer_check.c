@@ -19,8 +19,8 @@ static void hash_run(uint64_t *h, const float *p, size_t n) {
     const unsigned char *b = (const unsigned char *)p;
     for (size_t i = 0; i < n * sizeof(float); i++) *h = (*h ^ b[i]) * 0x100000001b3ull; /* FNV-1a */
 }
-static void hash_visit(void *vc, int ti, float *grad, float *param, size_t n) {
-    (void)grad;
+static void hash_visit(void *vc, int ti, size_t at, float *grad, float *param, size_t n) {
+    (void)grad, (void)at;
     hash_ctx *c = vc;
     if (mdc_gpt2_local_tensor(c->m, ti)->split == MDC_SPLIT_NONE) hash_run(&c->h[ti], param, n);
 }
@@ -52,7 +52,7 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
     else
         for (int i = 0; i < n; i++) {
             const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
-            hash_visit(&c, i, NULL, mdc_gpt2_params(t->m) + p->offset, p->alloc);
+            hash_visit(&c, i, 0, NULL, mdc_gpt2_params(t->m) + p->offset, p->alloc);
         }
     /* every tensor whole, where each rank of the dense group holds all of it (not ZeRO-3's shards);
      * with ep an expert's tensors only where its replicas are: the expert group */
@@ -184,4 +184,24 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
     char *out = text ? strdup(text) : NULL; /* plain malloc'd text for the caller's free() */
     cJSON_free(text);
     return out;
+}
+
+/* ---- the dump's parameter gradients ------------------------------------------------------- */
+typedef struct {
+    mdc_gpt2 *m;
+    mdc_tensorfile *tf;
+    int step;
+    mdc_status st;
+} dump_ctx;
+static void dump_visit(void *vc, int ti, size_t at, float *grad, float *param, size_t n) {
+    (void)param;
+    dump_ctx *c = vc;
+    if (!c->st) c->st = mdc_gpt2_dump_grad_piece(c->m, c->tf, c->step, ti, grad, at, n);
+}
+
+mdc_status mdc_trainer_dump_grads(mdc_trainer *t, mdc_tensorfile *tf, int step) {
+    if (!t->dp) return mdc_gpt2_dump_grads(t->m, tf, step);
+    dump_ctx c = {t->m, tf, step, MDC_OK};
+    mdc_dp_for_each_segment(t->dp, dump_visit, &c); /* ZeRO: this rank's shard */
+    return c.st;
 }

@@ -224,14 +224,14 @@ typedef struct {
 } visit_ctx;
 static void seg_visit(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void *ctx) {
     visit_ctx *v = ctx;
-    v->fn(v->ctx, ti, grad_ptr(dp, flat, sh), param_ptr(dp, flat, sh), n);
+    v->fn(v->ctx, ti, flat - dp->tensors[ti].offset, grad_ptr(dp, flat, sh), param_ptr(dp, flat, sh), n);
 }
 
 void mdc_dp_for_each_segment(mdc_dp *dp, mdc_dp_seg_fn fn, void *ctx) {
     if (dp->dc.zero == 0) { /* DDP: every tensor whole */
         float *G = mdc_gpt2_grads(dp->m), *Pm = mdc_gpt2_params(dp->m);
         for (int i = 0; i < dp->ntensors; i++)
-            fn(ctx, i, G + dp->tensors[i].offset, Pm + dp->tensors[i].offset, dp->tensors[i].alloc);
+            fn(ctx, i, 0, G + dp->tensors[i].offset, Pm + dp->tensors[i].offset, dp->tensors[i].alloc);
         return;
     }
     visit_ctx v = {fn, ctx};

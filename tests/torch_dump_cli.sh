@@ -3,7 +3,9 @@
 # `minidc forward --dump` writes, under the same names; `minidc compare` finds the float32 and
 # float64 PyTorch runs equal to minidc's within float32's tolerance, a bf16-autocast run equal
 # only at a bf16-sized tolerance, and a weight of block 1 perturbed on the PyTorch side is
-# reported with logits as the first differing tensor (exit 1). Skipped (77) without PyTorch.
+# reported with logits as the first differing tensor (exit 1). With --dump-dir on both sides the
+# tensors at every site compare clean, and the same perturbed weight is reported at its site
+# (h.1.attn.c_proj), a bias added twice at its (h.1.mlp.c_fc). Skipped (77) without PyTorch.
 BUILD=${BUILD:-build}
 bin=$BUILD/minidc
 py=/usr/bin/python3
@@ -44,5 +46,14 @@ check "PyTorch bf16 autocast at BF16's own tolerance" 1 "first differing tensor 
 check "PyTorch bf16 autocast at rtol 0.1, atol 2e-2" 0 "EQUAL" "$tmp/torch_bf16.st" "$tmp/minidc.st" --rtol 0.1 --atol 2e-2
 $py tools/torch_dump.py --weights "$tmp/bad.st" $io --dump "$tmp/torch_bad.st" >/dev/null 2>&1 || { echo "FAIL: torch_dump"; fail=1; }
 check "a weight of block 1 perturbed" 1 "first differing tensor logits: element" "$tmp/torch_bad.st" "$tmp/minidc.st"
+# every site: the residual stream, each LayerNorm, qkv, the attention, each product, their gradients
+"$bin" forward --weights "$tmp/w.st" $io --dump-dir "$tmp/md" >/dev/null || { echo "FAIL: minidc forward --dump-dir"; exit 1; }
+$py tools/torch_dump.py --weights "$tmp/w.st" $io --dump-dir "$tmp/td" >/dev/null 2>&1 || { echo "FAIL: torch_dump --dump-dir"; fail=1; }
+check "PyTorch fp32 against minidc at every site" 0 "EQUAL: 78 tensors" "$tmp/td" "$tmp/md"
+$py tools/torch_dump.py --weights "$tmp/bad.st" $io --dump-dir "$tmp/tdbad" >/dev/null 2>&1 || { echo "FAIL: torch_dump"; fail=1; }
+check "a weight of block 1 perturbed, at its site" 1 "first differing tensor step1.h.1.attn.c_proj: element" "$tmp/tdbad" "$tmp/md"
+$py tools/torch_dump.py --weights "$tmp/w.st" $io --dump-dir "$tmp/td2" --double-bias h.1.mlp.c_fc.bias >/dev/null 2>&1 ||
+    { echo "FAIL: torch_dump --double-bias"; fail=1; }
+check "a bias of block 1 added twice, at its site" 1 "first differing tensor step1.h.1.mlp.c_fc: element" "$tmp/td2" "$tmp/md"
 [ $fail = 0 ] && echo "torch_dump_cli: all passed"
 exit $fail

@@ -15,6 +15,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "minidc/dump.h"
 #include "minidc/tensorfile.h"
 #include "minidc/weights.h"
 
@@ -27,7 +28,7 @@ static void canonical(const char *name, char *buf, size_t cap) {
     snprintf(buf, cap, "%s%s", pre, mdc_gpt2_canonical_name(name, table, sizeof table));
 }
 
-static const mdc_tensor *find(const mdc_tensorfile *tf, const char *want) {
+static const mdc_tensor *find_exact(const mdc_tensorfile *tf, const char *want) {
     char a[512], b[512];
     canonical(want, a, sizeof a);
     for (int i = 0; i < tf->count; i++) {
@@ -35,6 +36,20 @@ static const mdc_tensor *find(const mdc_tensorfile *tf, const char *want) {
         if (!strcmp(a, b)) return &tf->tensors[i];
     }
     return NULL;
+}
+
+/* A dump's tensor before a communication point (NAME:pre) is compared with NAME on a side
+ * that has none (a serial run, another framework). */
+static int is_pre(const char *name) {
+    size_t n = strlen(name);
+    return n > 4 && !strcmp(name + n - 4, ":pre");
+}
+static const mdc_tensor *find(const mdc_tensorfile *tf, const char *want) {
+    const mdc_tensor *t = find_exact(tf, want);
+    if (t || !is_pre(want)) return t;
+    char base[512];
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(want) - 4), want);
+    return find_exact(tf, base);
 }
 
 static int is_float(mdc_tdtype t) { return t == MDC_TD_F32 || t == MDC_TD_F16 || t == MDC_TD_BF16 || t == MDC_TD_F64; }
@@ -90,6 +105,58 @@ static void shape_text(const mdc_tensor *t, char *buf, size_t cap) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+/* The running verdict: the first differing tensor in A's order and why. */
+typedef struct {
+    int quiet;
+    double rtol, atol;
+    int differ, unused;
+    const char *first;
+    char why[1024];
+} verdict;
+
+/* One row: a (A's) against b (B's, or NULL: missing); 2 on an error, else 0. */
+static int pair(verdict *v, const char *label, const mdc_tensor *a, const mdc_tensor *b) {
+    char sa[96], sb[96], line[640];
+    shape_text(a, sa, sizeof sa);
+    if (!b || a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)) {
+        if (b) shape_text(b, sb, sizeof sb);
+        if (b) snprintf(line, sizeof line, "%s: shape %s in A, %s in B", label, sa, sb);
+        else snprintf(line, sizeof line, "%s: not in B", label);
+        if (!v->quiet) printf("%-40s %s\n", label, line + strlen(label) + 2);
+        if (!v->first) v->first = a->name, snprintf(v->why, sizeof v->why, "%s", line);
+        v->differ = 1;
+        return 0;
+    }
+    if (!is_float(a->dtype) || !is_float(b->dtype)) { /* integers: equal or not */
+        int same = a->nbytes == b->nbytes && a->dtype == b->dtype && !memcmp(a->data, b->data, a->nbytes);
+        if (!v->quiet) printf("%-40s %-10s %-16s %s\n", label, mdc_tdtype_name(a->dtype), sa, same ? "equal" : "DIFFERS");
+        if (!same && !v->first) v->first = a->name, snprintf(v->why, sizeof v->why, "%s: integer values differ", label);
+        v->differ |= !same;
+        return 0;
+    }
+    double rt, at;
+    tolerances(a->dtype, b->dtype, &rt, &at);
+    if (v->rtol >= 0) rt = v->rtol;
+    if (v->atol >= 0) at = v->atol;
+    diff d;
+    if (compare(a, b, rt, at, &d)) {
+        fprintf(stderr, "minidc compare: %s\n", mdc_detail());
+        return 2;
+    }
+    char dt[24];
+    snprintf(dt, sizeof dt, "%s/%s", mdc_tdtype_name(a->dtype), mdc_tdtype_name(b->dtype));
+    if (!v->quiet)
+        printf("%-40s %-10s %-16s %12.4g %12.4g %10.0f %10zu%s\n", label, dt, sa, d.max_abs, d.mean_abs, d.max_ulp, d.bad,
+               d.bad ? "  DIFFERS" : "");
+    if (d.bad && !v->first) {
+        v->first = a->name;
+        snprintf(v->why, sizeof v->why, "%s: element %zu is %.9g in A, %.9g in B (rtol %g, atol %g); %zu of %zu outside",
+                 label, d.first_bad, d.fa, d.fb, rt, at, d.bad, a->numel);
+    }
+    v->differ |= d.bad > 0;
+    return 0;
+}
+
 int mdc_cmd_compare(int argc, char **argv) {
     const char *pa = NULL, *pb = NULL;
     double rtol = -1, atol = -1;
@@ -131,67 +198,35 @@ int mdc_cmd_compare(int argc, char **argv) {
         return 2;
     }
     mdc_tensorfile *A = NULL, *B = NULL;
-    if (mdc_safetensors_read(pa, &A) || mdc_safetensors_read(pb, &B)) {
+    mdc_status rs = mdc_dump_read(pa, &A);
+    if (!rs) rs = mdc_dump_read(pb, &B);
+    if (rs) { /* copies that disagree or a hole is a finding (1); an unreadable input is bad usage (2) */
         fprintf(stderr, "minidc compare: %s\n", mdc_detail());
         mdc_tensorfile_free(A);
-        return 2;
+        return rs == MDC_ERR_MISMATCH ? 1 : 2;
     }
-    int differ = 0, rc = 0;
-    const char *first = NULL;
-    char why[512] = "";
+    verdict v = {quiet, rtol, atol, 0, 0, NULL, ""};
     if (!quiet) printf("%-40s %-10s %-16s %12s %12s %10s %10s\n", "tensor (A's order)", "dtypes", "shape", "max |a-b|", "mean |a-b|", "max ULP", "outside");
+    int pairs = 0, rc = 0;
     for (int i = 0; i < A->count && !rc; i++) {
-        const mdc_tensor *a = &A->tensors[i], *b = find(B, a->name);
-        char sa[96], sb[96], line[512];
-        shape_text(a, sa, sizeof sa);
-        if (!b || a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)) {
-            if (b) shape_text(b, sb, sizeof sb);
-            if (b) snprintf(line, sizeof line, "%s: shape %s in A, %s in B", a->name, sa, sb);
-            else snprintf(line, sizeof line, "%s: not in B", a->name);
-            if (!quiet) printf("%-40s %s\n", a->name, line + strlen(a->name) + 2);
-            if (!first) first = a->name, snprintf(why, sizeof why, "%s", line);
-            differ = 1;
-            continue;
-        }
-        if (!is_float(a->dtype) || !is_float(b->dtype)) { /* integers: equal or not */
-            int same = a->nbytes == b->nbytes && a->dtype == b->dtype && !memcmp(a->data, b->data, a->nbytes);
-            if (!quiet) printf("%-40s %-10s %-16s %s\n", a->name, mdc_tdtype_name(a->dtype), sa, same ? "equal" : "DIFFERS");
-            if (!same && !first) first = a->name, snprintf(why, sizeof why, "%s: integer values differ", a->name);
-            differ |= !same;
-            continue;
-        }
-        double rt, at;
-        tolerances(a->dtype, b->dtype, &rt, &at);
-        if (rtol >= 0) rt = rtol;
-        if (atol >= 0) at = atol;
-        diff d;
-        if (compare(a, b, rt, at, &d)) {
-            fprintf(stderr, "minidc compare: %s\n", mdc_detail());
-            rc = 2;
-            break;
-        }
-        char dt[24];
-        snprintf(dt, sizeof dt, "%s/%s", mdc_tdtype_name(a->dtype), mdc_tdtype_name(b->dtype));
-        if (!quiet)
-            printf("%-40s %-10s %-16s %12.4g %12.4g %10.0f %10zu%s\n", a->name, dt, sa, d.max_abs, d.mean_abs, d.max_ulp, d.bad,
-                   d.bad ? "  DIFFERS" : "");
-        if (d.bad && !first) {
-            first = a->name;
-            snprintf(why, sizeof why, "%s: element %zu is %.9g in A, %.9g in B (rtol %g, atol %g); %zu of %zu outside", a->name,
-                     d.first_bad, d.fa, d.fb, rt, at, d.bad, a->numel);
-        }
-        differ |= d.bad > 0;
+        const mdc_tensor *a = &A->tensors[i];
+        char pre[512];
+        snprintf(pre, sizeof pre, "%s:pre", a->name);
+        const mdc_tensor *bp = is_pre(a->name) || find_exact(A, pre) ? NULL : find_exact(B, pre);
+        if (bp) rc = pair(&v, pre, a, bp), pairs++; /* B's tensor before its communication point */
+        if (!rc) rc = pair(&v, a->name, a, find(B, a->name)), pairs++;
     }
-    for (int i = 0; i < B->count && !rc; i++)
-        if (!find(A, B->tensors[i].name)) {
-            if (!quiet) printf("%-40s only in B\n", B->tensors[i].name);
-            if (!first) first = B->tensors[i].name, snprintf(why, sizeof why, "%s: only in B", B->tensors[i].name);
-            differ = 1;
-        }
+    for (int i = 0; i < B->count && !rc; i++) {
+        const char *n = B->tensors[i].name;
+        if (find(A, n)) continue;
+        if (!quiet) printf("%-40s only in B\n", n);
+        if (!v.first) v.first = n, snprintf(v.why, sizeof v.why, "%s: only in B", n);
+        v.differ = 1;
+    }
     if (!rc) {
-        if (differ) printf("DIFFERENT: first differing tensor %s\n", why);
-        else printf("EQUAL: %d tensors within the tolerance\n", A->count);
-        rc = differ;
+        if (v.differ) printf("DIFFERENT: first differing tensor %s\n", v.why);
+        else printf("EQUAL: %d tensors within the tolerance\n", pairs);
+        rc = v.differ;
     }
     mdc_tensorfile_free(A), mdc_tensorfile_free(B);
     return rc;

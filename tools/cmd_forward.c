@@ -10,8 +10,10 @@
  * "loss" (scalar), "losses" (B,T) and "grad.<name>" for each parameter (minidc's table names:
  * wte, wpe, h.N.ln_1.weight, ...; HF shapes). With --steps N: "steps.loss" (N+1) = the loss
  * before each of the N AdamW steps and after the last, and "final.<name>" = the parameters
- * after N steps. The forward, the gradients and the steps are the training step's code
- * (ref/train.c), as `minidc train` runs it. Exit status: 0 ok, 1 failure, 2 bad usage. */
+ * after N steps. --dump-dir D: the tensors at every site of the first forward and backward
+ * (include/minidc/dump.h) as D/step1-rank0.safetensors, as `minidc train --dump-dir` writes
+ * them. The forward, the gradients and the steps are the training step's code (ref/train.c),
+ * as `minidc train` runs it. Exit status: 0 ok, 1 failure, 2 bad usage. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "dump_dir.h"
 #include "minidc/datasets.h"
 #include "minidc/device.h"
 #include "minidc/kernels.h"
@@ -30,7 +33,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: minidc forward --weights W.safetensors --tokens X.npy [--targets Y.npy]\n"
-            "                      --dump OUT.safetensors [--heads H] [--steps N] [AdamW options]\n"
+            "                      --dump OUT.safetensors | --dump-dir D [--heads H] [--steps N] [AdamW options]\n"
             "  --weights FILE     GPT-2 weights with Hugging Face names (config inferred from shapes), or\n"
             "                     a Hugging Face directory (config.json and model.safetensors)\n"
             "  --heads H          attention heads (default: __metadata__ n_head of the weights, or the\n"
@@ -38,6 +41,8 @@ static void usage(FILE *f) {
             "  --tokens FILE      .npy of token ids, shape (B,T) or (T,), any integer dtype\n"
             "  --targets FILE     .npy of next-token ids, same shape: adds loss and gradients\n"
             "  --dump FILE        safetensors output: logits, loss, losses, grad.<name>\n"
+            "  --dump-dir D       the tensors at every site of the forward and backward (activations,\n"
+            "                     their gradients, the parameters' gradients) as D/step1-rank0.safetensors\n"
             "  --steps N          then N AdamW steps on the same batch: steps.loss, final.<name>\n"
             "  --exact            exact mode (docs/exactness.md); --exact-block N its token block\n"
             "  a mixture of experts: E and the MoE blocks from the names (h.N.mlp.experts.J.*); --topk and\n"
@@ -89,7 +94,7 @@ done:
 }
 
 int mdc_cmd_forward(int argc, char **argv) {
-    const char *wpath = NULL, *xpath = NULL, *ypath = NULL, *dump = NULL;
+    const char *wpath = NULL, *xpath = NULL, *ypath = NULL, *dump = NULL, *dump_dir = NULL;
     int heads = 0, steps = 0, exact = 0, xblock = 0, used;
     mdc_moe_cli moe;
     mdc_moe_cli_default(&moe);
@@ -137,6 +142,7 @@ int mdc_cmd_forward(int argc, char **argv) {
         else if (!strcmp(a, "--tokens")) xpath = v;
         else if (!strcmp(a, "--targets")) ypath = v;
         else if (!strcmp(a, "--dump")) dump = v;
+        else if (!strcmp(a, "--dump-dir")) dump_dir = v;
         else if (!strcmp(a, "--heads")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &heads);
         else if (!strcmp(a, "--steps")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &steps);
         else if (!strcmp(a, "--exact-block")) ok = mdc_arg_int("forward", a, v, 1, 1 << 20, &xblock);
@@ -154,8 +160,8 @@ int mdc_cmd_forward(int argc, char **argv) {
         if (!ok) return 2;
         i++;
     }
-    if (!wpath || !xpath || !dump) {
-        fprintf(stderr, "minidc forward: --weights, --tokens and --dump are required\n");
+    if (!wpath || !xpath || (!dump && !dump_dir)) {
+        fprintf(stderr, "minidc forward: --weights, --tokens and --dump or --dump-dir are required\n");
         usage(stderr);
         return 2;
     }
@@ -177,6 +183,10 @@ int mdc_cmd_forward(int argc, char **argv) {
             return 2;
         }
     }
+    if (dump_dir && mdc_dump_dir_prepare("--dump-dir", dump_dir, 1)) {
+        fprintf(stderr, "minidc forward: %s\n", mdc_detail());
+        return 2;
+    }
     if (steps > 0 && !ypath) {
         fprintf(stderr, "minidc forward: --steps needs --targets\n");
         return 2;
@@ -185,7 +195,7 @@ int mdc_cmd_forward(int argc, char **argv) {
     int rc = 1, B = 0, T = 0, By = 0, Ty = 0;
     int *x = NULL, *y = NULL;
     float *buf = NULL, *step_loss = NULL;
-    mdc_tensorfile *wt = NULL, *out = NULL;
+    mdc_tensorfile *wt = NULL, *out = NULL, *sites = NULL;
     mdc_device *dev = NULL;
     mdc_gpt2 *m = NULL;
     mdc_gpt2_config cfg;
@@ -241,6 +251,12 @@ int mdc_cmd_forward(int argc, char **argv) {
     double lsum = 0, aux = 0, z = 0;
     mdc_moe_stats s0, s1;
     mdc_gpt2_moe_stats(m, &s0);
+    if (dump_dir) { /* the sites of the pass that ends in the gradients (or of this one, without targets) */
+        unsigned long long run;
+        TRY(mdc_dump_run_id(NULL, &run));
+        TRY(mdc_dump_file_new(&sites, 0, 1, run, "serial"));
+        if (!y) TRY(mdc_gpt2_set_dump(m, sites, 1, B));
+    }
     TRY(mdc_step_forward(&plan, x, y, &lsum));
     mdc_gpt2_moe_stats(m, &s1);
     aux = (s1.aux_sum - s0.aux_sum) / plan.tokens, z = (s1.z_sum - s0.z_sum) / plan.tokens;
@@ -266,8 +282,14 @@ int mdc_cmd_forward(int argc, char **argv) {
             TRY(mdc_tensorfile_add(out, "loss.aux", MDC_TD_F32, 0, NULL, &fa));
             TRY(mdc_tensorfile_add(out, "loss.z", MDC_TD_F32, 0, NULL, &fz));
         }
+        if (sites) TRY(mdc_gpt2_set_dump(m, sites, 1, B));
         TRY(mdc_step_grads(&plan, x, y));
+        if (sites) TRY(mdc_gpt2_dump_grads(m, sites, 1));
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_grads(m), "grad.", 0, out));
+    }
+    if (sites) {
+        mdc_gpt2_set_dump(m, NULL, 0, 0);
+        TRY(mdc_dump_file_write(dump_dir, 1, 0, sites));
     }
     if (steps > 0) {
         step_loss = malloc((size_t)(steps + 1) * sizeof *step_loss);
@@ -288,14 +310,16 @@ int mdc_cmd_forward(int argc, char **argv) {
         TRY(mdc_tensorfile_add(out, "steps.loss", MDC_TD_F32, 1, ns, step_loss));
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "final.", 0, out));
     }
-    TRY(mdc_safetensors_write(dump, out));
+    if (dump) TRY(mdc_safetensors_write(dump, out));
     /* tokens: one forward at the start and one after each AdamW step */
     TRY(mdc_device_report_json_one(dopt.report_path, dev, (double)B * T * (steps + 1)));
     printf("minidc forward: V=%d (padded %d) T=%d L=%d H=%d C=%d, batch %dx%d", cfg.V, cfg.Vp, cfg.T, cfg.L,
            cfg.H, cfg.C, B, T);
     if (y) printf(", loss %.6f", loss);
     if (steps > 0) printf(", after %d AdamW steps %.6f", steps, step_loss[steps]);
-    printf("; %d tensors in %s\n", out->count, dump);
+    if (dump) printf("; %d tensors in %s", out->count, dump);
+    if (sites) printf("%s%d tensors at their sites in %s/step1-rank0.safetensors", dump ? ", " : "; ", sites->count, dump_dir);
+    printf("\n");
     rc = 0;
     goto done;
 fail:
@@ -308,6 +332,7 @@ done:
     free(x);
     free(y);
     mdc_tensorfile_free(out);
+    mdc_tensorfile_free(sites);
     mdc_tensorfile_free(wt);
     mdc_gpt2_free(m);
     mdc_device_free(dev);

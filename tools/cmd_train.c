@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "minidc/datasets.h"
 #include "minidc/kernels.h"
+#include "dump_dir.h"
 #include "train_state.h"
 
 static const char usage_text[] =
@@ -55,6 +56,9 @@ static const char usage_text[] =
     "                      per stage; without, every rank's kernels, messages and collective calls\n"
     "  --trace FILE        every rank's kernels, copies, messages and collective calls of the run as a\n"
     "                      Chrome trace (Perfetto): a virtual-time and a wall-time track per rank\n"
+    "  --dump-dir D        every rank's tensors at every site of every step (activations and their\n"
+    "                      gradients, before and after each communication point; the parameters'\n"
+    "                      gradients) as D/step<S>-rank<R>.safetensors; minidc compare reassembles\n"
     "  --cp N              context parallelism: each sequence split over N ranks (--seq a multiple\n"
     "                      of 2N for the zigzag layout)\n"
     "  --cp-layout L       zigzag (default: rank r holds chunks r and 2N-1-r of 2N) | contiguous\n"
@@ -91,7 +95,7 @@ typedef struct {
     const char *config, *data, *save, *resume;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
     int seed_given, force_seed, exact, exact_block, microbatches, check_coll;
-    const char *schedule, *timeline, *cp_layout, *cp_algo, *trace;
+    const char *schedule, *timeline, *cp_layout, *cp_algo, *trace, *dump_dir;
     int layout[256], layout_n, vstages;
     int fail_rank, fail_step, fail_how;
     double bucket_mb, dropout;
@@ -199,6 +203,7 @@ static mdc_status parse(options *o, int argc, char **argv, int *help) {
         else if (!strcmp(a, "--cp-algo")) o->cp_algo = v;
         else if (!strcmp(a, "--timeline")) o->timeline = v;
         else if (!strcmp(a, "--trace")) o->trace = v;
+        else if (!strcmp(a, "--dump-dir")) o->dump_dir = v;
         else if (!strcmp(a, "--pp-layout")) st = parse_layout(a, v, o->layout, &o->layout_n);
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
@@ -318,22 +323,18 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     if ((st = validate(&o, rt.size, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
     /* every output is checked before the first step: a bad path must not cost the run */
+    /* none may be an input or another output; --save may be --resume's file (it replaces it whole) */
     const char *report = rt.opts.report_path[0] ? rt.opts.report_path : NULL;
-    if ((o.save && ((st = mdc_check_output("--save", o.save)) || (st = mdc_check_not_input("--save", o.save, "--data", o.data)))) ||
-        (report && ((st = mdc_check_output("--report", report)) ||
-                    (st = mdc_check_not_input("--report", report, "--data", o.data)) ||
-                    (st = mdc_check_not_input("--report", report, "--resume", o.resume)) ||
-                    (st = mdc_check_not_input("--report", report, "--save", o.save)))) ||
-        (o.timeline && ((st = mdc_check_output("--timeline", o.timeline)) ||
-                        (st = mdc_check_not_input("--timeline", o.timeline, "--data", o.data)) ||
-                        (st = mdc_check_not_input("--timeline", o.timeline, "--resume", o.resume)) ||
-                        (st = mdc_check_not_input("--timeline", o.timeline, "--save", o.save)) ||
-                        (report && (st = mdc_check_not_input("--timeline", o.timeline, "--report", report))))))
-        mdc_runtime_die(&rt, st, 1, 2);
-    const char *other[5] = {o.save, report, o.timeline, o.data, o.resume};
-    const char *other_opt[5] = {"--save", "--report", "--timeline", "--data", "--resume"};
-    if (o.trace) st = mdc_check_output("--trace", o.trace);
-    for (int k = 0; o.trace && k < 5 && !st; k++) st = mdc_check_not_input("--trace", o.trace, other_opt[k], other[k]);
+    const char *outs[4] = {o.save, report, o.timeline, o.trace}, *out_opt[4] = {"--save", "--report", "--timeline", "--trace"};
+    for (int k = 0; k < 4 && !st; k++) {
+        if (!outs[k]) continue;
+        st = mdc_check_output(out_opt[k], outs[k]);
+        if (!st) st = mdc_check_not_input(out_opt[k], outs[k], "--data", o.data);
+        if (!st && k > 0) st = mdc_check_not_input(out_opt[k], outs[k], "--resume", o.resume);
+        for (int j = 0; j < k && !st; j++) st = mdc_check_not_input(out_opt[k], outs[k], out_opt[j], outs[j]);
+    }
+    /* the dump directory on every rank (each writes its own files); rank 0 clears an earlier run's */
+    if (!st && o.dump_dir) st = mdc_dump_dir_prepare("--dump-dir", o.dump_dir, rt.rank == 0);
     if (st) mdc_runtime_die(&rt, st, 1, 2);
     int threads = mdc_kernels_init();
     mdc_coll_prefer_ring(); /* bytes equal to the formulas, the same bits on every rank */
@@ -430,6 +431,8 @@ int mdc_cmd_train(int argc, char **argv) {
     int device_timeline = o.timeline && o.pp < 2;
     double last_from = 0; /* virtual time at the start of the last step */
     if ((o.trace || device_timeline) && (st = mdc_dev_trace_start(rt.dev))) mdc_runtime_die(&rt, st, 1, 1);
+    unsigned long long run_id = 0; /* the dump's rank files carry rank 0's */
+    if (o.dump_dir && (st = mdc_dump_run_id(rt.world, &run_id))) mdc_runtime_die(&rt, st, 0, 1);
     for (int s = step0; s < step0 + o.steps; s++) {
         if (s == step0 + o.steps - 1) {
             mdc_dev_counters c0;
@@ -451,7 +454,9 @@ int mdc_cmd_train(int argc, char **argv) {
             mdc_train_generated_batch(gin, gtg, B, T, cfg.V, ts.seed, s);
         }
         double t0 = mdc_wall_time();
-        if ((st = mdc_trainer_step(tr, gin, gtg, &o.opt, &loss, &norm))) mdc_runtime_die(&rt, st, 0, 1);
+        st = o.dump_dir ? mdc_dump_train_step(tr, o.dump_dir, run_id, s + 1, B, gin, gtg, &o.opt, &loss, &norm)
+                        : mdc_trainer_step(tr, gin, gtg, &o.opt, &loss, &norm);
+        if (st) mdc_runtime_die(&rt, st, 0, 1);
         if (!isfinite(loss)) { /* the global mean: the same on every rank, so all stop here together */
             if (r == 0)
                 fprintf(stderr, "minidc: rank 0: step %d: the loss is %g (the model diverged or the weights hold a "

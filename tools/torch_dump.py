@@ -5,9 +5,15 @@ backward of a plain GPT-2 (tools/torch_gpt2.py) on the same tokens, on the CPU o
 in float32, float64 or under bf16 autocast, and writes what `minidc forward --dump` writes under
 the same names: logits (B, T, V), loss, losses (B, T), grad.<name> (minidc's table names), in
 execution order (BF16 after a bf16 run, so the comparison takes BF16's tolerance). Then `minidc compare torch.st minidc.st` names the first tensor that differs.
+With --dump-dir D it writes what `minidc forward --dump-dir` writes: the tensors at every site
+(the residual stream at each block boundary, each LayerNorm, qkv, the attention's output, each
+linear's product, the GELU, ln_f, the logits, the losses), their gradients and the parameters'
+gradients, as D/step1-rank0.safetensors in minidc's dump format (include/minidc/dump.h), so
+`minidc compare D minidc_dir` names the first site where the two runs part.
 
-  /usr/bin/python3 tools/torch_dump.py --weights W --tokens X.npy --targets Y.npy --dump OUT.st
-                   [--heads H] [--device cpu|cuda] [--dtype fp32|fp64|bf16]
+  /usr/bin/python3 tools/torch_dump.py --weights W --tokens X.npy --targets Y.npy
+                   (--dump OUT.st | --dump-dir D) [--heads H] [--device cpu|cuda] [--dtype fp32|fp64|bf16]
+                   [--double-bias NAME]  (a planted bug for the tests: bias NAME added twice)
 Exit 0 written, 2 bad usage or input."""
 import argparse
 import json
@@ -47,6 +53,37 @@ def load(path, heads):
     return w, dict(V=V, T=w["wpe.weight"].shape[0], L=L, H=H, C=C)
 
 
+BLOCK_SITES = ["in", "ln_1", "attn.qkv", "attn.y", "attn.c_proj", "res_2", "ln_2", "mlp.c_fc", "mlp.gelu",
+               "mlp.c_proj", "out"]
+
+
+def write_dump_dir(d, sites, losses, model, c, bf16):
+    """sites: name -> tensor in execution order (forward), with .grad after the backward."""
+    out, order = {}, []
+    for n, t in sites.items():
+        out["step1." + n] = t
+        order.append("step1." + n)
+    out["step1.losses"] = losses
+    order.append("step1.losses")
+    back = ["logits", "ln_f"] + [f"h.{i}.{s}" for i in reversed(range(c["L"])) for s in reversed(BLOCK_SITES)]
+    for n in back:
+        out["step1.grad." + n] = sites[n].grad
+        order.append("step1.grad." + n)
+    for n, p in zip(model.names, model.ps):
+        out["step1.grad." + table_name(n)] = p.grad
+        order.append("step1.grad." + table_name(n))
+    out = {k: v.detach().float().cpu().numpy() for k, v in out.items()}
+    meta = {"dump.format": "minidc-dump 1", "dump.run": "torch_dump", "dump.rank": "0 of 1", "dump.mesh": "PyTorch",
+            "producer": "tools/torch_dump.py"}
+    for k, name in enumerate(order):
+        shape = list(out[name].shape)
+        meta["dump:" + name] = json.dumps({"global": name, "shape": shape, "sum": 0, "order": k,
+                                           "map": [[[0, 0, n]] for n in shape]}, separators=(",", ":"))
+    os.makedirs(d, exist_ok=True)
+    write_safetensors(os.path.join(d, "step1-rank0.safetensors"), out, meta, order, bf16=order if bf16 else ())
+    return len(order)
+
+
 def ids(path):
     a = np.load(path)
     return torch.from_numpy(np.atleast_2d(a).astype(np.int64))
@@ -57,11 +94,15 @@ def main():
     ap.add_argument("--weights", required=True)
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--targets", required=True)
-    ap.add_argument("--dump", required=True)
+    ap.add_argument("--dump")
+    ap.add_argument("--dump-dir")
+    ap.add_argument("--double-bias", action="append", default=[])
     ap.add_argument("--heads", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", choices=["fp32", "fp64", "bf16"], default="fp32")
     a = ap.parse_args()
+    if not a.dump and not a.dump_dir:
+        ap.error("give --dump or --dump-dir")
     w, c = load(a.weights, a.heads)
     dev = torch.device(a.device)
     model = GPT2(c, torch.Generator().manual_seed(0))
@@ -71,11 +112,17 @@ def main():
             p.data = torch.from_numpy(w[n]).to(param_dtype)
     model.to(dev)
     x, y = ids(a.tokens).to(dev), ids(a.targets).to(dev)
+    sites = {}
     with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
-        logits, loss = model(x, y)
+        logits, loss = model(x, y, sites, a.double_bias)
     losses = F.cross_entropy(logits.float().reshape(-1, c["V"]), y.reshape(-1), reduction="none").reshape(y.shape)
     model.zero_grad()
     loss.backward()
+    if a.dump_dir:
+        n = write_dump_dir(a.dump_dir, sites, losses, model, c, a.dtype == "bf16")
+        print(f"torch_dump: {a.dump_dir}/step1-rank0.safetensors: loss {float(loss):.6f}, {n} tensors at their sites")
+    if not a.dump:
+        return 0
     out = {"logits": logits, "loss": loss, "losses": losses}
     order = ["logits", "loss", "losses"]
     for n, p in zip(model.names, model.ps):

@@ -89,27 +89,43 @@ class GPT2(torch.nn.Module):
         self.ps = torch.nn.ParameterList([torch.nn.Parameter(v) for v in p.values()])
         self.p = dict(zip(self.names, self.ps))
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, sites=None, double_bias=()):
+        """(logits, mean loss). sites (a dict): each tensor minidc's dumps name (embed, h.N.in,
+        h.N.ln_1, ..., ln_f, logits), kept with retain_grad so its gradient can be read after the
+        backward. double_bias: names of biases added twice (a planted bug for the tests)."""
         c, p = self.c, self.p
         B, T = idx.shape
         C, H = c["C"], c["H"]
-        x = p["wte.weight"][idx] + p["wpe.weight"][:T]
+
+        def site(name, t):
+            if sites is not None:
+                if t.requires_grad:
+                    t.retain_grad()
+                sites[name] = t
+            return t
+
+        def bias(name):
+            return p[name] * (2 if name in double_bias else 1)
+
+        x = site("embed", p["wte.weight"][idx] + p["wpe.weight"][:T])
         mask = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
         for i in range(c["L"]):
             h = f"h.{i}."
-            a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps=1e-5)
-            qkv = a @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"]
+            site(h + "in", x)
+            a = site(h + "ln_1", F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps=1e-5))
+            qkv = site(h + "attn.qkv", a @ p[h + "attn.c_attn.weight"] + bias(h + "attn.c_attn.bias"))
             q, k, v = qkv.split(C, dim=2)
             q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
             att = (q @ k.transpose(-2, -1)) / (C // H) ** 0.5
             att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(B, T, C)
-            x = x + y @ p[h + "attn.c_proj.weight"] + p[h + "attn.c_proj.bias"]
-            a = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], eps=1e-5)
-            a = F.gelu(a @ p[h + "mlp.c_fc.weight"] + p[h + "mlp.c_fc.bias"], approximate="tanh")
-            x = x + a @ p[h + "mlp.c_proj.weight"] + p[h + "mlp.c_proj.bias"]
-        x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], eps=1e-5)
-        logits = x @ p["wte.weight"].t()
+            y = site(h + "attn.y", (att @ v).transpose(1, 2).reshape(B, T, C))
+            x = site(h + "res_2", x + site(h + "attn.c_proj", y @ p[h + "attn.c_proj.weight"]) + bias(h + "attn.c_proj.bias"))
+            a = site(h + "ln_2", F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], eps=1e-5))
+            a = site(h + "mlp.c_fc", a @ p[h + "mlp.c_fc.weight"] + bias(h + "mlp.c_fc.bias"))
+            a = site(h + "mlp.gelu", F.gelu(a, approximate="tanh"))
+            x = site(h + "out", x + site(h + "mlp.c_proj", a @ p[h + "mlp.c_proj.weight"]) + bias(h + "mlp.c_proj.bias"))
+        x = site("ln_f", F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], eps=1e-5))
+        logits = site("logits", x @ p["wte.weight"].t())
         loss = F.cross_entropy(logits.reshape(-1, c["V"]), targets.reshape(-1))
         return logits, loss
 

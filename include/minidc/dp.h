@@ -78,8 +78,9 @@ void mdc_dp_sumsq_exact(mdc_dp *dp, const char *skip, mdc_exact *acc);
 /* AdamW with the clip of `norm` (the global norm), DDP on the replica, ZeRO on the shard. */
 mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
 /* Every run of gradient state this rank holds, one tensor at a time: DDP whole tensors, ZeRO
- * its shard's segments; grad and param point at the data (ZeRO-3: the parameter shard). */
-typedef void (*mdc_dp_seg_fn)(void *ctx, int tensor, float *grad, float *param, size_t n);
+ * its shard's segments; `at` the run's first element in the tensor's local allocation, grad
+ * and param point at the data (ZeRO-3: the parameter shard). */
+typedef void (*mdc_dp_seg_fn)(void *ctx, int tensor, size_t at, float *grad, float *param, size_t n);
 void mdc_dp_for_each_segment(mdc_dp *dp, mdc_dp_seg_fn fn, void *ctx);
 
 /* Creates a serial-partition model on the group's device, initialized from `seed` exactly as

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "minidc/cp.h"
+#include "minidc/dump.h"
 #include "minidc/dp.h"
 #include "minidc/mesh.h"
 #include "minidc/model.h"
@@ -126,6 +127,9 @@ mdc_status mdc_trainer_load(mdc_trainer *t, const float *params, const float *m,
  * and mdc_trainer_finish_step updates as mdc_trainer_step would have. */
 mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targets);
 mdc_status mdc_trainer_gather_grads(mdc_trainer *t, float *grads, int root);
+/* After mdc_trainer_grads: this rank's reduced parameter gradients into a dump (ZeRO: its
+ * shard's segments) as pieces of the global tensors (include/minidc/dump.h). */
+mdc_status mdc_trainer_dump_grads(mdc_trainer *t, mdc_tensorfile *tf, int step);
 mdc_status mdc_trainer_finish_step(mdc_trainer *t, const mdc_adamw_config *o, float *loss, float *grad_norm);
 int mdc_trainer_adam_step(const mdc_trainer *t);
 mdc_gpt2 *mdc_trainer_model(mdc_trainer *t);
