@@ -5,14 +5,17 @@
 # communication point (":pre") are there and equal serial's. A message corrupted in flight is
 # named at its site: the first differing tensor is the all-reduced product whose partial sums
 # (":pre") still agree, or the copies that should be equal are named; a missing rank file, a file
-# of another run and a bad directory are refused.
+# of another run and a bad directory are refused. The default mode compares one step: after
+# AdamW's first step (every parameter moved by about lr sign(g)) a gradient near zero whose sign
+# rounds differently moves a parameter by 2 lr, so later steps differ beyond float32's
+# tolerance on any two meshes; exact mode compares every step.
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-model="--vocab 200 --ctx 16 --layers 2 --heads 4 --channels 32 --batch 4 --steps 2 --quiet"
+model="--vocab 200 --ctx 16 --layers 2 --heads 4 --channels 32 --batch 4 --steps 1 --quiet"
 run() { # dir ranks options...
     local d=$1 n=$2; shift 2
     if [ "$n" = 1 ]; then "$bin" train $model "$@" --dump-dir "$d" >"$tmp/log" 2>&1
@@ -27,8 +30,6 @@ expect() { # what want_rc pattern compare-args...
     else echo "FAIL: $what: exit $rc (want $want, '$pat')"; tail -5 "$tmp/out"; fail=1; fi
 }
 run "$tmp/serial" 1
-n=$(ls "$tmp/serial" | wc -l)
-[ "$n" = 2 ] || { echo "FAIL: serial: $n rank files, want 2 (two steps)"; fail=1; }
 for mesh in "2|--tp 2 --sp" "2|--dp 2 --zero 2" "2|--cp 2" "2|--pp 2 --microbatches 2" "4|--tp 2 --pp 2 --microbatches 2"; do
     ranks=${mesh%%|*} opts=${mesh#*|}
     rm -rf "$tmp/mesh"
@@ -38,29 +39,33 @@ done
 # the tensor-parallel run's tensors before its all-reduces and all-gathers, each equal serial's
 run "$tmp/tp" 2 --tp 2 --sp
 "$bin" compare "$tmp/serial" "$tmp/tp" >"$tmp/out" 2>&1
-pre=$(grep -c '^step[12]\..*:pre .* 0$' "$tmp/out")
-if [ "$pre" -ge 36 ]; then echo "ok: tp 2 with SP: $pre tensors before a communication point, each equal to serial's"
-else echo "FAIL: tp 2 with SP: $pre ':pre' rows within the tolerance, want >= 36"; grep ':pre' "$tmp/out" | head; fail=1; fi
+# per block 2 all-gathers and 2 reduce-scatters forward, as many backward, and ln_f's each way
+pre=$(grep -c '^step1\..*:pre .* 0$' "$tmp/out")
+if [ "$pre" = 18 ]; then echo "ok: tp 2 with SP: $pre tensors before a communication point, each equal to serial's"
+else echo "FAIL: tp 2 with SP: $pre ':pre' rows within the tolerance, want 18"; grep ':pre' "$tmp/out" | head; fail=1; fi
 # experts over the ep ranks against serial MoE
 run "$tmp/moe" 1 --experts 4 --topk 2
 run "$tmp/ep" 2 --experts 4 --topk 2 --dp 2 --ep 2
 expect "MoE, ep 2 against serial" 0 "^EQUAL" "$tmp/moe" "$tmp/ep" --quiet
 # exact mode: every site bit for bit
-run "$tmp/xs" 1 --exact-block 4
-run "$tmp/xm" 2 --exact-block 4 --tp 2 --sp
-expect "exact, tp 2 with SP, at tolerance 0" 0 "^EQUAL" "$tmp/xs" "$tmp/xm" --quiet --rtol 0 --atol 0
-expect "default mode against exact at tolerance 0 (it can fail)" 1 "^DIFFERENT" "$tmp/xs" "$tmp/tp" --quiet --rtol 0 --atol 0
+run "$tmp/xs" 1 --exact-block 4 --steps 2
+n=$(ls "$tmp/xs" | wc -l)
+[ "$n" = 2 ] || { echo "FAIL: serial, 2 steps: $n rank files, want 2"; fail=1; }
+run "$tmp/xm" 2 --exact-block 4 --tp 2 --sp --steps 2
+expect "exact, tp 2 with SP, two steps at tolerance 0" 0 "^EQUAL" "$tmp/xs" "$tmp/xm" --quiet --rtol 0 --atol 0
+run "$tmp/x1" 1 --exact-block 4
+expect "default mode against exact at tolerance 0 (it can fail)" 1 "^DIFFERENT" "$tmp/x1" "$tmp/tp" --quiet --rtol 0 --atol 0
 # a message of rank 1 corrupted: in the reduce-scatter of block 0's projection (send 3), the
 # partial sums agree and the reduced product does not; in its all-gather (send 4) the copies differ
 rm -rf "$tmp/f"
-MINIDC_FAULT_CORRUPT=1:3 $MPIEXEC -n 2 "$bin" train $model --steps 1 --tp 2 --dump-dir "$tmp/f" >/dev/null 2>&1
+MINIDC_FAULT_CORRUPT=1:3 $MPIEXEC -n 2 "$bin" train $model --tp 2 --dump-dir "$tmp/f" >/dev/null 2>&1
 expect "a corrupted reduce-scatter message" 1 "first differing tensor step1.h.0.attn.c_proj: element" "$tmp/serial" "$tmp/f"
 grep -q '^step1.h.0.attn.c_proj:pre .* 0$' "$tmp/out" || { echo "FAIL: the partial sums before the corrupted message differ"; fail=1; }
 rm -rf "$tmp/f"
-MINIDC_FAULT_CORRUPT=1:4 $MPIEXEC -n 2 "$bin" train $model --steps 1 --tp 2 --dump-dir "$tmp/f" >/dev/null 2>&1
+MINIDC_FAULT_CORRUPT=1:4 $MPIEXEC -n 2 "$bin" train $model --tp 2 --dump-dir "$tmp/f" >/dev/null 2>&1
 expect "a corrupted all-gather message" 1 "step1.h.0.attn.c_proj: the copies of element \[" "$tmp/f" "$tmp/serial"
 # what reassembly refuses
-cp -r "$tmp/tp" "$tmp/hole" && rm "$tmp/hole/step2-rank1.safetensors"
+cp -r "$tmp/tp" "$tmp/hole" && rm "$tmp/hole/step1-rank1.safetensors"
 expect "a missing rank file" 1 "elements are in no piece" "$tmp/serial" "$tmp/hole"
 cp -r "$tmp/tp" "$tmp/mixed" && cp "$tmp/xm/step1-rank1.safetensors" "$tmp/mixed/"
 expect "a rank file of another run" 1 "is from another run" "$tmp/serial" "$tmp/mixed"
@@ -70,8 +75,8 @@ rc=$?
 if [ $rc = 2 ] && grep -q -- "--dump-dir" "$tmp/out" && ! grep -q "^step" "$tmp/out"; then echo "ok: a dump directory under a file: exit 2 before any step"
 else echo "FAIL: --dump-dir under a file: exit $rc"; cat "$tmp/out"; fail=1; fi
 # a rerun into the same directory replaces the earlier run's files
-run "$tmp/tp" 2 --tp 2 --sp --steps 1
-n=$(ls "$tmp/tp" | wc -l)
+run "$tmp/xm" 2 --tp 2 --sp
+n=$(ls "$tmp/xm" | wc -l)
 [ "$n" = 2 ] && echo "ok: a rerun removes the earlier run's rank files" || { echo "FAIL: $n files after a 1-step rerun"; fail=1; }
 [ $fail = 0 ] && echo "dump_cli: all passed"
 exit $fail

@@ -1,12 +1,14 @@
 /* minidc compare A B: two safetensors files (weights, checkpoints, minidc forward dumps, a GPU
- * run's tensors) tensor by tensor. Tensors pair by name (a "transformer." prefix and the ".weight"
+ * run's tensors) or --dump-dir directories (reassembled by mdc_dump_read; NAME:pre, a tensor
+ * before a communication point, meets the other side's NAME when it has none) tensor by tensor. Tensors pair by name (a "transformer." prefix and the ".weight"
  * of wte and wpe do not matter, so Hugging Face and minidc names meet); for each pair the max and
  * mean absolute error, the largest distance in float32 ULPs, and the elements outside
  * |a - b| <= atol + rtol |b|, with the tolerances of the coarser dtype (torch.testing's:
  * F64 1e-7/1e-7, F32 1.3e-6/1e-5, F16 1e-3/1e-5, BF16 1.6e-2/1e-5) unless --rtol/--atol say.
  * The first tensor that differs is named in A's order (a dump's order is its execution order),
  * with its first element outside the tolerance. Exit 0 when every tensor of A is in B and
- * within the tolerance (and B has no others), 1 when not, 2 on bad usage or an unreadable file. */
+ * within the tolerance (and B has no others), 1 when not (or a dump's copies disagree or leave a
+ * hole), 2 on bad usage or an unreadable file. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -164,7 +166,9 @@ int mdc_cmd_compare(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: minidc compare A.safetensors B.safetensors [--rtol R] [--atol A] [--quiet]\n"
+            printf("usage: minidc compare A B [--rtol R] [--atol A] [--quiet]\n"
+                   "  A, B: safetensors files, or dump directories of --dump-dir (reassembled into global\n"
+                   "  tensors first; a tensor before a communication point, NAME:pre, meets the other's NAME)\n"
                    "  pairs the tensors by name; tolerances by the coarser dtype (F32 rtol 1.3e-6 atol 1e-5,\n"
                    "  BF16 1.6e-2/1e-5, F16 1e-3/1e-5, F64 1e-7/1e-7) unless given; --quiet: only the verdict and\n"
                    "  the first differing tensor. Exit 0 equal within the tolerance, 1 not, 2 bad usage.\n");
