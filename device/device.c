@@ -213,14 +213,19 @@ static double link_latency(const mdc_device *dev, mdc_link l) {
     return l == MDC_LINK_NET ? dev->spec.net_latency : dev->spec.nvlink_latency;
 }
 
+#undef mdc_dev_kernel
 void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precision prec) {
+    mdc_dev_kernel_named(dev, NULL, flops, hbm_bytes, prec);
+}
+
+void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, double hbm_bytes, mdc_precision prec) {
     if (dev->mode == MDC_EMULATE_OFF) return;
     double peak = prec == MDC_PREC_BF16 ? dev->spec.flops_bf16 : dev->spec.flops_fp32;
     double tc = flops / peak, tm = hbm_bytes / dev->spec.hbm_bw;
     double t = (tc >= tm ? tc : tm) + dev->spec.launch_overhead;
     if (tc >= tm) dev->c.t_compute += t;
     else dev->c.t_memory += t;
-    if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_KERNEL, NULL, dev->c.now, dev->c.now + t, flops, hbm_bytes);
+    if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_KERNEL, name, dev->c.now, dev->c.now + t, flops, hbm_bytes);
     dev->c.now += t;
     dev->c.flops += flops;
     dev->c.hbm_bytes += hbm_bytes;
@@ -302,7 +307,7 @@ size_t mdc_dev_trace_spans(const mdc_device *dev, double from, double *out, size
 char *mdc_dev_trace_json(const mdc_device *dev) { return dev->trace ? mdc_i_trace_json(dev->trace, dev->rank) : NULL; }
 
 void mdc_dev_reduce(mdc_device *dev, double elems, double elem_bytes) {
-    mdc_dev_kernel(dev, elems, 3.0 * elems * elem_bytes, MDC_PREC_FP32);
+    mdc_dev_kernel_named(dev, "reduce", elems, 3.0 * elems * elem_bytes, MDC_PREC_FP32);
 }
 
 void mdc_dev_idle_until(mdc_device *dev, double t) {

@@ -14,7 +14,7 @@ enum { MAX_EVENTS = 1 << 21 };
 typedef struct {
     int kind;
     double t0, t1, w0, w1, a, b;
-    const char *name; /* a collective's call (static strings: the functions' names) */
+    const char *name; /* a kernel's or a collective call's (static strings: the functions' names) */
 } event;
 
 struct mdc_dev_trace {
@@ -67,7 +67,8 @@ char *mdc_i_trace_json(const mdc_dev_trace *t, int rank) {
     PUT("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"wall time\"}}", rank);
     for (size_t i = 0; i < t->n && o < cap; i++) {
         const event *e = &t->ev[i];
-        const char *nm = e->kind == MDC_TRACE_COLL ? e->name : kind_name[e->kind];
+        const char *nm = e->kind == MDC_TRACE_COLL || (e->kind == MDC_TRACE_KERNEL && e->name) ? e->name : kind_name[e->kind];
+        if (e->kind == MDC_TRACE_KERNEL && !strncmp(nm, "mdc_", 4)) nm += 4;
         const char *an = e->kind == MDC_TRACE_KERNEL ? "flops" : e->kind == MDC_TRACE_COLL ? "count" : "bytes";
         for (int tid = 0; tid < 2; tid++) {
             double ts = tid ? e->w0 : e->t0, te = tid ? e->w1 : e->t1;

@@ -21,10 +21,12 @@
 
 #include "minidc/kernels.h"
 
-/* Charges a kernel if there is a device. */
-static inline void mdc_k_charge(mdc_device *dev, double flops, double bytes) {
-    if (dev) mdc_dev_kernel(dev, flops, bytes, MDC_PREC_FP32);
-}
+/* Charges a kernel if there is a device (a macro: the trace names it by the calling kernel). */
+#define mdc_k_charge(dev, flops, bytes)                                          \
+    do {                                                                         \
+        mdc_device *k_dev_ = (dev);                                              \
+        if (k_dev_) mdc_dev_kernel(k_dev_, (flops), (bytes), MDC_PREC_FP32);     \
+    } while (0)
 
 /* C(M,N) = alpha op(A) op(B) + beta C, row-major, split into blocks along the larger of M
  * and N whose number and bounds depend only on the sizes (so the bits do not depend on the

@@ -172,6 +172,10 @@ typedef enum { MDC_PREC_FP32 = 0, MDC_PREC_BF16 } mdc_precision;
  * counts flops as FP ops, hbm_bytes as HBM traffic. Time goes to "compute" if flop-bound,
  * else to "memory". In throttle mode also waits that long (times time_scale) in wall time. */
 void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precision prec);
+/* The same with a name for the trace's event (static storage: a function's __func__; NULL:
+ * "kernel"). mdc_dev_kernel as called in C names the kernel by the calling function. */
+void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, double hbm_bytes, mdc_precision prec);
+#define mdc_dev_kernel(dev, flops, hbm_bytes, prec) mdc_dev_kernel_named((dev), __func__, (flops), (hbm_bytes), (prec))
 /* Integer ops and SRAM bytes for the energy ledger only (no clock). */
 void mdc_dev_count(mdc_device *dev, double int_ops, double sram_bytes);
 /* A copy of `bytes` over a link (host<->device: PCIE; device<->device: NVLINK/NET). Advances
