@@ -3,8 +3,9 @@
 # head sizes, layers, sequence lengths, experts and top-k, capacity, dropout) and a mesh of
 # tp (+SP), cp (layout, algorithm), pp (schedule, micro-batches), dp (ZeRO stage) and ep drawn
 # from what the schemes allow, each run twice: --check-serial in the default mode, and --exact
-# saving serial's checkpoint byte for byte. Every case prints its seed; a failure prints the
-# command that reruns it.
+# saving serial's checkpoint byte for byte, its --dump-dir (every site, every step, reassembled
+# from the mesh's pieces) equal to serial's at tolerance 0. Every case prints its seed; a failure
+# prints the command that reruns it.
 # Usage: tests/fuzz_mesh.sh [CASES [MAX_RANKS [FIRST_SEED]]]   (make check: 5 cases, 8 ranks;
 # make check-long: 40 cases, 32 ranks)
 BUILD=${BUILD:-build}
@@ -71,11 +72,17 @@ for ((c = 0; c < cases; c++)); do
         echo "FAIL: seed $seed: $cmd --check-serial (exit $rc)"; grep -E "check-serial|error|minidc:" "$tmp/d.out" | head -3
         fail=1; continue
     fi
-    # exact mode: serial's checkpoint byte for byte
-    timeout -k 5 300 "$MPIEXEC" -n 1 "$bin" train $model --exact-block 4 --save "$tmp/s.st" >"$tmp/s.out" 2>&1 &&
-        timeout -k 5 300 $cmd --exact-block 4 --save "$tmp/m.st" >"$tmp/m.out" 2>&1
+    # exact mode: serial's checkpoint byte for byte, and every site of the dump
+    timeout -k 5 300 "$MPIEXEC" -n 1 "$bin" train $model --exact-block 4 --save "$tmp/s.st" --dump-dir "$tmp/sd" >"$tmp/s.out" 2>&1 &&
+        timeout -k 5 300 $cmd --exact-block 4 --save "$tmp/m.st" --dump-dir "$tmp/md" >"$tmp/m.out" 2>&1
     rc=$?
-    if [ $rc = 0 ] && cmp -s "$tmp/s.st" "$tmp/m.st"; then echo "ok: seed $seed, $n rank(s): $mesh | $model"
+    if [ $rc = 0 ] && cmp -s "$tmp/s.st" "$tmp/m.st"; then
+        if "$bin" compare "$tmp/sd" "$tmp/md" --quiet --rtol 0 --atol 0 >"$tmp/c.out" 2>&1; then
+            echo "ok: seed $seed, $n rank(s): $mesh | $model"
+        else
+            echo "FAIL: seed $seed: exact: the dumps of -n 1 and $cmd --exact-block 4 --dump-dir differ:"
+            tail -1 "$tmp/c.out"; fail=1
+        fi
     else
         echo "FAIL: seed $seed: exact: $cmd --exact-block 4 --save m.st, against -n 1 (exit $rc or the checkpoints differ)"
         tail -2 "$tmp/m.out"; fail=1
