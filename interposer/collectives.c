@@ -224,6 +224,33 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
     return rc;
 }
 
+/* The root refused its own side of a gather (recvcount, recvtype, or blocks of another size
+ * than it sends) with error rc: the other ranks, which cannot know, send their blocks anyway,
+ * as MPICH's do. The root takes them into a scratch buffer, by the block size its own send side
+ * gives, so that no message is left over for the next gather; then returns rc. With MPI_IN_PLACE
+ * at the root there is no such size, and the blocks stay unreceived (as under MPICH). */
+static int gather_drain(const void *sendbuf, int scount, MPI_Datatype stype, int root, MPI_Comm comm, int rc) {
+    mdc_group *g = ip_group_of(comm, F_GATHER);
+    int n = comm_size(comm);
+    size_t sb = (size_t)scount * ip_type_size(stype);
+    char *scratch = calloc(sb * (size_t)(n + 1) + 1, 1); /* the blocks, then the root's own */
+    if (!scratch) return rc;
+    if (g) {
+        mdc_status st;
+        IP_SERVE(st, mdc_gather(scratch + sb * (size_t)n, scratch, sb, MDC_U8, root, g));
+        (void)st;
+    } else {
+        MPI_Errhandler h;
+        PMPI_Comm_get_errhandler(comm, &h);
+        PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+        PMPI_Gather(sendbuf, scount, stype, scratch, (int)sb, MPI_BYTE, root, comm);
+        PMPI_Comm_set_errhandler(comm, h);
+        PMPI_Errhandler_free(&h);
+    }
+    free(scratch);
+    return rc;
+}
+
 /* Rooted: the root's side (recvbuf of gather, sendbuf of scatter) is significant only at the
  * root, so only the root reads it; every rank knows the block size from its own side. */
 int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
@@ -236,16 +263,18 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     if (ip_check_root(&a, root)) return a.rc;
     int at_root = comm_rank(comm) == root, inplace = sendbuf == MPI_IN_PLACE;
     if (!inplace) ip_check_count(&a, "sendcount", scount);
-    if (at_root) ip_check_count(&a, "recvcount", rcount);
     if (!inplace) ip_check_type(&a, "sendtype", stype, scount);
+    int drain = at_root && !inplace && !a.rc; /* the root's own block size is known */
+    if (at_root) ip_check_count(&a, "recvcount", rcount);
     if (at_root) ip_check_type(&a, "recvtype", rtype, rcount);
-    if (a.rc) return a.rc;
+    if (a.rc) return drain ? gather_drain(sendbuf, scount, stype, root, comm, a.rc) : a.rc;
     if (!(g = ip_group_of(comm, f)))
         return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     int n = mdc_group_size(g), rplain = !at_root || ip_plain_size(rtype) > 0;
     size_t sb = inplace ? 0 : (size_t)scount * ip_type_size(stype);
     size_t b = at_root ? (size_t)rcount * ip_type_size(rtype) : sb, all = b * (size_t)n;
-    if (at_root && !inplace && sb != b) return ip_size_mismatch(comm, f, sb, b);
+    if (at_root && !inplace && sb != b)
+        return gather_drain(sendbuf, scount, stype, root, comm, ip_size_mismatch(comm, f, sb, b));
     const void *own = inplace ? ip_elem(recvbuf, rtype, (long long)root * rcount) : sendbuf;
     int opack = inplace ? !rplain : ip_plain_size(stype) == 0;
     char *sp, *rp;

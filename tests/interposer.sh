@@ -89,6 +89,14 @@ for p in 3 4; do
     fi
 done
 [ $fail = 0 ] && echo "intercommunicators, bad roots and types, world's handler from a thread: as MPICH at 3 and 4 ranks"
+# A gather the root alone refuses: the others' blocks do not stay for the next gather (under
+# MPICH they do, and the next gather at the root returns the refused call's values).
+for p in 3 4; do
+    out=$(timeout 60 "$MPIEXEC" -n $p -genv LD_PRELOAD "$preload" -genv MINIDC_TIMEOUT 20 "$rec" --root-only 2>&1)
+    [ "$(echo "$out" | grep -c '^ok: MPI_Gather refused by the root alone')" = 2 ] ||
+        { echo "interposer_recover --root-only n=$p:"; echo "$out" | grep -v "^minidc interposer" | head -5; fail=1; }
+done
+[ $fail = 0 ] && echo "a gather the root alone refuses: the next gather right at 3 and 4 ranks"
 # Erroneous calls: every rank exits non-zero, within the timeout, and the error names the
 # function, the rank and what is wrong (not MPICH's generic "See the MPI_ERROR field" or an
 # assertion inside its memcpy).

@@ -10,7 +10,11 @@
  *   passed by every rank (an error on every rank, no rank left waiting for the root's data),
  *   the same buffer as send and receive buffer (MPI_ERR_BUFFER).
  * - A thread that sets MPI_COMM_WORLD's error handler while another thread is inside a
- *   collective keeps it. */
+ *   collective keeps it.
+ * With --root-only (under the library only: MPICH leaves the blocks of the refused call to be
+ * taken by the next gather): an MPI_Gather the root alone refuses (its recvtype
+ * MPI_DATATYPE_NULL; blocks of another size than it sends), an error at the root, then a valid
+ * gather of other values gives every rank's new value at the root. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -158,11 +162,37 @@ static void errhandler_thread(void) {
     MPI_Comm_free(&tcomm);
 }
 
+/* A gather the root alone refuses (rc at the root), then a valid one: every rank's new value. */
+static void root_refused(MPI_Comm comm, int bad_type, const char *what) {
+    int root = np - 1, v = 100 + me, out[64];
+    int rc = MPI_Gather(&v, 1, MPI_INT, out, bad_type ? 1 : 2, bad_type ? MPI_DATATYPE_NULL : MPI_INT, root, comm);
+    int ok = me != root || rc != MPI_SUCCESS;
+    v = 200 + me;
+    for (int i = 0; i < np; i++) out[i] = -1;
+    ok = ok && MPI_Gather(&v, 1, MPI_INT, out, 1, MPI_INT, root, comm) == MPI_SUCCESS;
+    for (int i = 0; me == root && i < np; i++) ok = ok && out[i] == 200 + i;
+    check(all_true(ok), what);
+}
+
+static void root_only(void) {
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    root_refused(comm, 1, "MPI_Gather refused by the root alone (recvtype MPI_DATATYPE_NULL): the next gather is right");
+    root_refused(comm, 0, "MPI_Gather refused by the root alone (blocks of 8 bytes, sending 4): the next gather is right");
+    MPI_Comm_free(&comm);
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
+    if (argc > 1 && !strcmp(argv[1], "--root-only")) {
+        root_only();
+        MPI_Finalize();
+        return failures ? 1 : 0;
+    }
     if (np < 3) {
         if (me == 0) fprintf(stderr, "interposer_recover: run on at least 3 ranks\n");
         MPI_Finalize();

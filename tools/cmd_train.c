@@ -10,10 +10,8 @@
  * 1 (bad files, a diverged run). A rank that fails mid-run tells its peers, which stop with an
  * error instead of waiting. Without --data it trains on a generated task, so `minidc train`
  * needs no files. The step itself is ref/train.c's; docs/tensor-parallel.md walks through a run. */
-#include <limits.h>
-#include <signal.h>
 #include <math.h>
-#include <stddef.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,288 +19,11 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "dump_dir.h"
 #include "minidc/datasets.h"
 #include "minidc/kernels.h"
-#include "dump_dir.h"
+#include "train_options.h"
 #include "train_state.h"
-
-static const char usage_text[] =
-    "usage: minidc train [options]            (one rank)\n"
-    "       mpiexec.mpich -n N minidc train --dp D --tp T [--sp] [--zero Z] [options]   (N = D x T)\n"
-    "  --config NAME       tiny | small | gpt2 (default tiny); sizes below override it\n"
-    "  --vocab V --ctx T --layers L --heads H --channels C   explicit model sizes\n"
-    "  --batch B           global sequences per step (default: the config's, 24 / 12 / 12)\n"
-    "  --seq T             tokens per sequence (default: the context)\n"
-    "  --steps N           optimizer steps (default 100)\n"
-    "  --lr X              AdamW learning rate (default 1e-3); --weight-decay X (0.1)\n"
-    "  --grad-clip X       global gradient-norm clip (default 1; 0 = off)\n"
-    "  --seed S            initialization, data and dropout seed (default 1); on --resume the\n"
-    "                      checkpoint's seed continues the run: a different --seed is an error\n"
-    "  --force-seed        with --resume: take --seed even where the checkpoint has another\n"
-    "  --data FILE         token shard; default: the generated repeat task\n"
-    "  --save FILE / --resume FILE   checkpoint of the global tensors after the last step / before\n"
-    "                      the first (any mesh resumes any other's)\n"
-    "  --quiet             only the first, every 10th and the last step lines\n"
-    "  --dp N              data-parallel ranks (default: the ranks left by the other axes)\n"
-    "  --tp N              tensor-parallel ranks (Megatron: heads, MLP columns, vocabulary split)\n"
-    "  --sp                sequence parallelism over the tp ranks (needs --tp 2 or more)\n"
-    "  --pp N              pipeline stages (layers split evenly, the first stages one more; the\n"
-    "                      embedding on the first, the head on the last); --pp-layout 3,3,2 uneven\n"
-    "  --schedule S        gpipe | 1f1b (default) | interleaved | zb-h1 (minidc explain pipeline)\n"
-    "  --virtual-stages V  interleaved: V model chunks per stage, virtual stage c p + s on stage s\n"
-    "                      (layers split over p V virtual stages; --pp-layout then lists p V)\n"
-    "  --microbatches M    micro-batches per step (the pipeline's accumulation; same as --accum)\n"
-    "  --timeline FILE     the last step as SVG in virtual time: with --pp the measured schedule, a row\n"
-    "                      per stage; without, every rank's kernels, messages and collective calls\n"
-    "  --trace FILE        every rank's kernels, copies, messages and collective calls of the run as a\n"
-    "                      Chrome trace (Perfetto): a virtual-time and a wall-time track per rank\n"
-    "  --dump-dir D        every rank's tensors at every site of every step (activations and their\n"
-    "                      gradients, before and after each communication point; the parameters'\n"
-    "                      gradients) as D/step<S>-rank<R>.safetensors; minidc compare reassembles\n"
-    "  --cp N              context parallelism: each sequence split over N ranks (--seq a multiple\n"
-    "                      of 2N for the zigzag layout)\n"
-    "  --cp-layout L       zigzag (default: rank r holds chunks r and 2N-1-r of 2N) | contiguous\n"
-    "  --cp-algo A         ring (default: key/value blocks travel the ring) | allgather | ulysses\n"
-    "                      (all-to-all to whole heads; H / tp divisible by N)\n"
-    "  --ep N              expert parallelism: N of the --dp ranks share each MoE block's experts\n"
-    "                      (E/N each; N divides --dp and --experts; docs/expert-parallel.md)\n"
-    "  --zero Z            0 = DDP (default), 1, 2, 3 = ZeRO stage\n"
-    "  --accum K           micro-batches per step (gradient accumulation, default 1);\n"
-    "                      --batch must be divisible by dp x K\n"
-    "  --bucket-mb X       gradient bucket size in MiB (default: min(25, parameter MiB / 4))\n"
-    "  --prefetch          ZeRO-3: gather the next unit on the comm stream while this one computes\n"
-    "  --check-collectives every collective call is compared across its group first (call number,\n"
-    "                      collective, count, dtype, op, root); a rank calling another is named\n"
-    "  --check-serial      rank 0 also trains the serial model on the same global batch and\n"
-    "                      reports the loss difference per step, and the parameter difference at\n"
-    "                      the end (normwise <= 1e-5, every tensor <= 1e-3, else exit 1)\n"
-    "  --dropout P         dropout on the attention probabilities and both residual branches\n"
-    "                      (default 0); masks keyed by global element index: every mesh drops\n"
-    "                      exactly what serial drops\n"
-    "  --exact             exact mode: every mesh gives the serial run's bits (docs/exactness.md)\n"
-    "  --exact-block N     exact mode's token block (default: the largest divisor of --seq up to\n"
-    "                      32; implies --exact); it must divide the positions of a sequence each\n"
-    "                      rank holds (--seq, or --seq / --tp with --sp)\n"
-    "  --check-replicas    after every step, compare bit for bit every replica: the tp-replicated\n"
-    "                      tensors (LayerNorms, wpe, row-parallel biases) across tp ranks, every\n"
-    "                      tensor across the dp x cp x ep replicas (not ZeRO-3's shards), and the\n"
-    "                      tied wte on the first and last pipeline stage\n"
-    "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit);\n"
-    "                      STEP counts from 0 and must be one of this run's steps; RANK:STEP:stop\n"
-    "                      or :kill stops or kills the process instead (peers must name it)\n";
-
-typedef struct {
-    const char *config, *data, *save, *resume;
-    int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, zero, accum, check, replicas, prefetch;
-    int seed_given, force_seed, exact, exact_block, microbatches, check_coll;
-    const char *schedule, *timeline, *cp_layout, *cp_algo, *trace, *dump_dir;
-    int layout[256], layout_n, vstages;
-    int fail_rank, fail_step, fail_how;
-    double bucket_mb, dropout;
-    mdc_adamw_config opt;
-    mdc_moe_cli moe;
-} options;
-
-static mdc_status parse_float(const char *a, const char *v, float *out) {
-    double x;
-    mdc_status st = mdc_parse_double(a, v, &x);
-    if (!st) *out = (float)x; /* out of float range becomes inf: mdc_adamw_check refuses it */
-    return st;
-}
-/* --fail-at RANK:STEP[:stop|:kill], two non-negative integers (the rank is checked against the
- * job later) and how: fail with a message (default), or stop or kill the process (a rank that
- * stops answering, or dies, without a word). */
-static mdc_status parse_fail_at(const char *a, const char *v, int *rank, int *step, int *how) {
-    const char *colon = v ? strchr(v, ':') : NULL, *second = colon ? strchr(colon + 1, ':') : NULL;
-    char r[32], s[32];
-    *how = 0;
-    if (!colon || (size_t)(colon - v) >= sizeof r)
-        return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP, got '%s'", a, v ? v : "(nothing)");
-    memcpy(r, v, (size_t)(colon - v));
-    r[colon - v] = '\0';
-    size_t sl = second ? (size_t)(second - colon - 1) : strlen(colon + 1);
-    if (sl >= sizeof s) return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP, got '%s'", a, v);
-    memcpy(s, colon + 1, sl);
-    s[sl] = '\0';
-    if (second && strcmp(second + 1, "stop") && strcmp(second + 1, "kill"))
-        return mdc_fail(MDC_ERR_INVALID, "%s RANK:STEP:HOW: HOW is stop or kill, got '%s'", a, second + 1);
-    if (second) *how = !strcmp(second + 1, "stop") ? 1 : 2;
-    if (mdc_parse_int("--fail-at RANK", r, 0, INT_MAX, rank) || mdc_parse_int("--fail-at STEP", s, 0, INT_MAX, step))
-        return mdc_fail(MDC_ERR_INVALID, "%s needs RANK:STEP (two integers >= 0), got '%s'", a, v);
-    return MDC_OK;
-}
-
-/* --pp-layout 3,3,2,4: layers per stage, each >= 1. */
-static mdc_status parse_layout(const char *a, const char *v, int *out, int *n) {
-    *n = 0;
-    for (const char *s = v; s && *s;) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 1 || x > 4096 || *n >= 256 || (*end && *end != ','))
-            return mdc_fail(MDC_ERR_INVALID, "%s needs layer counts >= 1 separated by commas, got '%s'", a, v);
-        out[(*n)++] = (int)x;
-        s = *end ? end + 1 : end;
-    }
-    if (!*n) return mdc_fail(MDC_ERR_INVALID, "%s needs layer counts, got '%s'", a, v ? v : "(nothing)");
-    return MDC_OK;
-}
-
-/* Every rank parses the same argv: a failure is the same everywhere. */
-static mdc_status parse(options *o, int argc, char **argv, int *help) {
-    memset(o, 0, sizeof *o);
-    o->config = "tiny", o->steps = 100, o->seed = 1, o->dp = -1, o->tp = 1, o->pp = 1, o->cp = 1, o->ep = 1;
-    o->accum = 1, o->fail_rank = -1;
-    mdc_moe_cli_default(&o->moe);
-    mdc_adamw_config_default(&o->opt);
-    o->opt.lr = 1e-3f;
-    *help = 0;
-    static const struct { const char *name; size_t off; } flags[] = {
-        {"--quiet", offsetof(options, quiet)},       {"--check-serial", offsetof(options, check)},
-        {"--prefetch", offsetof(options, prefetch)}, {"--sp", offsetof(options, sp)},
-        {"--check-replicas", offsetof(options, replicas)}, {"--force-seed", offsetof(options, force_seed)},
-        {"--exact", offsetof(options, exact)}, {"--check-collectives", offsetof(options, check_coll)},
-    };
-    static const struct { const char *name; size_t off; int lo; } counts[] = {
-        /* a size of 0 is an error, never "the default": leave the option out for that */
-        {"--vocab", offsetof(options, V), 1},  {"--ctx", offsetof(options, T), 1},
-        {"--layers", offsetof(options, L), 1}, {"--heads", offsetof(options, H), 1},
-        {"--channels", offsetof(options, C), 1}, {"--batch", offsetof(options, B), 1},
-        {"--seq", offsetof(options, seq), 1},  {"--steps", offsetof(options, steps), 0},
-        {"--seed", offsetof(options, seed), 0}, {"--dp", offsetof(options, dp), 1},
-        {"--tp", offsetof(options, tp), 1},    {"--pp", offsetof(options, pp), 1},
-        {"--cp", offsetof(options, cp), 1},    {"--ep", offsetof(options, ep), 1},
-        {"--accum", offsetof(options, accum), 1}, {"--zero", offsetof(options, zero), INT_MIN},
-        {"--exact-block", offsetof(options, exact_block), 1}, {"--microbatches", offsetof(options, microbatches), 1},
-        {"--virtual-stages", offsetof(options, vstages), 1},
-    };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        mdc_status st = MDC_OK;
-        int done = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return MDC_OK; }
-        for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !done; k++)
-            if (!strcmp(a, flags[k].name)) *(int *)((char *)o + flags[k].off) = 1, done = 1;
-        if (done) continue;
-        int used;
-        if (mdc_moe_option(&o->moe, a, v, &used, &st)) {
-            if (st) return st;
-            i += used - 1;
-            continue;
-        }
-        if (!strcmp(a, "--seed")) o->seed_given = 1;
-        for (size_t k = 0; k < sizeof counts / sizeof counts[0] && !done; k++)
-            if (!strcmp(a, counts[k].name))
-                st = mdc_parse_int(a, v, counts[k].lo, INT_MAX, (int *)((char *)o + counts[k].off)), done = 1;
-        if (done) ;
-        else if (!strcmp(a, "--config")) o->config = v;
-        else if (!strcmp(a, "--data")) o->data = v;
-        else if (!strcmp(a, "--save")) o->save = v;
-        else if (!strcmp(a, "--resume")) o->resume = v;
-        else if (!strcmp(a, "--schedule")) o->schedule = v;
-        else if (!strcmp(a, "--cp-layout")) o->cp_layout = v;
-        else if (!strcmp(a, "--cp-algo")) o->cp_algo = v;
-        else if (!strcmp(a, "--timeline")) o->timeline = v;
-        else if (!strcmp(a, "--trace")) o->trace = v;
-        else if (!strcmp(a, "--dump-dir")) o->dump_dir = v;
-        else if (!strcmp(a, "--pp-layout")) st = parse_layout(a, v, o->layout, &o->layout_n);
-        /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
-        else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
-        else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
-        else if (!strcmp(a, "--lr")) st = parse_float(a, v, &o->opt.lr);
-        else if (!strcmp(a, "--weight-decay")) st = parse_float(a, v, &o->opt.weight_decay);
-        else if (!strcmp(a, "--grad-clip")) st = parse_float(a, v, &o->opt.grad_clip);
-        else if (!strcmp(a, "--fail-at")) st = parse_fail_at(a, v, &o->fail_rank, &o->fail_step, &o->fail_how);
-        else return mdc_fail(MDC_ERR_INVALID, "unknown option '%s' (minidc train --help)", a);
-        if (st) return st;
-        if (!v) return mdc_fail(MDC_ERR_INVALID, "%s needs a value", a);
-        i++;
-    }
-    return MDC_OK;
-}
-
-/* Validation that needs only the options and the rank count (no messages). */
-static mdc_status validate(options *o, int nranks, mdc_gpt2_config *cfg) {
-    int defB;
-    mdc_status st = mdc_gpt2_config_named(o->config, cfg, &defB);
-    if (st) return st;
-    if (o->V) cfg->V = o->V, cfg->Vp = 0;
-    if (o->T) cfg->T = o->T;
-    if (o->L) cfg->L = o->L;
-    if (o->H) cfg->H = o->H;
-    if (o->C) cfg->C = o->C;
-    mdc_moe_cli_apply(&o->moe, cfg);
-    if ((st = mdc_gpt2_config_check(cfg))) return st;
-    if (!o->B) o->B = defB;
-    if (!o->seq) o->seq = cfg->T;
-    long long other = (long long)o->tp * o->pp * o->cp; /* the ep ranks are data-parallel ranks */
-    if (o->dp < 0) o->dp = nranks % other == 0 && nranks / other > 0 ? (int)(nranks / other) : 1;
-    if (other * o->dp != nranks)
-        return mdc_fail(MDC_ERR_INVALID, "--dp %d x --tp %d x --pp %d x --cp %d = %lld rank(s), but the job has "
-                        "%d: run mpiexec.mpich -n %lld", o->dp, o->tp, o->pp, o->cp, other * o->dp, nranks,
-                        other * o->dp);
-    if (o->ep > 1 && o->dp % o->ep)
-        return mdc_fail(MDC_ERR_INVALID, "--ep %d does not divide --dp %d: the ep ranks are data-parallel ranks "
-                        "(Megatron's folding), each holding E/ep experts", o->ep, o->dp);
-    if (o->zero < 0 || o->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0 (DDP), 1, 2 or 3", o->zero);
-    if (o->prefetch && o->zero != 3)
-        return mdc_fail(MDC_ERR_INVALID, "--prefetch is for --zero 3 (the stage that gathers parameters), not --zero %d",
-                        o->zero);
-    if (o->sp && o->tp < 2) return mdc_fail(MDC_ERR_INVALID, "--sp needs --tp 2 or more (it splits the sequence over tp)");
-    if (o->B <= 0) return mdc_fail(MDC_ERR_INVALID, "--batch %d must be positive", o->B);
-    long long parts = (long long)o->dp * o->accum; /* both up to INT_MAX: 64 bits hold the product */
-    if (o->B % parts)
-        return mdc_fail(MDC_ERR_INVALID, "--batch %d (global, in sequences) is not divisible by --dp %d x --accum %d = %lld: "
-                        "every rank must get the same number of rows", o->B, o->dp, o->accum, parts);
-    if (o->seq <= 0 || o->seq > cfg->T)
-        return mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", o->seq, cfg->T);
-    if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
-    if ((st = mdc_adamw_check(&o->opt))) return st;
-    if ((st = mdc_exact_options(&o->exact, &o->exact_block, cfg, o->seq, o->cp, o->tp, o->sp))) return st;
-    if (o->pp > 1 || o->microbatches || o->schedule || o->layout_n || o->timeline || o->vstages) {
-        if (o->vstages > 1 && !o->schedule) o->schedule = "interleaved";
-        int v = o->vstages ? o->vstages : o->schedule && !strcmp(o->schedule, "interleaved") ? 2 : 1;
-        o->vstages = v;
-        if (o->microbatches && o->accum != 1 && o->accum != o->microbatches)
-            return mdc_fail(MDC_ERR_INVALID, "--microbatches %d and --accum %d: a pipeline's micro-batches are the "
-                            "accumulation; give one of them", o->microbatches, o->accum);
-        if (o->microbatches) o->accum = o->microbatches;
-        if (o->pp * v > cfg->L)
-            return mdc_fail(MDC_ERR_INVALID, "--pp %d%s: more %sstages than the model's %d layers (--layers)", o->pp,
-                            v > 1 ? " x --virtual-stages" : "", v > 1 ? "virtual " : "", cfg->L);
-        if (o->layout_n) {
-            int sum = 0;
-            for (int i = 0; i < o->layout_n; i++) sum += o->layout[i];
-            if (o->layout_n != o->pp * v || sum != cfg->L)
-                return mdc_fail(MDC_ERR_INVALID, "--pp-layout: %d stage(s) of %d layers in all, but --pp %d%s and %d "
-                                "layers", o->layout_n, sum, o->pp, v > 1 ? " x --virtual-stages" : "", cfg->L);
-        }
-        if (o->B % (o->dp * o->accum))
-            return mdc_fail(MDC_ERR_INVALID, "--batch %d is not divisible by --dp %d x %d micro-batches", o->B, o->dp,
-                            o->accum);
-        mdc_pp_schedule s;
-        if ((st = mdc_pp_schedule_build(&s, o->schedule ? o->schedule : "1f1b", o->pp, o->accum, v))) return st;
-        mdc_pp_schedule_free(&s);
-    }
-    if (o->fail_rank >= nranks) /* a hook that can never fire would pass a test for nothing */
-        return mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: rank %d is not in the job (ranks 0..%d)", o->fail_rank,
-                        o->fail_step, o->fail_rank, nranks - 1);
-    if ((o->cp_layout || o->cp_algo) && o->cp < 2)
-        return mdc_fail(MDC_ERR_INVALID, "--cp-layout and --cp-algo arrange context parallelism: they need --cp 2 or more");
-    if (o->cp > 1 && (st = mdc_cp_check(o->cp, o->seq, cfg->H % o->tp ? cfg->H : cfg->H / o->tp, o->cp_layout, o->cp_algo)))
-        return st;
-    int chunk = o->seq / (o->cp * (o->cp_layout && !strcmp(o->cp_layout, "contiguous") ? 1 : 2));
-    if (o->cp > 1 && o->exact && chunk % o->exact_block) {
-        int b = o->exact_block;
-        while (chunk % b) b--;
-        return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a context-parallel chunk "
-                        "(--seq %d over --cp %d%s); use --exact-block %d (or another divisor of %d) on every mesh you "
-                        "compare", o->exact_block, chunk, o->seq, o->cp, chunk * o->cp == o->seq ? "" : " x 2 zigzag chunks",
-                        b, chunk);
-    }
-    mdc_gpt2_part part = mdc_gpt2_part_serial(cfg);
-    part.tp = o->tp, part.sp = o->sp;
-    return mdc_gpt2_part_check(&part, cfg, o->seq / o->cp);
-}
 
 static void die(mdc_runtime *rt, mdc_status st, int same) {
     mdc_runtime_die(rt, st, same, st == MDC_ERR_INVALID && same ? 2 : 1);
@@ -312,16 +33,16 @@ int mdc_cmd_train(int argc, char **argv) {
     mdc_runtime rt;
     mdc_status st = mdc_runtime_init(&rt, &argc, &argv);
     if (st) mdc_runtime_die(&rt, st, 1, st == MDC_ERR_INVALID ? 2 : 1); /* a bad option, or a bad device file */
-    options o;
+    mdc_train_options o;
     int help;
     mdc_gpt2_config cfg;
-    if ((st = parse(&o, argc, argv, &help))) mdc_runtime_die(&rt, st, 1, 2);
+    if ((st = mdc_train_parse(&o, argc, argv, &help))) mdc_runtime_die(&rt, st, 1, 2);
     if (help) {
-        if (rt.rank == 0) printf("%s%s%s", usage_text, mdc_moe_usage, mdc_device_options_help());
+        if (rt.rank == 0) printf("%s%s%s", mdc_train_usage, mdc_moe_usage, mdc_device_options_help());
         mdc_runtime_finalize(&rt);
         return 0;
     }
-    if ((st = validate(&o, rt.size, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
+    if ((st = mdc_train_validate(&o, rt.size, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
     /* every output is checked before the first step: a bad path must not cost the run */
     /* none may be an input or another output; --save may be --resume's file (it replaces it whole) */
     const char *report = rt.opts.report_path[0] ? rt.opts.report_path : NULL;
