@@ -79,7 +79,8 @@ size_t mdc_i_pipeline_chunk(size_t chunk_bytes, size_t esz);
 /* Doorbells (doorbell.c): lets a waiting rank sleep until the peer it waits for rings. Ranks
  * are MPI_COMM_WORLD ranks; every call is a no-op (idle: 0) until mdc_i_door_open succeeded.
  * open: once per process, only when `want` (MINIDC_DOORBELL=0/1 overrides) and every rank is
- * on this host; returns 1 when doorbells are on. posted/received: after posting n MPI sends
+ * on this host; returns 1 when the segment is open (the transport opens it for the peers' pids
+ * even where its waits do not sleep on the bells, and then passes them no peer). posted/received: after posting n MPI sends
  * to `to` / completing n MPI receives from `from` (wakes that peer if it sleeps). mark: the
  * peer's count of receives from us, taken before posting a send. idle: 1 when a pending
  * send/receive with `peer` cannot progress until the peer rings. sleep: sleeps (1 ms at most)

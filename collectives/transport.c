@@ -46,15 +46,19 @@ mdc_transport *mdc_transport_default(void) { return default_transport; }
  * With more ranks than cores, a wait older than 100 us (MINIDC_DOOR_US) sleeps on the
  * rank's doorbell instead (doorbell.c) whenever the peers it waits for have nothing under
  * way: a yielding rank can take half the core from a peer copying a large message. */
-/* Opens the doorbells when `want` (with more ranks than cores) and maps each rank of the
- * transport's communicator to its MPI_COMM_WORLD rank, by which doorbells are indexed
- * (t->door; left NULL when doorbells are off). `lr`: MPI_LOCALNRANKS, or NULL. */
+/* Opens the doorbell segment where every rank is on this host and maps each rank of the
+ * transport's communicator to its MPI_COMM_WORLD rank, by which the segment is indexed (t->door;
+ * left NULL without a segment). Waits sleep on the bells when `want` (more ranks than cores) or
+ * MINIDC_DOORBELL=1; otherwise the segment only tells a timed-out wait whether the peer's process
+ * runs, is stopped or has exited. MINIDC_DOORBELL=0: no segment. `lr`: MPI_LOCALNRANKS, or NULL. */
 static void door_map(mdc_transport *t, const char *lr, int want) {
     int wr = 0, ws = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &wr);
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
     long wlocal = lr && atol(lr) > 0 ? atol(lr) : ws;
-    if (!mdc_i_door_open(wr, ws, (int)wlocal, want)) return;
+    const char *e = getenv("MINIDC_DOORBELL");
+    t->door_sleep = e && *e ? mdc_i_env_num("MINIDC_DOORBELL", want, 0, 1) != 0 : want;
+    if (!mdc_i_door_open(wr, ws, (int)wlocal, 1)) return; /* (MINIDC_DOORBELL=0 keeps it closed) */
     t->door = malloc((size_t)t->size * sizeof *t->door);
     int *ids = malloc((size_t)t->size * sizeof *ids);
     MPI_Group mine, world;
@@ -204,7 +208,8 @@ static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_sen
     r->t = t;
     r->is_send = is_send;
     r->peer_world = mdc_group_world_rank(g, peer);
-    r->door_peer = t->door ? t->door[r->peer_world] : -1;
+    r->state_peer = t->door ? t->door[r->peer_world] : -1;
+    r->door_peer = t->door_sleep ? r->state_peer : -1;
     r->bytes = bytes;
     r->link = mdc_transport_link(t, t->rank, r->peer_world);
     r->piece = slice ? (slice < PIECE_BYTES ? slice : PIECE_BYTES) : PIECE_BYTES;

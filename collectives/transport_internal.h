@@ -39,6 +39,8 @@ struct mdc_transport {
                           bytes travels with one bit flipped (0: off); sends counts them */
     long sends;
     int *door;         /* doorbell (MPI_COMM_WORLD) rank of each rank of comm; NULL: none */
+    int door_sleep;    /* 1: waits sleep on the doorbells (more ranks than cores); 0: the segment
+                          only names the peers' processes (their pids, for a wait that times out) */
     int aborted;       /* a peer told us it failed */
     struct mdc_request *parked; /* failed requests MPI still holds (freed with the transport) */
     mdc_trace_fn trace;
@@ -55,7 +57,8 @@ typedef struct {
 struct mdc_request {
     mdc_transport *t;
     int is_send, peer_world, npieces;
-    int door_peer;             /* the peer's doorbell rank (-1: none) */
+    int door_peer;             /* the peer's doorbell rank when waits sleep on them (-1: none) */
+    int state_peer;            /* the peer's rank in the segment, for its process state (-1: none) */
     uint32_t door_mark;        /* send: the peer's receive count from us before posting */
     size_t piece;              /* payload bytes per piece when npieces > 0 */
     size_t got;                /* receive: bytes of pieces already completed by a piece wait */

@@ -79,7 +79,7 @@ static mdc_status waited_for(const mdc_transport *t, const MPI_Request *all, mdc
     for (int i = 0; i < n; i++) {
         if (all[i] == MPI_REQUEST_NULL) continue;
         const mdc_request *r = own[i];
-        int pid, s = mdc_i_door_peer_state(r->door_peer, &pid);
+        int pid, s = mdc_i_door_peer_state(r->state_peer, &pid);
         if (s >= 0)
             snprintf(state, sizeof state, "; rank %d (pid %d) %s", r->peer_world, pid,
                      s == 0 ? "is running (busy, or itself waiting on another rank)"
@@ -96,7 +96,7 @@ static mdc_status peers_alive(const mdc_transport *t, const MPI_Request *all, md
     for (int i = 0; i < n; i++) {
         if (all[i] == MPI_REQUEST_NULL) continue;
         int pid;
-        if (mdc_i_door_peer_state(own[i]->door_peer, &pid) == 2)
+        if (mdc_i_door_peer_state(own[i]->state_peer, &pid) == 2)
             return mdc_fail(MDC_ERR_PEER, "rank %d: rank %d (pid %d) has exited while this rank waited for it to %s %zu "
                             "bytes (tag %d)", t->rank, own[i]->peer_world, pid, own[i]->is_send ? "take" : "send",
                             own[i]->bytes, (own[i]->mpi_tag - t->tag_base) % TAGS_PER_SPACE);
@@ -155,12 +155,12 @@ mdc_status mdc_i_wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status 
                 if ((st = peers_alive(t, all, own, n))) goto done;
             }
         }
-        if (t->door && waited >= t->door_s && wait_is_large(&ws) && wait_idle(&ws)) {
+        if (t->door && t->door_sleep && waited >= t->door_s && wait_is_large(&ws) && wait_idle(&ws)) {
             mdc_i_door_sleep(wait_idle, &ws);
             pauses++;
             continue;
         }
-        if (t->door && waited - nudged >= NUDGE_S) { /* see wait_nudge */
+        if (t->door && t->door_sleep && waited - nudged >= NUDGE_S) { /* see wait_nudge */
             nudged = waited;
             wait_nudge(&ws);
         }

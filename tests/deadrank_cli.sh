@@ -3,7 +3,8 @@
 # it time out naming that rank, the message it owes and its process state (stopped); with :kill,
 # hydra (MPICH's launcher) ends the job at once and names the dead process's pid, which the
 # rank printed (minidc's own "has exited" comes first when the waiting rank looks before hydra
-# acts). Doorbells are forced on so the ranks know each other's pids (MINIDC_DOORBELL=1).
+# acts). The ranks know each other's pids from the doorbell segment whether or not their waits
+# sleep on it: 2 ranks on 2 cores (no sleeping) name the stopped rank's state too.
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
@@ -17,6 +18,11 @@ if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "waited 5 s (MINIDC_TIMEOUT) for ra
     grep -q "rank 1 (pid [0-9]*) is stopped" "$tmp/s"; then
     echo "ok: a stopped rank is named: $(grep -m1 'is stopped' "$tmp/s")"
 else echo "FAIL: stopped rank (exit $rc)"; tail -5 "$tmp/s"; fail=1; fi
+MINIDC_TIMEOUT=5 timeout -k 5 60 "$MPIEXEC" -n 2 "$bin" train --config tiny --steps 4 --dp 2 --quiet --fail-at 1:1:stop >"$tmp/s2" 2>&1
+rc=$?
+if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "rank 1 (pid [0-9]*) is stopped" "$tmp/s2"; then
+    echo "ok: without doorbell sleeps too: $(grep -m1 'is stopped' "$tmp/s2")"
+else echo "FAIL: a stopped rank of 2 on 2 cores (exit $rc)"; tail -5 "$tmp/s2"; fail=1; fi
 MINIDC_DOORBELL=1 MINIDC_TIMEOUT=30 timeout -k 5 60 "$MPIEXEC" -n 3 "$bin" train $args --fail-at 1:1:kill >"$tmp/k" 2>&1
 rc=$?
 # the dying rank's own line may be lost (hydra cleans up as the process dies), so the pid comes
