@@ -287,6 +287,22 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     return ip_unstage(comm, f, st, recvbuf, (size_t)rcount * (size_t)n, rtype, sp, rp, all);
 }
 
+/* The root refused its own side of a scatter (sendcount, sendtype, or blocks of another size
+ * than it receives) with error rc. The other ranks have entered the call and wait for their
+ * blocks; nothing can tell them (MPICH leaves them waiting for ever), and a block of the root's
+ * next scatter would complete their wait as if it were this one's: a wrong answer with no
+ * error. So the job stops here, with the root's reason. */
+static int scatter_refused(MPI_Comm comm, int rc) {
+    int wr = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    fprintf(stderr, "minidc interposer: rank %d: MPI_Scatter: the root refused the call after the other ranks "
+            "entered it; they cannot be told, and would take the root's next blocks for this call's: stopping the "
+            "job\n", wr);
+    fflush(stderr);
+    PMPI_Abort(comm, rc);
+    return rc;
+}
+
 int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm) {
     const int f = F_SCATTER;
@@ -297,16 +313,17 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
     if (ip_check_root(&a, root)) return a.rc;
     int at_root = comm_rank(comm) == root, inplace = at_root && recvbuf == MPI_IN_PLACE;
     if (!inplace) ip_check_count(&a, "recvcount", rcount);
+    if (!inplace) ip_check_type(&a, "recvtype", rtype, rcount);
+    int own_ok = !a.rc; /* the root's receive side is its own; its send side the others' */
     if (at_root) ip_check_count(&a, "sendcount", scount);
     if (at_root) ip_check_type(&a, "sendtype", stype, scount);
-    if (!inplace) ip_check_type(&a, "recvtype", rtype, rcount);
-    if (a.rc) return a.rc;
+    if (a.rc) return at_root && own_ok ? scatter_refused(comm, a.rc) : a.rc;
     if (!(g = ip_group_of(comm, f)))
         return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     int n = mdc_group_size(g);
     size_t rb = inplace ? 0 : (size_t)rcount * ip_type_size(rtype);
     size_t b = at_root ? (size_t)scount * ip_type_size(stype) : rb, all = b * (size_t)n;
-    if (at_root && !inplace && rb != b) return ip_size_mismatch(comm, f, b, rb);
+    if (at_root && !inplace && rb != b) return scatter_refused(comm, ip_size_mismatch(comm, f, b, rb));
     int spack = at_root && ip_plain_size(stype) == 0, rpack = !inplace && ip_plain_size(rtype) == 0;
     char *sp, *rp;
     if ((rc = ip_stage(comm, f, spack, sendbuf, (size_t)scount * (size_t)n, stype, all, &sp, rpack,

@@ -97,6 +97,14 @@ for p in 3 4; do
         { echo "interposer_recover --root-only n=$p:"; echo "$out" | grep -v "^minidc interposer" | head -5; fail=1; }
 done
 [ $fail = 0 ] && echo "a gather the root alone refuses: the next gather right at 3 and 4 ranks"
+# A scatter the root alone refuses: the job stops at once with the reason (the others cannot be
+# told, and would take the root's next blocks for this call's; MPICH leaves them waiting).
+if timeout 60 "$MPIEXEC" -n 3 -genv LD_PRELOAD "$preload" -genv MINIDC_TIMEOUT 20 "$rec" --root-scatter >"$tmp/sc.log" 2>&1 ||
+        ! grep -q "rank 2: MPI_Scatter: sendtype is MPI_DATATYPE_NULL" "$tmp/sc.log" ||
+        ! grep -q "rank 2: MPI_Scatter: the root refused the call .* stopping the job" "$tmp/sc.log" ||
+        grep -q "the job went on" "$tmp/sc.log"; then
+    echo "a scatter the root alone refuses:"; head -5 "$tmp/sc.log"; fail=1
+else echo "a scatter the root alone refuses: the job stops, naming the root and why"; fi
 # Erroneous calls: every rank exits non-zero, within the timeout, and the error names the
 # function, the rank and what is wrong (not MPICH's generic "See the MPI_ERROR field" or an
 # assertion inside its memcpy).

@@ -14,7 +14,9 @@
  * With --root-only (under the library only: MPICH leaves the blocks of the refused call to be
  * taken by the next gather): an MPI_Gather the root alone refuses (its recvtype
  * MPI_DATATYPE_NULL; blocks of another size than it sends), an error at the root, then a valid
- * gather of other values gives every rank's new value at the root. */
+ * gather of other values gives every rank's new value at the root. With --root-scatter: an
+ * MPI_Scatter the root alone refuses (its sendtype MPI_DATATYPE_NULL) stops the job (the others
+ * would take the root's next blocks for this call's; MPICH leaves them waiting for ever). */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -192,6 +194,15 @@ int main(int argc, char **argv) {
         root_only();
         MPI_Finalize();
         return failures ? 1 : 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--root-scatter")) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int in[64] = {0}, got;
+        MPI_Scatter(in, 1, me == np - 1 ? MPI_DATATYPE_NULL : MPI_INT, &got, 1, MPI_INT, np - 1, MPI_COMM_WORLD);
+        MPI_Scatter(in, 1, MPI_INT, &got, 1, MPI_INT, np - 1, MPI_COMM_WORLD);
+        printf("the job went on after a scatter its root refused\n");
+        MPI_Finalize();
+        return 0;
     }
     if (np < 3) {
         if (me == 0) fprintf(stderr, "interposer_recover: run on at least 3 ranks\n");
