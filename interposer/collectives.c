@@ -61,6 +61,16 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     if (!(g = reducing(f, type, op, comm, &r)))
         return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     size_t n = (size_t)count * (size_t)r.mult;
+    if (comm_rank(comm) == root && ip_check_alias(&a, sendbuf, recvbuf, count)) {
+        /* the root alone can see it: the others send their contributions anyway (as under
+         * MPICH, which leaves them to the next reduce); take them into scratch, then fail */
+        char *scratch = calloc(2 * n * mdc_dtype_size(r.dt) + 1, 1);
+        mdc_status st = MDC_OK;
+        if (scratch) IP_SERVE(st, mdc_reduce(scratch, scratch + n * mdc_dtype_size(r.dt), n, r.dt, r.op, root, g));
+        (void)st;
+        free(scratch);
+        return a.rc;
+    }
     ip_note_used(f, n * mdc_dtype_size(r.dt), g, &r);
     IP_RUN(comm, f, mdc_reduce(minidc_send(sendbuf), recvbuf, n, r.dt, r.op, root, g));
 }
@@ -87,7 +97,9 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
     ip_reduction_as r;
     mdc_group *g;
     if (ip_not_ours(comm, f)) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
-    if (ip_check_counts(&a, "a recvcounts entry", recvcounts, comm_size(comm), NULL)) return a.rc;
+    long long rs_sum = 0;
+    ip_check_counts(&a, "a recvcounts entry", recvcounts, comm_size(comm), &rs_sum);
+    if (ip_check_alias(&a, sendbuf, recvbuf, rs_sum)) return a.rc;
     if (!(g = reducing(f, type, op, comm, &r)))
         return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
     int n = mdc_group_size(g);
@@ -188,6 +200,7 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
     int size = comm_size(comm);
     if (!inplace) ip_check_count(&a, "sendcount", scount);
     ip_check_counts(&a, "a recvcounts entry", rcounts, size, &rsum);
+    ip_check_alias(&a, sendbuf, recvbuf, rsum);
     if (!inplace) ip_check_type(&a, "sendtype", stype, scount);
     if (ip_check_type(&a, "recvtype", rtype, rsum)) return a.rc;
     mdc_group *g = ip_group_of(comm, f);
@@ -267,6 +280,7 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     int drain = at_root && !inplace && !a.rc; /* the root's own block size is known */
     if (at_root) ip_check_count(&a, "recvcount", rcount);
     if (at_root) ip_check_type(&a, "recvtype", rtype, rcount);
+    if (at_root) ip_check_alias(&a, sendbuf, recvbuf, rcount);
     if (a.rc) return drain ? gather_drain(sendbuf, scount, stype, root, comm, a.rc) : a.rc;
     if (!(g = ip_group_of(comm, f)))
         return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
@@ -325,16 +339,27 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
     size_t b = at_root ? (size_t)scount * ip_type_size(stype) : rb, all = b * (size_t)n;
     if (at_root && !inplace && rb != b) return scatter_refused(comm, ip_size_mismatch(comm, f, b, rb));
     int spack = at_root && ip_plain_size(stype) == 0, rpack = !inplace && ip_plain_size(rtype) == 0;
+    /* The root's buffers aliased: MPI_ERR_BUFFER at the root, as MPICH says; the others still
+     * get their blocks (the root's own goes to scratch), so none waits for one that never comes. */
+    void *rbuf = recvbuf, *aside = NULL;
+    if (at_root && ip_check_alias(&a, sendbuf, recvbuf, rcount)) {
+        if (!(aside = malloc(b ? b : 1))) return scatter_refused(comm, a.rc);
+        rbuf = aside, rpack = 0;
+    }
     char *sp, *rp;
     if ((rc = ip_stage(comm, f, spack, sendbuf, (size_t)scount * (size_t)n, stype, all, &sp, rpack,
-                       (size_t)rcount, rtype, b, &rp)))
+                       (size_t)rcount, rtype, b, &rp))) {
+        free(aside);
         return rc;
+    }
     ip_note_used(f, all, g, NULL);
     /* minidc's in place for scatter is recvbuf == MDC_IN_PLACE at the root (MPI's meaning). */
     mdc_status st;
-    IP_SERVE(st, mdc_scatter(sp ? sp : sendbuf, inplace ? (void *)MDC_IN_PLACE : rp ? rp : recvbuf, b,
+    IP_SERVE(st, mdc_scatter(sp ? sp : sendbuf, inplace ? (void *)MDC_IN_PLACE : rp ? rp : rbuf, b,
                              MDC_U8, root, g));
-    return ip_unstage(comm, f, st, recvbuf, (size_t)rcount, rtype, sp, rp, b);
+    rc = ip_unstage(comm, f, st, rbuf, (size_t)rcount, rtype, sp, rp, b);
+    free(aside);
+    return aside && rc == MPI_SUCCESS ? a.rc : rc;
 }
 
 int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
@@ -376,6 +401,7 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
         rsum += rcounts[i];
         ssum += inplace ? 0 : scounts[i];
     }
+    ip_check_alias(&a, sendbuf, recvbuf, rsum);
     if (!inplace) ip_check_type(&a, "sendtype", stype, ssum);
     if (ip_check_type(&a, "recvtype", rtype, rsum)) return a.rc;
     mdc_group *g = ip_group_of(comm, f);

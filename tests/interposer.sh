@@ -90,13 +90,14 @@ for p in 3 4; do
 done
 [ $fail = 0 ] && echo "intercommunicators, bad roots and types, world's handler from a thread: as MPICH at 3 and 4 ranks"
 # A gather the root alone refuses: the others' blocks do not stay for the next gather (under
-# MPICH they do, and the next gather at the root returns the refused call's values).
+# MPICH they do, and the next gather at the root returns the refused call's values); aliased
+# buffers are MPI_ERR_BUFFER where MPICH says so, and the calls after them right.
 for p in 3 4; do
     out=$(timeout 60 "$MPIEXEC" -n $p -genv LD_PRELOAD "$preload" -genv MINIDC_TIMEOUT 20 "$rec" --root-only 2>&1)
-    [ "$(echo "$out" | grep -c '^ok: MPI_Gather refused by the root alone')" = 2 ] ||
-        { echo "interposer_recover --root-only n=$p:"; echo "$out" | grep -v "^minidc interposer" | head -5; fail=1; }
+    [ $? = 0 ] && [ "$(echo "$out" | grep -c '^ok: ')" = 6 ] ||
+        { echo "interposer_recover --root-only n=$p:"; echo "$out" | grep -v "^minidc interposer" | head -8; fail=1; }
 done
-[ $fail = 0 ] && echo "a gather the root alone refuses: the next gather right at 3 and 4 ranks"
+[ $fail = 0 ] && echo "calls the root alone refuses, aliased buffers: MPICH's errors, the next call right at 3 and 4 ranks"
 # A scatter the root alone refuses: the job stops at once with the reason (the others cannot be
 # told, and would take the root's next blocks for this call's; MPICH leaves them waiting).
 if timeout 60 "$MPIEXEC" -n 3 -genv LD_PRELOAD "$preload" -genv MINIDC_TIMEOUT 20 "$rec" --root-scatter >"$tmp/sc.log" 2>&1 ||

@@ -14,7 +14,11 @@
  * With --root-only (under the library only: MPICH leaves the blocks of the refused call to be
  * taken by the next gather): an MPI_Gather the root alone refuses (its recvtype
  * MPI_DATATYPE_NULL; blocks of another size than it sends), an error at the root, then a valid
- * gather of other values gives every rank's new value at the root. With --root-scatter: an
+ * gather of other values gives every rank's new value at the root; the same buffer as send
+ * and receive buffer (MPI_ERR_BUFFER as MPICH says: on every rank of MPI_Reduce_scatter,
+ * MPI_Allgatherv, MPI_Alltoallv, at the root of MPI_Reduce, MPI_Gather and MPI_Scatter, whose
+ * other ranks still complete: the scatter's get their blocks), each followed by a valid call
+ * that must be right (MPICH hangs on some). With --root-scatter: an
  * MPI_Scatter the root alone refuses (its sendtype MPI_DATATYPE_NULL) stops the job (the others
  * would take the root's next blocks for this call's; MPICH leaves them waiting for ever). */
 #include <mpi.h>
@@ -176,12 +180,51 @@ static void root_refused(MPI_Comm comm, int bad_type, const char *what) {
     check(all_true(ok), what);
 }
 
+static int is_buffer_error(int rc) {
+    int cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    return cls == MPI_ERR_BUFFER;
+}
+
+/* Aliased buffers: MPI_ERR_BUFFER where MPICH says so, and the next call of the kind right. */
+static void aliased(MPI_Comm comm) {
+    int root = np - 1, b[64], out[64], c[64], d[64], ok = 1;
+    for (int i = 0; i < np; i++) c[i] = 1, d[i] = i;
+    ok = is_buffer_error(MPI_Reduce_scatter(b, b, c, MPI_INT, MPI_SUM, comm)) &&
+         is_buffer_error(MPI_Allgatherv(b, 1, MPI_INT, b, c, d, MPI_INT, comm)) &&
+         is_buffer_error(MPI_Alltoallv(b, c, d, MPI_INT, b, c, d, MPI_INT, comm));
+    check(all_true(ok), "the same send and receive buffer: MPI_ERR_BUFFER from MPI_Reduce_scatter, MPI_Allgatherv, "
+                        "MPI_Alltoallv on every rank");
+    int v = me + 1, sum = -1;
+    b[0] = 1000 + me; /* not the next call's values: a block left over would show */
+    int rc = MPI_Reduce(b, me == root ? b : out, 1, MPI_INT, MPI_SUM, root, comm);
+    ok = me == root ? is_buffer_error(rc) : rc == MPI_SUCCESS;
+    ok = ok && MPI_Reduce(&v, &sum, 1, MPI_INT, MPI_SUM, root, comm) == MPI_SUCCESS && (me != root || sum == np * (np + 1) / 2);
+    check(all_true(ok), "MPI_Reduce with the root's buffers the same: MPI_ERR_BUFFER at the root, the next reduce right");
+    for (int i = 0; i < np; i++) b[i] = 300 + i;
+    int got = -1;
+    rc = MPI_Scatter(b, 1, MPI_INT, me == root ? (void *)b : &got, 1, MPI_INT, root, comm);
+    ok = me == root ? is_buffer_error(rc) : rc == MPI_SUCCESS && got == 300 + me;
+    for (int i = 0; i < np; i++) b[i] = 400 + i;
+    ok = ok && MPI_Scatter(b, 1, MPI_INT, &got, 1, MPI_INT, root, comm) == MPI_SUCCESS && got == 400 + me;
+    check(all_true(ok), "MPI_Scatter with the root's buffers the same: MPI_ERR_BUFFER at the root, the others' blocks "
+                        "right, the next scatter right");
+    b[0] = 500 + me;
+    rc = MPI_Gather(b, 1, MPI_INT, me == root ? b : out, 1, MPI_INT, root, comm);
+    ok = me == root ? is_buffer_error(rc) : rc == MPI_SUCCESS;
+    v = 600 + me;
+    ok = ok && MPI_Gather(&v, 1, MPI_INT, out, 1, MPI_INT, root, comm) == MPI_SUCCESS;
+    for (int i = 0; me == root && i < np; i++) ok = ok && out[i] == 600 + i;
+    check(all_true(ok), "MPI_Gather with the root's buffers the same: MPI_ERR_BUFFER at the root, the next gather right");
+}
+
 static void root_only(void) {
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     root_refused(comm, 1, "MPI_Gather refused by the root alone (recvtype MPI_DATATYPE_NULL): the next gather is right");
     root_refused(comm, 0, "MPI_Gather refused by the root alone (blocks of 8 bytes, sending 4): the next gather is right");
+    aliased(comm);
     MPI_Comm_free(&comm);
 }
 
