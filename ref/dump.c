@@ -14,7 +14,7 @@
 
 static const char *const site_names[MDC_I_DS_N] = {
     "embed", "in", "ln_1", "attn.qkv", "attn.y", "attn.c_proj", "res_2", "ln_2", "mlp.c_fc",
-    "mlp.gelu", "mlp.c_proj", "mlp.moe", "out", "ln_f", "logits", "losses"};
+    "mlp.gelu", "mlp.c_proj", "mlp.router", "mlp.experts", "mlp.moe", "out", "ln_f", "logits", "losses"};
 
 mdc_status mdc_gpt2_set_dump(mdc_gpt2 *m, mdc_tensorfile *tf, int step, int batch) {
     if (tf && (step < 0 || batch <= 0))
@@ -113,6 +113,8 @@ mdc_status mdc_i_dump(mdc_gpt2 *m, const mdc_gpt2_acts *a, int unit, int bwd, in
         break;
     case MDC_I_W_HEADS: gw = c->C, lw = s.Cl, bad |= add_run(&d[2], 0, r * s.Cl, s.Cl); break;
     case MDC_I_W_FC: gw = 4 * c->C, lw = s.Fl, bad |= add_run(&d[2], 0, r * s.Fl, s.Fl); break;
+    case MDC_I_W_E: gw = lw = c->E, bad |= add_run(&d[2], 0, 0, c->E); break;
+    case MDC_I_W_KC: gw = lw = (int64_t)c->topk * c->C, bad |= add_run(&d[2], 0, 0, c->topk * c->C); break;
     case MDC_I_W_V: {
         int lo = r * s.Vl, valid = c->V - lo;
         gw = c->V, lw = s.Vl, bad |= add_run(&d[2], 0, lo, valid < 0 ? 0 : valid > s.Vl ? s.Vl : valid);

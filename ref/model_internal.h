@@ -233,13 +233,15 @@ mdc_status mdc_i_moe_alloc(mdc_gpt2 *m);
 /* The sites of a unit, in forward order (the backward dumps their gradients in reverse). */
 enum {
     MDC_I_DS_EMBED, MDC_I_DS_IN, MDC_I_DS_LN1, MDC_I_DS_QKV, MDC_I_DS_Y, MDC_I_DS_ATTP, MDC_I_DS_RES2, MDC_I_DS_LN2,
-    MDC_I_DS_FC, MDC_I_DS_GELU, MDC_I_DS_MLPP, MDC_I_DS_MOE, MDC_I_DS_OUT, MDC_I_DS_LNF, MDC_I_DS_LOGITS,
+    MDC_I_DS_FC, MDC_I_DS_GELU, MDC_I_DS_MLPP, MDC_I_DS_ROUTER, MDC_I_DS_EXPERTS, MDC_I_DS_MOE, MDC_I_DS_OUT,
+    MDC_I_DS_LNF, MDC_I_DS_LOGITS,
     MDC_I_DS_LOSSES, MDC_I_DS_N
 };
 /* rows: the residual stream's local rows (B, T/s) or the whole local sequence (B, T); width:
- * C, the heads' qkv (3 C/t), the heads' C/t, the MLP's 4C/t, the vocabulary shard, none (B, T) */
+ * C, the heads' qkv (3 C/t), the heads' C/t, the MLP's 4C/t, the vocabulary shard, none (B, T),
+ * the experts E, k C (a token's k slots) */
 enum { MDC_I_ROWS, MDC_I_SEQ };
-enum { MDC_I_W_C, MDC_I_W_QKV, MDC_I_W_HEADS, MDC_I_W_FC, MDC_I_W_V, MDC_I_W_NONE };
+enum { MDC_I_W_C, MDC_I_W_QKV, MDC_I_W_HEADS, MDC_I_W_FC, MDC_I_W_V, MDC_I_W_NONE, MDC_I_W_E, MDC_I_W_KC };
 /* Adds x, this rank's piece of site `site` of unit `unit` (0 the embedding, 1 + l block l,
  * L + 1 the head), as a gradient (bwd), before a communication point (pre), a partial sum over
  * tp (sum). */

@@ -89,10 +89,24 @@ static mdc_status dispatch(mdc_gpt2 *m, int l, const float *x, moe_state *q) {
     return MDC_OK;
 }
 
+/* The dump's view of the experts' outputs back at the tokens: per token its k slots' outputs
+ * before the gates (a dropped assignment's 0), (local rows, k C). */
+static mdc_status dump_experts(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const moe_state *q) {
+    int C = m->cfg.C, k = m->cfg.topk;
+    float *y = calloc((size_t)q->n * k * C + 1, sizeof *y);
+    if (!y) return mdc_fail(MDC_ERR_OOM_HOST, "dump: the experts' outputs of layer %d", l);
+    for (size_t i = 0; i < (size_t)q->n * k; i++)
+        if (q->row[i] >= 0) memcpy(y + i * C, q->ys + (size_t)q->row[i] * C, (size_t)C * sizeof *y);
+    mdc_status st = mdc_i_dump(m, a, 1 + l, 0, MDC_I_DS_EXPERTS, 0, 0, MDC_I_ROWS, MDC_I_W_KC, y);
+    free(y);
+    return st;
+}
+
 mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, float *out) {
     mdc_i_moe_free(a, l);
     moe_state *q;
     TRY(mdc_i_moe_route(m, a, l, x, &q));
+    DUMP(1 + l, 0, MDC_I_DS_ROUTER, 0, 0, MDC_I_ROWS, MDC_I_W_E, q->probs);
     TRY(dispatch(m, l, x, q));
     mdc_device *d = m->dev;
     int C = m->cfg.C, F = 4 * C, k = m->cfg.topk, e = m->moe.ep ? m->moe.ep->e : 1, El = m->cfg.E / e;
@@ -112,6 +126,7 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
         mdc_dev_free(d, yr);
         TRY(st);
     }
+    if (m->dump.tf) TRY(dump_experts(m, a, l, q));
     /* combine: each token's kept outputs weighted by its gates, in slot order */
     int n = q->n;
 #pragma omp parallel for schedule(static)
