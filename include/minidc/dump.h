@@ -4,8 +4,9 @@
  * With a dump attached, every forward and backward of the model appends, per micro-batch, the
  * tensors at its sites: the residual stream at every block boundary (h.N.in, h.N.out), each
  * LayerNorm's output, the attention's qkv and output, each linear's product, the GELU, a MoE
- * block's output, ln_f, the logits and the losses; the backward the gradient of each of them
- * (grad.h.N.in, ...). A tensor a communication point changes is dumped before it too, under
+ * block's router probabilities, its experts' outputs back at the tokens and their gated sum,
+ * ln_f, the logits and the losses; the backward the gradient of each (grad.h.N.in, ...; a MoE
+ * block's of its sum). A tensor a communication point changes is dumped before it too, under
  * the same name with ":pre" (the partial sums before the tensor-parallel reduction, a sequence
  * shard before the SP all-gather), so a difference that starts at a collective shows there.
  * Each entry is this rank's piece of a global tensor, named in the file
