@@ -47,10 +47,15 @@ static global_t *global_get(globals *gs, const char *name, int ndim, const int64
         if (!p) { *st = mdc_fail(MDC_ERR_OOM_HOST, "dump: the tensor table"); return NULL; }
         gs->g = p, gs->cap = cap;
     }
+    size_t numel, bytes;
+    if (mdc_shape_bytes(ndim, shape, sizeof(float), &numel, &bytes)) {
+        *st = mdc_fail(MDC_ERR_FORMAT, "dump: %s: %s gives it a shape too large to hold", name, file);
+        return NULL;
+    }
     global_t *g = &gs->g[gs->n];
     memset(g, 0, sizeof *g);
-    g->ndim = ndim, g->sum = sum, g->order = order, g->numel = 1, g->dtype = MDC_TD_F32;
-    for (int i = 0; i < ndim; i++) g->shape[i] = shape[i], g->numel *= (size_t)shape[i];
+    g->ndim = ndim, g->sum = sum, g->order = order, g->numel = numel, g->dtype = MDC_TD_F32;
+    for (int i = 0; i < ndim; i++) g->shape[i] = shape[i];
     g->name = strdup(name), g->file = strdup(file);
     g->data = calloc(g->numel ? g->numel : 1, sizeof(float)), g->have = calloc(g->numel ? g->numel : 1, 1);
     if (!g->name || !g->file || !g->data || !g->have) {

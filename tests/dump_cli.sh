@@ -69,6 +69,27 @@ cp -r "$tmp/tp" "$tmp/hole" && rm "$tmp/hole/step1-rank1.safetensors"
 expect "a missing rank file" 1 "elements are in no piece" "$tmp/serial" "$tmp/hole"
 cp -r "$tmp/tp" "$tmp/mixed" && cp "$tmp/xm/step1-rank1.safetensors" "$tmp/mixed/"
 expect "a rank file of another run" 1 "is from another run" "$tmp/serial" "$tmp/mixed"
+# hostile rank files: a shape too large to hold, a piece outside its tensor, an entry that is not
+# JSON; each refused with its file and tensor named (exit 2), never a crash
+for bad in huge outside garbage; do
+    mkdir -p "$tmp/bad-$bad"
+    /usr/bin/python3 - "$tmp/bad-$bad/step1-rank0.safetensors" "$bad" <<'PY'
+import json, struct, sys
+path, kind = sys.argv[1], sys.argv[2]
+entry = {"global": "step1.x", "shape": [2, 3, 4], "sum": 0, "order": 0, "map": [[[0, 0, 2]], [[0, 0, 3]], [[0, 0, 4]]]}
+if kind == "huge": entry["shape"] = [10**11, 10**11, 10**11]
+if kind == "outside": entry["map"][2] = [[0, 2, 4]]
+meta = {"dump.format": "minidc-dump 1", "dump.run": "1",
+        "dump:step1.mb0.x": "{not json" if kind == "garbage" else json.dumps(entry)}
+h = json.dumps({"__metadata__": meta, "step1.mb0.x": {"dtype": "F32", "shape": [2, 3, 4], "data_offsets": [0, 96]}}).encode()
+h += b" " * (-len(h) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + bytes(96))
+PY
+    "$bin" compare "$tmp/bad-$bad" "$tmp/serial" >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc = 2 ] && grep -q "bad-$bad" "$tmp/out" && grep -q "step1" "$tmp/out"; then echo "ok: a hostile rank file ($bad): $(head -1 "$tmp/out")"
+    else echo "FAIL: a hostile rank file ($bad): exit $rc"; cat "$tmp/out"; fail=1; fi
+done
 touch "$tmp/file"
 "$bin" train $model --dump-dir "$tmp/file/d" >"$tmp/out" 2>&1
 rc=$?
