@@ -1,7 +1,8 @@
 /* GPT-2 weights and checkpoints <-> the model's parameter table (include/minidc/weights.h).
  * Names are mapped to the model's table by mdc_gpt2_tensor_find after dropping the
  * "transformer." prefix and the ".weight" of the two embeddings (HF spells them
- * "wte.weight" and "wpe.weight"). */
+ * "wte.weight" and "wpe.weight"). Checkpoints (the moments, the state, the checksums):
+ * datasets/checkpoint.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "minidc/weights.h"
+#include "weights_internal.h"
 
 #define PREFIX "transformer."
 
@@ -70,8 +71,8 @@ static mdc_status check_values(const char *label, const mdc_tensor *t, const flo
 /* Converts file tensor t, which must have the shape of parameter p, into dst and checks its
  * values. A wrong shape or dtype is the file's problem (MDC_ERR_FORMAT, as mdc_tensor_to_f32
  * reports a dtype; MISMATCH's hint would tell the user to give every rank the same options). */
-static mdc_status to_f32(const char *label, const mdc_tensor *t, const mdc_param_tensor *p, float *dst,
-                         int nonneg) {
+mdc_status mdc_i_weights_to_f32(const char *label, const mdc_tensor *t, const mdc_param_tensor *p, float *dst,
+                                int nonneg) {
     int64_t want[2] = {p->shape[0], p->shape[1]};
     if (t->ndim != p->ndim || t->shape[0] != want[0] || (p->ndim == 2 && t->shape[1] != want[1])) {
         char a[96], b[96];
@@ -223,12 +224,12 @@ static mdc_status load_bias(mdc_gpt2 *m, const mdc_tensor *t, const char *label,
     if (b < 0)
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': block %d is not a MoE block of this model", label, t->name, l);
     mdc_param_tensor p = {.ndim = 1, .shape = {cfg->E, 0}, .numel = (size_t)cfg->E};
-    return to_f32(label, t, &p, mdc_gpt2_moe_bias(m) + (size_t)b * cfg->E, 0);
+    return mdc_i_weights_to_f32(label, t, &p, mdc_gpt2_moe_bias(m) + (size_t)b * cfg->E, 0);
 }
 
 /* Loads every model tensor from tf; names starting with `skip_prefix` (if not NULL) are left
  * for the caller. */
-static mdc_status load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *skip_prefix) {
+mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *skip_prefix) {
     const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
     int n = mdc_gpt2_tensor_count(cfg);
     float *params = mdc_gpt2_params(m);
@@ -273,7 +274,7 @@ static mdc_status load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label,
             st = mdc_fail(MDC_ERR_FORMAT, "%s: missing tensor '%s'", label, mdc_gpt2_hf_name(&p));
             goto done;
         }
-        if ((st = to_f32(label, t, &p, params + p.offset, 0))) goto done;
+        if ((st = mdc_i_weights_to_f32(label, t, &p, params + p.offset, 0))) goto done;
         for (size_t i = p.numel; i < p.alloc; i++) params[p.offset + i] = 0; /* wte padding rows */
     }
     if (lm_head) {
@@ -299,7 +300,7 @@ done:
 
 mdc_status mdc_gpt2_load_weights(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label) {
     const char *fmt = mdc_tensorfile_get_meta(tf, "minidc.format");
-    return load(m, tf, label, fmt && !strcmp(fmt, "checkpoint-1") ? "adam." : NULL);
+    return mdc_i_weights_load(m, tf, label, fmt && !strcmp(fmt, "checkpoint-1") ? "adam." : NULL);
 }
 
 mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char *prefix, int hf_names,
@@ -352,181 +353,4 @@ mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path) {
     if (!st) st = mdc_safetensors_write(path, tf);
     mdc_tensorfile_free(tf);
     return st;
-}
-
-static mdc_status set_u64(mdc_tensorfile *tf, const char *key, uint64_t v) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-    return mdc_tensorfile_set_meta(tf, key, buf);
-}
-
-static mdc_status get_u64(const mdc_tensorfile *tf, const char *label, const char *key, uint64_t *out) {
-    const char *v = mdc_tensorfile_get_meta(tf, key);
-    char *end;
-    if (!v) return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ has no '%s'", label, key);
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end || end == v || v[0] == '-')
-        return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ '%s' = '%s' is not an integer", label, key, v);
-    *out = x;
-    return MDC_OK;
-}
-
-/* A 64-bit digest of a tensor's bytes (8 at a time, multiply-xorshift): the checkpoint's
- * "checksum.<name>" entries, so a file mixed from two writers, or edited, names its tensor. */
-static uint64_t digest(const void *data, size_t n) {
-    const unsigned char *p = data;
-    uint64_t h = 0x243f6a8885a308d3ull ^ (uint64_t)n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h ^ (h >> 32);
-}
-
-mdc_status mdc_checkpoint_seal(mdc_tensorfile *tf) {
-    for (int i = 0; i < tf->count; i++) {
-        char key[160], val[24];
-        snprintf(key, sizeof key, "checksum.%s", tf->tensors[i].name);
-        snprintf(val, sizeof val, "%016llx", (unsigned long long)digest(tf->tensors[i].data, tf->tensors[i].nbytes));
-        mdc_status st = mdc_tensorfile_set_meta(tf, key, val);
-        if (st) return st;
-    }
-    return MDC_OK;
-}
-
-/* Every tensor with a "checksum.<name>" entry must match it (files without them, from older
- * writers or other tools, are not checked). */
-static mdc_status verify_checksums(const mdc_tensorfile *tf, const char *label) {
-    for (int i = 0; i < tf->count; i++) {
-        char key[160], val[24];
-        snprintf(key, sizeof key, "checksum.%s", tf->tensors[i].name);
-        const char *want = mdc_tensorfile_get_meta(tf, key);
-        if (!want) continue;
-        snprintf(val, sizeof val, "%016llx", (unsigned long long)digest(tf->tensors[i].data, tf->tensors[i].nbytes));
-        if (strcmp(val, want))
-            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' does not match its checksum (%s in the file, %s "
-                            "computed): the file was changed or mixed from two writers after it was saved", label,
-                            tf->tensors[i].name, want, val);
-    }
-    return MDC_OK;
-}
-
-mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *s) {
-    mdc_tensorfile *tf = NULL;
-    mdc_status st = mdc_tensorfile_new(&tf);
-    if (!st) st = mdc_tensorfile_set_meta(tf, "minidc.format", "checkpoint-1");
-    if (!st) st = mdc_gpt2_set_config_meta(mdc_gpt2_get_config(m), tf);
-    if (!st) st = set_u64(tf, "step", s->step);
-    if (!st) st = set_u64(tf, "data_position", s->data_position);
-    if (!st) st = set_u64(tf, "seed", s->seed);
-    if (!st) st = set_u64(tf, "adam_step", (uint64_t)mdc_gpt2_adam_step(m));
-    if (!st && s->seed_set) st = set_u64(tf, "seed_set", 1);
-    if (!st && s->global_batch) st = set_u64(tf, "global_batch", s->global_batch);
-    if (!st && s->global_batch) st = set_u64(tf, "data_sequences", s->data_sequences);
-    if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
-    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
-    for (int l = 0; !st && l < c->L; l++) { /* the MoE blocks' routing biases */
-        int b = mdc_gpt2_moe_index(c, l);
-        if (b < 0) continue;
-        char name[64];
-        snprintf(name, sizeof name, "h.%d.mlp.router.e_score_correction_bias", l);
-        int64_t shape[1] = {c->E};
-        st = mdc_tensorfile_add(tf, name, MDC_TD_F32, 1, shape, mdc_gpt2_moe_bias(m) + (size_t)b * c->E);
-    }
-    if (!st && mdc_gpt2_adam_m(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_m(m), "adam.m.", 1, tf);
-    if (!st && mdc_gpt2_adam_v(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_v(m), "adam.v.", 1, tf);
-    if (!st) st = mdc_checkpoint_seal(tf);
-    if (!st) st = mdc_safetensors_write(path, tf);
-    mdc_tensorfile_free(tf);
-    return st;
-}
-
-/* Copies the "adam.X.<name>" tensors into the moment allocation `dst`; every value must be
- * finite, and >= 0 if `nonneg` (the second moment). */
-static mdc_status load_moment(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *prefix,
-                              float *dst, int nonneg) {
-    const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
-    for (int k = 0; k < mdc_gpt2_tensor_count(cfg); k++) {
-        mdc_param_tensor p;
-        mdc_gpt2_tensor_at(cfg, k, &p);
-        char name[128];
-        snprintf(name, sizeof name, "%s%s", prefix, mdc_gpt2_hf_name(&p));
-        const mdc_tensor *t = mdc_tensorfile_find(tf, name);
-        if (!t) return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint has no tensor '%s'", label, name);
-        mdc_status st = to_f32(label, t, &p, dst + p.offset, nonneg);
-        if (st) return st;
-        for (size_t i = p.numel; i < p.alloc; i++) dst[p.offset + i] = 0;
-    }
-    return MDC_OK;
-}
-
-/* The MoE blocks' period as the tensors show it (every n >= L: block 0 only). */
-static int moe_period(const mdc_gpt2_config *c) {
-    int n = c->moe_every > 0 ? c->moe_every : 1;
-    return n > c->L ? c->L : n;
-}
-
-mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_gpt2 *m, mdc_train_state *s) {
-    const char *fmt = mdc_tensorfile_get_meta(tf, "minidc.format");
-    if (!fmt || strcmp(fmt, "checkpoint-1"))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: not a minidc checkpoint (__metadata__ minidc.format is %s%s%s)",
-                        label, fmt ? "'" : "", fmt ? fmt : "missing", fmt ? "'" : "");
-    const mdc_gpt2_config *mc = mdc_gpt2_get_config(m);
-    mdc_gpt2_config fc;
-    mdc_status st = mdc_gpt2_config_from_weights(tf, label, 0, &fc);
-    if (st) return st;
-    const struct {
-        const char *name;
-        int file, model;
-    } f[] = {{"n_vocab", fc.V, mc->V}, {"n_ctx", fc.T, mc->T}, {"n_layer", fc.L, mc->L},
-             {"n_head", fc.H, mc->H}, {"n_embd", fc.C, mc->C}, {"experts (--experts)", fc.E, mc->E},
-             {"MoE blocks every (--moe-every)", fc.E ? moe_period(&fc) : 0, mc->E ? moe_period(mc) : 0},
-             {"moe_topk (--topk)", fc.E ? fc.topk : 0, mc->E ? mc->topk : 0}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].file != f[i].model)
-            return mdc_fail(MDC_ERR_MISMATCH, "%s: checkpoint %s = %d but the model has %d", label, f[i].name,
-                            f[i].file, f[i].model);
-    uint64_t adam_step;
-    if ((st = get_u64(tf, label, "step", &s->step)) || (st = get_u64(tf, label, "data_position", &s->data_position)) ||
-        (st = get_u64(tf, label, "seed", &s->seed)) || (st = get_u64(tf, label, "adam_step", &adam_step)))
-        return st;
-    s->seed_set = s->global_batch = s->data_sequences = 0; /* optional: absent in older checkpoints */
-    if (mdc_tensorfile_get_meta(tf, "seed_set") && (st = get_u64(tf, label, "seed_set", &s->seed_set))) return st;
-    if (mdc_tensorfile_get_meta(tf, "global_batch") &&
-        ((st = get_u64(tf, label, "global_batch", &s->global_batch)) ||
-         (st = get_u64(tf, label, "data_sequences", &s->data_sequences))))
-        return st;
-    if (s->seed_set > 1) return mdc_fail(MDC_ERR_FORMAT, "%s: seed_set %llu (want 0 or 1)", label, (unsigned long long)s->seed_set);
-    if (mdc_tensorfile_get_meta(tf, "global_batch") && (s->global_batch == 0 || s->global_batch > (uint64_t)1 << 30))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: global_batch %llu out of range", label, (unsigned long long)s->global_batch);
-    /* the data stream's position in sequences and in batches of the saving run must agree (the
-     * stream cycles epochs, so a position is never "past the data"; generated data stores 0) */
-    if (s->data_sequences && s->data_position != s->data_sequences / s->global_batch)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: data_position %llu contradicts data_sequences %llu / global_batch %llu = %llu",
-                        label, (unsigned long long)s->data_position, (unsigned long long)s->data_sequences,
-                        (unsigned long long)s->global_batch, (unsigned long long)(s->data_sequences / s->global_batch));
-    if (adam_step > (uint64_t)1 << 30)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu out of range", label, (unsigned long long)adam_step);
-    if ((st = load(m, tf, label, "adam."))) return st;
-    if (adam_step == 0) /* no step taken: moments that are not all zero contradict it */
-        for (int i = 0; i < tf->count; i++) {
-            const mdc_tensor *t = &tf->tensors[i];
-            if (strncmp(t->name, "adam.", 5) || t->dtype != MDC_TD_F32) continue;
-            const float *x = t->data;
-            for (size_t j = 0; j < t->numel; j++)
-                if (x[j] != 0)
-                    return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step 0 but tensor '%s' holds a non-zero moment at "
-                                    "element %zu (%g)", label, t->name, j, x[j]);
-        }
-    if (adam_step > 0) {
-        if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
-        if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;
-        if ((st = load_moment(m, tf, label, "adam.v.", mdc_gpt2_adam_v(m), 1))) return st;
-    }
-    return verify_checksums(tf, label); /* after the values' own checks, which name the element */
 }

@@ -1,0 +1,15 @@
+/* Shared by datasets/weights.c and datasets/checkpoint.c. Not a public header. */
+#ifndef MINIDC_DATASETS_WEIGHTS_INTERNAL_H
+#define MINIDC_DATASETS_WEIGHTS_INTERNAL_H
+
+#include "minidc/weights.h"
+
+/* File tensor t, which must have parameter p's shape, into dst (p->numel floats), its values
+ * checked (finite; >= 0 with nonneg). MDC_ERR_FORMAT names the file (label) and the tensor. */
+mdc_status mdc_i_weights_to_f32(const char *label, const mdc_tensor *t, const mdc_param_tensor *p, float *dst,
+                                int nonneg);
+/* Every model tensor of m from tf; names starting with skip_prefix (if not NULL) are left for
+ * the caller. */
+mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *skip_prefix);
+
+#endif
