@@ -132,8 +132,10 @@ int mdc_cmd_train(int argc, char **argv) {
         mdc_gpt2 *m = mdc_trainer_model(tr);
         size_t pb = mdc_gpt2_local_floats(m) * sizeof(float), ab = mdc_gpt2_acts_bytes(m, mb, T);
         printf("memory: params %.1f MiB + grads %.1f + AdamW %.1f + activations %.1f = %.1f MiB on %s (per rank, "
-               "before ZeRO sharding)\n", pb / 1048576.0, pb / 1048576.0, 2 * pb / 1048576.0, ab / 1048576.0,
-               (4 * pb + ab) / 1048576.0, mdc_device_get_spec(rt.dev)->name);
+               "before ZeRO sharding)%s\n", pb / 1048576.0, pb / 1048576.0, 2 * pb / 1048576.0, ab / 1048576.0,
+               (4 * pb + ab) / 1048576.0, mdc_device_get_spec(rt.dev)->name,
+               cfg.E ? "; the MoE blocks' routed rows, allocated by each forward as the routing decides, are not "
+                       "in it (the report's peak HBM has them)" : "");
         printf("data: %s%s\n", o.data ? o.data : "generated repeat task (period 2..8, 32 symbols)",
                o.resume ? " (resumed)" : "");
         if (o.exact) mdc_exact_print_blocks(&cfg, o.exact_block, stdout);
