@@ -17,14 +17,9 @@
 #pragma GCC pop_options
 
 /* ---- helpers --------------------------------------------------------------------------------- */
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) { /* uniform [-1, 1) */
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 static float *fvec(size_t n, float scale) {
     float *x = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) x[i] = scale * frand();
+    for (size_t i = 0; i < n; i++) x[i] = scale * tu_frand();
     return x;
 }
 static float *fzeros(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
@@ -38,7 +33,6 @@ static float *fdup(const float *x, size_t n) {
     memcpy(y, x, sizeof(float) * n);
     return y;
 }
-
 
 
 
@@ -396,7 +390,7 @@ static void test_adamw(mdc_device *d) {
 /* ---- threads: the same bits with 1 and 2 OpenMP threads ----------------------------------------------- */
 static void run_all(int threads, float **res, int *nres) {
     omp_set_num_threads(threads);
-    rng = 12345;
+    tu_seed(12345);
     int B = 2, T = 150, C = 96, NH = 4, N = B * T, OC = 3 * C, V = 1000, Vp = 1024;
     size_t nq = (size_t)N * 3 * C, ny = (size_t)N * C, na = (size_t)B * NH * T * T;
     float *x = fvec(ny, 1), *w = fvec((size_t)C * OC, 0.1f), *b = fvec(OC, 1), *qkv = fzeros(nq);
@@ -540,86 +534,8 @@ static void test_nonfinite(mdc_device *d) {
     free(qkv), free(o1), free(o2), free(att), free(lse2);
 }
 
-/* Exact mode's kernels give each element the same bits whatever the call's shape: the rows a
- * data rank holds, the columns (or column offset) a tp shard holds, the tile edges. Checked
- * for sub-blocks of a product, a weight gradient and a contraction against the whole call. */
-static void test_exact_shapes(void) { /* no device: the cost checks count their own kernels */
-    enum { N = 70, K = 96, M = 83 };
-    float *A = malloc(sizeof(float) * N * K), *W = malloc(sizeof(float) * K * M), *full = malloc(sizeof(float) * N * M),
-          *part = malloc(sizeof(float) * N * M), *bias = malloc(sizeof(float) * M);
-    for (int i = 0; i < N * K; i++) A[i] = frand();
-    for (int i = 0; i < K * M; i++) W[i] = frand() * 0.1f;
-    for (int i = 0; i < M; i++) bias[i] = frand();
-    mdc_x_matmul(NULL, full, A, K, W, M, 0, bias, N, K, M);
-    int bad = 0;
-    const int r0[3] = {0, 3, 17}, nr[3] = {N, 5, 33}, c0[3] = {0, 16, 41}, nc[3] = {M, 16, 42};
-    for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++) { /* rows r0.. (dp), columns c0.. (tp): W's columns as a strided slice */
-            mdc_x_matmul(NULL, part, A + (size_t)r0[a] * K, K, W + c0[b], M, 0, bias + c0[b], nr[a], K, nc[b]);
-            for (int i = 0; i < nr[a]; i++)
-                for (int j = 0; j < nc[b]; j++)
-                    bad += memcmp(&part[(size_t)i * nc[b] + j], &full[(size_t)(r0[a] + i) * M + c0[b] + j], 4) != 0;
-        }
-    TU_CHECK(bad == 0, "mdc_x_matmul: %d elements depend on the call's shape", bad);
-    /* weight gradient over token blocks: a column slice of dout gives the same columns */
-    mdc_xsum xf, xp;
-    TU_CHECK(!mdc_xsum_init(&xf, (size_t)K * M) && !mdc_xsum_init(&xp, (size_t)K * M), "xsum");
-    float *D = malloc(sizeof(float) * N * M);
-    for (int i = 0; i < N * M; i++) D[i] = frand();
-    mdc_x_wgrad(NULL, &xf, 0, A, K, D, M, 70, K, M, 10);
-    mdc_x_wgrad(NULL, &xp, 0, A, K, D + 41, M, 70, K, 42, 10);
-    float *gf = malloc(sizeof(float) * K * M), *gp = malloc(sizeof(float) * K * M);
-    mdc_xsum_round(&xf, 0, (size_t)K * M, gf);
-    mdc_xsum_round(&xp, 0, (size_t)K * 42, gp);
-    bad = 0;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < 42; j++) bad += memcmp(&gp[(size_t)i * 42 + j], &gf[(size_t)i * M + 41 + j], 4) != 0;
-    TU_CHECK(bad == 0, "mdc_x_wgrad: %d elements depend on the shard's columns", bad);
-    /* blocks split over two calls (two ranks, two micro-batches) add to the same exact sums */
-    mdc_xsum_clear(&xp);
-    mdc_x_wgrad(NULL, &xp, 0, A, K, D, M, 30, K, M, 10);
-    mdc_x_wgrad(NULL, &xp, 0, A + 30 * K, K, D + 30 * M, M, 40, K, M, 10);
-    mdc_xsum_round(&xp, 0, (size_t)K * M, gp);
-    TU_CHECK(!memcmp(gp, gf, sizeof(float) * K * M), "mdc_x_wgrad: blocks split over calls give other bits");
-    mdc_xsum_free(&xf), mdc_xsum_free(&xp);
-    free(A), free(W), free(full), free(part), free(bias), free(D), free(gf), free(gp);
-}
-
-/* Why exact mode has its own kernel (docs/exactness.md): OpenBLAS's bits for an element of
- * C = A^T B depend on the call that computes it. Measured, not asserted (it is OpenBLAS's
- * business): sub-blocks at the row counts, widths and offsets that tp shards and row tiles make,
- * compared with the whole call. */
-static void openblas_shapes(void) {
-    enum { IN = 256, OUT = 1024 };
-    const int Ks[2] = {16, 128}, ris[6] = {1, 3, 16, 32, 48, 100}, outs[7] = {1024, 512, 341, 256, 128, 96, 17};
-    float *A = malloc(sizeof(float) * 128 * IN), *B = malloc(sizeof(float) * 128 * OUT),
-          *C = malloc(sizeof(float) * IN * OUT), *D = malloc(sizeof(float) * IN * OUT);
-    for (int q = 0; q < 2; q++) {
-        int K = Ks[q];
-        long diff = 0, cmp = 0;
-        for (int i = 0; i < K * IN; i++) A[i] = frand();
-        for (int i = 0; i < K * OUT; i++) B[i] = frand() * 1e-3f;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IN, OUT, K, 1, A, IN, B, OUT, 0, C, OUT);
-        for (int a = 0; a < 6; a++)
-            for (int b = 0; b < 7; b++)
-                for (int o = 0; o < 3; o++) {
-                    int ri = ris[a], oc = outs[b], i0 = o * 5, j0 = o * 7;
-                    if (i0 + ri > IN || j0 + oc > OUT) continue;
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ri, oc, K, 1, A + i0, IN, B + j0, OUT, 0, D, oc);
-                    for (int i = 0; i < ri; i++)
-                        for (int j = 0; j < oc; j++, cmp++)
-                            diff += memcmp(&D[i * oc + j], &C[(i0 + i) * OUT + j0 + j], 4) != 0;
-                }
-        printf("test_kernels: OpenBLAS, C = A^T B with K = %d: %ld of %ld elements of sub-block calls differ from the "
-               "whole call's bits\n", K, diff, cmp);
-    }
-    free(A), free(B), free(C), free(D);
-}
-
 int main(void) {
     mdc_device *d = tu_device(1.0);
-    test_exact_shapes();
-    openblas_shapes();
     test_layernorm(d);
     test_matmul(d, 5, 7, 9);
     test_matmul(d, 300, 40, 200); /* blocked: 2+ sgemm blocks */

@@ -122,6 +122,19 @@ static inline void tu_fd_check(const char *what, double *x, size_t n, const floa
 }
 
 /* Ends a test: prints the verdict, returns the process exit code. */
+/* Uniform in [-1, 1), xorshift64 from a fixed seed: the same inputs every run (per program);
+ * tu_seed restarts the sequence. */
+static inline uint64_t *tu_rng(void) {
+    static uint64_t s = 88172645463325252ull;
+    return &s;
+}
+static inline void tu_seed(uint64_t v) { *tu_rng() = v; }
+static inline float tu_frand(void) {
+    uint64_t *s = tu_rng();
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
 static inline int tu_finish(const char *name) {
     if (tu_failures) fprintf(stderr, "%s: %d check(s) failed\n", name, tu_failures);
     return tu_failures ? 1 : 0;
