@@ -4,6 +4,7 @@
  * from some piece; the tensors come out in execution order. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,7 +199,7 @@ static mdc_status list_dir(const char *path, char ***out, int *n) {
 mdc_status mdc_dump_read(const char *path, mdc_tensorfile **out) {
     *out = NULL;
     struct stat sb;
-    if (stat(path, &sb)) return mdc_fail(MDC_ERR_IO, "%s: no such file or directory", path);
+    if (stat(path, &sb)) return mdc_fail(MDC_ERR_IO, "%s: %s", path, strerror(errno));
     char **files = NULL, *one[1] = {(char *)path};
     int nf = 1, isdir = S_ISDIR(sb.st_mode);
     mdc_status st = isdir ? list_dir(path, &files, &nf) : MDC_OK;

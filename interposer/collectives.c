@@ -358,8 +358,9 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
     IP_SERVE(st, mdc_scatter(sp ? sp : sendbuf, inplace ? (void *)MDC_IN_PLACE : rp ? rp : rbuf, b,
                              MDC_U8, root, g));
     rc = ip_unstage(comm, f, st, rbuf, (size_t)rcount, rtype, sp, rp, b);
+    int aliased = aside != NULL;
     free(aside);
-    return aside && rc == MPI_SUCCESS ? a.rc : rc;
+    return aliased && rc == MPI_SUCCESS ? a.rc : rc;
 }
 
 int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,

@@ -107,12 +107,11 @@ static void shape_text(const mdc_tensor *t, char *buf, size_t cap) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-/* The running verdict: the first differing tensor in A's order and why. */
+/* The running verdict: the first differing tensor in A's order and why ("" while none). */
 typedef struct {
     int quiet;
     double rtol, atol;
-    int differ, unused;
-    const char *first;
+    int differ;
     char why[1024];
 } verdict;
 
@@ -125,14 +124,14 @@ static int pair(verdict *v, const char *label, const mdc_tensor *a, const mdc_te
         if (b) snprintf(line, sizeof line, "%s: shape %s in A, %s in B", label, sa, sb);
         else snprintf(line, sizeof line, "%s: not in B", label);
         if (!v->quiet) printf("%-40s %s\n", label, line + strlen(label) + 2);
-        if (!v->first) v->first = a->name, snprintf(v->why, sizeof v->why, "%s", line);
+        if (!v->why[0]) snprintf(v->why, sizeof v->why, "%s", line);
         v->differ = 1;
         return 0;
     }
     if (!is_float(a->dtype) || !is_float(b->dtype)) { /* integers: equal or not */
         int same = a->nbytes == b->nbytes && a->dtype == b->dtype && !memcmp(a->data, b->data, a->nbytes);
         if (!v->quiet) printf("%-40s %-10s %-16s %s\n", label, mdc_tdtype_name(a->dtype), sa, same ? "equal" : "DIFFERS");
-        if (!same && !v->first) v->first = a->name, snprintf(v->why, sizeof v->why, "%s: integer values differ", label);
+        if (!same && !v->why[0]) snprintf(v->why, sizeof v->why, "%s: integer values differ", label);
         v->differ |= !same;
         return 0;
     }
@@ -150,8 +149,7 @@ static int pair(verdict *v, const char *label, const mdc_tensor *a, const mdc_te
     if (!v->quiet)
         printf("%-40s %-10s %-16s %12.4g %12.4g %10.0f %10zu%s\n", label, dt, sa, d.max_abs, d.mean_abs, d.max_ulp, d.bad,
                d.bad ? "  DIFFERS" : "");
-    if (d.bad && !v->first) {
-        v->first = a->name;
+    if (d.bad && !v->why[0]) {
         snprintf(v->why, sizeof v->why, "%s: element %zu is %.9g in A, %.9g in B (rtol %g, atol %g); %zu of %zu outside",
                  label, d.first_bad, d.fa, d.fb, rt, at, d.bad, a->numel);
     }
@@ -209,7 +207,7 @@ int mdc_cmd_compare(int argc, char **argv) {
         mdc_tensorfile_free(A);
         return rs == MDC_ERR_MISMATCH ? 1 : 2;
     }
-    verdict v = {quiet, rtol, atol, 0, 0, NULL, ""};
+    verdict v = {quiet, rtol, atol, 0, ""};
     if (!quiet) printf("%-40s %-10s %-16s %12s %12s %10s %10s\n", "tensor (A's order)", "dtypes", "shape", "max |a-b|", "mean |a-b|", "max ULP", "outside");
     int pairs = 0, rc = 0;
     for (int i = 0; i < A->count && !rc; i++) {
@@ -224,7 +222,7 @@ int mdc_cmd_compare(int argc, char **argv) {
         const char *n = B->tensors[i].name;
         if (find(A, n)) continue;
         if (!quiet) printf("%-40s only in B\n", n);
-        if (!v.first) v.first = n, snprintf(v.why, sizeof v.why, "%s: only in B", n);
+        if (!v.why[0]) snprintf(v.why, sizeof v.why, "%s: only in B", n);
         v.differ = 1;
     }
     if (!rc) {

@@ -21,6 +21,12 @@ mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
 /* The first step of a run of `steps` steps resumed at `step` of checkpoint `path`:
  * MDC_ERR_FORMAT if the step is out of range (above 2^30), MDC_ERR_INVALID if step + steps
  * would pass INT_MAX; else *step0 = step. */
+/* Every rank's part (mine: malloc'd, len bytes, taken; -1: it could not make one) to rank 0,
+ * which gets parts[r] (malloc'd, one spare byte for a terminator) and lens[r] for every rank;
+ * the other ranks get NULL. Every rank sends, even after a failure of its own, so rank 0 never
+ * waits in vain; a failure (naming `what` and the rank) frees everything. Every rank calls it. */
+mdc_status mdc_train_gather_parts(mdc_runtime *rt, void *mine, long long len, const char *what, void ***parts,
+                                  long long **lens);
 /* --trace FILE: every rank's device trace into one Chrome trace JSON on rank 0 (tools/train_trace.c;
  * every rank calls it, after mdc_dev_trace_start on each). */
 mdc_status mdc_train_write_trace(mdc_runtime *rt, const char *path);

@@ -8,12 +8,13 @@
 
 #include "train_state.h"
 
-enum { TAG_N = 73, TAG_SPANS = 74, ROW = 26, LEFT = 70, WIDTH = 1000 };
+enum { ROW = 26, LEFT = 70, WIDTH = 1000 };
 
 static const char *const colour[5] = {"#4c72b0", "#8172b2", "#dd8452", "#c44e52", "#222222"};
 static const char *const label[5] = {"kernel", "copy", "send", "receive (waiting)", "collective call"};
 
-static void draw(FILE *f, double *const *sp, const long long *n, int ranks, double from, const char *title) {
+static void draw(FILE *f, void *const *parts, const long long *n, int ranks, double from, const char *title) {
+    const double *const *sp = (const double *const *)(const void *)parts; /* each part: spans of 3 doubles */
     double t0 = 1e300, t1 = -1e300;
     for (int r = 0; r < ranks; r++)
         for (long long i = 0; i < n[r]; i++) {
@@ -57,35 +58,19 @@ mdc_status mdc_train_write_device_timeline(mdc_runtime *rt, const char *path, do
     double *mine = malloc(sizeof(double) * 3 * (size_t)(n > 0 ? n : 1));
     if (!mine) n = -1;
     else mdc_dev_trace_spans(rt->dev, from, mine, (size_t)n);
-    mdc_status st = MDC_OK;
-    if (rt->rank != 0) { /* every rank sends, even a failed one (-1) */
-        st = mdc_send(&n, sizeof n, 0, TAG_N, rt->world);
-        if (!st && n > 0) st = mdc_send(mine, sizeof(double) * 3 * (size_t)n, 0, TAG_SPANS, rt->world);
-        free(mine);
-        return st;
-    }
-    double **sp = calloc((size_t)rt->size, sizeof *sp);
-    long long *cnt = calloc((size_t)rt->size, sizeof *cnt);
-    if (!sp || !cnt) st = mdc_fail(MDC_ERR_OOM_HOST, "--timeline");
-    if (!st) sp[0] = mine, cnt[0] = n, mine = NULL;
-    for (int r = 1; r < rt->size; r++) { /* every rank's part, even after a failure */
-        long long k = -1;
-        mdc_status rs = mdc_recv(&k, sizeof k, r, TAG_N, rt->world);
-        double *b = !rs && k > 0 ? malloc(sizeof(double) * 3 * (size_t)k) : NULL;
-        if (!rs && k > 0 && !b) rs = mdc_fail(MDC_ERR_OOM_HOST, "--timeline: rank %d's %lld events", r, k);
-        if (!rs && b) rs = mdc_recv(b, sizeof(double) * 3 * (size_t)k, r, TAG_SPANS, rt->world);
-        if (!rs && k < 0) rs = mdc_fail(MDC_ERR_OOM_HOST, "--timeline: rank %d could not list its events", r);
-        if (!rs && sp) sp[r] = b, cnt[r] = k > 0 ? k : 0;
-        else free(b);
-        if (rs && !st) st = rs;
-    }
-    if (!st && n < 0) st = mdc_fail(MDC_ERR_OOM_HOST, "--timeline: rank 0's events");
+    void **parts;
+    long long *lens;
+    mdc_status st = mdc_train_gather_parts(rt, mine, n < 0 ? -1 : (long long)sizeof(double) * 3 * n, "--timeline",
+                                           &parts, &lens);
+    if (st || rt->rank != 0) return st;
+    long long *cnt = lens; /* bytes -> spans of 3 doubles */
+    for (int r = 0; r < rt->size; r++) cnt[r] /= (long long)sizeof(double) * 3;
     mdc_atomic a;
-    if (!st && !(st = mdc_atomic_open(&a, path))) {
-        draw(a.f, sp, cnt, rt->size, from, title);
+    if (!(st = mdc_atomic_open(&a, path))) {
+        draw(a.f, parts, cnt, rt->size, from, title);
         st = mdc_atomic_commit(&a, 1, "--timeline");
     }
-    for (int r = 0; sp && r < rt->size; r++) free(sp[r]);
-    free(sp), free(cnt), free(mine);
+    for (int r = 0; r < rt->size; r++) free(parts[r]);
+    free(parts), free(lens);
     return st;
 }
