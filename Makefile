@@ -2,11 +2,39 @@
 # `make demo` runs the main job; `make bench` the benchmarks. SANITIZE=1 builds with ASan+UBSan
 # into build-san/. Every target first makes sure the Debian packages it needs are there.
 
+# macOS (docs/README.md, "Platforms"): Homebrew's MPICH (its wrappers have the plain names:
+# give them as MPICC and MPIEXEC), OpenBLAS and libomp (under their own prefixes) and cJSON,
+# with Apple clang, which takes OpenMP only as -Xpreprocessor -fopenmp plus libomp. Each is a
+# variable; on Linux they keep their defaults.
+ifeq ($(shell uname -s),Darwin)
+BREW        ?= $(shell brew --prefix 2>/dev/null)
+OMP_CFLAGS  ?= -Xpreprocessor -fopenmp -I$(BREW)/opt/libomp/include
+OMP_LDFLAGS ?= -L$(BREW)/opt/libomp/lib -lomp
+DEP_CFLAGS  ?= -I$(BREW)/opt/openblas/include -I$(BREW)/include
+DEP_LDFLAGS ?= -L$(BREW)/opt/openblas/lib -L$(BREW)/lib
+AS_NEEDED   ?= -Wl,-dead_strip_dylibs
+endif
+
+# The compiler behind mpicc.mpich: gcc, or `make MPICH_CC=clang` (MPICH's wrapper reads
+# MPICH_CC; the build then goes to build-clang/). OPT sets the optimization (-O0, -O2,
+# "-O3 -march=native"); exact mode's bits are the same with every choice (docs/exactness.md).
 MPICC   ?= mpicc.mpich
 MPIEXEC ?= mpiexec.mpich
 PREFIX  ?= /usr/local
 SANITIZE ?= 0
+PORTABLE ?= 0
 
+OPT     ?= -O2
+# PORTABLE=1: device/platform.c's POSIX fallback (what macOS builds: polling doorbells,
+# no "stopped" state) on Linux, into build-portable/ (-clang with MPICH_CC=clang), for the tests.
+ifeq ($(PORTABLE),1)
+BUILD   ?= build-portable$(if $(filter clang,$(MPICH_CC)),-clang)
+PORT_CFLAGS = -DMDC_PORTABLE
+endif
+ifeq ($(MPICH_CC),clang)
+export MPICH_CC
+BUILD   ?= build-clang
+endif
 ifeq ($(SANITIZE),1)
 BUILD   ?= build-san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -16,14 +44,23 @@ SANFLAGS =
 endif
 
 BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null || pkg-config --cflags blas-openblas 2>/dev/null)
-CFLAGS  ?= -O2
-CFLAGS  += -std=c11 -D_GNU_SOURCE -g -fPIC -fopenmp -Wall -Wextra -Wshadow -Wstrict-prototypes \
-           -Wmissing-prototypes -Werror -Iinclude $(BLAS_INC) $(SANFLAGS)
+IS_CLANG := $(shell $(if $(MPICH_CC),MPICH_CC=$(MPICH_CC)) $(MPICC) --version 2>/dev/null | grep -qi clang && echo 1)
+# -ffp-contract=off: no fused multiply-add unless the source asks for one (clang contracts by
+# default; gcc does in its GNU modes), so every compiler and ISA rounds the same operations.
+# OMP_CFLAGS / OMP_LDFLAGS: OpenMP's flags; DEP_CFLAGS / DEP_LDFLAGS: include and library
+# directories the compiler does not search itself; AS_NEEDED: the linker's "only the libraries
+# used" (GNU ld's spelling). macOS's values are above.
+OMP_CFLAGS  ?= -fopenmp
+OMP_LDFLAGS ?= -fopenmp
+AS_NEEDED   ?= -Wl,--as-needed
+MDC_CFLAGS = $(OPT) -std=c11 -D_GNU_SOURCE -g -fPIC $(OMP_CFLAGS) -ffp-contract=off -Wall -Wextra -Wshadow \
+           -Wstrict-prototypes -Wmissing-prototypes -Werror -Iinclude $(BLAS_INC) $(DEP_CFLAGS) $(PORT_CFLAGS) \
+           $(SANFLAGS) $(CFLAGS)
 LDLIBS  = -lopenblas -lcjson -lm
-LDFLAGS += -fopenmp $(SANFLAGS)
+LDFLAGS += $(OMP_LDFLAGS) $(DEP_LDFLAGS) $(SANFLAGS)
 
 # interposer/ is libminidc_mpi.so's alone (an LD_PRELOAD library on top of libminidc.a).
-LIB_DIRS := device collectives kernels ref datasets
+LIB_DIRS := device collectives numerics kernels ref datasets
 LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIB_DIRS))))
 IP_SRC   := $(sort $(wildcard interposer/*.c))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
@@ -40,13 +77,14 @@ all: deps $(BUILD)/libminidc.a $(BUILD)/libminidc.so $(BUILD)/minidc $(INTERPOSE
 
 deps:
 	@tools/deps.sh build
-deps-check:
+deps-check: deps
 	@tools/deps.sh check
 
 # -MMD: each object also depends on every header it includes (written to a .d file beside it).
-$(BUILD)/obj/%.o: %.c
+# Order-only on deps: under make -j nothing compiles before the packages are there.
+$(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(MPICC) $(MDC_CFLAGS) $(FILE_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libminidc.a: $(LIB_OBJ)
 	@rm -f $@
@@ -59,23 +97,23 @@ $(BUILD)/libminidc.so: $(LIB_OBJ)
 # clock): a preloaded library must not bring OpenBLAS, cJSON or libgomp into the program,
 # where they would start threads and could take over the program's own BLAS symbols.
 $(BUILD)/libminidc_mpi.so: $(IP_OBJ) $(BUILD)/libminidc.a
-	$(MPICC) -shared $(LDFLAGS) -o $@ $(IP_OBJ) $(BUILD)/libminidc.a -Wl,--as-needed $(LDLIBS)
+	$(MPICC) -shared $(LDFLAGS) -o $@ $(IP_OBJ) $(BUILD)/libminidc.a $(AS_NEEDED) $(LDLIBS)
 
 $(BUILD)/minidc: $(TOOL_OBJ) $(BUILD)/libminidc.a
 	$(MPICC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libminidc.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libminidc.a
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libminidc.a | deps
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/libminidc.a $(LDLIBS)
+	$(MPICC) $(MDC_CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/libminidc.a $(LDLIBS)
 
 tests: all $(TESTS)
 
 check: deps-check all $(TESTS)
-	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) tests/run.sh $(TESTS_ONLY)
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) tests/run.sh $(TESTS_ONLY)
 
 # The longer sweep (.ci/run runs it after check): the mesh fuzzer's 40 cases up to 32 ranks.
 check-long: deps-check all $(TESTS)
-	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) LISTS="tests/long/*.list" tests/run.sh
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) LISTS="tests/long/*.list" tests/run.sh
 
 demo: all
 	@tools/demo.sh $(BUILD) $(MPIEXEC)
@@ -92,10 +130,17 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' tools/minidc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/minidc.pc
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-clang build-portable build-aarch64
 
 # kernels/: sqrtf compiles to the sqrtps instruction (correctly rounded like sqrtf; only errno is
-# not set) so the AdamW loop vectorizes. Not fast-math: no rounding changes (kernels/internal.h).
-$(BUILD)/obj/kernels/%.o: CFLAGS += -fno-math-errno
+# not set) so the AdamW loop vectorizes; no-trapping-math lets gcc if-convert and vectorize
+# loops with comparisons; gcc's -O3 cost model (dynamic) allows runtime alias checks and
+# epilogues. Not fast-math: none of these changes a rounding (kernels/internal.h).
+KERNEL_CFLAGS := -fno-math-errno -fno-trapping-math $(if $(IS_CLANG),,-fvect-cost-model=dynamic)
+$(BUILD)/obj/kernels/%.o: FILE_CFLAGS = $(KERNEL_CFLAGS)
+# The element-wise reductions and exact sums: -O3's vectorizer (exact for element-wise IEEE
+# operations and integer limbs), unless the build asked for -O0.
+HOT_OBJ := $(addprefix $(BUILD)/obj/collectives/,exact.o exact_sum.o reduce_op.o)
+$(HOT_OBJ): FILE_CFLAGS = $(if $(filter -O0,$(OPT)),,-O3)
 
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/tests/*.d)

@@ -94,7 +94,8 @@ int mdc_i_door_idle(int peer, int is_send, uint32_t mark);
 void mdc_i_door_sleep(int (*idle)(void *), void *ctx);
 void mdc_i_door_ring_all(void);
 /* The state of world rank r's process where the doorbell segment knows its pid (ranks on this
- * host): -1 unknown, 0 running, 1 stopped (SIGSTOP, a debugger), 2 exited. *pid its pid or 0. */
+ * host): -1 unknown, 0 running, 1 stopped (SIGSTOP, a debugger), 2 exited, 3 running or
+ * stopped (platform.c's fallback cannot tell which). *pid its pid or 0. */
 int mdc_i_door_peer_state(int world_rank, int *pid);
 
 /* An exchange step of a reducing algorithm: sends sbytes of sbuf to dst while receiving rcount

@@ -14,7 +14,7 @@
  * left by dead jobs are removed at start-up, remove_stale). It
  * holds, per ordered pair of world ranks, the MPI messages the first has posted to the second
  * (`sent`) and the messages the first has received from the second (`rcvd`), each row written
- * by one rank only, and per rank a futex word (`bell`) and a `sleeping` flag. A rank that
+ * by one rank only, and per rank a word to sleep on (`bell`) and a `sleeping` flag. A rank that
  * waits may sleep only while nothing it waits for can be under way:
  *   - a receive from p: every message p posted to us has been received (sent[p][me] ==
  *     rcvd[me][p]); when p posts the next one it rings us;
@@ -29,25 +29,23 @@
  * receiver. A receive that stays pending therefore nudges its sender every 200 us (a wake
  * for one round of progress; transport.c). A sleep also ends after DOOR_SLEEP_US without a
  * ring, so a peer outside the segment costs that much, never a hang.
+ * The sleep itself is platform.c's: a futex on Linux; elsewhere (and under make PORTABLE=1) the
+ * sleeper re-reads its bell every 50..200 us, still off the core, a ring then late by that much.
  *
  * Owns: the mapping, for the life of the process. No MPI calls here. */
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "coll_internal.h"
 #include "minidc/collectives.h"
+#include "../device/platform.h"
 
 #define DOOR_MAGIC 0x6d646364u   /* "mdcd" */
 #define DOOR_MAX_RANKS 1024      /* two 1024 x 1024 counter matrices: 8 MiB of /dev/shm */
@@ -60,7 +58,7 @@ typedef struct {
 } door_header;
 
 typedef struct {
-    uint32_t bell;     /* futex word */
+    uint32_t bell;     /* bumped by a ring (mdc_plat_wait's word) */
     uint32_t sleeping; /* 1 while the owner sleeps on bell */
     int32_t pid;       /* the owner's pid once it joined (0: not in this segment) */
 } door_slot;
@@ -81,29 +79,12 @@ static door_slot *slot_of(int r) { return (door_slot *)((char *)D.slot + (size_t
 static uint32_t *sent_at(int from, int to) { return &D.sent[(size_t)from * D.row + (size_t)to]; }
 static uint32_t *rcvd_at(int at, int from) { return &D.rcvd[(size_t)at * D.row + (size_t)from]; }
 
-/* Start time (clock ticks since boot) of process `pid`, 0 if unknown: with the pid it names
- * the launcher uniquely even after pids wrap. */
-static unsigned long long start_time(pid_t pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long long st = 0;
-    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                    &st) == 1)
-        return st;
-    return 0;
-}
-
 static void unlink_name(void) { shm_unlink(D.name); }
 
 /* Removes this user's segments whose launcher is gone. A job killed before all its ranks
  * joined (an MPI_Abort during start-up, a crash) leaves its name behind: the launcher's pid
- * and start time in the name tell whether that job can still be running. */
+ * and start time in the name tell whether that job can still be running. (Where segments
+ * are not files in /dev/shm, as on macOS, none can be listed and any left stay.) */
 static void remove_stale(void) {
     DIR *d = opendir("/dev/shm");
     if (!d) return;
@@ -116,7 +97,10 @@ static void remove_stale(void) {
         if (sscanf(e->d_name, "minidc-door-%d-%llu-%d", &pid, &st, &n) != 3 || pid <= 0) continue;
         snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
         if (lstat(path, &sb) != 0 || sb.st_uid != geteuid()) continue;
-        if (start_time(pid) == st) continue; /* that launcher still runs */
+        /* That launcher still runs: the same start time, or where start times are unknown
+         * (the name then holds 0), a process with its pid. */
+        unsigned long long now = mdc_plat_proc_start(pid);
+        if (now ? now == st : mdc_plat_proc_state(pid) != MDC_PLAT_GONE) continue;
         snprintf(path, sizeof path, "/%s", e->d_name);
         shm_unlink(path);
     }
@@ -133,14 +117,15 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     remove_stale();
     pid_t pp = getppid();
     char name[96];
-    snprintf(name, sizeof name, "/minidc-door-%d-%llu-%d", (int)pp, start_time(pp), world_size);
+    /* (macOS allows 31 characters: with the fallback's start time 0 the name has at most 25.) */
+    snprintf(name, sizeof name, "/minidc-door-%d-%llu-%d", (int)pp, mdc_plat_proc_start(pp), world_size);
     D.n = world_size;
     D.me = world_rank;
     D.sleep_us = (long)mdc_i_env_num("MINIDC_DOOR_SLEEP_US", DOOR_SLEEP_US, 1, 1e9);
     D.row = ((size_t)world_size * 4 + LINE - 1) / LINE * (LINE / 4);
     size_t slots = (size_t)world_size * LINE, rows = D.row * 4 * (size_t)world_size;
     size_t bytes = LINE + slots + 2 * rows;
-    int fd = shm_open(name, O_CREAT | O_RDWR | O_NOFOLLOW, 0600);
+    int fd = shm_open(name, O_CREAT | O_RDWR | MDC_PLAT_SHM_OFLAGS, 0600);
     if (fd < 0) return 0;
     /* Only a segment of our own: another user's could only slow our waits (doorbells carry
      * no data), but there is no reason to let it. */
@@ -151,7 +136,7 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
     }
     /* Every rank sets the same size; a fresh segment reads as zeros. Reserving the pages now
      * turns a full /dev/shm into "no doorbells" instead of a SIGBUS on first touch. */
-    if (ftruncate(fd, (off_t)bytes) != 0 || posix_fallocate(fd, 0, (off_t)bytes) != 0) {
+    if (mdc_plat_shm_size(fd, bytes) != 0) {
         close(fd);
         return 0;
     }
@@ -186,7 +171,7 @@ static void ring(int r) {
     door_slot *s = slot_of(r);
     if (__atomic_load_n(&s->sleeping, __ATOMIC_SEQ_CST)) {
         __atomic_add_fetch(&s->bell, 1, __ATOMIC_SEQ_CST);
-        syscall(SYS_futex, &s->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        mdc_plat_wake(&s->bell);
     }
 }
 
@@ -226,11 +211,9 @@ void mdc_i_door_sleep(int (*idle)(void *), void *ctx) {
     __atomic_store_n(&s->sleeping, 1, __ATOMIC_SEQ_CST);
     uint32_t v = __atomic_load_n(&s->bell, __ATOMIC_SEQ_CST);
     if (idle(ctx)) { /* checked after announcing the sleep: a ring from now on wakes us */
-        struct timespec ts = {D.sleep_us / 1000000, D.sleep_us % 1000000 * 1000};
         D.sleeps++;
-        long rc = syscall(SYS_futex, &s->bell, FUTEX_WAIT, v, &ts, NULL, 0);
-        if (rc != 0 && errno == ETIMEDOUT) D.timed_out++;
-        else D.rung++; /* woken, or the bell had changed already (EAGAIN) */
+        if (mdc_plat_wait(&s->bell, v, D.sleep_us)) D.rung++; /* woken, or the bell had changed already */
+        else D.timed_out++;
     }
     __atomic_store_n(&s->sleeping, 0, __ATOMIC_SEQ_CST);
 }
@@ -248,16 +231,7 @@ int mdc_i_door_peer_state(int world_rank, int *pid) {
     int p = slot_of(world_rank)->pid;
     if (pid) *pid = p;
     if (p <= 0) return -1;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", p);
-    FILE *f = fopen(path, "r");
-    if (!f) return 2; /* no such process: it exited */
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *c = strrchr(buf, ')'); /* "pid (comm) S ...": the state follows the name */
-    if (!c || !c[1] || !c[2]) return 0;
-    return c[2] == 'T' || c[2] == 't' ? 1 : c[2] == 'Z' || c[2] == 'X' ? 2 : 0;
+    return mdc_plat_proc_state(p);
 }
 
 void mdc_i_door_ring_all(void) {
@@ -266,6 +240,6 @@ void mdc_i_door_ring_all(void) {
         if (r != D.me) {
             door_slot *s = slot_of(r);
             __atomic_add_fetch(&s->bell, 1, __ATOMIC_SEQ_CST);
-            syscall(SYS_futex, &s->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+            mdc_plat_wake(&s->bell);
         }
 }

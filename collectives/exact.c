@@ -10,7 +10,6 @@
  * gamma is that of an int64 sum per byte; on the wire an element is 80 bytes against 4 for f32
  * (beta 20x per summed value, which is why exact mode reduces block partial sums, not every
  * float). */
-#pragma GCC optimize("O3")
 #include <math.h>
 #include <string.h>
 

@@ -3,7 +3,6 @@
  * (Knuth): for u = s + x rounded, e = (s - (u - z)) + (x - z) with z = u - s is exactly
  * s + x - u, so e == 0 says u is the exact sum. It is NaN when u overflowed or s names a slot,
  * which sends those additions to the slow path too. */
-#pragma GCC optimize("O3")
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,8 +124,10 @@ static inline void add1(mdc_xsum *x, size_t i, float p) {
 typedef double v4d __attribute__((vector_size(32)));
 typedef long long v4l __attribute__((vector_size(32)));
 
-/* Four elements per step: TwoSum on vectors, one branch for the rare inexact lane. */
-CLONES void mdc_xsum_add(mdc_xsum *x, size_t off, const float *p, size_t n) {
+/* Four elements per step: TwoSum on vectors, one branch for the rare inexact lane. (Cloned as
+ * a static function behind the public one: clang emits a public clone's dispatcher only in a
+ * file that also calls it.) */
+CLONES static void xsum_add(mdc_xsum *x, size_t off, const float *p, size_t n) {
     double *v = x->v + off;
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -140,6 +141,8 @@ CLONES void mdc_xsum_add(mdc_xsum *x, size_t off, const float *p, size_t n) {
     }
     for (; i < n; i++) add1(x, off + i, p[i]);
 }
+
+void mdc_xsum_add(mdc_xsum *x, size_t off, const float *p, size_t n) { xsum_add(x, off, p, n); }
 
 void mdc_xsum_add2d(mdc_xsum *x, size_t off, size_t ldx, const float *p, size_t ldp, int rows, int cols) {
     for (int r = 0; r < rows; r++) mdc_xsum_add(x, off + (size_t)r * ldx, p + (size_t)r * ldp, (size_t)cols);

@@ -9,7 +9,6 @@
  * and mdc_reduce_finish divides once at the end. No threads: the result never depends on the
  * thread count. The loops are vectorised (-O3 here), which is exact for element-wise IEEE ops.
  * MDC_EXACT elements are accumulators (exact.c), summed limbwise: exactly associative. */
-#pragma GCC optimize("O3")
 #include <math.h>
 #include <string.h>
 

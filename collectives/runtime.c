@@ -1,13 +1,13 @@
 /* Program start-up: MPI, device, transport, world group. */
 #include <mpi.h>
 #include <omp.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "minidc/runtime.h"
+#include "../device/platform.h"
 
 #define TAG_HOST 4094   /* tags of tag space 0 used by the runtime itself */
 #define TAG_REPORT 4095
@@ -62,11 +62,7 @@ static mdc_status share_host_spec(mdc_runtime *rt) {
  * same bits with any thread count. */
 static void share_cores(int size) {
     if (getenv("OMP_NUM_THREADS") || size < 2) return;
-    const char *l = getenv("MPI_LOCALNRANKS");
-    long local = l ? strtol(l, NULL, 10) : size, cores = 0;
-    cpu_set_t set;
-    if (!sched_getaffinity(0, sizeof set, &set)) cores = CPU_COUNT(&set);
-    if (cores <= 0) cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long local = mdc_plat_local_ranks(), cores = mdc_plat_cores_usable();
     if (local < 1) local = size;
     long share = cores / local;
     omp_set_num_threads(share < 1 ? 1 : (int)share);

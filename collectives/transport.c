@@ -21,10 +21,10 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../device/platform.h"
 #include "transport_internal.h"
 
 static mdc_transport *default_transport;
@@ -50,12 +50,12 @@ mdc_transport *mdc_transport_default(void) { return default_transport; }
  * transport's communicator to its MPI_COMM_WORLD rank, by which the segment is indexed (t->door;
  * left NULL without a segment). Waits sleep on the bells when `want` (more ranks than cores) or
  * MINIDC_DOORBELL=1; otherwise the segment only tells a timed-out wait whether the peer's process
- * runs, is stopped or has exited. MINIDC_DOORBELL=0: no segment. `lr`: MPI_LOCALNRANKS, or NULL. */
-static void door_map(mdc_transport *t, const char *lr, int want) {
+ * runs, is stopped or has exited. MINIDC_DOORBELL=0: no segment. `lr`: MPI_LOCALNRANKS, or 0. */
+static void door_map(mdc_transport *t, long lr, int want) {
     int wr = 0, ws = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &wr);
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
-    long wlocal = lr && atol(lr) > 0 ? atol(lr) : ws;
+    long wlocal = lr > 0 ? lr : ws;
     const char *e = getenv("MINIDC_DOORBELL");
     t->door_sleep = e && *e ? mdc_i_env_num("MINIDC_DOORBELL", want, 0, 1) != 0 : want;
     if (!mdc_i_door_open(wr, ws, (int)wlocal, 1)) return; /* (MINIDC_DOORBELL=0 keeps it closed) */
@@ -75,15 +75,15 @@ static void door_map(mdc_transport *t, const char *lr, int want) {
 }
 
 static void wait_policy(mdc_transport *t) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *lr = getenv("MPI_LOCALNRANKS");
-    long local = lr && atol(lr) > 0 ? atol(lr) : t->size;
+    long cores = mdc_plat_cores_online();
+    long lr = mdc_plat_local_ranks();
+    long local = lr > 0 ? lr : t->size;
     int own_core = cores > 0 && local <= cores;
     /* Only where every rank of the job is on this host (MPI_LOCALNRANKS = the world's size):
      * then all ranks see the same figures, so an algorithm picked by them agrees everywhere. */
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    t->per_core = lr && local == world && cores > 0 ? (double)local / (double)cores : 0;
+    t->per_core = lr > 0 && local == world && cores > 0 ? (double)local / (double)cores : 0;
     t->spin_s = own_core ? 50e-6 : 0;
     t->yield_s = 20e-3;
     t->spin_s = mdc_i_env_num("MINIDC_SPIN_US", t->spin_s * 1e6, 0, 1e9) * 1e-6;
@@ -122,7 +122,7 @@ mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_d
     t->timeout = mdc_i_env_num("MINIDC_TIMEOUT", t->timeout, 1e-3, 1e9);
     wait_policy(t);
     /* Short sleeps should be short: the default 50 us timer slack would dominate them. */
-    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    mdc_plat_short_sleeps();
     *out = t;
     return MDC_OK;
 }

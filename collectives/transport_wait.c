@@ -83,7 +83,8 @@ static mdc_status waited_for(const mdc_transport *t, const MPI_Request *all, mdc
         if (s >= 0)
             snprintf(state, sizeof state, "; rank %d (pid %d) %s", r->peer_world, pid,
                      s == 0 ? "is running (busy, or itself waiting on another rank)"
-                     : s == 1 ? "is stopped (SIGSTOP or a debugger)" : "has exited");
+                     : s == 1 ? "is stopped (SIGSTOP or a debugger)"
+                     : s == 2 ? "has exited" : "is running or stopped (this system does not tell which)");
         return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: %s for rank %d to %s %zu bytes (tag %d)%s", t->rank, head,
                         r->peer_world, r->is_send ? "take" : "send", r->bytes, (r->mpi_tag - t->tag_base) % TAGS_PER_SPACE,
                         state);

@@ -179,7 +179,7 @@ static mdc_status add_empty(mdc_tensorfile *tf, const char *name, mdc_tdtype dt,
 
 mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
                               const int64_t *shape, const void *data) {
-    mdc_tensor *t;
+    mdc_tensor *t = NULL;
     mdc_status st = add_empty(tf, name, dt, ndim, shape, &t);
     if (st == MDC_OK && data && t->nbytes) memcpy(t->data, data, t->nbytes);
     return st;
@@ -189,7 +189,7 @@ mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdty
                                   const int64_t *shape, const float *data) {
     if (dt != MDC_TD_F32 && dt != MDC_TD_F16 && dt != MDC_TD_BF16)
         return mdc_fail(MDC_ERR_INVALID, "tensor '%s': cannot store floats as %s", name, mdc_tdtype_name(dt));
-    mdc_tensor *t;
+    mdc_tensor *t = NULL;
     mdc_status st = add_empty(tf, name, dt, ndim, shape, &t);
     if (st != MDC_OK || !data) return st;
     uint16_t *h = t->data;

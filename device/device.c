@@ -13,8 +13,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <time.h>
+
+#include "platform.h"
 
 #define ALIGN 64
 
@@ -118,7 +119,7 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
     d->time_scale = time_scale;
     d->rank = rank;
     /* Throttled sleeps must end on time: the default 50 us timer slack would add to each. */
-    if (mode == MDC_EMULATE_THROTTLE) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    if (mode == MDC_EMULATE_THROTTLE) mdc_plat_short_sleeps();
     *out = d;
     return MDC_OK;
 }

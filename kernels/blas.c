@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../device/platform.h"
 #include "internal.h"
 
 void openblas_set_num_threads(int n); /* declared by some cblas.h, not all */
@@ -24,12 +25,15 @@ void mdc_kernels_fix_blas_core(char **argv) {
     if (getenv("OPENBLAS_CORETYPE") || getenv("MINIDC_NO_REEXEC")) return;
     const char *core = openblas_get_corename();
     if (!core || strcasecmp(core, "Prescott")) return;
+    const char *want = NULL;
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-                       : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
-    if (!want) return;
+    want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+#endif
+    char exe[4096];
+    if (!want || mdc_plat_exe_path(exe, sizeof exe)) return; /* (no path to re-execute: run on) */
     setenv("OPENBLAS_CORETYPE", want, 1);
-    execv("/proc/self/exe", argv);
+    execv(exe, argv);
     unsetenv("OPENBLAS_CORETYPE"); /* exec failed: run on */
 }
 

@@ -12,11 +12,16 @@
  * offset of the call that computes it (its micro-kernels and edge kernels accumulate in
  * different orders), and those differ between meshes. Here an element of a block partial is
  * always sum_k a_k b_k in k order, starting from 0, one rounded multiply and one rounded add
- * each (no FMA contraction: -std=c11 turns it off), whatever the tile it lands in; the vector
+ * each (no FMA contraction: -ffp-contract=off), whatever the tile it lands in; the vector
  * clone and the scalar edges do the same operations. FLOPs are charged as the products'
  * (2 per multiply-add) plus 4 per exact addition; bytes as the default kernels' plus 8 per
  * exact element read and written once. */
+/* The build passes -ffp-contract=off everywhere; these keep it so for this file whatever the flags. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
+#endif
 #include <stdlib.h>
 
 #include "internal.h"

@@ -4,16 +4,17 @@
 #define MINIDC_KERNELS_INTERNAL_H
 
 /* Vectorization without changing a single rounding (this is not fast-math: no
- * reassociation, no contraction, no finite-math or signed-zero assumptions):
- * - no-trapping-math: lets GCC if-convert float selects (x < c ? c : x) into vector blends;
- *   nothing here reads FP exception flags;
- * - (the Makefile adds -fno-math-errno for kernels/: sqrtf becomes sqrtps, correctly rounded
- *   like sqrtf; this pragma cannot set it);
- * - vect-cost-model=dynamic: -O3's cost model, so loops may get runtime alias checks and
- *   epilogues (the -O2 "very cheap" model refuses them).
+ * reassociation, no contraction, no finite-math or signed-zero assumptions). The Makefile
+ * compiles kernels/ with:
+ * - -fno-trapping-math: lets the compiler if-convert float selects (x < c ? c : x) into vector
+ *   blends; nothing here reads FP exception flags;
+ * - -fno-math-errno: sqrtf becomes sqrtps, correctly rounded like sqrtf;
+ * - (gcc) -fvect-cost-model=dynamic: -O3's cost model, so loops may get runtime alias checks
+ *   and epilogues (the -O2 "very cheap" model refuses them);
+ * - -ffp-contract=off, as everything: no fused multiply-add the source did not write.
  * Sums stay in source order unless a loop says `omp simd reduction`, which fixes its own
- * order at compile time (independent of the thread count). */
-#pragma GCC optimize("no-trapping-math", "vect-cost-model=dynamic")
+ * order at compile time (independent of the thread count, not of the vector width: exact
+ * mode never takes such a loop). */
 
 #include <math.h>
 #include <stdint.h>

@@ -59,16 +59,14 @@ for ((c = 0; c < cases; c++)); do
     seed=$((seed0 + c))
     draw $seed
     cmd="$MPIEXEC -n $n $bin train $model $mesh"
-    # the default mode: equal to serial within fp32 rounding, by --check-serial's normwise figure
-    # and the losses. Its per-tensor maximum is printed, not asserted: after two AdamW steps an
-    # element whose gradient is near 0 moves by lr g / (|g| + eps), so its rounding noise shows
-    # at full size there (a last block's query bias, a rarely chosen expert's); exact mode below
-    # is the strict check.
+    # the default mode: --check-serial's criterion (the first step's loss and gradients, every
+    # parameter within AdamW's bound, the later losses within what that allows: docs/oracle.md);
+    # the parameters' normwise difference after the updates is printed, not asserted: rounding
+    # noise of a gradient near 0 moves an element by lr whatever the mesh. Exact mode below is
+    # the strict check.
     timeout -k 5 300 $cmd --check-serial >"$tmp/d.out" 2>&1
     rc=$?
-    if ! awk '/^check-serial:/ {for (i = 1; i < NF; i++) {if ($i == "loss" && $(i + 1) == "difference") l = $(i + 2) + 0;
-              if ($i == "parameter" && $(i + 1) == "difference") p = $(i + 2) + 0}; seen = 1}
-              END {exit !(seen && l <= 1e-4 && p <= 1e-5)}' "$tmp/d.out" || grep -q "error" "$tmp/d.out"; then
+    if [ $rc != 0 ] || ! grep -q "^check-serial: .*: ok$" "$tmp/d.out" || grep -q "error" "$tmp/d.out"; then
         echo "FAIL: seed $seed: $cmd --check-serial (exit $rc)"; grep -E "check-serial|error|minidc:" "$tmp/d.out" | head -3
         fail=1; continue
     fi

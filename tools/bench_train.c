@@ -20,17 +20,7 @@
 #include "minidc/model.h"
 #include "minidc/runtime.h"
 #include "minidc/train.h"
-
-static double status_kib(const char *key) { /* VmHWM / VmRSS from /proc/self/status, KiB */
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double v = 0;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n)) v = atof(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
+#include "../device/platform.h" /* resident memory, where the system tells it */
 
 static double cpu_seconds(void) { /* user + system time of all threads */
     struct rusage ru;
@@ -144,9 +134,8 @@ int mdc_bench_train(int argc, char **argv) {
     mdc_kernels_init();
     double cpu_peak, peak = sgemm_peak(&cpu_peak, threads);
     if (!(peak > 0)) return oom("the sgemm peak test's matrices", 3 * sizeof(float) * 1536 * 1536);
-    double rss0 = status_kib("VmRSS:"); /* OpenBLAS buffers and the program, before the model */
-    FILE *cr = fopen("/proc/self/clear_refs", "w"); /* "5": reset VmHWM (the peak test's matrices) */
-    if (cr) fputs("5", cr), fclose(cr);
+    double rss0 = mdc_plat_rss_kib(0); /* OpenBLAS buffers and the program, before the model */
+    mdc_plat_rss_peak_reset(); /* forget the peak test's matrices */
     mdc_runtime rt;
     memset(&rt, 0, sizeof rt);
     mdc_device *dev = NULL;
@@ -216,7 +205,11 @@ int mdc_bench_train(int argc, char **argv) {
     double tok = B * T / (med * 1e-3), mfu = flops / (med * 1e-3) / peak;
     double cmfu = flops / (cmed * 1e-3) / cpu_peak;
     mdc_gpt2_memory need = mdc_gpt2_memory_need(&cfg, B, T);
-    double hwm = status_kib("VmHWM:") * 1024, model_rss = hwm - rss0 * 1024;
+    double hwm = rss0 >= 0 ? mdc_plat_rss_kib(1) * 1024 : -1, model_rss = hwm - rss0 * 1024;
+    char rss[128] = "RSS n/a (this system does not report it)";
+    if (hwm >= 0)
+        snprintf(rss, sizeof rss, "RSS %.1f MiB (model %.1f) / computed %.1f MiB = %.2fx", hwm / 1048576,
+                 model_rss / 1048576, need.total / 1048576.0, model_rss / need.total);
     char mesh[64] = "";
     if (tp > 1 || dp > 1)
         snprintf(mesh, sizeof mesh, " dp=%d tp=%d%s%s", dp, tp, sp ? "+sp" : "", exact ? " exact" : "");
@@ -225,11 +218,9 @@ int mdc_bench_train(int argc, char **argv) {
                "ms/step on %s\n", config, B, T, mesh, med, cmed, tok, sent / 1e6, vms, mdc_device_get_spec(dev)->name);
     else if (rt.rank == 0)
         printf("%-6s B=%d T=%-4d%s minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  %6.1f GFLOP/step  MFU %5.1f%% of %.0f "
-               "(cpu %5.1f%% of %.0f GFLOP/s)  RSS %.1f MiB (model %.1f) / computed %.1f MiB = %.2fx  virtual %.3f "
-               "ms/step on %s\n",
+               "(cpu %5.1f%% of %.0f GFLOP/s)  %s  virtual %.3f ms/step on %s\n",
                config, B, T, exact ? " exact" : "", med, cmed, tok, flops / 1e9, 100 * mfu, peak / 1e9, 100 * cmfu, cpu_peak / 1e9,
-               hwm / 1048576, model_rss / 1048576, need.total / 1048576.0, model_rss / need.total, vms,
-               mdc_device_get_spec(dev)->name);
+               rss, vms, mdc_device_get_spec(dev)->name);
     if (torch_ms > 0 && rt.rank == 0) {
         double target = !strcmp(config, "tiny") ? 2.0 : !strcmp(config, "small") ? 1.5 : 1.2;
         double ratio = torch_ms / med;

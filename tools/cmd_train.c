@@ -23,6 +23,7 @@
 #include "minidc/datasets.h"
 #include "minidc/kernels.h"
 #include "train_options.h"
+#include "train_check.h"
 #include "train_state.h"
 
 static void die(mdc_runtime *rt, mdc_status st, int same) {
@@ -148,7 +149,11 @@ int mdc_cmd_train(int argc, char **argv) {
         mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: step %d is not one of this run's steps (%s)",
                                       o.fail_rank, o.fail_step, o.fail_step, run), 1, 2);
     }
-    double t_start = mdc_wall_time(), tokens = 0, worst_loss = 0;
+    mdc_serial_check *chk = NULL; /* --check-serial: every rank takes part in its gathers */
+    if (o.check && ((st = mdc_serial_check_create(&chk, &cfg, &o.opt, ser, o.exact)) ||
+                    (st = mdc_serial_check_begin(chk, tr))))
+        mdc_runtime_die(&rt, st, 0, 1);
+    double t_start = mdc_wall_time(), tokens = 0;
     float loss = 0, norm = 0;
     /* the device trace: for --trace, and for --timeline's picture of a run without a pipeline */
     int device_timeline = o.timeline && o.pp < 2;
@@ -192,11 +197,8 @@ int mdc_cmd_train(int argc, char **argv) {
         double dt = mdc_wall_time() - t0;
         tokens += (double)B * T;
         float sl = 0, sn = 0;
-        if (ser) {
-            if ((st = mdc_trainer_step(ser, gin, gtg, &o.opt, &sl, &sn))) mdc_runtime_die(&rt, st, 0, 1);
-            double d = fabs((double)loss - sl);
-            if (d > worst_loss) worst_loss = d;
-        }
+        if (ser && (st = mdc_trainer_step(ser, gin, gtg, &o.opt, &sl, &sn))) mdc_runtime_die(&rt, st, 0, 1);
+        if (chk && (st = mdc_serial_check_step(chk, tr, loss, sl, sn))) mdc_runtime_die(&rt, st, 0, 1);
         if (r == 0 && (!o.quiet || s == step0 || s == step0 + o.steps - 1 || (s + 1) % 10 == 0)) {
             mdc_dev_counters c;
             mdc_energy e;
@@ -222,14 +224,10 @@ int mdc_cmd_train(int argc, char **argv) {
         printf("trained %d steps, %.0f tokens in %.2f s (%.0f tokens/s), final loss %.4f\n", o.steps, tokens, wall,
                wall > 0 ? tokens / wall : 0, loss);
     int rc = 0;
-    size_t P = mdc_gpt2_param_floats(&cfg);
-    if (o.check) { /* every rank takes part in the gather */
-        float *got = r == 0 ? calloc(P, sizeof(float)) : NULL, *want = r == 0 ? calloc(P, sizeof(float)) : NULL;
-        if (r == 0 && (!got || !want)) mdc_runtime_die(&rt, mdc_fail(MDC_ERR_OOM_HOST, "check"), 0, 1);
-        if ((st = mdc_trainer_gather(tr, got, NULL, NULL, 0))) mdc_runtime_die(&rt, st, 0, 1);
-        if (r == 0 && (st = mdc_trainer_gather(ser, want, NULL, NULL, 0))) mdc_runtime_die(&rt, st, 0, 1);
-        if (r == 0 && !mdc_train_compare(&cfg, got, want, worst_loss, o.exact)) rc = 1;
-        free(got), free(want);
+    if (chk) { /* every rank takes part in the gather */
+        int ok = 1;
+        if ((st = mdc_serial_check_end(chk, tr, &ok))) mdc_runtime_die(&rt, st, 0, 1);
+        if (!ok) rc = 1;
     }
     if (o.save) {
         ts.step = (uint64_t)(step0 + o.steps);
@@ -257,6 +255,7 @@ int mdc_cmd_train(int argc, char **argv) {
     if (r == 0 && rt.opts.report_path[0]) rt.report_schemes = mdc_trainer_report_json(tr);
     if ((st = mdc_runtime_report(&rt, stdout, tokens))) mdc_runtime_die(&rt, st, 0, 1);
     mdc_trainer_free(tr);
+    mdc_serial_check_free(chk);
     mdc_trainer_free(ser);
     mdc_device_free(sdev);
     mdc_loader_free(ld);

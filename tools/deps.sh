@@ -11,6 +11,11 @@
 #                   developer's machine should not get unasked. Otherwise a note says how.
 set -e
 mode=${1:-build}
+# Not Debian (macOS with Homebrew, docs/README.md "Platforms"): nothing to check here.
+if ! command -v dpkg-query >/dev/null; then
+    [ "$mode" = build ] && echo "minidc: no dpkg here: not checking packages (docs/README.md, Platforms)" >&2
+    exit 0
+fi
 pkgs="mpich libmpich-dev libopenblas-dev libcjson-dev pkg-config"
 optional=""
 if [ "$mode" = check ]; then

@@ -64,7 +64,7 @@ int mdc_explain_exact(int argc, char **argv) {
     const char *config = "tiny", *tensor = "h.0.mlp.c_fc.weight";
     int B = 0, T = 0, K = 1, blk = 0, exact = 1, ndp = 0, dps[8];
     long long index = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
@@ -81,7 +81,6 @@ int mdc_explain_exact(int argc, char **argv) {
             return usage(stderr), 2;
         }
         if (!ok) return 2;
-        i++;
     }
     mdc_gpt2_config c;
     int defB;

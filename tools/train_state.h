@@ -35,9 +35,4 @@ mdc_status mdc_train_write_trace(mdc_runtime *rt, const char *path);
 mdc_status mdc_train_write_device_timeline(mdc_runtime *rt, const char *path, double from, const char *title);
 mdc_status mdc_train_first_step(const char *path, uint64_t step, int steps, int *step0);
 
-/* --check-serial's verdict, printed on rank 0: every tensor's relative difference
- * max |a - b| / max |b| (limit 1e-3) and the normwise ||a - b|| / ||b|| over all (limit
- * 1e-5), a = the mesh's parameters, b = the serial run's. Returns 1 if within the limits. */
-int mdc_train_compare(const mdc_gpt2_config *cfg, const float *a, const float *b, double worst_loss, int exact);
-
 #endif

@@ -37,10 +37,11 @@ int mdc_kernels_init(void);
 /* Debian 12's OpenBLAS 0.3.21 does not know CPUs newer than itself (this host: family 6 model
  * 207, Emerald Rapids) and falls back to its Prescott (SSE3) kernels, 3-6x slower. If
  * OPENBLAS_CORETYPE is unset, OpenBLAS chose Prescott and the CPU has AVX-512 (AVX2), this
- * sets OPENBLAS_CORETYPE=SkylakeX (Haswell) and re-executes the program from /proc/self/exe
+ * sets OPENBLAS_CORETYPE=SkylakeX (Haswell) and re-executes the program's own executable
  * with the same argv, since OpenBLAS reads the variable when it is loaded. Call it first in
- * main(), before MPI_Init. Returns if there was nothing to do (or the exec failed: then the
- * program runs on, slower). MINIDC_NO_REEXEC=1 turns it off. */
+ * main(), before MPI_Init. Returns if there was nothing to do (or the exec failed, or the
+ * system does not tell the executable's path: then the program runs on, slower).
+ * MINIDC_NO_REEXEC=1 turns it off. */
 void mdc_kernels_fix_blas_core(char **argv);
 
 /* ---- embedding (kernels/encoder.c) ---------------------------------------------------- */

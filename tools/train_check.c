@@ -1,0 +1,161 @@
+/* --check-serial's criterion (tools/train_check.h; why it is this one: docs/oracle.md). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_check.h"
+
+enum { NAME = 48 };
+#define LOSS_RTOL 1e-5 /* first step: the same parameters and tokens, summed in other orders */
+#define GRAD_RTOL 1e-5 /* first step's gradients, normwise over every tensor */
+#define TENSOR_RTOL 1e-4 /* ... and per tensor, against max(||g_t||, ||g|| sqrt(n_t / n)) */
+
+struct mdc_serial_check {
+    const mdc_gpt2_config *cfg;
+    mdc_adamw_config opt;
+    mdc_trainer *ser; /* rank 0 only */
+    int exact, steps;
+    size_t P;
+    float *m0, *a, *b; /* serial's first moment before the first step; the mesh's and serial's arrays */
+    double loss1, grad_rel, tensor_worst, dist, worst_loss, loss_excess;
+    char tensor_name[NAME];
+    int loss_bad_step;
+};
+
+mdc_status mdc_serial_check_create(mdc_serial_check **out, const mdc_gpt2_config *cfg, const mdc_adamw_config *opt,
+                                   mdc_trainer *ser, int exact) {
+    mdc_serial_check *c = calloc(1, sizeof *c);
+    *out = c;
+    if (!c) return mdc_fail(MDC_ERR_OOM_HOST, "--check-serial");
+    c->cfg = cfg, c->opt = *opt, c->ser = ser, c->exact = exact, c->P = mdc_gpt2_param_floats(cfg);
+    if (ser && (!(c->a = calloc(c->P, sizeof(float))) || !(c->b = calloc(c->P, sizeof(float))) ||
+                !(c->m0 = calloc(c->P, sizeof(float)))))
+        return mdc_fail(MDC_ERR_OOM_HOST, "--check-serial: 3 x %zu floats on rank 0", c->P);
+    return MDC_OK;
+}
+
+void mdc_serial_check_free(mdc_serial_check *c) {
+    if (!c) return;
+    free(c->m0), free(c->a), free(c->b);
+    free(c);
+}
+
+mdc_status mdc_serial_check_begin(mdc_serial_check *c, mdc_trainer *mesh) {
+    (void)mesh;
+    if (!c->ser || c->exact || mdc_trainer_adam_step(c->ser) == 0) return MDC_OK; /* m0 = 0 */
+    return mdc_trainer_gather(c->ser, NULL, c->m0, NULL, 0); /* the serial trainer alone: local */
+}
+
+/* The bound on |m^ / sqrt(v^)| after AdamW step t: with m_t = (1-b1) sum_i b1^(t-i) g_i and
+ * v_t >= (1-b2) b2^(t-i) g_i^2 for every i, |m_t| <= (1-b1) / sqrt(1-b2) sqrt(v_t) sum_k r^k,
+ * r = b1 / sqrt(b2), k < t; the bias corrections give the factor sqrt(1-b2^t) / (1-b1^t). It
+ * holds whatever the gradients were (clipped or not): 1 at t = 1. */
+static double adam_bound(const mdc_adamw_config *o, int t) {
+    double b1 = o->beta1, b2 = o->beta2, r = b1 / sqrt(b2);
+    double sum = fabs(r - 1) < 1e-12 ? t : (1 - pow(r, t)) / (1 - r);
+    return (1 - b1) * sqrt(1 - pow(b2, t)) / ((1 - pow(b1, t)) * sqrt(1 - b2)) * sum;
+}
+
+static void compare_gradients(mdc_serial_check *c) {
+    double b1 = c->opt.beta1, d2 = 0, g2 = 0;
+    int nt = mdc_gpt2_tensor_count(c->cfg);
+    double *td2 = calloc((size_t)nt, sizeof(double)), *tg2 = calloc((size_t)nt, sizeof(double));
+    if (!td2 || !tg2) { /* the normwise figure alone */
+        free(td2), free(tg2);
+        td2 = tg2 = NULL;
+    }
+    for (int i = 0; i < nt; i++) {
+        mdc_param_tensor t;
+        mdc_gpt2_tensor_at(c->cfg, i, &t);
+        for (size_t j = t.offset; j < t.offset + t.numel; j++) {
+            /* m = b1 m0 + (1 - b1) g: the difference of two runs is (1 - b1) times their
+             * gradients' difference, and m - b1 m0 is (1 - b1) times serial's gradient */
+            double d = (double)c->a[j] - c->b[j], g = (double)c->b[j] - b1 * c->m0[j];
+            if (isnan(d)) d = INFINITY;
+            d2 += d * d, g2 += g * g;
+            if (td2) td2[i] += d * d, tg2[i] += g * g;
+        }
+    }
+    c->grad_rel = g2 > 0 ? sqrt(d2 / g2) : sqrt(d2);
+    c->tensor_worst = td2 ? 0 : c->grad_rel;
+    for (int i = 0; td2 && i < nt; i++) {
+        mdc_param_tensor t;
+        mdc_gpt2_tensor_at(c->cfg, i, &t);
+        double typical = sqrt(g2 * (double)t.numel / (double)c->P), own = sqrt(tg2[i]);
+        double den = own > typical ? own : typical, r = den > 0 ? sqrt(td2[i]) / den : sqrt(td2[i]);
+        if (!(r <= c->tensor_worst)) c->tensor_worst = r, snprintf(c->tensor_name, NAME, "%s", t.name);
+    }
+    free(td2), free(tg2);
+}
+
+mdc_status mdc_serial_check_step(mdc_serial_check *c, mdc_trainer *mesh, float loss, float sloss, float norm) {
+    double dl = fabs((double)loss - sloss);
+    if (!(dl <= c->worst_loss)) c->worst_loss = dl;
+    if (c->exact) return MDC_OK;
+    if (c->ser) {
+        /* before this step the parameters were at most c->dist apart, each: to first order the
+         * loss moves by at most ||g|| ||d theta|| */
+        double allow = LOSS_RTOL * fabs((double)sloss) + (double)norm * c->dist * sqrt((double)c->P);
+        if (c->steps == 0) c->loss1 = fabs((double)sloss) > 0 ? dl / fabs((double)sloss) : dl;
+        else if (!(dl <= allow) && !c->loss_bad_step) c->loss_bad_step = c->steps + 1, c->loss_excess = dl / allow;
+        c->dist += 2.0 * c->opt.lr * adam_bound(&c->opt, mdc_trainer_adam_step(c->ser)) * (1 + 1e-3);
+    }
+    if (c->steps++ > 0) return MDC_OK;
+    mdc_status st = mdc_trainer_gather(mesh, NULL, c->a, NULL, 0); /* every rank: the mesh's m */
+    if (!st && c->ser) st = mdc_trainer_gather(c->ser, NULL, c->b, NULL, 0);
+    if (!st && c->ser) compare_gradients(c);
+    return st;
+}
+
+static int exact_verdict(mdc_serial_check *c) {
+    size_t ndiff = 0;
+    char first[NAME] = "";
+    for (int i = 0; i < mdc_gpt2_tensor_count(c->cfg); i++) {
+        mdc_param_tensor t;
+        mdc_gpt2_tensor_at(c->cfg, i, &t);
+        for (size_t j = t.offset; j < t.offset + t.numel; j++)
+            if (memcmp(&c->a[j], &c->b[j], sizeof(float)) && !ndiff++) snprintf(first, NAME, "%s", t.name);
+    }
+    int ok = !ndiff && c->worst_loss == 0;
+    if (ok) printf("check-serial (exact): every loss and every parameter identical to serial bit for bit: ok\n");
+    else
+        printf("check-serial (exact): %zu parameter(s) differ from serial (first in %s), largest loss difference "
+               "%.3g: FAILED\n", ndiff, ndiff ? first : "none", c->worst_loss);
+    return ok;
+}
+
+mdc_status mdc_serial_check_end(mdc_serial_check *c, mdc_trainer *mesh, int *ok) {
+    *ok = 1;
+    mdc_status st = mdc_trainer_gather(mesh, c->a, NULL, NULL, 0);
+    if (st || !c->ser) return st;
+    if ((st = mdc_trainer_gather(c->ser, c->b, NULL, NULL, 0))) return st;
+    if (c->exact) {
+        *ok = exact_verdict(c);
+        return MDC_OK;
+    }
+    double d2 = 0, b2 = 0, far = 0;
+    for (size_t j = 0; j < c->P; j++) {
+        double d = fabs((double)c->a[j] - c->b[j]);
+        if (isnan(d)) d = INFINITY;
+        d2 += d * d, b2 += (double)c->b[j] * c->b[j];
+        if (d > far) far = d;
+    }
+    int gok = c->steps == 0 || (c->loss1 <= LOSS_RTOL && c->grad_rel <= GRAD_RTOL && c->tensor_worst <= TENSOR_RTOL);
+    int pok = far <= c->dist, lok = !c->loss_bad_step;
+    *ok = gok && pok && lok;
+    if (c->steps)
+        printf("check-serial: first step: loss %.3g (limit %.0e, relative); gradients %.3g (||mesh - serial|| / "
+               "||serial||, limit %.0e), worst tensor %s %.3g (limit %.0e of max(||g_t||, ||g|| sqrt(n_t/n))): %s the "
+               "limits\n",
+               c->loss1, LOSS_RTOL, c->grad_rel, GRAD_RTOL, c->tensor_name[0] ? c->tensor_name : "-",
+               c->tensor_worst, TENSOR_RTOL, gok ? "within" : "BEYOND");
+    if (c->loss_bad_step)
+        printf("check-serial: step %d: the loss differs from serial's by %.3g times what the parameters' distance "
+               "allows\n", c->loss_bad_step, c->loss_excess);
+    printf("check-serial: %d step(s): largest loss difference %.3g; largest |mesh - serial| of a parameter %.3g "
+           "(AdamW's bound 2 lr sum U_t = %.3g); relative parameter difference %.3g (||mesh - serial|| / ||serial||, "
+           "shown, not asserted): %s\n", c->steps, c->worst_loss, far, c->dist, b2 > 0 ? sqrt(d2 / b2) : sqrt(d2),
+           *ok ? "ok" : "FAILED");
+    return MDC_OK;
+}
