@@ -17,6 +17,8 @@ if ! command -v dpkg-query >/dev/null; then
     exit 0
 fi
 pkgs="mpich libmpich-dev libopenblas-dev libcjson-dev pkg-config"
+# make MPICH_CC=clang: clang and its OpenMP runtime (clang's -fopenmp links libomp)
+[ "${MPICH_CC:-}" = clang ] && pkgs="$pkgs clang libomp-dev"
 optional=""
 if [ "$mode" = check ]; then
     pkgs="$pkgs python3-torch python3-numpy"
