@@ -7,11 +7,12 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "minidc/numerics.h"
 
 void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const float *grads,
                       size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                       float grad_scale, int t) {
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    float bc1 = 1.0f - mdc_powf_int(beta1, t), bc2 = 1.0f - mdc_powf_int(beta2, t);
     float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * weight_decay;
     long nn = (long)n;
 #pragma omp parallel for simd schedule(static)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "minidc/numerics.h"
 
 enum { TILE = MDC_ATTN_TILE };
 
@@ -128,7 +129,7 @@ void mdc_attn_pair_finish(mdc_device *dev, const mdc_attn_pair *p, float *lse) {
                 size_t si = b * p->s_bs + h * p->s_hs + i;
                 float inv = 1.0f / p->l[si], *orow = p->o + b * p->o_bs + (size_t)i * p->o_ld + h * p->hs;
                 for (int x = 0; x < p->hs; x++) orow[x] *= inv;
-                lse[si] = p->m[si] + logf(p->l[si]);
+                lse[si] = p->m[si] + mdc_logf(p->l[si]);
             }
     double f, b;
     mdc_attn_pair_cost(p, MDC_ATTN_FINISH, &f, &b);

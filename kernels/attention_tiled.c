@@ -26,6 +26,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "minidc/numerics.h"
 
 enum { TILE = MDC_ATTN_TILE };
 
@@ -99,7 +100,7 @@ void mdc_attention_forward_tiled_drop(mdc_device *dev, float *out, float *lse, c
                 for (int r = 0; r < rows; r++) {
                     float inv = 1.0f / l[r], *orow = o + (size_t)(i0 + r) * C;
                     for (int x = 0; x < hs; x++) orow[x] *= inv;
-                    ls[i0 + r] = m[r] + logf(l[r]);
+                    ls[i0 + r] = m[r] + mdc_logf(l[r]);
                 }
             }
         }

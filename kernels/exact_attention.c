@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "minidc/numerics.h"
 
 static int visible(const mdc_attn_pair *p, int qpos) {
     int n = qpos - p->kpos0 + 1;
@@ -130,7 +131,7 @@ void mdc_x_attn_finish(mdc_device *dev, const mdc_attn_pair *p, const mdc_xsum *
                 mdc_xsum_round(x, xl + si, 1, &l);
                 mdc_xsum_round(x, xo + oi, (size_t)p->hs, p->o + oi);
                 for (int y = 0; y < p->hs; y++) p->o[oi + y] = p->o[oi + y] / l;
-                lse[si] = p->m[si] + logf(l);
+                lse[si] = p->m[si] + mdc_logf(l);
             }
     double n = (double)p->B * p->NH * p->nq;
     mdc_dev_kernel(dev, n * (p->hs + 2), 4.0 * n * (3.0 * p->hs + 3), MDC_PREC_FP32);

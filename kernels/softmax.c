@@ -15,6 +15,7 @@
  *   shard target:  FLOPs 0;         bytes 4*(3*N)
  *   shard backward: as the CE backward on the shard's columns */
 #include "internal.h"
+#include "minidc/numerics.h"
 
 static float row_max(const float *x, int V) {
     float mx = x[0];
@@ -53,7 +54,7 @@ void mdc_crossentropy_forward(mdc_device *dev, float *losses, float *lse, const 
     for (int i = 0; i < N; i++) {
         const float *x = logits + (size_t)i * Vp;
         float mx = row_max(x, V);
-        float l = mx + logf(row_sumexp(x, mx, V));
+        float l = mx + mdc_logf(row_sumexp(x, mx, V));
         lse[i] = l;
         losses[i] = l - x[targets[i]];
     }

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "minidc/numerics.h"
 #include "model_internal.h"
 
 /* out = res + dropout(inp @ W + b) for a row-parallel linear (dropout of `site`): fused
@@ -163,7 +164,7 @@ static mdc_status exact_loss(mdc_gpt2 *m, mdc_gpt2_acts *a) {
         TRY(m->comm->vocab(m->comm->ctx, losses, n, 0));
     }
     for (int i = 0; i < n; i++) {
-        lse[i] = mx[i] + logf(mdc_exact_to_f32(&m->x.se[i]));
+        lse[i] = mx[i] + mdc_logf(mdc_exact_to_f32(&m->x.se[i]));
         losses[i] = lse[i] - losses[i];
     }
     mdc_dev_kernel(m->dev, 3.0 * n, 16.0 * n, MDC_PREC_FP32);
@@ -205,7 +206,7 @@ mdc_status mdc_gpt2_head_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, double *loss_sum
             mdc_vocab_shard_target(d, losses, logits, a->targets, lo, s.n, s.Vl, valid);
             TRY(m->comm->vocab(m->comm->ctx, losses, s.n, 0));
             for (int i = 0; i < s.n; i++) {
-                lse[i] = mx[i] + logf(se[i]);
+                lse[i] = mx[i] + mdc_logf(se[i]);
                 losses[i] = lse[i] - losses[i];
             }
             mdc_dev_kernel(d, 3.0 * s.n, 16.0 * s.n, MDC_PREC_FP32);

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "minidc/numerics.h"
 #include "minidc/splitmix.h"
 #include "model_internal.h"
 
@@ -209,7 +210,7 @@ float mdc_i_normal_at(uint64_t seed, uint64_t i) {
     uint64_t a = mdc_splitmix64(seed * 0x632be59bd9b4e019ull ^ mdc_splitmix64(2 * i)), b = mdc_splitmix64(a ^ mdc_splitmix64(2 * i + 1));
     double u1 = ((double)(a >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
     double u2 = (double)(b >> 11) / 9007199254740992.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    return (float)(sqrt(-2.0 * mdc_log(u1)) * mdc_cospi2(u2));
 }
 
 typedef struct {

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "minidc/numerics.h"
 #include "minidc/splitmix.h"
 #include "moe_internal.h"
 
@@ -62,9 +63,9 @@ static void router_softmax(mdc_device *d, float *p, float *lse, int n, int E) {
     for (int t = 0; t < n; t++) {
         float *r = p + (size_t)t * E, mx = r[0], s = 0;
         for (int i = 1; i < E; i++) mx = r[i] > mx ? r[i] : mx;
-        for (int i = 0; i < E; i++) r[i] = expf(r[i] - mx), s += r[i];
+        for (int i = 0; i < E; i++) r[i] = mdc_expf(r[i] - mx), s += r[i];
         for (int i = 0; i < E; i++) r[i] /= s;
-        lse[t] = mx + logf(s);
+        lse[t] = mx + mdc_logf(s);
     }
     mdc_dev_kernel(d, 5.0 * n * E, 8.0 * n * E, MDC_PREC_FP32);
 }

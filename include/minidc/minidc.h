@@ -7,6 +7,7 @@
 #include "minidc/collectives.h"
 #include "minidc/algorithms.h"
 #include "minidc/runtime.h"
+#include "minidc/numerics.h"
 #include "minidc/kernels.h"
 #include "minidc/model.h"
 #include "minidc/tensorfile.h"
