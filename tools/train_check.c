@@ -18,6 +18,7 @@ struct mdc_serial_check {
     int exact, steps;
     size_t P;
     float *m0, *a, *b; /* serial's first moment before the first step; the mesh's and serial's arrays */
+    double *td2, *tg2; /* per tensor: squared difference and squared serial gradient */
     double loss1, grad_rel, tensor_worst, dist, worst_loss, loss_excess;
     char tensor_name[NAME];
     int loss_bad_step;
@@ -29,22 +30,20 @@ mdc_status mdc_serial_check_create(mdc_serial_check **out, const mdc_gpt2_config
     *out = c;
     if (!c) return mdc_fail(MDC_ERR_OOM_HOST, "--check-serial");
     c->cfg = cfg, c->opt = *opt, c->ser = ser, c->exact = exact, c->P = mdc_gpt2_param_floats(cfg);
+    size_t nt = (size_t)mdc_gpt2_tensor_count(cfg);
     if (ser && (!(c->a = calloc(c->P, sizeof(float))) || !(c->b = calloc(c->P, sizeof(float))) ||
-                !(c->m0 = calloc(c->P, sizeof(float)))))
+                !(c->m0 = calloc(c->P, sizeof(float))) || !(c->td2 = calloc(nt, sizeof(double))) ||
+                !(c->tg2 = calloc(nt, sizeof(double)))))
         return mdc_fail(MDC_ERR_OOM_HOST, "--check-serial: 3 x %zu floats on rank 0", c->P);
-    return MDC_OK;
+    /* the first moment the run's first step starts from: 0, or a resumed checkpoint's */
+    if (!ser || exact || mdc_trainer_adam_step(ser) == 0) return MDC_OK;
+    return mdc_trainer_gather(ser, NULL, c->m0, NULL, 0); /* the serial trainer alone: local */
 }
 
 void mdc_serial_check_free(mdc_serial_check *c) {
     if (!c) return;
-    free(c->m0), free(c->a), free(c->b);
+    free(c->m0), free(c->a), free(c->b), free(c->td2), free(c->tg2);
     free(c);
-}
-
-mdc_status mdc_serial_check_begin(mdc_serial_check *c, mdc_trainer *mesh) {
-    (void)mesh;
-    if (!c->ser || c->exact || mdc_trainer_adam_step(c->ser) == 0) return MDC_OK; /* m0 = 0 */
-    return mdc_trainer_gather(c->ser, NULL, c->m0, NULL, 0); /* the serial trainer alone: local */
 }
 
 /* The bound on |m^ / sqrt(v^)| after AdamW step t: with m_t = (1-b1) sum_i b1^(t-i) g_i and
@@ -60,11 +59,7 @@ static double adam_bound(const mdc_adamw_config *o, int t) {
 static void compare_gradients(mdc_serial_check *c) {
     double b1 = c->opt.beta1, d2 = 0, g2 = 0;
     int nt = mdc_gpt2_tensor_count(c->cfg);
-    double *td2 = calloc((size_t)nt, sizeof(double)), *tg2 = calloc((size_t)nt, sizeof(double));
-    if (!td2 || !tg2) { /* the normwise figure alone */
-        free(td2), free(tg2);
-        td2 = tg2 = NULL;
-    }
+    double *td2 = c->td2, *tg2 = c->tg2;
     for (int i = 0; i < nt; i++) {
         mdc_param_tensor t;
         mdc_gpt2_tensor_at(c->cfg, i, &t);
@@ -74,19 +69,18 @@ static void compare_gradients(mdc_serial_check *c) {
             double d = (double)c->a[j] - c->b[j], g = (double)c->b[j] - b1 * c->m0[j];
             if (isnan(d)) d = INFINITY;
             d2 += d * d, g2 += g * g;
-            if (td2) td2[i] += d * d, tg2[i] += g * g;
+            td2[i] += d * d, tg2[i] += g * g;
         }
     }
     c->grad_rel = g2 > 0 ? sqrt(d2 / g2) : sqrt(d2);
-    c->tensor_worst = td2 ? 0 : c->grad_rel;
-    for (int i = 0; td2 && i < nt; i++) {
+    c->tensor_worst = 0;
+    for (int i = 0; i < nt; i++) {
         mdc_param_tensor t;
         mdc_gpt2_tensor_at(c->cfg, i, &t);
         double typical = sqrt(g2 * (double)t.numel / (double)c->P), own = sqrt(tg2[i]);
         double den = own > typical ? own : typical, r = den > 0 ? sqrt(td2[i]) / den : sqrt(td2[i]);
         if (!(r <= c->tensor_worst)) c->tensor_worst = r, snprintf(c->tensor_name, NAME, "%s", t.name);
     }
-    free(td2), free(tg2);
 }
 
 mdc_status mdc_serial_check_step(mdc_serial_check *c, mdc_trainer *mesh, float loss, float sloss, float norm) {
