@@ -72,7 +72,7 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/minidc/*.h)
 INTERPOSER := $(if $(IP_SRC),$(BUILD)/libminidc_mpi.so)
 
-.PHONY: all deps deps-check check check-long demo bench install clean
+.PHONY: all deps deps-check check check-long check-aarch64 demo bench install clean
 all: deps $(BUILD)/libminidc.a $(BUILD)/libminidc.so $(BUILD)/minidc $(INTERPOSER)
 
 deps:
@@ -114,6 +114,11 @@ check: deps-check all $(TESTS)
 # The longer sweep (.ci/run runs it after check): the mesh fuzzer's 40 cases up to 32 ranks.
 check-long: deps-check all $(TESTS)
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) LISTS="tests/long/*.list" tests/run.sh
+
+# Cross-builds for aarch64 into build-aarch64/ (the rules above, aarch64-linux-gnu-gcc and an
+# arm64 sysroot), runs tests under qemu, and checks exact mode saves this build's bytes.
+check-aarch64: all
+	@MAKE="$(MAKE)" NATIVE=$(BUILD) MPIEXEC=$(MPIEXEC) tools/check_aarch64.sh
 
 demo: all
 	@tools/demo.sh $(BUILD) $(MPIEXEC)

@@ -11,10 +11,8 @@
 #include <cblas.h>
 
 #include "testutil.h"
-/* mdc_k_exp, tested directly; its optimize pragma stays inside the header */
-#pragma GCC push_options
+/* mdc_k_exp, tested directly */
 #include "../kernels/internal.h"
-#pragma GCC pop_options
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 static float *fvec(size_t n, float scale) {
