@@ -4,10 +4,26 @@
  *   receives rank r - s's input block r, accumulating acc = acc OP received, starting from its
  *   own block: out_r = ((x_r OP x_{r-1}) OP x_{r-2}) ... OP x_{r+1} (indices mod p).
  * Source: Thakur, Rabenseifner & Gropp 2005 (MPICH reduce_scatter pairwise).
- * Restrictions: none. In place the result builds up where the own block was (never sent) and
- *   moves to the start of recvbuf with the first reduction after the blocks there are sent.
+ * Restrictions: none. In place the result's place (the start of recvbuf) holds input blocks
+ *   still to be sent, and every other element of recvbuf is the caller's input, which MPI's in
+ *   place leaves alone: the running result stays in scratch until the last block under its
+ *   place has been sent, and from that step on reduces into place.
  * Cost: (p-1) alpha + (p-1)/p n (beta + gamma). */
 #include "schedule_build.h"
+
+/* In place: the first step whose reduction may write recvbuf's first `mine` bytes (p or more:
+ * none; the result is copied there at the end).
+ * That is the step that sends the last input block under them (its reduction waits for the
+ * send), or step 2 when the own block, read at step 1, overlaps them without starting there. */
+static int first_step_into_place(const size_t *counts, const size_t *off, int p, int me, size_t mine) {
+    int first = 1;
+    for (int j = 0; j < p; j++) {
+        if (!counts[j] || off[j] >= mine) continue; /* block j is not under the result's place */
+        int s = j != me ? mdc_i_mod(j - me, p) : off[j] ? 2 : 1;
+        if (s > first) first = s;
+    }
+    return first;
+}
 
 mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const size_t *counts,
                                        mdc_dtype t, mdc_op op, mdc_group *g) {
@@ -21,37 +37,29 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
         off[i] = o * esz;
         o += counts[i];
     }
-    char *rtmp = NULL, *acc = recvbuf;
+    char *rtmp = NULL;
     mdc_status st = MDC_OK;
     if (o == 0) goto done;
     if (p == 1) {
         if (!inplace) memcpy(recvbuf, src, mine);
         goto done;
     }
-    if ((st = mdc_i_alloc((void **)&rtmp, mine, "reduce_scatter pairwise")))
+    int first = inplace ? first_step_into_place(counts, off, p, me, mine) : 1;
+    /* Scratch: the incoming block, and while the result waits for its place a second one, so
+     * that a step reduces into the block it received and the next receives into the other. */
+    if ((st = mdc_i_alloc((void **)&rtmp, (first > 1 ? 2 : 1) * mine, "reduce_scatter pairwise")))
         goto done;
-    /* In place the running result lives where the own block was (it is never sent) until the
-     * blocks under the result's place (the start of recvbuf) have all been sent; the next
-     * step's reduction then writes to the result's place, so no copy is left for the end
-     * unless that happens only at the last step. A result place that overlaps the own block
-     * (uneven counts) keeps the copy at the end. */
-    if (inplace) acc += off[me];
-    int moved = acc == (char *)recvbuf, free_after = 0; /* the last step that sends from there */
-    for (int j = 0; inplace && !moved && j < p; j++) {
-        if (!counts[j] || off[j] >= mine) continue; /* block j is not under the result's place */
-        int sent_at = j == me ? p : mdc_i_mod(j - me, p); /* the own block: no early move */
-        if (sent_at > free_after) free_after = sent_at;
-    }
+    char *rbuf = rtmp, *spare = rtmp + (first > 1 ? mine : 0);
+    const char *acc = src + off[me]; /* the running result; before step 1 the own block */
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
-        char *out = acc;
-        if (!moved && s > free_after) out = recvbuf, moved = 1;
-        st = mdc_i_xchg_reduce(g, src + off[dst], counts[dst] * esz, dst, rtmp, counts[me], from,
-                               s == 1 ? src + off[me] : acc, out, 0, t, op,
-                               MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 16));
+        char *out = s >= first ? (char *)recvbuf : rbuf;
+        st = mdc_i_xchg_reduce(g, src + off[dst], counts[dst] * esz, dst, rbuf, counts[me], from, acc, out, 0, t,
+                               op, MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 16));
         acc = out;
+        if (out == rbuf) rbuf = rbuf == rtmp ? spare : rtmp;
     }
-    if (!st && !moved && mine) memmove(recvbuf, acc, mine);
+    if (!st && acc != (char *)recvbuf && mine) memcpy(recvbuf, acc, mine); /* first >= p */
     if (!st) mdc_reduce_finish(recvbuf, counts[me], t, op, p);
 done:
     mdc_i_free(rtmp);
