@@ -22,6 +22,9 @@ int mdc_coll_check_enabled(void) {
     if (enabled < 0) {
         const char *e = getenv("MINIDC_CHECK_COLLECTIVES");
         enabled = e && *e && strcmp(e, "0");
+        if (enabled && strcmp(e, "1")) /* "false", "off": said, not taken silently as on */
+            fprintf(stderr, "minidc: MINIDC_CHECK_COLLECTIVES='%s' is not 0 or 1: checking collectives (0 turns the "
+                    "check off)\n", e);
     }
     return enabled;
 }

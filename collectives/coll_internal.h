@@ -97,6 +97,10 @@ void mdc_i_door_ring_all(void);
  * host): -1 unknown, 0 running, 1 stopped (SIGSTOP, a debugger), 2 exited, 3 running or
  * stopped (platform.c's fallback cannot tell which). *pid its pid or 0. */
 int mdc_i_door_peer_state(int world_rank, int *pid);
+/* Appends to buf (NUL-terminated, cap bytes) "; rank R (pid P) is stopped ..." for every other
+ * rank of the segment, except `skip`, whose process is stopped or has exited: a rank waited
+ * on may be running only because it waits on the one that stopped. */
+void mdc_i_door_others(char *buf, size_t cap, int skip);
 
 /* An exchange step of a reducing algorithm: sends sbytes of sbuf to dst while receiving rcount
  * elements from src into tmp, and reduces them as they land: out[i] = tmp[i] OP own[i] when

@@ -234,6 +234,28 @@ int mdc_i_door_peer_state(int world_rank, int *pid) {
     return mdc_plat_proc_state(p);
 }
 
+void mdc_i_door_others(char *buf, size_t cap, int skip) {
+    if (D.state != 1 || !cap) return;
+    int named = 0, more = 0;
+    for (int r = 0; r < D.n; r++) {
+        if (r == D.me || r == skip) continue;
+        int p = slot_of(r)->pid, s = p > 0 ? mdc_plat_proc_state(p) : -1;
+        if (s != MDC_PLAT_STOPPED && s != MDC_PLAT_GONE) continue;
+        if (named == 8) { /* the message stays readable; the count says how many more */
+            more++;
+            continue;
+        }
+        size_t len = strlen(buf);
+        snprintf(buf + len, cap - len, "; rank %d (pid %d) %s", r, p,
+                 s == MDC_PLAT_STOPPED ? "is stopped (SIGSTOP or a debugger)" : "has exited");
+        named++;
+    }
+    if (more) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, cap - len, "; and %d more rank(s) stopped or exited", more);
+    }
+}
+
 void mdc_i_door_ring_all(void) {
     if (D.state <= 0) return;
     for (int r = 0; r < D.n; r++)

@@ -77,6 +77,14 @@ mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &rt->size);
+    /* MINIDC_VERBOSE: each rank's pid, so that a launcher's report of a killed pid ("BAD
+     * TERMINATION ... PID n") names the rank */
+    const char *verbose = getenv("MINIDC_VERBOSE");
+    if (verbose && *verbose && strcmp(verbose, "0")) {
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        fprintf(stderr, "minidc: rank %d of %d is pid %d on %s\n", rt->rank, rt->size, (int)getpid(), host);
+    }
     share_cores(rt->size);
     mdc_device_options_default(&rt->opts);
     int n = *argc, out = 1;

@@ -15,7 +15,19 @@ void mdc_i_fault_init(mdc_transport *t) {
     t->fault_rng = 0x9e3779b97f4a7c15ull * (uint64_t)(t->rank + 1);
     const char *c = getenv("MINIDC_FAULT_CORRUPT");
     long cr = -1, cn = 0;
-    if (c && sscanf(c, "%ld:%ld", &cr, &cn) == 2 && cr == t->rank && cn > 0) t->corrupt_at = cn;
+    int used = 0;
+    if (!c || !*c) return;
+    /* a fault that never fires would pass its test for nothing: a value that cannot fire is said */
+    if (sscanf(c, "%ld:%ld%n", &cr, &cn, &used) != 2 || c[used] || cr < 0 || cn < 1) {
+        if (t->rank == 0)
+            fprintf(stderr, "minidc: MINIDC_FAULT_CORRUPT='%s' is not RANK:N (a rank and the send to corrupt, "
+                    "N >= 1): no message is corrupted\n", c);
+        return;
+    }
+    if (cr >= t->size && t->rank == 0)
+        fprintf(stderr, "minidc: MINIDC_FAULT_CORRUPT='%s': rank %ld is not in the job (ranks 0..%d): no message is "
+                "corrupted\n", c, cr, t->size - 1);
+    if (cr == t->rank) t->corrupt_at = cn;
 }
 
 void mdc_i_fault_delay(mdc_transport *t) {

@@ -74,7 +74,7 @@ static int wait_is_large(const wait_set *w) {
 /* The first request still pending: which rank, what, and that rank's process state where known. */
 static mdc_status waited_for(const mdc_transport *t, const MPI_Request *all, mdc_request *const *own, int n,
                              const char *fmt, double secs) {
-    char head[96], state[128] = "";
+    char head[96], state[640] = "";
     snprintf(head, sizeof head, fmt, secs);
     for (int i = 0; i < n; i++) {
         if (all[i] == MPI_REQUEST_NULL) continue;
@@ -85,6 +85,7 @@ static mdc_status waited_for(const mdc_transport *t, const MPI_Request *all, mdc
                      s == 0 ? "is running (busy, or itself waiting on another rank)"
                      : s == 1 ? "is stopped (SIGSTOP or a debugger)"
                      : s == 2 ? "has exited" : "is running or stopped (this system does not tell which)");
+        mdc_i_door_others(state, sizeof state, r->state_peer);
         return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: %s for rank %d to %s %zu bytes (tag %d)%s", t->rank, head,
                         r->peer_world, r->is_send ? "take" : "send", r->bytes, (r->mpi_tag - t->tag_base) % TAGS_PER_SPACE,
                         state);

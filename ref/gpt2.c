@@ -7,6 +7,7 @@
  * then lnf = LN(x_L); logits = lnf @ wte^T; loss = mean cross-entropy.
  * Partitions and the local tensor table: ref/layout.c. Activation sets: ref/block.c.
  * Memory: see mdc_gpt2_memory_need; every buffer is a device allocation. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,14 @@ const char *const mdc_i_layer_names[NLT] = {
 /* ---- configs ------------------------------------------------------------------------------ */
 
 int mdc_gpt2_padded_vocab(int V) { return (V + 127) / 128 * 128; }
+
+static long long gcd_ll(long long a, long long b) { return b ? gcd_ll(b, a % b) : a; }
+
+int mdc_gpt2_padded_vocab_tp(int V, int tp) {
+    long long shard = 32LL * (tp > 0 ? tp : 1), m = 128 / gcd_ll(128, shard) * shard; /* lcm(128, 32 tp) */
+    long long p = ((long long)V + m - 1) / m * m;
+    return p > INT_MAX ? INT_MAX : (int)p; /* too large: mdc_gpt2_config_check refuses the sizes */
+}
 
 mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *batch) {
     static const struct { const char *name; mdc_gpt2_config c; int batch; } named[] = {

@@ -215,13 +215,15 @@ float mdc_i_normal_at(uint64_t seed, uint64_t i) {
 
 typedef struct {
     float *p;
-    uint64_t seed, gbase;
+    uint64_t seed, shift;
     float sd;
 } init_ctx;
 static void init_run(void *vc, size_t local, size_t global, size_t n) {
     init_ctx *c = vc;
     float *p = c->p + local;
-    uint64_t base = global; /* the element's offset in the serial allocation */
+    /* the key: the element's offset in the unpadded serial order (wte's V rows, then the rest),
+     * so the padding a mesh adds to the vocabulary (mdc_gpt2_padded_vocab_tp) draws nothing */
+    uint64_t base = global - c->shift;
     long len = (long)n;
 #pragma omp parallel for schedule(static)
     for (long j = 0; j < len; j++) p[j] = c->sd * mdc_i_normal_at(c->seed, base + (uint64_t)j);
@@ -237,7 +239,8 @@ void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed) {
         if (strstr(t->name, "ln_")) {
             if (!strcmp(dot, ".weight")) for (size_t j = 0; j < t->alloc; j++) p[j] = 1.0f;
         } else if (t->ndim == 2) {
-            init_ctx ic = {m->params, seed, 0, strstr(t->name, "c_proj.weight") ? resid : 0.02f};
+            uint64_t pad = t->global > 0 ? (uint64_t)(m->cfg.Vp - m->cfg.V) * (uint64_t)m->cfg.C : 0;
+            init_ctx ic = {m->params, seed, pad, strstr(t->name, "c_proj.weight") ? resid : 0.02f};
             for_each_run(&m->cfg, t, init_run, &ic);
         }
     }

@@ -27,7 +27,17 @@ rc=$?
 if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "rank 1 (pid [0-9]*) $stopped" "$tmp/s2"; then
     echo "ok: without doorbell sleeps too: $(grep -m1 "$stopped" "$tmp/s2")"
 else echo "FAIL: a stopped rank of 2 on 2 cores (exit $rc)"; tail -5 "$tmp/s2"; fail=1; fi
-MINIDC_DOORBELL=1 MINIDC_TIMEOUT=30 timeout -k 5 60 "$MPIEXEC" -n 3 "$bin" train $args --fail-at 1:1:kill >"$tmp/k" 2>&1
+# 8 ranks, tp 2 x pp 2 x dp 2, rank 7 stopped: most ranks wait on a rank that is running only
+# because it waits itself; every rank that times out names rank 7 as stopped all the same
+MINIDC_DOORBELL=1 MINIDC_TIMEOUT=5 timeout -k 5 90 "$MPIEXEC" -n 8 "$bin" train --config tiny --steps 4 --tp 2 \
+    --pp 2 --dp 2 --quiet --fail-at 7:1:stop >"$tmp/s8" 2>&1
+rc=$?
+timeouts=$(grep -c "waited 5 s (MINIDC_TIMEOUT)" "$tmp/s8")
+unnamed=$(grep "waited 5 s (MINIDC_TIMEOUT)" "$tmp/s8" | grep -v "rank 7 (pid [0-9]*) $stopped" | head -n 1)
+if [ $rc != 0 ] && [ $rc != 124 ] && [ "$timeouts" -ge 1 ] && [ -z "$unnamed" ]; then
+    echo "ok: 8 ranks, rank 7 stopped: named by each of the $timeouts rank(s) that timed out"
+else echo "FAIL: rank 7 stopped in 8 ranks (exit $rc, $timeouts timeout(s)); not named in: $unnamed"; tail -5 "$tmp/s8"; fail=1; fi
+MINIDC_VERBOSE=1 MINIDC_DOORBELL=1 MINIDC_TIMEOUT=30 timeout -k 5 60 "$MPIEXEC" -n 3 "$bin" train $args --fail-at 1:1:kill >"$tmp/k" 2>&1
 rc=$?
 # the dying rank's own line may be lost (hydra cleans up as the process dies), so the pid comes
 # from whichever reports it: minidc's waiting rank (the rank's own pid), or hydra (the pid of the
@@ -39,5 +49,11 @@ named=${mpid:-$hpid}
 if [ $rc != 0 ] && [ $rc != 124 ] && [ -n "$named" ] && { [ -z "$mpid" ] || [ -z "$own" ] || [ "$own" = "$mpid" ]; }; then
     echo "ok: a killed rank is named (pid $named) by ${mpid:+minidc}${mpid:-hydra}"
 else echo "FAIL: killed rank (exit $rc; pids: minidc '$mpid', hydra '$hpid', its own '$own')"; tail -8 "$tmp/k"; fail=1; fi
+# MINIDC_VERBOSE: every rank says its pid at start, so hydra's pid names a rank
+for r in 0 1 2; do
+    grep -q "^minidc: rank $r of 3 is pid [0-9]* on " "$tmp/k" || { echo "FAIL: MINIDC_VERBOSE: no pid line of rank $r"; fail=1; }
+done
+vpid=$(sed -n 's/^minidc: rank 1 of 3 is pid \([0-9]*\) on .*/\1/p' "$tmp/k")
+[ -z "$own" ] || [ "$vpid" = "$own" ] || { echo "FAIL: rank 1's pid line says $vpid, the rank killed itself as $own"; fail=1; }
 [ $fail = 0 ] && echo "deadrank_cli: all passed"
 exit $fail

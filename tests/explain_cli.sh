@@ -101,7 +101,6 @@ while IFS=: read -r args msg; do
         { echo "explain block $args: expected exit 2 and '$msg', got $rc:"; echo "$out" | head -3; fail=1; }
 done <<'BAD'
 --tp 5:--tp 5 does not divide --heads 4
---tp 3 --heads 6 --channels 192:--tp 3 does not divide the padded vocabulary 512
 --tp 2 --channels 130 --heads 5:--tp 2 does not divide --heads 5
 --tp 2 --sp --seq 63:--sp: the sequence length 63 (--seq) is not divisible by --tp 2
 --sp:--sp needs --tp 2 or more
@@ -111,6 +110,10 @@ done <<'BAD'
 --config nosuch:--config: unknown config 'nosuch'
 --heads 5:--heads: 5 heads do not divide --channels 128
 BAD
+# tp 3 on a vocabulary padded to 512: the run pads to 768, as minidc train does
+out=$("$bin" explain block --tp 3 --heads 6 --channels 192 2>&1)
+echo "$out" | grep -q "V=512 (padded Vp = 768)" ||
+    { echo "explain block --tp 3: the vocabulary is not padded to 768:"; echo "$out" | head -3; fail=1; }
 # The listing agrees with the code: its totals per micro-batch equal what a one-step run of
 # minidc train counts (calls and bytes sent per rank, in its tensor-parallel report; MPI here).
 mpi=${MPIEXEC:-mpiexec.mpich}
@@ -141,5 +144,16 @@ for want in "g = x1 + x0" "g = (x1 + x2) + x0" "96 canonical blocks" "dp 3: rank
     echo "$ex" | grep -qF -- "$want" || { echo "explain exact: no '$want' in:"; echo "$ex"; fail=1; }
 done
 "$bin" explain exact --exact-block 5 >/dev/null 2>&1 && { echo "explain exact --exact-block 5 (seq 64) accepted"; fail=1; }
+# --meshes: the positions each mesh leaves a block, the largest block fitting all, the default
+ex=$("$bin" explain exact --seq 64 --meshes "tp2,sp cp2 tp4,sp,cp2" 2>&1) || { echo "explain exact --meshes failed"; fail=1; }
+for want in "tp2,sp                     32 positions" "cp2                        16 positions" \
+    "tp4,sp,cp2                  8 positions" "the largest up to 32: --exact-block 8" \
+    "the default for --seq 64 is 8: it fits every mesh above"; do
+    echo "$ex" | grep -qF -- "$want" || { echo "explain exact --meshes: no '$want' in:"; echo "$ex"; fail=1; }
+done
+ex=$("$bin" explain exact --seq 24 --meshes "tp3,sp" 2>&1)
+echo "$ex" | grep -qF "the default for --seq 24 is 3: it does not fit every mesh above" ||
+    { echo "explain exact --seq 24 --meshes tp3,sp: the default's misfit not said:"; echo "$ex"; fail=1; }
+"$bin" explain exact --meshes "tp2,zz" >/dev/null 2>&1 && { echo "explain exact --meshes tp2,zz accepted"; fail=1; }
 [ $fail = 0 ] && echo "explain_cli: ok"
 exit $fail

@@ -55,5 +55,10 @@ check "a weight of block 1 perturbed, at its site" 1 "first differing tensor ste
 $py tools/torch_dump.py --weights "$tmp/w.st" $io --dump-dir "$tmp/td2" --double-bias h.1.mlp.c_fc.bias >/dev/null 2>&1 ||
     { echo "FAIL: torch_dump --double-bias"; fail=1; }
 check "a bias of block 1 added twice, at its site" 1 "first differing tensor step1.h.1.mlp.c_fc: element" "$tmp/td2" "$tmp/md"
+# a missing input: a message naming it and a non-zero exit, no traceback
+out=$($py tools/torch_dump.py --weights "$tmp/missing.st" $io --dump "$tmp/x.st" 2>&1)
+rc=$?
+{ [ $rc != 0 ] && echo "$out" | grep -q "torch_dump: $tmp/missing.st: No such file or directory" &&
+    ! echo "$out" | grep -q Traceback; } || { echo "FAIL: torch_dump on a missing file (exit $rc): $out"; fail=1; }
 [ $fail = 0 ] && echo "torch_dump_cli: all passed"
 exit $fail

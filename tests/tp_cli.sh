@@ -30,8 +30,17 @@ expect_ok() { # what ranks args...
 }
 
 expect_error "heads not divisible by tp" 2 "--tp 4 does not divide --heads 6" 4 --tp 4 $odd --steps 1
-expect_error "padded vocabulary not divisible by tp" 2 "--tp 3 does not divide the padded vocabulary 512" 3 \
-    --tp 3 --config tiny --heads 6 --channels 48 --steps 1
+# tp 3 on a vocabulary padded to 512 (not a multiple of 3): the run pads to 768 = 2 x 384, a
+# multiple of lcm(128, 32 x 3), inside; the checkpoint keeps [512, C]: tp 3 saves serial's bytes
+# in exact mode, and resumes serially and on tp 2 to the same bytes
+v3="--config tiny --heads 6 --channels 48 --batch 6 --seq 32 --exact --quiet"
+expect_ok "serial, vocabulary 512, exact" 1 $v3 --steps 2 --save "$tmp/v1.st"
+expect_ok "tp 3, vocabulary 512 padded to 768 inside the run, exact" 3 --tp 3 $v3 --steps 2 --save "$tmp/v3.st"
+grep -q "model: V=512 (padded 768)" "$tmp/out" || { echo "FAIL: tp 3 does not pad to 768"; head -n 3 "$tmp/out"; fail=1; }
+cmp "$tmp/v1.st" "$tmp/v3.st" || { echo "FAIL: tp 3's exact checkpoint differs from serial's"; fail=1; }
+expect_ok "the tp 3 checkpoint resumed serially" 1 $v3 --steps 1 --resume "$tmp/v3.st" --save "$tmp/v3s.st"
+expect_ok "the tp 3 checkpoint resumed on tp 2" 2 --tp 2 $v3 --steps 1 --resume "$tmp/v3.st" --save "$tmp/v3t.st"
+cmp "$tmp/v3s.st" "$tmp/v3t.st" || { echo "FAIL: resumed on tp 2, the checkpoint differs from serial's"; fail=1; }
 expect_error "--sp without tp" 2 "--sp needs --tp 2 or more" 2 --dp 2 --sp $odd --steps 1
 expect_error "sequence not divisible by tp with SP" 2 "sequence length 10 (--seq) is not divisible by --tp 4" 4 \
     --tp 4 --sp --vocab 300 --ctx 12 --layers 1 --heads 4 --channels 32 --batch 4 --seq 10 --steps 1

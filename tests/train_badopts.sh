@@ -62,12 +62,12 @@ done
 
 # ---- 4: optimizer values, one check for all three paths ------------------------------------
 serial "--lr inf" 2 "--lr inf: the learning rate must be a finite number > 0" --lr inf
-serial "--lr 1e39 (inf as a float)" 2 "--lr inf: the learning rate" --lr 1e39
+serial "--lr 1e39 (beyond the float range)" 2 "--lr 1e39 is not representable as a float" --lr 1e39
 serial "--weight-decay nan" 2 "--weight-decay nan must be a finite number >= 0" --weight-decay nan
 serial "--weight-decay -5" 2 "--weight-decay -5 must be" --weight-decay -5
 serial "--grad-clip nan" 2 "--grad-clip nan must be a finite number >= 0" --grad-clip nan
 serial "--grad-clip -1" 2 "--grad-clip -1 must be" --grad-clip -1
-serial "--grad-clip 0 is 'no clipping'" 0 "^trained 1 steps" --grad-clip 0
+serial "--grad-clip 0 is 'no clipping'" 0 "^trained 1 step," --grad-clip 0
 dp "--lr inf" 2 "--lr inf: the learning rate" --lr inf
 dp "--weight-decay inf" 2 "--weight-decay inf must be" --weight-decay inf
 dp "--grad-clip -1" 2 "--grad-clip -1 must be" --grad-clip -1
@@ -90,7 +90,7 @@ dp "a diverging run (--lr 1e30)" 1 "rank 0: step 2: the loss is -*nan (the model
 [ "$(grep -c "the loss is" "$t/out")" = 1 ] || { echo "FAIL: dp: the loss error must be printed once (rank 0)"; fail=1; }
 
 # ---- 3: --report on serial train and forward ----------------------------------------------
-serial "--report (serial train)" 0 "^trained 1 steps" --report "$t/train.json"
+serial "--report (serial train)" 0 "^trained 1 step," --report "$t/train.json"
 grep -q '"format":.*"minidc-device-report-1"' "$t/train.json" 2>/dev/null ||
     { echo "FAIL: serial train --report wrote no JSON report"; fail=1; }
 serial "--report to an unwritable path (refused before the first step)" 2 "--report $t/no/such/dir/r.json: the directory $t/no/such/dir does not exist" \
@@ -119,4 +119,20 @@ grep -q '"format":.*"minidc-device-report-1"' "$t/fwd.json" 2>/dev/null ||
     { echo "FAIL: forward --report wrote no JSON report"; fail=1; }
 fwd "--report to an unwritable path (refused before any work)" 2 "--report $t/no/such/dir/f.json: the directory $t/no/such/dir does not exist" \
     --report "$t/no/such/dir/f.json"
+
+# a value the float cannot hold is refused as given, not as what it would round to
+serial "--lr 1e-300 refused by its value" 2 "--lr 1e-300 is not representable as a float" --lr 1e-300
+serial "--weight-decay 1e39 refused by its value" 2 "--weight-decay 1e39 is not representable as a float" --weight-decay 1e39
+fwd "--lr 1e-60" 2 "--lr 1e-60 is not representable as a float" --lr 1e-60
+# a huge block is refused with the largest that fits (no count-down from 2^31)
+serial "--exact-block 2147483647" 2 "--exact-block 2147483647 does not divide the 8 positions.*use --exact-block 8" \
+    --exact-block 2147483647
+serial "--steps 0: nothing trained, no loss" 0 "^trained 0 steps (--steps 0): no loss computed" --steps 0
+grep -q "final loss" "$t/out" && { echo "FAIL: --steps 0 printed a final loss"; fail=1; }
+# the test-only environment: a value that cannot act is said
+expect "MINIDC_FAULT_CORRUPT=x" 0 "MINIDC_FAULT_CORRUPT='x' is not RANK:N" env MINIDC_FAULT_CORRUPT=x "$m" train $tiny --steps 1
+expect "MINIDC_FAULT_CORRUPT=9:1 on 2 ranks" 0 "rank 9 is not in the job (ranks 0..1)" env MINIDC_FAULT_CORRUPT=9:1 \
+    "$MPIEXEC" -n 2 "$m" train $tiny --dp 2 --steps 1
+expect "MINIDC_CHECK_COLLECTIVES=false" 0 "MINIDC_CHECK_COLLECTIVES='false' is not 0 or 1" env MINIDC_CHECK_COLLECTIVES=false \
+    "$MPIEXEC" -n 2 "$m" train $tiny --dp 2 --steps 1
 exit $fail

@@ -116,6 +116,7 @@ int mdc_bench_train(int argc, char **argv) {
         fprintf(stderr, "minidc bench train: %s\n", mdc_detail());
         return 2;
     }
+    cfg.Vp = mdc_gpt2_padded_vocab_tp(cfg.V, tp);
     if (!T) T = cfg.T < 256 ? cfg.T : 256;
     if (!steps) steps = !strcmp(config, "tiny") ? 30 : !strcmp(config, "small") ? 10 : 3;
     if (T > cfg.T) {

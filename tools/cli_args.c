@@ -3,6 +3,7 @@
  * command, the option and the value on stderr. Each mdc_arg_* returns 1 on success, 0 on a bad
  * value; each mdc_parse_* returns MDC_OK or MDC_ERR_INVALID with the same reason in mdc_detail(). */
 #include <errno.h>
+#include <float.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +39,19 @@ mdc_status mdc_parse_double(const char *opt, const char *v, double *out) {
     if (!v || errno || end == v || *end)
         return mdc_fail(MDC_ERR_INVALID, "%s needs a number, got '%s'", opt, v ? v : "(nothing)");
     *out = x;
+    return MDC_OK;
+}
+
+mdc_status mdc_parse_float(const char *opt, const char *v, float *out) {
+    double x;
+    mdc_status st = mdc_parse_double(opt, v, &x);
+    if (st) return st;
+    float f = (float)x;
+    /* a finite value the float cannot hold would become 0 or inf, and be refused under that name */
+    if (isfinite(x) && x != 0 && (f == 0 || !isfinite(f)))
+        return mdc_fail(MDC_ERR_INVALID, "%s %s is not representable as a float (magnitudes from %.3g to %.3g)", opt, v,
+                        (double)FLT_TRUE_MIN, (double)FLT_MAX);
+    *out = f; /* inf and nan as given: the option's own check refuses them by value */
     return MDC_OK;
 }
 
@@ -85,10 +99,7 @@ int mdc_arg_double(const char *cmd, const char *opt, const char *v, double *out)
 }
 
 int mdc_arg_float(const char *cmd, const char *opt, const char *v, float *out) {
-    double x;
-    if (!mdc_arg_double(cmd, opt, v, &x)) return 0;
-    *out = (float)x; /* out of float range becomes inf: mdc_adamw_check refuses it */
-    return 1;
+    return printed(cmd, mdc_parse_float(opt, v, out));
 }
 
 mdc_status mdc_adamw_check(const mdc_adamw_config *o) {
@@ -142,14 +153,28 @@ mdc_status mdc_check_not_input(const char *out_opt, const char *out, const char 
     return MDC_OK;
 }
 
+static int gcd_int(int a, int b) { return b ? gcd_int(b, a % b) : a; }
+
+int mdc_exact_default_block(int seq) {
+    if (seq < 1) return 1;
+    int m = seq / gcd_int(seq, 8), b = MDC_EXACT_DEFAULT_BLOCK;
+    while (m % b) b--;
+    return b;
+}
+
+int mdc_exact_piece(int seq, int cp, int contiguous, int tp, int sp) {
+    int parts = cp * (sp && tp > 1 ? tp : 1), chunks = cp > 1 ? cp * (contiguous ? 1 : 2) : 1;
+    if (cp < 1 || tp < 1 || seq % parts || seq % chunks) return 0;
+    return gcd_int(seq / parts, seq / chunks);
+}
+
 mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int cp, int tp, int sp) {
     if (*block) *exact = 1;
     if (!*exact) return MDC_OK;
-    if (!*block) /* the largest divisor of the sequence up to the default: the same on every mesh */
-        for (*block = MDC_EXACT_DEFAULT_BLOCK; seq % *block; --*block) ;
+    if (!*block) *block = mdc_exact_default_block(seq);
     int local = (cp > 1 ? seq / cp : seq) / (sp && tp > 1 ? tp : 1);
     if (local % *block) {
-        int b = *block;
+        int b = *block < local ? *block : local;
         while (local % b) b--; /* the largest block that fits */
         return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a sequence each rank holds "
                         "(--seq %d%s%s); use --exact-block %d (or another divisor of %d) on every mesh you compare",
@@ -164,12 +189,12 @@ mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg,
 
 void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out) {
     fprintf(out, "exact mode: canonical blocks, summed exactly across blocks, micro-batches and ranks:\n"
-                 "  tokens (weight, bias, LayerNorm gradients): %d positions of one sequence\n"
+                 "  tokens (weight, bias, LayerNorm gradients): %d positions of one sequence (--exact-block %d)\n"
                  "  contractions: attention output and q/k/v input gradients %d (one head), MLP %d (4C/H), "
                  "vocabulary %d\n"
                  "  attention: query and key blocks of %d positions, each row's maximum over every key first\n"
                  "  embedding rows token by token; the loss and the squared gradient norm exactly\n",
-            block, cfg->C / cfg->H, 4 * cfg->C / cfg->H, MDC_EXACT_VOCAB_BLOCK, block);
+            block, block, cfg->C / cfg->H, 4 * cfg->C / cfg->H, MDC_EXACT_VOCAB_BLOCK, block);
 }
 
 void mdc_moe_cli_default(mdc_moe_cli *c) {

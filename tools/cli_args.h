@@ -19,6 +19,9 @@ int mdc_arg_float(const char *cmd, const char *opt, const char *v, float *out);
 mdc_status mdc_parse_ll(const char *opt, const char *v, long long lo, long long hi, long long *out);
 mdc_status mdc_parse_int(const char *opt, const char *v, int lo, int hi, int *out);
 mdc_status mdc_parse_double(const char *opt, const char *v, double *out);
+/* The same, for a float option: a finite nonzero value that would round to 0 or overflow to inf
+ * in float is refused by its own text ("--lr 1e-300"), not later as "--lr 0". */
+mdc_status mdc_parse_float(const char *opt, const char *v, float *out);
 /* A finite number in [lo, hi] (nan, inf and 1e999 are refused). */
 mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, double hi, double *out);
 
@@ -27,8 +30,18 @@ mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, dou
  * MDC_ERR_INVALID naming the first bad option and its value. */
 mdc_status mdc_adamw_check(const mdc_adamw_config *o);
 
-/* --exact and --exact-block: a block implies exact mode; exact mode without one takes the
- * largest divisor of seq up to MDC_EXACT_DEFAULT_BLOCK (it depends on no mesh). The block must divide the positions of a sequence each rank holds
+/* Exact mode's default token block for sequences of seq positions, the same on every mesh: the
+ * largest divisor up to MDC_EXACT_DEFAULT_BLOCK of seq / gcd(seq, 8), so that it divides every
+ * split of the sequence into 2, 4 or 8 equal parts that seq allows (tp 2-8 with SP, cp 2-4 in
+ * zigzag chunks, cp 2 x tp 2 with SP): 8 for seq 64, 16 for 128, 32 from 256, 3 for 24. */
+int mdc_exact_default_block(int seq);
+/* The positions a block must divide on a mesh: the gcd of what each rank holds of a sequence
+ * (seq / cp, / tp with SP) and, with cp > 1, one chunk of its layout (seq / 2 cp zigzag, or
+ * seq / cp contiguous); 0 when the mesh does not split seq evenly. */
+int mdc_exact_piece(int seq, int cp, int contiguous, int tp, int sp);
+
+/* --exact and --exact-block: a block implies exact mode; exact mode without one takes
+ * mdc_exact_default_block(seq) (it depends on no mesh). The block must divide the positions of a sequence each rank holds
  * (seq / cp, and / tp with SP; a zig-zag cp layout's chunks are checked by the cp component) and Vp / tp must be a multiple of the vocabulary block: else
  * MDC_ERR_INVALID naming the option and a size that works. */
 mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg, int seq, int cp, int tp, int sp);

@@ -218,9 +218,10 @@ int mdc_cmd_train(int argc, char **argv) {
         }
     }
     double wall = mdc_wall_time() - t_start;
-    if (r == 0)
-        printf("trained %d steps, %.0f tokens in %.2f s (%.0f tokens/s), final loss %.4f\n", o.steps, tokens, wall,
-               wall > 0 ? tokens / wall : 0, loss);
+    if (r == 0 && o.steps == 0) printf("trained 0 steps (--steps 0): no loss computed\n");
+    else if (r == 0)
+        printf("trained %d step%s, %.0f tokens in %.2f s (%.0f tokens/s), final loss %.4f\n", o.steps,
+               o.steps == 1 ? "" : "s", tokens, wall, wall > 0 ? tokens / wall : 0, loss);
     int rc = 0;
     if (chk) { /* every rank takes part in the gather */
         int ok = 1;

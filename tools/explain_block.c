@@ -266,6 +266,7 @@ int mdc_explain_block(int argc, char **argv) {
     for (int k = 0; !st && k < 5; k++)
         if (sz[k]) *dst[k] = sz[k], c.Vp = k ? c.Vp : 0;
     if (!st) st = mdc_gpt2_config_check(&c);
+    if (!st) c.Vp = mdc_gpt2_padded_vocab_tp(c.V, tp);
     if (!st && !seq) seq = c.T;
     if (!st && seq > c.T)
         st = mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", seq, c.T);

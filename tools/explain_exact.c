@@ -16,9 +16,90 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: minidc explain exact [--config tiny|small|gpt2] [--batch B] [--seq T] [--dp D]... [--accum K]\n"
                "                            [--exact-block N] [--tensor NAME] [--index I]\n"
+               "       minidc explain exact [--config C] [--seq T] --meshes \"MESH MESH ...\"\n"
                "  one element of a gradient: its summation order in default mode on each --dp given (default: 2\n"
                "  and 3), and the canonical blocks of exact mode that make every mesh give the same bits\n"
-               "  --tensor NAME   a weight, bias or LayerNorm (default h.0.mlp.c_fc.weight); --index I its flat element\n");
+               "  --tensor NAME   a weight, bias or LayerNorm (default h.0.mlp.c_fc.weight); --index I its flat element\n"
+               "  --meshes        the token blocks valid on every mesh listed, and the largest; a mesh is\n"
+               "                  comma-separated parts: tpN, sp, cpN, contiguous (the cp layout), dpN, ppN,\n"
+               "                  e.g. --meshes \"tp2,sp cp2 tp2,sp,cp2\"\n");
+}
+
+/* One mesh of --meshes: "tp2,sp,cp2". 0, or 2 after naming the bad part. */
+typedef struct {
+    char name[64];
+    int tp, sp, cp, contiguous;
+} mesh_spec;
+static int parse_mesh(const char *text, size_t len, mesh_spec *m) {
+    *m = (mesh_spec){{0}, 1, 0, 1, 0};
+    snprintf(m->name, sizeof m->name, "%.*s", (int)len, text);
+    for (const char *p = text, *end = text + len; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t n = comma ? (size_t)(comma - p) : (size_t)(end - p);
+        char part[32];
+        snprintf(part, sizeof part, "%.*s", (int)n, p);
+        int v = 0, *dst = NULL, k = 0;
+        if (!strcmp(part, "sp")) m->sp = v = 1;
+        else if (!strcmp(part, "contiguous")) m->contiguous = v = 1;
+        else if (sscanf(part, "tp%d%n", &v, &k) == 1 && k == (int)n) dst = &m->tp;
+        else if (sscanf(part, "cp%d%n", &v, &k) == 1 && k == (int)n) dst = &m->cp;
+        else if ((sscanf(part, "dp%d%n", &v, &k) == 1 || sscanf(part, "pp%d%n", &v, &k) == 1) && k == (int)n) v = 1;
+        else v = -1;
+        if (dst) *dst = v;
+        if (v < 1 || v > 1024) {
+            fprintf(stderr, "minidc explain exact: --meshes: '%s' in mesh '%s' is not tpN, sp, cpN, contiguous, dpN or "
+                    "ppN (N in 1..1024)\n", part, m->name);
+            return 2;
+        }
+        p += n + (comma ? 1 : 0);
+    }
+    if (m->sp && m->tp < 2) {
+        fprintf(stderr, "minidc explain exact: --meshes: mesh '%s': sp needs tp2 or more\n", m->name);
+        return 2;
+    }
+    return 0;
+}
+
+static int gcd_int(int a, int b) { return b ? gcd_int(b, a % b) : a; }
+
+/* --meshes: per mesh the positions a block must divide; the blocks that fit all of them. */
+static int mesh_blocks(const char *meshes, int T, const char *config) {
+    int g = T, n = 0, dflt = mdc_exact_default_block(T), bad = 0;
+    printf("exact mode's token block for --seq %d (config %s): it must divide, on each mesh, the positions each "
+           "rank holds of a sequence and, with cp, one chunk of the layout\n", T, config);
+    for (const char *p = meshes; *p;) {
+        p += strspn(p, " \t");
+        size_t len = strcspn(p, " \t");
+        if (!len) break;
+        mesh_spec m;
+        if (parse_mesh(p, len, &m)) return 2;
+        int piece = mdc_exact_piece(T, m.cp, m.contiguous, m.tp, m.sp);
+        if (!piece) {
+            printf("  %-24s does not split --seq %d evenly (the run refuses it)\n", m.name, T);
+            bad = 1;
+        } else {
+            printf("  %-24s %4d positions%s\n", m.name, piece, piece % dflt ? "  (the default block does not fit)" : "");
+            g = gcd_int(g, piece);
+        }
+        n++, p += len;
+    }
+    if (!n) {
+        fprintf(stderr, "minidc explain exact: --meshes needs at least one mesh, e.g. \"tp2,sp cp2\"\n");
+        return 2;
+    }
+    int best = g;
+    while (best > MDC_EXACT_DEFAULT_BLOCK) { /* the largest divisor of g up to the default's cap */
+        int d = best - 1;
+        while (g % d) d--;
+        best = d;
+    }
+    printf("valid blocks: the divisors of %d; the largest up to %d: --exact-block %d\n", g, MDC_EXACT_DEFAULT_BLOCK,
+           best);
+    printf("the default for --seq %d is %d: %s\n", T, dflt,
+           bad ? "some mesh above cannot run at this --seq" :
+           g % dflt ? "it does not fit every mesh above: give the same --exact-block on every run you compare" :
+           "it fits every mesh above");
+    return bad;
 }
 
 /* Sequences [a, b) as text. */
@@ -63,6 +144,7 @@ static void default_order(const mdc_gpt2_config *c, const mdc_param_tensor *t, s
 int mdc_explain_exact(int argc, char **argv) {
     const char *config = "tiny", *tensor = "h.0.mlp.c_fc.weight";
     int B = 0, T = 0, K = 1, blk = 0, exact = 1, ndp = 0, dps[8];
+    const char *meshes = NULL;
     long long index = 0;
     for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -70,6 +152,7 @@ int mdc_explain_exact(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
         if (!strcmp(a, "--config") && v) config = v;
         else if (!strcmp(a, "--tensor") && v) tensor = v;
+        else if (!strcmp(a, "--meshes") && v) meshes = v;
         else if (!strcmp(a, "--batch")) ok = mdc_arg_int("explain exact", a, v, 1, 1 << 20, &B);
         else if (!strcmp(a, "--seq")) ok = mdc_arg_int("explain exact", a, v, 1, 1 << 20, &T);
         else if (!strcmp(a, "--accum")) ok = mdc_arg_int("explain exact", a, v, 1, 1 << 20, &K);
@@ -90,6 +173,7 @@ int mdc_explain_exact(int argc, char **argv) {
     if (!T) T = c.T;
     if (!ndp) dps[0] = 2, dps[1] = 3, ndp = 2;
     if (!st && T > c.T) st = mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context)", T, c.T);
+    if (!st && meshes) return mesh_blocks(meshes, T, config);
     for (int k = 0; !st && k < ndp; k++)
         if (B % (dps[k] * K))
             st = mdc_fail(MDC_ERR_INVALID, "--batch %d is not divisible by --dp %d x --accum %d", B, dps[k], K);

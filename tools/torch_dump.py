@@ -103,7 +103,14 @@ def main():
     a = ap.parse_args()
     if not a.dump and not a.dump_dir:
         ap.error("give --dump or --dump-dir")
-    w, c = load(a.weights, a.heads)
+    # a missing or unreadable input is an error message naming the file, not a traceback
+    try:
+        w, c = load(a.weights, a.heads)
+        x, y = ids(a.tokens), ids(a.targets)
+    except OSError as e:
+        raise SystemExit(f"torch_dump: {e.filename or a.weights}: {e.strerror or e}")
+    except (ValueError, KeyError, json.JSONDecodeError) as e:
+        raise SystemExit(f"torch_dump: cannot read the inputs ({a.weights}, {a.tokens}, {a.targets}): {e!r}")
     dev = torch.device(a.device)
     model = GPT2(c, torch.Generator().manual_seed(0))
     param_dtype = torch.float64 if a.dtype == "fp64" else torch.float32
@@ -111,7 +118,7 @@ def main():
         for n, p in zip(model.names, model.ps):
             p.data = torch.from_numpy(w[n]).to(param_dtype)
     model.to(dev)
-    x, y = ids(a.tokens).to(dev), ids(a.targets).to(dev)
+    x, y = x.to(dev), y.to(dev)
     sites = {}
     with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
         logits, loss = model(x, y, sites, a.double_bias)

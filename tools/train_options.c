@@ -56,16 +56,18 @@ const char mdc_train_usage[] =
     "  --prefetch          ZeRO-3: gather the next unit on the comm stream while this one computes\n"
     "  --check-collectives every collective call is compared across its group first (call number,\n"
     "                      collective, count, dtype, op, root); a rank calling another is named\n"
-    "  --check-serial      rank 0 also trains the serial model on the same global batch and\n"
-    "                      reports the loss difference per step, and the parameter difference at\n"
-    "                      the end (normwise <= 1e-5, every tensor <= 1e-3, else exit 1)\n"
+    "  --check-serial      rank 0 also trains the serial model on the same global batch and checks\n"
+    "                      the first step's loss and gradients, every parameter against AdamW's\n"
+    "                      reach and the later losses (docs/oracle.md; exact mode: every bit);\n"
+    "                      exit 1 beyond the limits\n"
     "  --dropout P         dropout on the attention probabilities and both residual branches\n"
     "                      (default 0); masks keyed by global element index: every mesh drops\n"
     "                      exactly what serial drops\n"
     "  --exact             exact mode: every mesh gives the serial run's bits (docs/exactness.md)\n"
-    "  --exact-block N     exact mode's token block (default: the largest divisor of --seq up to\n"
-    "                      32; implies --exact); it must divide the positions of a sequence each\n"
-    "                      rank holds (--seq, or --seq / --tp with --sp)\n"
+    "  --exact-block N     exact mode's token block (implies --exact); default: the largest\n"
+    "                      divisor up to 32 of --seq / gcd(--seq, 8), which divides every split\n"
+    "                      of the sequence in 2, 4 or 8 (tp with --sp, cp chunks); it must divide\n"
+    "                      the positions each rank holds (minidc explain exact --meshes)\n"
     "  --check-replicas    after every step, compare bit for bit every replica: the tp-replicated\n"
     "                      tensors (LayerNorms, wpe, row-parallel biases) across tp ranks, every\n"
     "                      tensor across the dp x cp x ep replicas (not ZeRO-3's shards), and the\n"
@@ -74,12 +76,6 @@ const char mdc_train_usage[] =
     "                      STEP counts from 0 and must be one of this run's steps; RANK:STEP:stop\n"
     "                      or :kill stops or kills the process instead (peers must name it)\n";
 
-static mdc_status parse_float(const char *a, const char *v, float *out) {
-    double x;
-    mdc_status st = mdc_parse_double(a, v, &x);
-    if (!st) *out = (float)x; /* out of float range becomes inf: mdc_adamw_check refuses it */
-    return st;
-}
 /* --fail-at RANK:STEP[:stop|:kill], two non-negative integers (the rank is checked against the
  * job later) and how: fail with a message (default), or stop or kill the process (a rank that
  * stops answering, or dies, without a word). */
@@ -178,9 +174,9 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
         else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
-        else if (!strcmp(a, "--lr")) st = parse_float(a, v, &o->opt.lr);
-        else if (!strcmp(a, "--weight-decay")) st = parse_float(a, v, &o->opt.weight_decay);
-        else if (!strcmp(a, "--grad-clip")) st = parse_float(a, v, &o->opt.grad_clip);
+        else if (!strcmp(a, "--lr")) st = mdc_parse_float(a, v, &o->opt.lr);
+        else if (!strcmp(a, "--weight-decay")) st = mdc_parse_float(a, v, &o->opt.weight_decay);
+        else if (!strcmp(a, "--grad-clip")) st = mdc_parse_float(a, v, &o->opt.grad_clip);
         else if (!strcmp(a, "--fail-at")) st = parse_fail_at(a, v, &o->fail_rank, &o->fail_step, &o->fail_how);
         else return mdc_fail(MDC_ERR_INVALID, "unknown option '%s' (minidc train --help)", a);
         if (st) return st;
@@ -201,6 +197,7 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
     if (o->C) cfg->C = o->C;
     mdc_moe_cli_apply(&o->moe, cfg);
     if ((st = mdc_gpt2_config_check(cfg))) return st;
+    cfg->Vp = mdc_gpt2_padded_vocab_tp(cfg->V, o->tp); /* every tp shards the vocabulary */
     if (!o->B) o->B = defB;
     if (!o->seq) o->seq = cfg->T;
     long long other = (long long)o->tp * o->pp * o->cp; /* the ep ranks are data-parallel ranks */
@@ -261,7 +258,7 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
         return st;
     int chunk = o->seq / (o->cp * (o->cp_layout && !strcmp(o->cp_layout, "contiguous") ? 1 : 2));
     if (o->cp > 1 && o->exact && chunk % o->exact_block) {
-        int b = o->exact_block;
+        int b = o->exact_block < chunk ? o->exact_block : chunk;
         while (chunk % b) b--;
         return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a context-parallel chunk "
                         "(--seq %d over --cp %d%s); use --exact-block %d (or another divisor of %d) on every mesh you "

@@ -52,6 +52,12 @@ enum { MDC_GPT2_TILED_T = 256 };
 
 /* V rounded up to a multiple of 128. */
 int mdc_gpt2_padded_vocab(int V);
+/* The padded vocabulary a run with tensor parallelism tp uses: V rounded up to a multiple of
+ * 128 that tp divides into shards of whole exact-mode vocabulary blocks (lcm(128, 32 tp);
+ * 128 for tp 1, 2 and 4). Megatron pads the same way (make-vocab-size-divisible-by x tp).
+ * The rows past V are padding: masked out of the loss, zero, never in a file (files hold
+ * [V, C]), so checkpoints keep their shape on every mesh. */
+int mdc_gpt2_padded_vocab_tp(int V, int tp);
 
 /* Named configs: "tiny" (V=512 T=64 L=2 H=4 C=128), "small" (V=4096 T=128 L=4 H=8 C=256),
  * "gpt2" (V=50257 Vp=50304 T=1024 L=12 H=12 C=768). *batch (may be NULL) gets the config's
