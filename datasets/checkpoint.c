@@ -1,13 +1,16 @@
 /* Checkpoints (include/minidc/weights.h): the model's tensors, the AdamW moments and the
- * training state in one safetensors file, sealed with a checksum per tensor in __metadata__
- * and verified on load, so a mixed, truncated or edited file fails with the tensor named. The
- * tensors themselves go through the weights' loader (datasets/weights.c). */
-#include <errno.h>
+ * training state in one safetensors file, sealed with a checksum per tensor and per metadata
+ * entry (datasets/checkpoint_seal.c) and verified on load, so a mixed, truncated or edited file
+ * fails with the tensor or field named. The tensors themselves go through the weights' loader
+ * (datasets/weights.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "weights_internal.h"
+
+/* The largest step, AdamW step and batch a checkpoint may hold (the int counters of a run). */
+#define MAX_COUNT ((uint64_t)1 << 30)
 
 static mdc_status set_u64(mdc_tensorfile *tf, const char *key, uint64_t v) {
     char buf[32];
@@ -15,74 +18,33 @@ static mdc_status set_u64(mdc_tensorfile *tf, const char *key, uint64_t v) {
     return mdc_tensorfile_set_meta(tf, key, buf);
 }
 
+/* The state field `key`: present, and a plain decimal integer as the writer prints it. */
 static mdc_status get_u64(const mdc_tensorfile *tf, const char *label, const char *key, uint64_t *out) {
     const char *v = mdc_tensorfile_get_meta(tf, key);
-    char *end;
     if (!v) return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ has no '%s'", label, key);
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end || end == v || v[0] == '-')
-        return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ '%s' = '%s' is not an integer", label, key, v);
-    *out = x;
-    return MDC_OK;
-}
-
-/* A 64-bit digest of a tensor's bytes (8 at a time, multiply-xorshift): the checkpoint's
- * "checksum.<name>" entries, so a file mixed from two writers, or edited, names its tensor. */
-static uint64_t digest(const void *data, size_t n) {
-    const unsigned char *p = data;
-    uint64_t h = 0x243f6a8885a308d3ull ^ (uint64_t)n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h ^ (h >> 32);
-}
-
-mdc_status mdc_checkpoint_seal(mdc_tensorfile *tf) {
-    for (int i = 0; i < tf->count; i++) {
-        char key[160], val[24];
-        snprintf(key, sizeof key, "checksum.%s", tf->tensors[i].name);
-        snprintf(val, sizeof val, "%016llx", (unsigned long long)digest(tf->tensors[i].data, tf->tensors[i].nbytes));
-        mdc_status st = mdc_tensorfile_set_meta(tf, key, val);
-        if (st) return st;
-    }
-    return MDC_OK;
-}
-
-/* Every tensor with a "checksum.<name>" entry must match it (files without them, from older
- * writers or other tools, are not checked). */
-static mdc_status verify_checksums(const mdc_tensorfile *tf, const char *label) {
-    for (int i = 0; i < tf->count; i++) {
-        char key[160], val[24];
-        snprintf(key, sizeof key, "checksum.%s", tf->tensors[i].name);
-        const char *want = mdc_tensorfile_get_meta(tf, key);
-        if (!want) continue;
-        snprintf(val, sizeof val, "%016llx", (unsigned long long)digest(tf->tensors[i].data, tf->tensors[i].nbytes));
-        if (strcmp(val, want))
-            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' does not match its checksum (%s in the file, %s "
-                            "computed): the file was changed or mixed from two writers after it was saved", label,
-                            tf->tensors[i].name, want, val);
-    }
+    if (!mdc_i_parse_u64(v, out))
+        return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ '%s' = '%.40s' is not a plain non-negative "
+                        "integer (decimal digits only, no sign, space or leading zero)", label, key, v);
     return MDC_OK;
 }
 
 mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *s) {
+    if (s->seed_set > 1 || s->global_batch == 0 || s->global_batch > MAX_COUNT || s->step > MAX_COUNT ||
+        s->step != (uint64_t)mdc_gpt2_adam_step(m)) /* what the loader would refuse */
+        return mdc_fail(MDC_ERR_INVALID, "%s: cannot save step %llu (AdamW step %d), seed_set %llu, global_batch %llu",
+                        path, (unsigned long long)s->step, mdc_gpt2_adam_step(m), (unsigned long long)s->seed_set,
+                        (unsigned long long)s->global_batch);
     mdc_tensorfile *tf = NULL;
     mdc_status st = mdc_tensorfile_new(&tf);
-    if (!st) st = mdc_tensorfile_set_meta(tf, "minidc.format", "checkpoint-1");
+    if (!st) st = mdc_tensorfile_set_meta(tf, "minidc.format", "checkpoint-2");
     if (!st) st = mdc_gpt2_set_config_meta(mdc_gpt2_get_config(m), tf);
     if (!st) st = set_u64(tf, "step", s->step);
     if (!st) st = set_u64(tf, "data_position", s->data_position);
     if (!st) st = set_u64(tf, "seed", s->seed);
     if (!st) st = set_u64(tf, "adam_step", (uint64_t)mdc_gpt2_adam_step(m));
-    if (!st && s->seed_set) st = set_u64(tf, "seed_set", 1);
-    if (!st && s->global_batch) st = set_u64(tf, "global_batch", s->global_batch);
-    if (!st && s->global_batch) st = set_u64(tf, "data_sequences", s->data_sequences);
+    if (!st) st = set_u64(tf, "seed_set", s->seed_set);
+    if (!st) st = set_u64(tf, "global_batch", s->global_batch);
+    if (!st) st = set_u64(tf, "data_sequences", s->data_sequences);
     if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     for (int l = 0; !st && l < c->L; l++) { /* the MoE blocks' routing biases */
@@ -127,10 +89,16 @@ static int moe_period(const mdc_gpt2_config *c) {
 }
 
 mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_gpt2 *m, mdc_train_state *s) {
+    int version = mdc_i_checkpoint_format(tf);
     const char *fmt = mdc_tensorfile_get_meta(tf, "minidc.format");
-    if (!fmt || strcmp(fmt, "checkpoint-1"))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: not a minidc checkpoint (__metadata__ minidc.format is %s%s%s)",
-                        label, fmt ? "'" : "", fmt ? fmt : "missing", fmt ? "'" : "");
+    if (version == 1)
+        return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: a checkpoint-1 file: it predates the checksum of the checkpoint's "
+                        "metadata (step, seed, data position), so an edit to them cannot be detected; resume from a "
+                        "checkpoint saved by this minidc (the file still loads as weights: minidc forward --weights)",
+                        label);
+    if (version != 2)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: not a minidc checkpoint (__metadata__ minidc.format is %s%s%s; this "
+                        "minidc reads checkpoint-2)", label, fmt ? "'" : "", fmt ? fmt : "missing", fmt ? "'" : "");
     const mdc_gpt2_config *mc = mdc_gpt2_get_config(m);
     mdc_gpt2_config fc;
     mdc_status st = mdc_gpt2_config_from_weights(tf, label, 0, &fc);
@@ -147,26 +115,27 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
             return mdc_fail(MDC_ERR_MISMATCH, "%s: checkpoint %s = %d but the model has %d", label, f[i].name,
                             f[i].file, f[i].model);
     uint64_t adam_step;
-    if ((st = get_u64(tf, label, "step", &s->step)) || (st = get_u64(tf, label, "data_position", &s->data_position)) ||
-        (st = get_u64(tf, label, "seed", &s->seed)) || (st = get_u64(tf, label, "adam_step", &adam_step)))
-        return st;
-    s->seed_set = s->global_batch = s->data_sequences = 0; /* optional: absent in older checkpoints */
-    if (mdc_tensorfile_get_meta(tf, "seed_set") && (st = get_u64(tf, label, "seed_set", &s->seed_set))) return st;
-    if (mdc_tensorfile_get_meta(tf, "global_batch") &&
-        ((st = get_u64(tf, label, "global_batch", &s->global_batch)) ||
-         (st = get_u64(tf, label, "data_sequences", &s->data_sequences))))
-        return st;
-    if (s->seed_set > 1) return mdc_fail(MDC_ERR_FORMAT, "%s: seed_set %llu (want 0 or 1)", label, (unsigned long long)s->seed_set);
-    if (mdc_tensorfile_get_meta(tf, "global_batch") && (s->global_batch == 0 || s->global_batch > (uint64_t)1 << 30))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: global_batch %llu out of range", label, (unsigned long long)s->global_batch);
+    const struct { const char *key; uint64_t *dst; } state[] = {
+        {"step", &s->step}, {"data_position", &s->data_position}, {"seed", &s->seed}, {"adam_step", &adam_step},
+        {"seed_set", &s->seed_set}, {"global_batch", &s->global_batch}, {"data_sequences", &s->data_sequences}};
+    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
+        if ((st = get_u64(tf, label, state[i].key, state[i].dst))) return st;
+    if (s->step > MAX_COUNT)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: step %llu out of range (at most 2^30)", label,
+                        (unsigned long long)s->step);
+    if (adam_step > MAX_COUNT)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu out of range", label, (unsigned long long)adam_step);
+    if (s->seed_set > 1)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: seed_set %llu (want 0 or 1)", label, (unsigned long long)s->seed_set);
+    if (s->global_batch == 0 || s->global_batch > MAX_COUNT)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: global_batch %llu out of range", label,
+                        (unsigned long long)s->global_batch);
     /* the data stream's position in sequences and in batches of the saving run must agree (the
      * stream cycles epochs, so a position is never "past the data"; generated data stores 0) */
     if (s->data_sequences && s->data_position != s->data_sequences / s->global_batch)
         return mdc_fail(MDC_ERR_FORMAT, "%s: data_position %llu contradicts data_sequences %llu / global_batch %llu = %llu",
                         label, (unsigned long long)s->data_position, (unsigned long long)s->data_sequences,
                         (unsigned long long)s->global_batch, (unsigned long long)(s->data_sequences / s->global_batch));
-    if (adam_step > (uint64_t)1 << 30)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu out of range", label, (unsigned long long)adam_step);
     if ((st = mdc_i_weights_load(m, tf, label, "adam."))) return st;
     if (adam_step == 0) /* no step taken: moments that are not all zero contradict it */
         for (int i = 0; i < tf->count; i++) {
@@ -178,10 +147,13 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
                     return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step 0 but tensor '%s' holds a non-zero moment at "
                                     "element %zu (%g)", label, t->name, j, x[j]);
         }
+    if (adam_step != s->step) /* every step of a run is one AdamW step */
+        return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu contradicts step %llu (both count the optimizer steps "
+                        "taken)", label, (unsigned long long)adam_step, (unsigned long long)s->step);
     if (adam_step > 0) {
         if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
         if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;
         if ((st = load_moment(m, tf, label, "adam.v.", mdc_gpt2_adam_v(m), 1))) return st;
     }
-    return verify_checksums(tf, label); /* after the values' own checks, which name the element */
+    return mdc_checkpoint_verify(tf, label); /* after the values' own checks, which name the element or field */
 }

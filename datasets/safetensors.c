@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_strict.h"
 #include "minidc/tensorfile.h"
 #include "source.h"
 
@@ -150,6 +151,10 @@ static mdc_status parse_source(mdc_source *s, mdc_tensorfile **out) {
         st = mdc_fail(MDC_ERR_FORMAT, "%s: header does not start with '{'", label);
         goto done;
     }
+    /* RFC 8259 (UTF-8, no NUL: cJSON's strings are C strings, "a\u0000b" would read as "a") */
+    char hlabel[600];
+    snprintf(hlabel, sizeof hlabel, "%s: header", label);
+    if ((st = mdc_json_strict(hlabel, hdr, hlen, NULL))) goto done;
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(hdr, hlen, &end, 0);
     if (!root || !cJSON_IsObject(root)) {

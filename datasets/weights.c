@@ -1,9 +1,9 @@
 /* GPT-2 weights and checkpoints <-> the model's parameter table (include/minidc/weights.h).
  * Names are mapped to the model's table by mdc_gpt2_tensor_find after dropping the
  * "transformer." prefix and the ".weight" of the two embeddings (HF spells them
- * "wte.weight" and "wpe.weight"). Checkpoints (the moments, the state, the checksums):
- * datasets/checkpoint.c. */
-#include <errno.h>
+ * "wte.weight" and "wpe.weight"). Checkpoints (the moments, the state): datasets/checkpoint.c;
+ * their checksums, verified here when a file is read: datasets/checkpoint_seal.c. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,14 +86,26 @@ mdc_status mdc_i_weights_to_f32(const char *label, const mdc_tensor *t, const md
     return check_values(label, t, dst, p->numel, nonneg);
 }
 
+int mdc_i_parse_u64(const char *s, uint64_t *out) {
+    uint64_t x = 0;
+    if (!s || !*s || (s[0] == '0' && s[1])) return 0;
+    for (; *s; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (d > 9 || x > (UINT64_MAX - d) / 10) return 0;
+        x = x * 10 + d;
+    }
+    *out = x;
+    return 1;
+}
+
+/* __metadata__ key as a plain integer: 1 and *out, 0 if absent, -1 if not one (" 12", "+12",
+ * "012" and "12.0" included: a file minidc reads strictly). */
 static int parse_int_meta(const mdc_tensorfile *tf, const char *key, long long *out) {
     const char *v = mdc_tensorfile_get_meta(tf, key);
+    uint64_t x;
     if (!v) return 0;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || end == v) return -1;
-    *out = x;
+    if (!mdc_i_parse_u64(v, &x) || x > INT_MAX) return -1;
+    *out = (long long)x;
     return 1;
 }
 
@@ -299,8 +311,7 @@ done:
 }
 
 mdc_status mdc_gpt2_load_weights(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label) {
-    const char *fmt = mdc_tensorfile_get_meta(tf, "minidc.format");
-    return mdc_i_weights_load(m, tf, label, fmt && !strcmp(fmt, "checkpoint-1") ? "adam." : NULL);
+    return mdc_i_weights_load(m, tf, label, mdc_i_checkpoint_format(tf) > 0 ? "adam." : NULL);
 }
 
 mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char *prefix, int hf_names,
@@ -337,7 +348,8 @@ mdc_status mdc_gpt2_read_weights(const char *path, int heads, mdc_tensorfile **t
     if (mdc_hf_is_dir(path)) return mdc_hf_read_dir(path, heads, tf, cfg);
     mdc_status st = mdc_safetensors_read(path, tf);
     if (st) return st;
-    st = mdc_gpt2_config_from_weights(*tf, path, heads, cfg);
+    st = mdc_checkpoint_verify(*tf, path); /* a checkpoint's checksums, before anything it says is used */
+    if (!st) st = mdc_gpt2_config_from_weights(*tf, path, heads, cfg);
     if (st) {
         mdc_tensorfile_free(*tf);
         *tf = NULL;

@@ -3,7 +3,12 @@
 # GPT-2): minidc forward reads it without --heads and dumps the same bytes as from the same
 # tensors in one file with --heads; a config that contradicts the tensors, another
 # layer_norm_epsilon or model_type, trailing garbage, a missing field and --heads against n_head
-# are refused (exit 2 or 1 with the field named).
+# are refused (exit 2 or 1 with the field named). config.json is read as RFC 8259 says, as
+# Python's json reads it: a key given twice, invalid UTF-8, control bytes as whitespace, "2.",
+# 4.0 or 4e0 for an integer are refused naming the file and the key; so is every setting that
+# changes GPT-2's math to a value minidc does not compute (activation_function relu,
+# scale_attn_weights false, n_inner 64, ...), while the keys that do not change it, and the
+# supported values written out, give the same dump as without them.
 BUILD=${BUILD:-build}
 bin=$BUILD/minidc
 tmp=$(mktemp -d)
@@ -63,7 +68,7 @@ else echo "FAIL: directory (exit $rc_dir) against file (exit $rc)"; cat "$tmp/ou
 expect() { # what pattern config-edit (python expression on c, the config dict) [forward args...]
     local what=$1 pat=$2 edit=$3; shift 3
     rm -rf "$tmp/bad"; cp -r "$tmp/gpt2" "$tmp/bad"
-    python3 -c "import json, sys; c = json.load(open(sys.argv[1])); $edit; open(sys.argv[1], 'w').write(json.dumps(c) if not isinstance(c, str) else c)" \
+    python3 -c "import json, sys; c = json.load(open(sys.argv[1])); $edit; open(sys.argv[1], 'wb').write(c if isinstance(c, bytes) else (c if isinstance(c, str) else json.dumps(c)).encode())" \
         "$tmp/bad/config.json"
     run --weights "$tmp/bad" --dump "$tmp/bad.st" "$@"
     if [ $rc != 0 ] && [ $rc != 124 ] && grep -q -- "$pat" "$tmp/out"; then echo "ok: $what: $(grep -m1 -- "$pat" "$tmp/out")"
@@ -77,6 +82,69 @@ expect "a missing field" 'no "n_embd"' 'del c["n_embd"]'
 expect "a fractional size" '"n_head" must be a positive integer' 'c["n_head"] = 4.5'
 expect "trailing garbage" 'not one JSON object' 'c = json.dumps(c) + " {}"'
 expect "--heads against n_head" '--heads 2 contradicts' 'pass' --heads 2
+
+# ---- the JSON itself, byte by byte (the file and the key named) ----
+raw() { echo "c = json.dumps(c, indent=1).replace($1, $2)"; } # a textual edit of the file
+expect "a key given twice" 'config.json: the key "n_head" is given twice (at bytes' 'c = json.dumps(c)[:-1] + ", \"n_head\": 2}"'
+expect "a key given twice, once escaped" 'the key "n_head" is given twice' 'c = json.dumps(c)[:-1] + ", \"n\\u005fhead\": 4}"'
+expect "a key given twice, nested" 'the key "max_length" is given twice in "task_specific_params"."text-generation"' \
+    'c["task_specific_params"] = {"text-generation": {"max_length": 50}}; c = json.dumps(c)[:-3] + ", \"max_length\": 9}}}"'
+expect "invalid UTF-8 in a value" 'config.json: invalid UTF-8 (byte 0xff; JSON text is UTF-8) at byte .*, in "activation_function"' \
+    'c = json.dumps(c).encode().replace(b"gelu_new", b"gelu\xffnew")'
+expect "an overlong UTF-8 form in a key" 'invalid UTF-8 (byte 0xc0.*in the key after "architectures"' \
+    'c = json.dumps(c).encode().replace(b"\"activation_function", b"\"\xc0\xafactivation_function")'
+expect "a surrogate as UTF-8 bytes" 'invalid UTF-8 (byte 0xed' 'c = json.dumps(c).encode().replace(b"gpt2", b"gpt\xed\xa0\x802")'
+expect "a form feed as whitespace" 'config.json: a control byte 0x0c used as whitespace .*, after "n_head"' "$(raw "'\"n_layer\"'" "'\f\"n_layer\"'")"
+expect "a NUL byte as whitespace" 'a control byte 0x00 used as whitespace' "$(raw "'\"n_layer\"'" "'\0\"n_layer\"'")"
+expect "a tab inside a string" 'a control byte 0x09 inside a string .*, in "model_type"' "$(raw "'gpt2'" "'gpt\t2'")"
+expect "a byte order mark" 'a byte order mark' 'c = "\ufeff" + json.dumps(c)'
+expect '"2." as a number' 'config.json: a number without digits after its .\.. ("2\." is not JSON; write 2 or 2\.0) at byte .*, in "n_layer"' \
+    "$(raw "'\"n_layer\": 2'" "'\"n_layer\": 2.'")"
+expect "4.0 for an integer" 'config.json: "n_head" must be a positive integer (digits only, at most 2^30), not 4\.0' "$(raw "'\"n_head\": 4'" "'\"n_head\": 4.0'")"
+expect "4e0 for an integer" '"n_head" must be a positive integer (digits only, at most 2^30), not 4e0' "$(raw "'\"n_head\": 4'" "'\"n_head\": 4e0'")"
+expect "a leading zero" 'a number with a leading zero .*, in "n_head"' "$(raw "'\"n_head\": 4'" "'\"n_head\": 04'")"
+expect "NaN" 'NaN or Infinity .*, in "layer_norm_epsilon"' 'c["layer_norm_epsilon"] = float("nan")'
+expect "a trailing comma" "a ',' before '}'" 'c = json.dumps(c)[:-1] + ",}"'
+expect "an escaped NUL" 'a NUL character (\\u0000) in a string .*, in "model_type"' "$(raw "'gpt2'" "'gpt2\\\\u0000'")"
+expect "an unpaired surrogate" 'an unpaired surrogate \\uD800' "$(raw "'gpt2'" "'gpt2\\\\ud800'")"
+expect "an integer past 2^30" '"n_embd" must be a positive integer (digits only, at most 2^30), not 99999999999' \
+    'c["n_embd"] = 99999999999'
+
+# ---- settings that change the math: refused by name with the value minidc computes ----
+expect "activation_function relu" '"activation_function" is "relu"; minidc.s MLP computes "gelu_new"' 'c["activation_function"] = "relu"'
+expect "activation_function gelu (erf)" '"activation_function" is "gelu"' 'c["activation_function"] = "gelu"'
+expect "scale_attn_weights false" '"scale_attn_weights" is false; minidc supports only true' 'c["scale_attn_weights"] = False'
+expect "n_inner 64" '"n_inner" is 64; minidc.s MLP is 4 \* n_embd = 128 wide' 'c["n_inner"] = 64'
+expect "n_inner 128.0" '"n_inner" must be a positive integer' "c = json.dumps(dict(c, n_inner=1)).replace('\"n_inner\": 1', '\"n_inner\": 128.0')"
+expect "scale_attn_by_inverse_layer_idx true" '"scale_attn_by_inverse_layer_idx" is true; minidc supports only false' \
+    'c["scale_attn_by_inverse_layer_idx"] = True'
+expect "reorder_and_upcast_attn true" '"reorder_and_upcast_attn" is true; minidc supports only false' 'c["reorder_and_upcast_attn"] = True'
+expect "tie_word_embeddings false" '"tie_word_embeddings" is false; minidc supports only true' 'c["tie_word_embeddings"] = False'
+expect "add_cross_attention true" '"add_cross_attention" is true; minidc supports only false' 'c["add_cross_attention"] = True'
+expect "pruned heads" '"pruned_heads" is {"0": \[1\]}; minidc supports only {}' 'c["pruned_heads"] = {"0": [1]}'
+expect "a quantized model" '"quantization_config" is given' 'c["quantization_config"] = {"quant_method": "gptq"}'
+expect "hidden_size against n_embd" '"hidden_size" is 64 but "n_embd" is 32' 'c["hidden_size"] = 64'
+expect "n_ctx not an integer" '"n_ctx" must be a positive integer' 'c["n_ctx"] = 4.5'
+expect "epsilon near 1e-5" '"layer_norm_epsilon" is 1.0000001e-05; minidc' 'c["layer_norm_epsilon"] = 1.0000001e-5'
+
+# ---- keys that do not change the math, and the supported values written out: the same dump ----
+same() { # what config-edit
+    rm -rf "$tmp/ok"; cp -r "$tmp/gpt2" "$tmp/ok"
+    python3 -c "import json, sys; c = json.load(open(sys.argv[1])); $2; open(sys.argv[1], 'wb').write(c if isinstance(c, bytes) else (c if isinstance(c, str) else json.dumps(c)).encode())" \
+        "$tmp/ok/config.json"
+    run --weights "$tmp/ok" --dump "$tmp/ok.st"
+    if [ $rc = 0 ] && cmp -s "$tmp/ok.st" "$tmp/dir.st"; then echo "ok: $1: the same dump"
+    else echo "FAIL: $1: exit $rc or another dump"; cat "$tmp/out"; fail=1; fi
+}
+same "GPT-2's defaults written out" 'c.update(n_inner=None, scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
+    reorder_and_upcast_attn=False, tie_word_embeddings=True, add_cross_attention=False, pruned_heads={}, n_ctx=16,
+    hidden_size=32, max_position_embeddings=16, num_attention_heads=4, num_hidden_layers=2, quantization_config=None)'
+same "gelu_pytorch_tanh, n_inner 4 * n_embd" 'c.update(activation_function="gelu_pytorch_tanh", n_inner=128)'
+same "keys that do not change the math" 'c.update(attn_pdrop=0.1, embd_pdrop=0.1, resid_pdrop=0.1, initializer_range=0.02,
+    bos_token_id=50256, eos_token_id=50256, summary_type="cls_index", summary_use_proj=True, summary_activation=None,
+    use_cache=True, torch_dtype="float32", transformers_version="4.40.0", _name_or_path="mod\u00e8le/\U0001F600",
+    task_specific_params={"text-generation": {"do_sample": True, "max_length": 50}}, id2label={"0": "A"}, x=[-1, 0.5, 2E+3, -0.0e-1])'
+same "escapes, CRLF and tabs" 'c = json.dumps(c, indent="\t", ensure_ascii=True).replace("\n", "\r\n").replace("gpt2", "g\\u0070t2")'
 rm "$tmp/gpt2/config.json"
 run --weights "$tmp/gpt2" --dump "$tmp/bad.st"
 [ $rc != 0 ] && grep -q "config.json: cannot open" "$tmp/out" && echo "ok: no config.json: $(grep -m1 config.json "$tmp/out")" ||

@@ -2,8 +2,11 @@
 # Inputs a fuzzing run found to hang, crash or overflow, each now refused at once with a message
 # naming the field or option: device files with absurd rates or stack counts (the virtual clock
 # went infinite and throttle mode waited forever; 1e9 stacks overflowed the bus width),
-# mdc_wait_wall of an infinite wait, `bench train` with huge or malformed numbers, and
-# `data generate` with an unbounded --tokens. Every case runs under `timeout`, so a hang fails.
+# mdc_wait_wall of an infinite wait, `bench train` with huge or malformed numbers,
+# `data generate` with an unbounded --tokens, and checkpoints changed after they were saved (a
+# flipped byte read by `forward --weights`, edited, added or removed metadata, a step that is not
+# a plain integer or contradicts adam_step, a checkpoint-1 file). Every case runs under
+# `timeout`, so a hang fails.
 BUILD=${BUILD:-build}
 m=$BUILD/minidc
 fail=0
@@ -126,4 +129,64 @@ vocab '"a", "b", "c", "d", "e", "f", "g", "h", "a", "j"' ""
 expect "a vocabulary with a token twice" 1 'the token "a" appears twice' $m data info "$t/v.bin"
 vocab "$toks" " garbage"
 expect "a vocabulary with text after it" 1 "text after the JSON object" $m data info "$t/v.bin"
+
+# ---- checkpoints: every read verifies every checksum, the metadata's too ----
+ck=(--vocab 65 --ctx 8 --layers 2 --heads 2 --channels 16 --batch 4 --quiet)
+here=$(dirname "$0")
+$m train "${ck[@]}" --steps 4 --save "$t/c4.st" >/dev/null 2>&1 || { echo "FAIL: saving a checkpoint"; fail=1; }
+python3 - "$t" <<'EOF'
+import struct, sys
+for name, rows in (("x", [[1, 2, 3, 4], [5, 6, 7, 8]]), ("y", [[2, 3, 4, 5], [6, 7, 8, 9]])):
+    hdr = "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 4), }"
+    hdr += " " * (-(len(hdr) + 11) % 64) + "\n"
+    open("%s/%s.npy" % (sys.argv[1], name), "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) +
+                                                        hdr.encode() + b"".join(struct.pack("<4i", *r) for r in rows))
+EOF
+ck_edit() { python3 "$here/checkpoint_seal.py" "$t/c4.st" "$t/$1" "${@:2}" || { echo "FAIL: editing $1"; fail=1; }; }
+fwd=("$m" forward --tokens "$t/x.npy" --targets "$t/y.npy" --dump "$t/d.st" --weights) # then the file
+resume=("$m" train "${ck[@]}" --steps 1 --resume)
+expect "forward on a good checkpoint" 0 ", loss " "${fwd[@]}" "$t/c4.st"
+ck_edit flip.st --unsealed @h.0.ln_1.weight
+expect "forward on a checkpoint with a flipped byte" 1 "flip.st: tensor 'h.0.ln_1.weight' does not match its checksum" \
+    "${fwd[@]}" "$t/flip.st"
+expect "resume from it" 1 "flip.st: tensor 'h.0.ln_1.weight' does not match its checksum" "${resume[@]}" "$t/flip.st"
+ck_edit flipv.st --unsealed @adam.v.wte.weight
+expect "forward: a flipped byte in a moment it does not use" 1 "tensor 'adam.v.wte.weight' does not match its checksum" \
+    "${fwd[@]}" "$t/flipv.st"
+ck_edit head.st --unsealed n_head=4
+expect "forward: an edited n_head" 1 "head.st: __metadata__ 'n_head' = '4' does not match its checksum" "${fwd[@]}" "$t/head.st"
+ck_edit s9.st --unsealed step=9
+expect "resume: step 4 edited to 9" 1 "s9.st: adam_step 4 contradicts step 9" "${resume[@]}" "$t/s9.st"
+ck_edit s9a.st --unsealed step=9 adam_step=9
+expect "resume: step and adam_step edited to 9" 1 "s9a.st: __metadata__ 'step' = '9' does not match its checksum" \
+    "${resume[@]}" "$t/s9a.st"
+ck_edit sp.st "step= 4"
+expect "resume: step ' 4' (sealed)" 1 "sp.st: checkpoint __metadata__ 'step' = ' 4' is not a plain non-negative integer" \
+    "${resume[@]}" "$t/sp.st"
+ck_edit s04.st step=04 adam_step=04
+expect "resume: step '04' (sealed)" 1 "'step' = '04' is not a plain non-negative integer" "${resume[@]}" "$t/s04.st"
+ck_edit sa.st adam_step=100000000
+expect "resume: adam_step 100000000 (sealed)" 1 "sa.st: adam_step 100000000 contradicts step 4" "${resume[@]}" "$t/sa.st"
+ck_edit big.st step=9999999999 adam_step=9999999999
+expect "resume: step 9999999999 (sealed)" 1 "big.st: step 9999999999 out of range (at most 2^30)" "${resume[@]}" "$t/big.st"
+ck_edit gone.st --unsealed -data_sequences
+expect "resume: a field removed" 1 "gone.st: checkpoint __metadata__ has no 'data_sequences'" "${resume[@]}" "$t/gone.st"
+expect "forward: a field removed" 1 "gone.st: __metadata__ 'data_sequences' is missing but its checksum" "${fwd[@]}" "$t/gone.st"
+ck_edit added.st --unsealed note=hi
+expect "forward: a field added" 1 "added.st: __metadata__ 'note' has no checksum" "${fwd[@]}" "$t/added.st"
+ck_edit nosum.st --unsealed -checksum.ln_f.bias
+expect "forward: a tensor's checksum removed" 1 "nosum.st: tensor 'ln_f.bias' has no checksum" "${fwd[@]}" "$t/nosum.st"
+ck_edit sealed.st step=9 adam_step=9
+expect "resume: a sealed edit with step = adam_step (what a writer could save)" 0 "step    10" "${resume[@]}" "$t/sealed.st"
+python3 -c '
+import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True; import checkpoint_seal as c
+h, d = c.read(sys.argv[2]); m = h["__metadata__"]
+for k in [k for k in m if k.startswith("checksum.__metadata__.")]: del m[k]
+m["minidc.format"] = "checkpoint-1"; c.write(sys.argv[3], h, d)' "$here" "$t/c4.st" "$t/old.st"
+expect "resume from a checkpoint-1 file" 1 "old.st: a checkpoint-1 file: it predates the checksum of the checkpoint's metadata" \
+    "${resume[@]}" "$t/old.st"
+expect "forward on it: accepted, with a warning" 0 "old.st is a checkpoint-1 file, older than the checksum" "${fwd[@]}" "$t/old.st"
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+expect "dp 2: every rank refuses the edited step" 1 "s9.st: adam_step 4 contradicts step 9" \
+    "$MPIEXEC" -n 2 $m train "${ck[@]}" --dp 2 --steps 1 --resume "$t/s9.st"
 exit $fail

@@ -1,7 +1,10 @@
 /* GPT-2 weights and checkpoints: save -> read -> load gives bit-identical parameters and AdamW
  * state; the config is inferred back from the file; a wrong shape or dtype, a missing or unknown
  * tensor gives an error naming the tensor (and both shapes); a NaN or inf in the weights or
- * moments, or a negative second moment, is refused naming the file, tensor and element. */
+ * moments, or a negative second moment, is refused naming the file, tensor and element; the
+ * metadata is sealed like the tensors (an edit names the field), its state fields are plain
+ * integers with step = adam_step, a checkpoint-1 file is not resumed, and a file read as
+ * weights is verified too. */
 #include <math.h>
 #include <unistd.h>
 
@@ -142,6 +145,66 @@ int main(void) {
     tu_cmp_f32("adam m after the bad loads", mdc_gpt2_adam_m(b), mdc_gpt2_adam_m(a), n);
     tu_cmp_f32("adam v after the bad loads", mdc_gpt2_adam_v(b), mdc_gpt2_adam_v(a), n);
 
+    /* the metadata: a contradiction names both fields, an edit that contradicts nothing the
+     * field, a value that is not a plain integer the field; sealed values load */
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "step", "2"));
+    TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "adam_step 1 contradicts step 2");
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "adam_step", "2"));
+    TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "__metadata__ 'step' = '2' does not match its checksum");
+    MDC_CHECK(mdc_checkpoint_seal(tf));
+    MDC_CHECK(mdc_checkpoint_load(tf, p, b, &r));
+    TU_CHECK(r.step == 2 && mdc_gpt2_adam_step(b) == 2, "sealed step %llu, adam step %d", (unsigned long long)r.step,
+             mdc_gpt2_adam_step(b));
+    const char *bad_ints[] = {" 1", "1 ", "+1", "01", "1.0", "0x1", "", "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad_ints / sizeof bad_ints[0]; i++) {
+        MDC_CHECK(mdc_tensorfile_set_meta(tf, "data_position", bad_ints[i]));
+        MDC_CHECK(mdc_checkpoint_seal(tf)); /* a writer's own bad value, not an edit */
+        TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_FORMAT);
+        TU_CONTAINS(mdc_detail(), "'data_position' = '");
+        TU_CONTAINS(mdc_detail(), "is not a plain non-negative integer");
+    }
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "data_position", "1"));
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "step", "1"));
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "adam_step", "1"));
+    MDC_CHECK(mdc_checkpoint_seal(tf));
+    MDC_CHECK(mdc_checkpoint_verify(tf, p));
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "extra", "x")); /* a key added: the last entry */
+    TU_STATUS(mdc_checkpoint_verify(tf, p), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "__metadata__ 'extra' has no checksum");
+    /* a key removed: its checksum is left behind */
+    tf->meta_count--;
+    TU_CHECK(!strcmp(tf->meta_keys[tf->meta_count], "extra"), "the last entry is %s", tf->meta_keys[tf->meta_count]);
+    free(tf->meta_keys[tf->meta_count]);
+    free(tf->meta_values[tf->meta_count]);
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "checksum.__metadata__.extra", "0123456789abcdef"));
+    TU_STATUS(mdc_checkpoint_verify(tf, p), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "__metadata__ 'extra' is missing but its checksum");
+    MDC_CHECK(mdc_checkpoint_seal(tf));
+    MDC_CHECK(mdc_checkpoint_load(tf, p, b, &r));
+    TU_CHECK(r.step == 1 && mdc_gpt2_adam_step(b) == 1, "step %llu after the round trip", (unsigned long long)r.step);
+    /* a checkpoint-1 file is not resumed; an unknown format is not read */
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "minidc.format", "checkpoint-1"));
+    TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_UNSUPPORTED);
+    TU_CONTAINS(mdc_detail(), "predates the checksum of the checkpoint's metadata");
+    MDC_CHECK(mdc_checkpoint_verify(tf, p)); /* as weights: its tensor checksums match */
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "minidc.format", "checkpoint-3"));
+    TU_STATUS(mdc_checkpoint_verify(tf, p), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "checkpoint format this minidc does not know");
+    MDC_CHECK(mdc_tensorfile_set_meta(tf, "minidc.format", "checkpoint-2"));
+    /* a flipped byte read back as weights: refused by mdc_gpt2_read_weights, naming the tensor */
+    ((unsigned char *)w)[1] ^= 0x10;
+    MDC_CHECK(mdc_safetensors_write(q, tf));
+    ((unsigned char *)w)[1] ^= 0x10;
+    mdc_tensorfile *flip;
+    TU_STATUS(mdc_gpt2_read_weights(q, 0, &flip, &got), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "tensor 'h.0.attn.c_attn.weight' does not match its checksum");
+    TU_CHECK(flip == NULL, "no tensors returned on failure");
+    /* what the loader would refuse is not saved */
+    mdc_train_state s_bad = {2, 1, 5, 1, 4, 4};
+    TU_STATUS(mdc_checkpoint_save(q, a, &s_bad), MDC_ERR_INVALID);
+
     /* the "transformer." prefix and the HF mask buffer are accepted */
     mdc_tensorfile *hf;
     MDC_CHECK(mdc_tensorfile_new(&hf));
@@ -190,6 +253,10 @@ int main(void) {
     mdc_tensorfile *hf2;
     TU_STATUS(mdc_gpt2_read_weights(q, 0, &hf2, &got), MDC_ERR_INVALID); /* no n_head metadata: needs --heads */
     TU_CONTAINS(mdc_detail(), "--heads");
+    MDC_CHECK(mdc_tensorfile_set_meta(hf, "n_head", "3 ")); /* a weights file's metadata is read strictly too */
+    MDC_CHECK(mdc_safetensors_write(q, hf));
+    TU_STATUS(mdc_gpt2_read_weights(q, 0, &hf2, &got), MDC_ERR_FORMAT);
+    TU_CONTAINS(mdc_detail(), "__metadata__ n_head '3 ' is not a positive integer");
     mdc_tensorfile_free(hf);
     mdc_tensorfile_free(tf);
     mdc_gpt2_free(a);

@@ -26,17 +26,19 @@ dp() { expect "dp: $1" "$2" "$3" "$MPIEXEC" -n 2 "$m" train $tiny --dp 2 --steps
 # checkpoints: a real one, then the same with its step (or a weight) changed
 "$m" train $tiny --steps 1 --save "$t/c1.st" >/dev/null 2>&1 || { echo "FAIL: saving a checkpoint"; exit 1; }
 edit() { # src dst step nan(0|1): rewrites the safetensors header (and the first weight)
-    /usr/bin/python3 - "$@" <<'EOF'
+    /usr/bin/python3 - "$@" "$(dirname "$0")" <<'EOF'
 import json, struct, sys
 src, dst, step, nan = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+sys.path.insert(0, sys.argv[5]); sys.dont_write_bytecode = True; import checkpoint_seal
 b = open(src, "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
 h = json.loads(b[8:8 + n])
 data = bytearray(b[8 + n:])
-h["__metadata__"]["step"] = step
+h["__metadata__"]["step"] = h["__metadata__"]["adam_step"] = step  # both count the steps taken
 if nan:
     o = h["wte.weight"]["data_offsets"][0]
     data[o:o + 4] = struct.pack("<f", float("nan"))
+checkpoint_seal.seal(h, data)  # as a writer of that step would: the checksums cover the metadata
 hj = json.dumps(h, separators=(",", ":")).encode()
 hj += b" " * (-len(hj) % 8)
 open(dst, "wb").write(struct.pack("<Q", len(hj)) + hj + bytes(data))

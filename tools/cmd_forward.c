@@ -210,6 +210,10 @@ int mdc_cmd_forward(int argc, char **argv) {
         return 2;
     }
     if (st) goto fail;
+    const char *wfmt = mdc_tensorfile_get_meta(wt, "minidc.format");
+    if (wfmt && !strcmp(wfmt, "checkpoint-1")) /* its tensors' checksums were verified, not its metadata */
+        fprintf(stderr, "minidc forward: warning: %s is a checkpoint-1 file, older than the checksum of a "
+                "checkpoint's metadata: its __metadata__ (n_head, moe_topk) is not verified\n", wpath);
     mdc_moe_cli_apply(&moe, &cfg);
     if (mdc_gpt2_config_check(&cfg)) {
         fprintf(stderr, "minidc forward: %s\n", mdc_detail());

@@ -49,7 +49,8 @@ mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *
 
 /* Reads a weights file, or a Hugging Face model directory (config.json and model.safetensors, as
  * `transformers` saves them; the heads from its n_head), and returns its tensors and the
- * inferred config (heads as above). */
+ * inferred config (heads as above). A checkpoint's checksums are verified first
+ * (mdc_checkpoint_verify), so a damaged one is refused before its weights are used. */
 mdc_status mdc_gpt2_read_weights(const char *path, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg);
 
 /* ---- Hugging Face model directories (datasets/hf_dir.c) ---- */
@@ -57,9 +58,15 @@ typedef struct {
     int n_head, n_layer, n_embd, vocab_size, n_positions;
 } mdc_hf_config;
 int mdc_hf_is_dir(const char *path);
-/* dir's config.json (strict JSON; model_type "gpt2" if given; layer_norm_epsilon 1e-5 if given)
- * and model.safetensors, whose tensors must have the sizes the config states (an error names the
- * field); heads > 0 must equal n_head. */
+/* dir's config.json and model.safetensors, whose tensors must have the sizes the config states
+ * (an error names the field); heads > 0 must equal n_head. The JSON is checked against RFC 8259
+ * byte by byte (UTF-8, whitespace, number grammar, no key twice), sizes are integers written as
+ * such, and every setting that changes GPT-2's math must have minidc's value (model_type gpt2,
+ * layer_norm_epsilon 1e-5, activation_function gelu_new or gelu_pytorch_tanh, n_inner null or
+ * 4 n_embd, scale_attn_weights true, scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn and
+ * add_cross_attention false, tie_word_embeddings true, pruned_heads {}, no quantization_config;
+ * hidden_size and the other aliases equal to the sizes): MDC_ERR_FORMAT or MDC_ERR_UNSUPPORTED
+ * naming the file and the key. */
 mdc_status mdc_hf_read_dir(const char *dir, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg);
 /* Writes the model's parameters to a safetensors file (HF names, F32, config metadata). */
 mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path);
@@ -67,26 +74,38 @@ mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path);
 /* ---- training checkpoints (train --save / --resume) --------------------------------------
  * One safetensors file: the parameters under their HF names (so the file is also a weights
  * file for `minidc forward`), AdamW's moments as "adam.m.<name>" and "adam.v.<name>" (when
- * the optimizer has stepped), and __metadata__ "minidc.format" = "checkpoint-1", the config,
- * the integers of mdc_train_state in decimal, and "checksum.<tensor>" (16 hex digits) for every
- * tensor, verified on load: a changed or mixed file names the tensor (MDC_ERR_FORMAT). */
+ * the optimizer has stepped), and __metadata__ "minidc.format" = "checkpoint-2", the config,
+ * the integers of mdc_train_state in decimal, "checksum.<tensor>" (16 hex digits) for every
+ * tensor and "checksum.__metadata__.<key>" for every other entry, verified wherever the file is
+ * read: a changed or mixed file names the tensor or the field (MDC_ERR_FORMAT). checkpoint-1
+ * files (older minidc: tensor checksums only) still load as weights but are not resumed. */
 typedef struct {
     uint64_t step;           /* optimizer steps taken (also the model's AdamW t) */
     uint64_t data_position;  /* mdc_loader_position() after the last step */
     uint64_t seed;           /* the run's --seed */
-    /* written since the one training driver (0 when a file lacks them): */
     uint64_t seed_set;       /* 1: `seed` is the run's seed (else 0 may mean "none recorded") */
-    uint64_t global_batch;   /* the run's --batch */
+    uint64_t global_batch;   /* the run's --batch, 1..2^30 */
     uint64_t data_sequences; /* mdc_loader_sequences() after the last step (with --data) */
 } mdc_train_state;
 
+/* st->step must be m's AdamW step (at most 2^30) and st->global_batch in 1..2^30, else
+ * MDC_ERR_INVALID before anything is written. */
 mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *st);
-/* Sets the "checksum.<tensor>" entries of every tensor from its bytes as they are now (what
+/* Sets the "checksum.<tensor>" entries of every tensor and "checksum.__metadata__.<key>" of
+ * every other metadata entry from their bytes as they are now, dropping stale ones (what
  * mdc_checkpoint_save does before writing; for tools that build or edit checkpoints). */
 mdc_status mdc_checkpoint_seal(mdc_tensorfile *tf);
+/* A checkpoint-2 file: every tensor and metadata entry has its checksum and matches it, and every
+ * checksum has its tensor or entry; checkpoint-1: the tensor checksums it has match. A file that
+ * is not a checkpoint (no minidc.format) passes; an unknown "checkpoint-N" does not.
+ * MDC_ERR_FORMAT naming `label` and the tensor or field. */
+mdc_status mdc_checkpoint_verify(const mdc_tensorfile *tf, const char *label);
 /* Restores parameters, AdamW moments and step into a model created with the checkpoint's
- * config (read it with mdc_gpt2_read_weights first, or use mdc_checkpoint_read). A config
- * mismatch names the field and both values. */
+ * config (read the file with mdc_safetensors_read). The file must be checkpoint-2
+ * (checkpoint-1: MDC_ERR_UNSUPPORTED); a config mismatch names the field and both values;
+ * every state field must be a plain decimal integer, step and adam_step equal and at most 2^30,
+ * data_position = data_sequences / global_batch where data_sequences > 0; the checksums are
+ * verified last, after the checks that name a field or element. */
 mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_gpt2 *m,
                                mdc_train_state *st);
 
