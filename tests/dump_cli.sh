@@ -5,10 +5,12 @@
 # communication point (":pre") are there and equal serial's. A message corrupted in flight is
 # named at its site: the first differing tensor is the all-reduced product whose partial sums
 # (":pre") still agree, or the copies that should be equal are named; a missing rank file, a file
-# of another run and a bad directory are refused. The default mode compares one step: after
-# AdamW's first step (every parameter moved by about lr sign(g)) a gradient near zero whose sign
-# rounds differently moves a parameter by 2 lr, so later steps differ beyond float32's
-# tolerance on any two meshes; exact mode compares every step.
+# of another run, a rank file copied over another, hostile rank files (shapes beyond what the
+# files hold, maps that would loop, a NUL in a name, a bad rank field), an unreadable directory
+# and a bad directory are refused with the file and the reason named. The default mode compares
+# one step: after AdamW's first step (every parameter moved by about lr sign(g)) a gradient near
+# zero whose sign rounds differently moves a parameter by 2 lr, so later steps differ beyond
+# float32's tolerance on any two meshes; exact mode compares every step.
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
@@ -69,27 +71,56 @@ cp -r "$tmp/tp" "$tmp/hole" && rm "$tmp/hole/step1-rank1.safetensors"
 expect "a missing rank file" 1 "elements are in no piece" "$tmp/serial" "$tmp/hole"
 cp -r "$tmp/tp" "$tmp/mixed" && cp "$tmp/xm/step1-rank1.safetensors" "$tmp/mixed/"
 expect "a rank file of another run" 1 "is from another run" "$tmp/serial" "$tmp/mixed"
-# hostile rank files: a shape too large to hold, a piece outside its tensor, an entry that is not
-# JSON; each refused with its file and tensor named (exit 2), never a crash
-for bad in huge outside garbage; do
+# hostile rank files, each refused with its file, the tensor or field and the reason named (exit
+# 2), never a crash, a hang or an allocation the files cannot fill: a shape too large to hold, a
+# piece outside its tensor, an entry that is not JSON, a 600 KB file claiming a global tensor of
+# 128e6 or 12.8e9 elements, runs that cover the piece 4096 times (4096^3 blocks to place), a
+# global name with a NUL, a rank field that is not "R of N"
+for spec in "huge|shape too large to hold" "outside|a run lies outside" "garbage|dump entry of step1.mb0.x: 'n' where a key" \
+    "big|global tensor step1.x of shape \[4, 32, 1000000\] needs 256000000 bytes of pieces .* hold 599[0-9]* bytes" \
+    "bigger|of shape \[4, 32, 100000000\] needs 25600000000 bytes of pieces" "overlap|cover more than the piece" \
+    "nul|dump entry of step1.mb0.x: a NUL character (\\\\u0000) in a string" "rankx|field dump.rank is \"x\", not \"R of N\""; do
+    bad=${spec%%|*} pat=${spec#*|}
     mkdir -p "$tmp/bad-$bad"
     /usr/bin/python3 - "$tmp/bad-$bad/step1-rank0.safetensors" "$bad" <<'PY'
 import json, struct, sys
 path, kind = sys.argv[1], sys.argv[2]
-entry = {"global": "step1.x", "shape": [2, 3, 4], "sum": 0, "order": 0, "map": [[[0, 0, 2]], [[0, 0, 3]], [[0, 0, 4]]]}
+r, w = (4, 1171) if kind in ("big", "bigger") else (2, 4)  # 4 x 32 x 1171 floats: a 600 KB file
+entry = {"global": "step1.x", "shape": [r, 32, w], "sum": 0, "order": 0, "map": [[[0, 0, r]], [[0, 0, 32]], [[0, 0, w]]]}
 if kind == "huge": entry["shape"] = [10**11, 10**11, 10**11]
 if kind == "outside": entry["map"][2] = [[0, 2, 4]]
-meta = {"dump.format": "minidc-dump 1", "dump.run": "1",
+if kind == "big": entry["shape"] = [4, 32, 10**6]
+if kind == "bigger": entry["shape"] = [4, 32, 10**8]
+if kind == "overlap": entry["map"] = [[[0, 0, 2]] * 4096] * 3
+if kind == "nul": entry["global"] = "step1.a\u0000b"
+meta = {"dump.format": "minidc-dump 1", "dump.run": "1", "dump.rank": "x" if kind == "rankx" else "0 of 1",
         "dump:step1.mb0.x": "{not json" if kind == "garbage" else json.dumps(entry)}
-h = json.dumps({"__metadata__": meta, "step1.mb0.x": {"dtype": "F32", "shape": [2, 3, 4], "data_offsets": [0, 96]}}).encode()
+n = r * 32 * w * 4
+h = json.dumps({"__metadata__": meta, "step1.mb0.x": {"dtype": "F32", "shape": [r, 32, w], "data_offsets": [0, n]}}).encode()
 h += b" " * (-len(h) % 8)
-open(path, "wb").write(struct.pack("<Q", len(h)) + h + bytes(96))
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + bytes(n))
 PY
-    "$bin" compare "$tmp/bad-$bad" "$tmp/serial" >"$tmp/out" 2>&1
+    timeout 30 "$bin" compare "$tmp/bad-$bad" "$tmp/serial" >"$tmp/out" 2>&1
     rc=$?
-    if [ $rc = 2 ] && grep -q "bad-$bad" "$tmp/out" && grep -q "step1" "$tmp/out"; then echo "ok: a hostile rank file ($bad): $(head -1 "$tmp/out")"
-    else echo "FAIL: a hostile rank file ($bad): exit $rc"; cat "$tmp/out"; fail=1; fi
+    if [ $rc = 2 ] && grep -q "bad-$bad/step1-rank0.safetensors" "$tmp/out" && grep -q -- "$pat" "$tmp/out"; then
+        echo "ok: a hostile rank file ($bad): $(head -1 "$tmp/out")"
+    else echo "FAIL: a hostile rank file ($bad): exit $rc, want 2 and '$pat'"; head -c 600 "$tmp/out"; echo; fail=1; fi
 done
+# a rank's file copied over another's: two files claim one rank, both named
+cp -r "$tmp/tp" "$tmp/twice" && cp "$tmp/twice/step1-rank0.safetensors" "$tmp/twice/step1-rank1.safetensors"
+expect "a rank file copied over another" 1 "two files claim rank 0 of 2 for step 1: .*twice/step1-rank0.safetensors and .*twice/step1-rank1.safetensors" \
+    "$tmp/serial" "$tmp/twice"
+# a directory that cannot be read: the reason is given (as root, the check runs as nobody)
+mkdir -p "$tmp/locked" && cp "$tmp/tp/"* "$tmp/locked/" && chmod 000 "$tmp/locked"
+as=()
+[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && chmod 755 "$tmp" && as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+if [ "$(id -u)" != 0 ] || [ ${#as[@]} -gt 0 ]; then
+    "${as[@]}" "$bin" compare "$tmp/locked" "$tmp/serial" >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc = 2 ] && grep -q "locked: cannot open the directory: Permission denied" "$tmp/out"; then echo "ok: an unreadable directory: $(head -1 "$tmp/out")"
+    else echo "FAIL: an unreadable directory: exit $rc"; cat "$tmp/out"; fail=1; fi
+else echo "skip: an unreadable directory (root without setpriv)"; fi
+chmod 755 "$tmp/locked"
 touch "$tmp/file"
 "$bin" train $model --dump-dir "$tmp/file/d" >"$tmp/out" 2>&1
 rc=$?

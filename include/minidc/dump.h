@@ -42,7 +42,9 @@ mdc_status mdc_gpt2_dump_grad_piece(mdc_gpt2 *m, mdc_tensorfile *tf, int step, i
  * of every global tensor are placed (copies must agree bit for bit; partial sums are added in
  * rank-file order) into *out in execution order. A file without dump entries is returned as
  * it is (a plain tensor file). MDC_ERR_MISMATCH names the tensor and the files when copies
- * differ, pieces leave a hole, or files come from different runs; MDC_ERR_FORMAT a bad entry. */
+ * differ, pieces leave a hole, files come from different runs or two files claim one rank of one
+ * step; MDC_ERR_FORMAT a bad entry or dump.rank, or a global tensor larger than the files can
+ * fill (checked before it is allocated); MDC_ERR_IO an unreadable directory, with the reason. */
 mdc_status mdc_dump_read(const char *path, mdc_tensorfile **out);
 
 #ifdef __cplusplus

@@ -102,7 +102,7 @@ const char *mdc_tensorfile_get_meta(const mdc_tensorfile *tf, const char *key);
  * {"dtype": known, "shape": [non-negative integers], "data_offsets": [begin, end]} with no
  * other keys; integers exact; shape bytes == end - begin; sorted by offset the tensors tile the
  * data area exactly (no gap, no overlap, last end == file size - 8 - N); names unique and
- * non-empty. *out is NULL on failure. */
+ * non-empty; the header UTF-8 with no NUL character (raw or \u0000). *out is NULL on failure. */
 mdc_status mdc_safetensors_read(const char *path, mdc_tensorfile **out);
 /* The same from a memory buffer; `label` names it in errors (fuzzing, tests). */
 mdc_status mdc_safetensors_parse(const void *buf, size_t len, const char *label,
