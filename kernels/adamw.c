@@ -61,3 +61,9 @@ float mdc_clip_scale(double norm, float max_norm) {
     double c = (double)max_norm / (norm + 1e-6);
     return c < 1.0 ? (float)c : 1.0f;
 }
+
+double mdc_adamw_reach(double beta1, double beta2, int t) {
+    double r = beta1 / sqrt(beta2);
+    double sum = fabs(r - 1) < 1e-12 ? t : (1 - pow(r, t)) / (1 - r);
+    return (1 - beta1) * sqrt(1 - pow(beta2, t)) / ((1 - pow(beta1, t)) * sqrt(1 - beta2)) * sum;
+}

@@ -46,16 +46,6 @@ void mdc_serial_check_free(mdc_serial_check *c) {
     free(c);
 }
 
-/* The bound on |m^ / sqrt(v^)| after AdamW step t: with m_t = (1-b1) sum_i b1^(t-i) g_i and
- * v_t >= (1-b2) b2^(t-i) g_i^2 for every i, |m_t| <= (1-b1) / sqrt(1-b2) sqrt(v_t) sum_k r^k,
- * r = b1 / sqrt(b2), k < t; the bias corrections give the factor sqrt(1-b2^t) / (1-b1^t). It
- * holds whatever the gradients were (clipped or not): 1 at t = 1. */
-static double adam_bound(const mdc_adamw_config *o, int t) {
-    double b1 = o->beta1, b2 = o->beta2, r = b1 / sqrt(b2);
-    double sum = fabs(r - 1) < 1e-12 ? t : (1 - pow(r, t)) / (1 - r);
-    return (1 - b1) * sqrt(1 - pow(b2, t)) / ((1 - pow(b1, t)) * sqrt(1 - b2)) * sum;
-}
-
 static void compare_gradients(mdc_serial_check *c) {
     double b1 = c->opt.beta1, d2 = 0, g2 = 0;
     int nt = mdc_gpt2_tensor_count(c->cfg);
@@ -93,7 +83,7 @@ mdc_status mdc_serial_check_step(mdc_serial_check *c, mdc_trainer *mesh, float l
         double allow = LOSS_RTOL * fabs((double)sloss) + (double)norm * c->dist * sqrt((double)c->P);
         if (c->steps == 0) c->loss1 = fabs((double)sloss) > 0 ? dl / fabs((double)sloss) : dl;
         else if (!(dl <= allow) && !c->loss_bad_step) c->loss_bad_step = c->steps + 1, c->loss_excess = dl / allow;
-        c->dist += 2.0 * c->opt.lr * adam_bound(&c->opt, mdc_trainer_adam_step(c->ser)) * (1 + 1e-3);
+        c->dist += 2.0 * c->opt.lr * mdc_adamw_reach(c->opt.beta1, c->opt.beta2, mdc_trainer_adam_step(c->ser)) * (1 + 1e-3);
     }
     if (c->steps++ > 0) return MDC_OK;
     mdc_status st = mdc_trainer_gather(mesh, NULL, c->a, NULL, 0); /* every rank: the mesh's m */

@@ -267,6 +267,13 @@ void mdc_adamw_update(mdc_device *dev,
                       const float *grads, // (n)
                       size_t n, float lr, float beta1, float beta2, float eps,
                       float weight_decay, float grad_scale, int t);
+/* How far AdamW step t >= 1 can move a parameter, in units of lr (weight decay aside): with
+ * m_t = (1-b1) sum_i b1^(t-i) g_i and v_t >= (1-b2) b2^(t-i) g_i^2 for every i,
+ * |m_t| <= (1-b1) / sqrt(1-b2) sqrt(v_t) sum_k r^k, r = b1 / sqrt(b2), k < t; the bias
+ * corrections give the factor sqrt(1-b2^t) / (1-b1^t). It holds whatever the gradients were
+ * (clipped or not): 1 at t = 1. Two runs whose gradients differ are at most 2 lr of it apart
+ * after the step, per parameter (the bound --check-serial and the parity tests use). */
+double mdc_adamw_reach(double beta1, double beta2, int t);
 /* The L2 norm of n gradients, summed in double over fixed chunks of MDC_NORM_CHUNK
  * elements and combined in chunk order (independent of the thread count). */
 enum { MDC_NORM_CHUNK = 16384 };
