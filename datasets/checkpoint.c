@@ -45,7 +45,7 @@ mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_st
     if (!st) st = set_u64(tf, "seed_set", s->seed_set);
     if (!st) st = set_u64(tf, "global_batch", s->global_batch);
     if (!st) st = set_u64(tf, "data_sequences", s->data_sequences);
-    if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
+    if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", tf);
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     for (int l = 0; !st && l < c->L; l++) { /* the MoE blocks' routing biases */
         int b = mdc_gpt2_moe_index(c, l);
@@ -55,8 +55,8 @@ mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_st
         int64_t shape[1] = {c->E};
         st = mdc_tensorfile_add(tf, name, MDC_TD_F32, 1, shape, mdc_gpt2_moe_bias(m) + (size_t)b * c->E);
     }
-    if (!st && mdc_gpt2_adam_m(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_m(m), "adam.m.", 1, tf);
-    if (!st && mdc_gpt2_adam_v(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_v(m), "adam.v.", 1, tf);
+    if (!st && mdc_gpt2_adam_m(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_m(m), "adam.m.", tf);
+    if (!st && mdc_gpt2_adam_v(m)) st = mdc_gpt2_add_tensors(m, mdc_gpt2_adam_v(m), "adam.v.", tf);
     if (!st) st = mdc_checkpoint_seal(tf);
     if (!st) st = mdc_safetensors_write(path, tf);
     mdc_tensorfile_free(tf);
@@ -71,8 +71,8 @@ static mdc_status load_moment(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
     for (int k = 0; k < mdc_gpt2_tensor_count(cfg); k++) {
         mdc_param_tensor p;
         mdc_gpt2_tensor_at(cfg, k, &p);
-        char name[128];
-        snprintf(name, sizeof name, "%s%s", prefix, mdc_gpt2_hf_name(&p));
+        char name[192], spelled[160]; /* as the checkpoint spells its weights (read first) */
+        snprintf(name, sizeof name, "%s%s", prefix, mdc_gpt2_spelled(m, &p, spelled, sizeof spelled));
         const mdc_tensor *t = mdc_tensorfile_find(tf, name);
         if (!t) return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint has no tensor '%s'", label, name);
         mdc_status st = mdc_i_weights_to_f32(label, t, &p, dst + p.offset, nonneg);

@@ -278,6 +278,13 @@ mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
         }
         src[k] = t;
     }
+    /* the names this file spells, by its wte: what minidc writes for this model is spelled so */
+    int ke = mdc_gpt2_tensor_find(cfg, "wte");
+    if (ke >= 0 && src[ke]) {
+        const char *wn = src[ke]->name;
+        int pre = !strncmp(wn, PREFIX, strlen(PREFIX));
+        mdc_gpt2_set_spelling(m, (mdc_gpt2_spelling){pre, !strcmp(wn + (pre ? strlen(PREFIX) : 0), "wte")});
+    }
     for (int k = 0; k < n; k++) {
         mdc_param_tensor p;
         if ((st = mdc_gpt2_tensor_at(cfg, k, &p))) goto done;
@@ -314,15 +321,14 @@ mdc_status mdc_gpt2_load_weights(mdc_gpt2 *m, const mdc_tensorfile *tf, const ch
     return mdc_i_weights_load(m, tf, label, mdc_i_checkpoint_format(tf) > 0 ? "adam." : NULL);
 }
 
-mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char *prefix, int hf_names,
-                                mdc_tensorfile *tf) {
+mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char *prefix, mdc_tensorfile *tf) {
     const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
     for (int k = 0; k < mdc_gpt2_tensor_count(cfg); k++) {
         mdc_param_tensor p;
         mdc_status st = mdc_gpt2_tensor_at(cfg, k, &p);
         if (st) return st;
-        char name[128];
-        snprintf(name, sizeof name, "%s%s", prefix, hf_names ? mdc_gpt2_hf_name(&p) : p.name);
+        char name[192], spelled[160];
+        snprintf(name, sizeof name, "%s%s", prefix, mdc_gpt2_spelled(m, &p, spelled, sizeof spelled));
         int64_t shape[2] = {p.shape[0], p.shape[1]};
         if ((st = mdc_tensorfile_add(tf, name, MDC_TD_F32, p.ndim, shape, base + p.offset))) return st;
     }
@@ -361,7 +367,7 @@ mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path) {
     mdc_tensorfile *tf = NULL;
     mdc_status st = mdc_tensorfile_new(&tf);
     if (!st) st = mdc_gpt2_set_config_meta(mdc_gpt2_get_config(m), tf);
-    if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", 1, tf);
+    if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", tf);
     if (!st) st = mdc_safetensors_write(path, tf);
     mdc_tensorfile_free(tf);
     return st;

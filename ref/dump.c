@@ -160,15 +160,15 @@ static int col_runs(const mdc_param_tensor *p, int last, int c0, int n, runs *d)
 
 /* The rectangle of local rows [r0, r0 + nr) x columns [c0, c0 + nc) of tensor p (data: its
  * first element) as one entry; part numbers the entries of one tensor. */
-static mdc_status grad_rect(mdc_tensorfile *tf, int step, const mdc_param_tensor *p, const mdc_param_tensor *g,
-                            const float *data, int r0, int nr, int c0, int nc, int part) {
+static mdc_status grad_rect(const mdc_gpt2 *m, mdc_tensorfile *tf, int step, const mdc_param_tensor *p,
+                            const mdc_param_tensor *g, const float *data, int r0, int nr, int c0, int nc, int part) {
     int nd = p->ndim, bad = 0;
     runs d[2] = {{0, NULL}, {0, NULL}};
     int64_t ls[2] = {nd > 1 ? nr : nc, nc}, gs[2] = {g->shape[0], nd > 1 ? g->shape[1] : 0};
     if (nd > 1) bad |= add_run(&d[0], 0, (p->split == MDC_SPLIT_ROWS ? p->row0 : 0) + r0, nr);
     bad |= col_runs(p, nd - 1, c0, nc, &d[nd - 1]);
-    char global[128], name[160];
-    snprintf(global, sizeof global, "step%d.grad.%s", step, g->name);
+    char global[192], name[224], spelled[160];
+    snprintf(global, sizeof global, "step%d.grad.%s", step, mdc_gpt2_spelled(m, g, spelled, sizeof spelled));
     snprintf(name, sizeof name, part ? "%s.part%d" : "%s", global, part);
     mdc_status st = bad ? mdc_fail(MDC_ERR_OOM_HOST, "dump: a gradient's map")
                         : add_entry(tf, name, global, nd, ls, gs, d, 0, order_of(step, 0, 2, 0, 0, 0) + p->global, data);
@@ -187,7 +187,7 @@ mdc_status mdc_gpt2_dump_grad_piece(mdc_gpt2 *m, mdc_tensorfile *tf, int step, i
     for (int part = 0; !st && at < e; part++) {
         size_t r = at / W, c = at % W, nc = c || e - at < W ? (e - at < W - c ? e - at : W - c) : W;
         size_t nr = c || nc < W ? 1 : (e - at) / W;
-        st = grad_rect(tf, step, p, &g, grad, (int)r, (int)nr, (int)c, (int)nc, part);
+        st = grad_rect(m, tf, step, p, &g, grad, (int)r, (int)nr, (int)c, (int)nc, part);
         grad += nr * nc, at += nr * nc;
     }
     return st;

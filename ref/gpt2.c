@@ -294,6 +294,15 @@ void mdc_gpt2_free(mdc_gpt2 *m) {
 }
 
 const mdc_gpt2_config *mdc_gpt2_get_config(const mdc_gpt2 *m) { return &m->cfg; }
+
+void mdc_gpt2_set_spelling(mdc_gpt2 *m, mdc_gpt2_spelling s) { m->spelling = s; }
+
+const char *mdc_gpt2_spelled(const mdc_gpt2 *m, const mdc_param_tensor *p, char *buf, size_t cap) {
+    int embed = !strcmp(p->name, "wte") || !strcmp(p->name, "wpe");
+    snprintf(buf, cap, "%s%s%s", m->spelling.prefixed ? "transformer." : "", p->name,
+             embed && !m->spelling.table_embed ? ".weight" : "");
+    return buf;
+}
 mdc_device *mdc_gpt2_device(const mdc_gpt2 *m) { return m->dev; }
 float *mdc_gpt2_params(mdc_gpt2 *m) { return m->params; }
 float *mdc_gpt2_grads(mdc_gpt2 *m) { return m->grads; }

@@ -45,6 +45,7 @@ struct mdc_gpt2 {
     size_t *unit_off, *unit_count; /* local unit ranges, L + 2 each */
     unsigned flags;
     mdc_gpt2_hooks hooks;
+    mdc_gpt2_spelling spelling; /* of the tensor names it writes (mdc_gpt2_spelled) */
     mdc_gpt2_acts *acts;       /* the default activation set */
     float loss;                /* mean loss of the last mdc_gpt2_forward */
     struct {

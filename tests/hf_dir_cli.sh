@@ -64,6 +64,34 @@ run --weights "$tmp/one.safetensors" --heads 4 --dump "$tmp/file.st"
 if [ $rc_dir = 0 ] && [ $rc = 0 ] && cmp -s "$tmp/dir.st" "$tmp/file.st"; then
     echo "ok: a Hugging Face directory without --heads: the same dump as the file with --heads 4"
 else echo "FAIL: directory (exit $rc_dir) against file (exit $rc)"; cat "$tmp/out"; fail=1; fi
+# names kept as read: the gradients (and the final weights of --steps) are written under the
+# names the weights file used: wte.weight as HF spells it, transformer.wte or wte as others do
+names() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]
+print(" ".join(sorted(k for k in json.loads(b[8:8+n]) if k.startswith(("grad.","final.")))))' "$1"; }
+got=" $(names "$tmp/file.st") "
+case $got in *" grad.wte.weight "*) echo "ok: HF names in, HF names out (grad.wte.weight)";;
+    *) echo "FAIL: HF-named weights dumped as:$got"; fail=1;; esac
+for spell in "transformer.|" "|short" "transformer.|short"; do
+    pre=${spell%|*} short=${spell#*|}
+    python3 - "$tmp/one.safetensors" "$tmp/spelled.st" "$pre" "$short" <<'EOF'
+import json, struct, sys
+src, dst, pre, short = sys.argv[1:5]
+b = open(src, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+ren = lambda k: pre + ({"wte.weight": "wte", "wpe.weight": "wpe"}.get(k, k) if short else k)
+h = {ren(k): v for k, v in h.items()}
+j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+EOF
+    run --weights "$tmp/spelled.st" --heads 4 --dump "$tmp/spelled_out.st" --steps 1
+    e="${pre}wte"; [ -z "$short" ] && e="$e.weight"
+    got=" $(names "$tmp/spelled_out.st") "
+    miss=""
+    for w in "grad.$e" "final.$e" "grad.${pre}h.0.ln_1.weight" "final.${pre}h.1.mlp.c_fc.bias"; do
+        case $got in *" $w "*) ;; *) miss="$miss $w";; esac
+    done
+    if [ $rc = 0 ] && [ -z "$miss" ]; then echo "ok: weights spelled as $e: gradients and final weights as grad.$e, final.$e"
+    else echo "FAIL: weights spelled as $e (exit $rc): no$miss in:$got"; fail=1; fi
+done
 
 expect() { # what pattern config-edit (python expression on c, the config dict) [forward args...]
     local what=$1 pat=$2 edit=$3; shift 3

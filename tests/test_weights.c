@@ -208,7 +208,7 @@ int main(void) {
     /* the "transformer." prefix and the HF mask buffer are accepted */
     mdc_tensorfile *hf;
     MDC_CHECK(mdc_tensorfile_new(&hf));
-    MDC_CHECK(mdc_gpt2_add_tensors(a, mdc_gpt2_params(a), "transformer.", 1, hf));
+    MDC_CHECK(mdc_gpt2_add_tensors(a, mdc_gpt2_params(a), "transformer.", hf));
     int64_t mshape[4] = {1, 1, 16, 16};
     MDC_CHECK(mdc_tensorfile_add(hf, "transformer.h.0.attn.bias", MDC_TD_F32, 4, mshape, NULL));
     MDC_CHECK(mdc_gpt2_load_weights(b, hf, "hf"));

@@ -36,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MINIDC = os.path.join(ROOT, os.environ.get("BUILD", "build"), "minidc")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from torch_gpt2 import GPT2, read_safetensors, table_name  # noqa: E402
+from torch_gpt2 import GPT2, read_safetensors  # noqa: E402
 from torch_moe import MoEGPT2, write_moe_case  # noqa: E402
 from xcheck_torch import ADAM, rel_err  # noqa: E402
 
@@ -111,7 +111,7 @@ def reference(c, weights, x, y):
     loss.backward()
     out = {"logits": logits.detach().numpy(), "loss": loss.item(), "loss.aux": aux.item(), "loss.z": zl.item()}
     for n, p in zip(model.names, model.ps):
-        out["grad." + table_name(n)] = p.grad.numpy().copy()
+        out["grad." + n] = p.grad.numpy().copy()
     decay = [p for p in model.ps if p.dim() == 2]
     nodecay = [p for p in model.ps if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": ADAM["weight_decay"]},
@@ -130,7 +130,7 @@ def reference(c, weights, x, y):
         step_loss.append(model(x, y)[1].item())
     out["steps.loss"] = np.array(step_loss)
     for n, p in zip(model.names, model.ps):
-        out["final." + table_name(n)] = p.detach().numpy().copy()
+        out["final." + n] = p.detach().numpy().copy()
     return out, model.stats
 
 

@@ -1,8 +1,8 @@
 /* minidc compare A B: two safetensors files (weights, checkpoints, minidc forward dumps, a GPU
  * run's tensors) or --dump-dir directories (reassembled by mdc_dump_read; NAME:pre, a tensor
  * before a communication point, meets the other side's NAME when it has none) tensor by tensor.
- * Tensors pair by name (a "transformer." prefix and the ".weight" of wte and wpe do not matter,
- * so Hugging Face and minidc names meet; a file holding one tensor under both is refused, so no
+ * Tensors pair by name (after a dump's "step<N>." and a "grad." or "final.", a "transformer."
+ * prefix and the ".weight" of wte and wpe do not matter, so Hugging Face and minidc names meet; a file holding one tensor under both is refused, so no
  * tensor is compared twice); for each pair the max and mean absolute error, the largest distance
  * in float32 ULPs, and the elements outside |a - b| <= atol + rtol |b|, with the tolerances of
  * the coarser dtype (torch.testing's: F64 1e-7/1e-7, F32 1.3e-6/1e-5, F16 1e-3/1e-5, BF16
@@ -34,8 +34,14 @@ typedef struct {
 
 static cname cname_of(const char *s, size_t n) {
     cname k = {s, s, 0, n};
-    if (n >= 5 && !memcmp(s, "grad.", 5)) k.npre = 5;
-    else if (n >= 6 && !memcmp(s, "final.", 6)) k.npre = 6;
+    size_t d = 0; /* a dump's "step<N>." first */
+    if (n > 5 && !memcmp(s, "step", 4)) {
+        for (d = 4; d < n && s[d] >= '0' && s[d] <= '9';) d++;
+        d = d > 4 && d < n && s[d] == '.' ? d + 1 : 0;
+    }
+    if (n >= d + 5 && !memcmp(s + d, "grad.", 5)) d += 5;
+    else if (n >= d + 6 && !memcmp(s + d, "final.", 6)) d += 6;
+    k.npre = d;
     s += k.npre, n -= k.npre;
     if (n >= 12 && !memcmp(s, "transformer.", 12)) s += 12, n -= 12;
     if (n == 10 && (!memcmp(s, "wte.weight", 10) || !memcmp(s, "wpe.weight", 10))) n = 3;

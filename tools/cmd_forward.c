@@ -289,7 +289,7 @@ int mdc_cmd_forward(int argc, char **argv) {
         if (sites) TRY(mdc_gpt2_set_dump(m, sites, 1, B));
         TRY(mdc_step_grads(&plan, x, y));
         if (sites) TRY(mdc_gpt2_dump_grads(m, sites, 1));
-        TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_grads(m), "grad.", 0, out));
+        TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_grads(m), "grad.", out));
     }
     if (sites) {
         mdc_gpt2_set_dump(m, NULL, 0, 0);
@@ -312,7 +312,7 @@ int mdc_cmd_forward(int argc, char **argv) {
         step_loss[steps] = (float)((lsum + s1.aux_sum - s0.aux_sum + s1.z_sum - s0.z_sum) / plan.tokens);
         int64_t ns[1] = {steps + 1};
         TRY(mdc_tensorfile_add(out, "steps.loss", MDC_TD_F32, 1, ns, step_loss));
-        TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "final.", 0, out));
+        TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "final.", out));
     }
     if (dump) TRY(mdc_safetensors_write(dump, out));
     /* tokens: one forward at the start and one after each AdamW step */

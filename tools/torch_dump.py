@@ -3,7 +3,7 @@
 file, or a Hugging Face directory with config.json and model.safetensors), runs one forward and
 backward of a plain GPT-2 (tools/torch_gpt2.py) on the same tokens, on the CPU or a CUDA device,
 in float32, float64 or under bf16 autocast, and writes what `minidc forward --dump` writes under
-the same names: logits (B, T, V), loss, losses (B, T), grad.<name> (minidc's table names), in
+the same names: logits (B, T, V), loss, losses (B, T), grad.<name> (named as the weights file spells them), in
 execution order (BF16 after a bf16 run, so the comparison takes BF16's tolerance). Then `minidc compare torch.st minidc.st` names the first tensor that differs.
 With --dump-dir D it writes what `minidc forward --dump-dir` writes: the tensors at every site
 (the residual stream at each block boundary, each LayerNorm, qkv, the attention's output, each
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt2 import GPT2, read_safetensors, table_name, write_safetensors  # noqa: E402
+from torch_gpt2 import GPT2, read_safetensors, write_safetensors  # noqa: E402
 
 
 def load(path, heads):
@@ -36,6 +36,14 @@ def load(path, heads):
             meta_heads = json.load(f)["n_head"]
         path = os.path.join(path, "model.safetensors")
     tensors, meta = read_safetensors(path, with_metadata=True)
+    # the names are written as this file spells them (as minidc forward does): its wte's name
+    wname = next((k for k in tensors if k in ("wte", "wte.weight", "transformer.wte", "transformer.wte.weight")),
+                 "wte.weight")
+    prefix = "transformer." if wname.startswith("transformer.") else ""
+    short = wname.endswith("wte")
+
+    def spelled(hf):
+        return prefix + ({"wte.weight": "wte", "wpe.weight": "wpe"}.get(hf, hf) if short else hf)
     w = {}
     for name, a in tensors.items():
         n = name[len("transformer."):] if name.startswith("transformer.") else name
@@ -50,14 +58,14 @@ def load(path, heads):
         raise SystemExit("torch_dump: the number of heads is not in the file: give --heads")
     V, C = w["wte.weight"].shape
     L = 1 + max(int(n.split(".")[1]) for n in w if n.startswith("h."))
-    return w, dict(V=V, T=w["wpe.weight"].shape[0], L=L, H=H, C=C)
+    return w, dict(V=V, T=w["wpe.weight"].shape[0], L=L, H=H, C=C), spelled
 
 
 BLOCK_SITES = ["in", "ln_1", "attn.qkv", "attn.y", "attn.c_proj", "res_2", "ln_2", "mlp.c_fc", "mlp.gelu",
                "mlp.c_proj", "out"]
 
 
-def write_dump_dir(d, sites, losses, model, c, bf16):
+def write_dump_dir(d, sites, losses, model, c, bf16, spelled):
     """sites: name -> tensor in execution order (forward), with .grad after the backward."""
     out, order = {}, []
     for n, t in sites.items():
@@ -70,8 +78,8 @@ def write_dump_dir(d, sites, losses, model, c, bf16):
         out["step1.grad." + n] = sites[n].grad
         order.append("step1.grad." + n)
     for n, p in zip(model.names, model.ps):
-        out["step1.grad." + table_name(n)] = p.grad
-        order.append("step1.grad." + table_name(n))
+        out["step1.grad." + spelled(n)] = p.grad
+        order.append("step1.grad." + spelled(n))
     out = {k: v.detach().float().cpu().numpy() for k, v in out.items()}
     meta = {"dump.format": "minidc-dump 1", "dump.run": "torch_dump", "dump.rank": "0 of 1", "dump.mesh": "PyTorch",
             "producer": "tools/torch_dump.py"}
@@ -105,7 +113,7 @@ def main():
         ap.error("give --dump or --dump-dir")
     # a missing or unreadable input is an error message naming the file, not a traceback
     try:
-        w, c = load(a.weights, a.heads)
+        w, c, spelled = load(a.weights, a.heads)
         x, y = ids(a.tokens), ids(a.targets)
     except OSError as e:
         raise SystemExit(f"torch_dump: {e.filename or a.weights}: {e.strerror or e}")
@@ -126,15 +134,15 @@ def main():
     model.zero_grad()
     loss.backward()
     if a.dump_dir:
-        n = write_dump_dir(a.dump_dir, sites, losses, model, c, a.dtype == "bf16")
+        n = write_dump_dir(a.dump_dir, sites, losses, model, c, a.dtype == "bf16", spelled)
         print(f"torch_dump: {a.dump_dir}/step1-rank0.safetensors: loss {float(loss):.6f}, {n} tensors at their sites")
     if not a.dump:
         return 0
     out = {"logits": logits, "loss": loss, "losses": losses}
     order = ["logits", "loss", "losses"]
     for n, p in zip(model.names, model.ps):
-        out["grad." + table_name(n)] = p.grad
-        order.append("grad." + table_name(n))
+        out["grad." + spelled(n)] = p.grad
+        order.append("grad." + spelled(n))
     out = {k: v.detach().float().cpu().numpy() for k, v in out.items()}
     # a bf16 run's tensors are bf16-accurate: written as BF16, `minidc compare` applies BF16's tolerance
     write_safetensors(a.dump, out, {"producer": "tools/torch_dump.py", "dtype": a.dtype, "device": a.device}, order,

@@ -128,9 +128,3 @@ class GPT2(torch.nn.Module):
         logits = site("logits", x @ p["wte.weight"].t())
         loss = F.cross_entropy(logits.reshape(-1, c["V"]), targets.reshape(-1))
         return logits, loss
-
-
-def table_name(hf):
-    return {"wte.weight": "wte", "wpe.weight": "wpe"}.get(hf, hf)
-
-

@@ -133,6 +133,19 @@ void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed);
 
 const mdc_gpt2_config *mdc_gpt2_get_config(const mdc_gpt2 *m);
 mdc_device *mdc_gpt2_device(const mdc_gpt2 *m);
+
+/* How the model's files spell tensor names, so that what minidc writes (checkpoints, dumps,
+ * gradients) is found under the names its input used: prefixed puts "transformer." in front
+ * (as a transformers checkpoint does), table_embed writes the embeddings as minidc's table
+ * spells them ("wte", "wpe") instead of Hugging Face's "wte.weight", "wpe.weight". Weights
+ * minidc made itself are spelled as Hugging Face does: {0, 0}. The weights loader records the
+ * spelling of the file it reads (datasets/weights.c). */
+typedef struct {
+    int prefixed, table_embed;
+} mdc_gpt2_spelling;
+void mdc_gpt2_set_spelling(mdc_gpt2 *m, mdc_gpt2_spelling s);
+/* Parameter tensor p's name in the model's spelling, in buf (returned). */
+const char *mdc_gpt2_spelled(const mdc_gpt2 *m, const mdc_param_tensor *p, char *buf, size_t cap);
 /* The parameter allocation (mdc_gpt2_param_floats floats): read and write freely. */
 float *mdc_gpt2_params(mdc_gpt2 *m);
 /* The gradient allocation, NULL before the first mdc_gpt2_zero_grad/backward. */

@@ -39,10 +39,10 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
 mdc_status mdc_gpt2_load_weights(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label);
 
 /* Appends one tensor per parameter, read from `base` (the parameter, gradient or Adam
- * allocation, laid out as the parameters), named prefix + name where name is the HF name if
- * hf_names else minidc's table name. Shapes are the HF shapes; wte padding is not written. */
-mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char *prefix, int hf_names,
-                                mdc_tensorfile *tf);
+ * allocation, laid out as the parameters), named prefix + the name in the model's spelling
+ * (mdc_gpt2_spelled: as the weights it loaded spelled them, else Hugging Face's). Shapes are the
+ * HF shapes; wte padding is not written. */
+mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char *prefix, mdc_tensorfile *tf);
 
 /* Sets the config __metadata__ (n_vocab, n_ctx, n_layer, n_head, n_embd). */
 mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *tf);
