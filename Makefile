@@ -123,7 +123,7 @@ check-aarch64: all
 demo: all
 	@tools/demo.sh $(BUILD) $(MPIEXEC)
 
-bench: deps-check all $(BUILD)/tests/bench_interposer $(BUILD)/tests/bench_p2p $(BUILD)/tests/bench_after $(BUILD)/tests/bench_bare
+bench: deps-check all $(BUILD)/tests/bench_spin $(BUILD)/tests/bench_interposer $(BUILD)/tests/bench_p2p $(BUILD)/tests/bench_after $(BUILD)/tests/bench_bare
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) tools/bench.sh
 
 install: all

@@ -83,7 +83,8 @@ def run_page(root, build, page):
         os.symlink(os.path.abspath(build), os.path.join(d, "build"))
         for name in ("tools", "tests", "docs"):
             os.symlink(os.path.join(root, name), os.path.join(d, name))
-        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        # the scratch directory's build/ is the build under test: scripts a page runs find it there
+        env = dict(os.environ, BUILD="build", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         for lineno, cmd, shown, want_rc in blocks(page):
             where = f"{os.path.relpath(page, root)}:{lineno}"
             try:

@@ -75,6 +75,18 @@ status "pinned: the same on tp 2 + SP x dp 2, ZeRO-2" 0 "$t/pin4" timeout -k 5 1
 got_digest=$(digest "$t/pin4.st")
 [ "$got_digest" = "$want_digest" ] || { echo "FAIL: pinned exact tensors on 4 ranks: digest $got_digest, want $want_digest"; fail=1; }
 
+# ---- the thread tuner (tools/thread_tuner.h): on by default in a one-process run -----------
+# it changes only the thread count, and the kernels give the same bits with any count: a tuned
+# run saves the bytes of a one-thread run (default mode, 40 steps: probes at steps 11-13 and 30-32)
+status "tuned threads" 0 "$t/tuned" env -u OMP_NUM_THREADS MINIDC_VERBOSE=1 $m train --config tiny --steps 40 --quiet --save "$t/tuned.st"
+status "one thread" 0 "$t/one" env OMP_NUM_THREADS=1 $m train --config tiny --steps 40 --quiet --save "$t/one.st"
+cmp -s "$t/tuned.st" "$t/one.st" || { echo "FAIL: a tuned run saved other bytes than a one-thread run"; fail=1; }
+if [ "$(env -u OMP_NUM_THREADS /usr/bin/nproc)" -ge 2 ]; then
+    check "tuner line" "$t/tuned" "^thread tuner: [1-9][0-9]* probe(s), [0-9]* move(s), the last step on [0-9]* of [0-9]* thread(s)"
+fi
+status "MINIDC_TUNE_THREADS refused" 2 "$t/tunebad" env MINIDC_TUNE_THREADS=yes $m train --config tiny --steps 1
+check "MINIDC_TUNE_THREADS message" "$t/tunebad" "MINIDC_TUNE_THREADS 'yes': 0 (a fixed thread count) or 1"
+
 # ---- --save, then --resume: the same bits as the run that never stopped ---------------------
 $m data generate copy --tokens 6000 "$t/copy.bin" >/dev/null 2>&1 || { echo "FAIL: minidc data generate"; fail=1; }
 r="--config tiny --batch 4 --seq 32 --data $t/copy.bin"

@@ -83,3 +83,5 @@ done
 "$(dirname "$0")/bench_cp.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- expert parallelism against serial in the same run (tools/bench_ep.sh) --------------------
 "$(dirname "$0")/bench_ep.sh" "$BUILD" "$MPIEXEC" || exit 1
+# ---- a training step beside other programs: the thread tuner (tools/bench_load.sh) ------------
+"$(dirname "$0")/bench_load.sh" "$BUILD" "$MPIEXEC" || exit 1

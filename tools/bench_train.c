@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "thread_tuner.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "minidc/kernels.h"
@@ -80,7 +81,7 @@ static int arg_ms(const char *opt, const char *v, double *out) {
 
 int mdc_bench_train(int argc, char **argv) {
     const char *config = "tiny";
-    int B = 4, T = 0, steps = 0, threads = 2, tp = 1, sp = 0, dp = 1, exact = 0, xblock = 0;
+    int B = 4, T = 0, steps = 0, threads = 2, tp = 1, sp = 0, dp = 1, exact = 0, xblock = 0, adapt = 0;
     double torch_ms = 0, torch_cpu = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -89,12 +90,14 @@ int mdc_bench_train(int argc, char **argv) {
                    "                          [--threads 2] [--torch-ms MS] [--torch-cpu-ms MS]\n"
                    "       mpiexec.mpich -n N minidc bench train --tp T [--sp] [--dp D] ...   (N = T x D)\n"
                    "       [--exact] [--exact-block N]   exact mode (docs/exactness.md)\n"
+                   "       [--adapt-threads]   the thread count as minidc train chooses it (tools/thread_tuner.h)\n"
                    "--batch 1..1024, --seq 1..the context, --steps 1..100000, --threads 1..1024\n"
                    "cpu ms = process CPU time per step / threads: the step's cost when the cores are shared\n");
             return 0;
         }
         if (!strcmp(a, "--sp")) { sp = 1; continue; }
         if (!strcmp(a, "--exact")) { exact = 1; continue; }
+        if (!strcmp(a, "--adapt-threads")) { adapt = 1; continue; }
         if (!v) { fprintf(stderr, "minidc bench train: %s needs a value\n", a); return 2; }
         int ok = 1;
         if (!strcmp(a, "--config")) config = v;
@@ -181,13 +184,17 @@ int mdc_bench_train(int argc, char **argv) {
     float loss = 0;
     mdc_dev_reset_counters(dev);
     double v0 = 0, sent0 = 0;
+    mdc_thread_tuner tun;
+    mdc_tuner_init(&tun, threads, adapt && tp * dp == 1);
     for (int s = 0; s <= steps; s++) { /* step 0 warms up (first touch of grads, AdamW state) */
+        mdc_tuner_before(&tun);
         double t0 = mdc_wall_time(), c0 = cpu_seconds();
         if ((st = mdc_trainer_step(tr, in, tg, &opt, &loss, NULL))) {
             fprintf(stderr, "minidc bench train: %s: %s\n", mdc_strerror(st), mdc_detail());
             if (rt.tr) mdc_runtime_die(&rt, st, 0, 1);
             return 1;
         }
+        mdc_tuner_after(&tun, mdc_wall_time() - t0);
         if (s) ms[s - 1] = (mdc_wall_time() - t0) * 1e3, cms[s - 1] = (cpu_seconds() - c0) * 1e3 / threads;
         else {
             mdc_dev_counters c;
@@ -195,6 +202,9 @@ int mdc_bench_train(int argc, char **argv) {
             v0 = c.now, sent0 = c.bytes_sent;
         }
     }
+    if (tun.on)
+        printf("adapt-threads: the last step ran on %d of %d thread(s), after %d move(s)\n", tun.levels[tun.level],
+               threads, tun.moves);
     mdc_dev_counters vc;
     mdc_dev_get_counters(dev, &vc);
     double vms = (vc.now - v0) / steps * 1e3; /* virtual ms per step on the preset */

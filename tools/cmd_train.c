@@ -24,6 +24,7 @@
 #include "minidc/kernels.h"
 #include "train_options.h"
 #include "train_check.h"
+#include "thread_tuner.h"
 #include "train_state.h"
 
 static void die(mdc_runtime *rt, mdc_status st, int same) {
@@ -44,6 +45,9 @@ int mdc_cmd_train(int argc, char **argv) {
         return 0;
     }
     if ((st = mdc_train_validate(&o, rt.size, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
+    const char *tune_env = getenv("MINIDC_TUNE_THREADS");
+    if (tune_env && strcmp(tune_env, "0") && strcmp(tune_env, "1"))
+        mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "MINIDC_TUNE_THREADS '%s': 0 (a fixed thread count) or 1", tune_env), 1, 2);
     /* every output is checked before the first step: a bad path must not cost the run */
     /* none may be an input or another output; --save may be --resume's file (it replaces it whole) */
     const char *report = rt.opts.report_path[0] ? rt.opts.report_path : NULL;
@@ -159,7 +163,12 @@ int mdc_cmd_train(int argc, char **argv) {
     if ((o.trace || device_timeline) && (st = mdc_dev_trace_start(rt.dev))) mdc_runtime_die(&rt, st, 1, 1);
     unsigned long long run_id = 0; /* the dump's rank files carry rank 0's */
     if (o.dump_dir && (st = mdc_dump_run_id(rt.world, &run_id))) mdc_runtime_die(&rt, st, 0, 1);
+    /* one process: the thread count follows what the machine gives it (tools/thread_tuner.h);
+     * OMP_NUM_THREADS or MINIDC_TUNE_THREADS=0 keep it fixed */
+    mdc_thread_tuner tun;
+    mdc_tuner_init(&tun, threads, rt.size == 1 && !getenv("OMP_NUM_THREADS") && !(tune_env && !strcmp(tune_env, "0")));
     for (int s = step0; s < step0 + o.steps; s++) {
+        mdc_tuner_before(&tun);
         if (s == step0 + o.steps - 1) {
             mdc_dev_counters c0;
             mdc_dev_get_counters(rt.dev, &c0);
@@ -193,6 +202,7 @@ int mdc_cmd_train(int argc, char **argv) {
             exit(1);
         }
         double dt = mdc_wall_time() - t0;
+        mdc_tuner_after(&tun, dt);
         tokens += (double)B * T;
         float sl = 0, sn = 0;
         if (ser && (st = mdc_trainer_step(ser, gin, gtg, &o.opt, &sl, &sn))) mdc_runtime_die(&rt, st, 0, 1);
@@ -222,6 +232,10 @@ int mdc_cmd_train(int argc, char **argv) {
     else if (r == 0)
         printf("trained %d step%s, %.0f tokens in %.2f s (%.0f tokens/s), final loss %.4f\n", o.steps,
                o.steps == 1 ? "" : "s", tokens, wall, wall > 0 ? tokens / wall : 0, loss);
+    const char *verbose = getenv("MINIDC_VERBOSE");
+    if (tun.on && r == 0 && verbose && *verbose && strcmp(verbose, "0"))
+        printf("thread tuner: %d probe(s), %d move(s), the last step on %d of %d thread(s)\n", tun.probes, tun.moves,
+               tun.levels[tun.level], threads);
     int rc = 0;
     if (chk) { /* every rank takes part in the gather */
         int ok = 1;
