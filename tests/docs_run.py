@@ -6,13 +6,15 @@ A block is runnable when the line before its ``` fence is `<!-- run -->`. In it,
 `$ COMMAND` (continued by a trailing backslash) runs COMMAND with bash; the lines after it, up
 to the next `$`, are what it must print: each in that order among the lines of its stdout and
 stderr (lines the page leaves out may come between), where `...` in a line stands for any text.
-A line `(exit N)` says the command exits N (else it must exit 0). A page's blocks run in order
+A line `(exit N)` says the command exits N (else it must exit 0). A block marked
+`<!-- run: not sanitized -->` instead runs except under SANITIZE=1 (a preloaded library or a
+crash's own report, which ASan's runtime changes). A page's blocks run in order
 in one scratch directory of their own (`build`, `tools`, `tests` and `docs` link to the tree), so
 a later block can use the files an earlier one wrote.
 
 usage: BUILD=build docs_run.py [PAGE...]   (default: every docs/*.md with a runnable block)
 Prints one line per command ("ok" or "FAIL" with the page and line); the last line is
-"docs: N passed, N failed". Exit 1 if any failed."""
+"docs: N passed, N failed" (", N skipped" under SANITIZE=1). Exit 1 if any failed."""
 import glob
 import os
 import re
@@ -21,15 +23,18 @@ import sys
 import tempfile
 
 MARK = "<!-- run -->"
+MARK_NOSAN = "<!-- run: not sanitized -->"
+SANITIZED = os.environ.get("SANITIZE", "0") == "1"
 TIMEOUT_S = 120
 
 
 def blocks(path):
-    """[(line number of the command, command, [expected lines], exit status)] of a page."""
+    """[(line number of the command, command, [expected lines], exit status, skipped)] of a page."""
     lines = open(path, encoding="utf-8").read().split("\n")
     out, i = [], 0
     while i < len(lines):
-        if lines[i].strip() == MARK and i + 1 < len(lines) and lines[i + 1].startswith("```"):
+        if lines[i].strip() in (MARK, MARK_NOSAN) and i + 1 < len(lines) and lines[i + 1].startswith("```"):
+            skip = SANITIZED and lines[i].strip() == MARK_NOSAN
             i += 2
             cmd = None
             while i < len(lines) and not lines[i].startswith("```"):
@@ -39,7 +44,7 @@ def blocks(path):
                     while text.endswith("\\") and i + 1 < len(lines):
                         i += 1
                         text = text + "\n" + lines[i]  # bash reads the backslash-newline as one line
-                    cmd = [start, text, [], 0]
+                    cmd = [start, text, [], 0, skip]
                     out.append(cmd)
                 elif cmd is not None:
                     m = re.fullmatch(r"\(exit (\d+)\)", ln.strip())
@@ -85,8 +90,11 @@ def run_page(root, build, page):
             os.symlink(os.path.join(root, name), os.path.join(d, name))
         # the scratch directory's build/ is the build under test: scripts a page runs find it there
         env = dict(os.environ, BUILD="build", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        for lineno, cmd, shown, want_rc in blocks(page):
+        for lineno, cmd, shown, want_rc, skip in blocks(page):
             where = f"{os.path.relpath(page, root)}:{lineno}"
+            if skip:
+                results.append(f"skip {where}: $ {cmd.split(chr(10))[0]} (SANITIZE=1)")
+                continue
             try:
                 p = subprocess.run(["bash", "-c", cmd], cwd=d, env=env, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_S)
@@ -115,13 +123,15 @@ def main():
     build = os.path.join(root, os.environ.get("BUILD", "build"))
     if not os.path.exists(os.path.join(build, "minidc")):
         sys.exit(f"docs_run: {build}/minidc: no such program (make first)")
-    pages = [os.path.abspath(p) for p in sys.argv[1:]] or sorted(p for p in glob.glob(os.path.join(root, "docs", "*.md")) if MARK in open(p).read())
-    passed = failed = 0
+    pages = [os.path.abspath(p) for p in sys.argv[1:]] or sorted(p for p in glob.glob(os.path.join(root, "docs", "*.md")) if MARK in open(p).read() or MARK_NOSAN in open(p).read())
+    passed = failed = skipped = 0
     for page in pages:
         for r in run_page(root, build, page):
             print(r, flush=True)
-            passed, failed = (passed + 1, failed) if r.startswith("ok") else (passed, failed + 1)
-    print(f"docs: {passed} passed, {failed} failed")
+            passed += r.startswith("ok")
+            skipped += r.startswith("skip")
+            failed += r.startswith("FAIL")
+    print(f"docs: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return 1 if failed or not passed else 0
 
 
