@@ -13,7 +13,7 @@ in one scratch directory of their own (`build`, `tools`, `tests` and `docs` link
 a later block can use the files an earlier one wrote.
 
 usage: BUILD=build docs_run.py [PAGE...]   (default: every docs/*.md with a runnable block)
-Prints one line per command ("ok" or "FAIL" with the page and line); the last line is
+Prints one line per command ("ok", "skip" or "FAIL" with the page and line); the last line is
 "docs: N passed, N failed" (", N skipped" under SANITIZE=1). Exit 1 if any failed."""
 import glob
 import os

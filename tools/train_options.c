@@ -74,7 +74,10 @@ const char mdc_train_usage[] =
     "                      tied wte on the first and last pipeline stage\n"
     "  --fail-at RANK:STEP test hook: that rank fails before that step (peers must exit);\n"
     "                      STEP counts from 0 and must be one of this run's steps; RANK:STEP:stop\n"
-    "                      or :kill stops or kills the process instead (peers must name it)\n";
+    "                      or :kill stops or kills the process instead (peers must name it)\n"
+    "threads: one rank chooses its OpenMP thread count by timing its steps (other programs may\n"
+    "  hold cores; docs/model.md); OMP_NUM_THREADS or MINIDC_TUNE_THREADS=0 fix it, and\n"
+    "  MINIDC_VERBOSE=1 says what it chose. Several ranks take their share of the cores.\n";
 
 /* --fail-at RANK:STEP[:stop|:kill], two non-negative integers (the rank is checked against the
  * job later) and how: fail with a message (default), or stop or kill the process (a rank that
