@@ -68,6 +68,11 @@ static void share_cores(int size) {
     omp_set_num_threads(share < 1 ? 1 : (int)share);
 }
 
+int mdc_runtime_verbose(void) {
+    const char *v = getenv("MINIDC_VERBOSE");
+    return v && *v && strcmp(v, "0");
+}
+
 mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv) {
     memset(rt, 0, sizeof *rt);
     int inited = 0;
@@ -79,8 +84,7 @@ mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &rt->size);
     /* MINIDC_VERBOSE: each rank's pid, so that a launcher's report of a killed pid ("BAD
      * TERMINATION ... PID n") names the rank */
-    const char *verbose = getenv("MINIDC_VERBOSE");
-    if (verbose && *verbose && strcmp(verbose, "0")) {
+    if (mdc_runtime_verbose()) {
         char host[256] = "?";
         gethostname(host, sizeof host - 1);
         fprintf(stderr, "minidc: rank %d of %d is pid %d on %s\n", rt->rank, rt->size, (int)getpid(), host);

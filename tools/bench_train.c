@@ -194,8 +194,9 @@ int mdc_bench_train(int argc, char **argv) {
             if (rt.tr) mdc_runtime_die(&rt, st, 0, 1);
             return 1;
         }
-        mdc_tuner_after(&tun, mdc_wall_time() - t0);
-        if (s) ms[s - 1] = (mdc_wall_time() - t0) * 1e3, cms[s - 1] = (cpu_seconds() - c0) * 1e3 / threads;
+        double dt = mdc_wall_time() - t0;
+        mdc_tuner_after(&tun, dt);
+        if (s) ms[s - 1] = dt * 1e3, cms[s - 1] = (cpu_seconds() - c0) * 1e3 / threads;
         else {
             mdc_dev_counters c;
             mdc_dev_get_counters(dev, &c);

@@ -232,8 +232,7 @@ int mdc_cmd_train(int argc, char **argv) {
     else if (r == 0)
         printf("trained %d step%s, %.0f tokens in %.2f s (%.0f tokens/s), final loss %.4f\n", o.steps,
                o.steps == 1 ? "" : "s", tokens, wall, wall > 0 ? tokens / wall : 0, loss);
-    const char *verbose = getenv("MINIDC_VERBOSE");
-    if (tun.on && r == 0 && verbose && *verbose && strcmp(verbose, "0"))
+    if (tun.on && r == 0 && mdc_runtime_verbose())
         printf("thread tuner: %d probe(s), %d move(s), the last step on %d of %d thread(s)\n", tun.probes, tun.moves,
                tun.levels[tun.level], threads);
     int rc = 0;

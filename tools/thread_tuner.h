@@ -1,11 +1,11 @@
 /* The OpenMP thread count of a one-process run, chosen by measuring its own steps.
  *
  * Laptops run other programs. With two threads on two cores and a busy process beside them,
- * every parallel region waits for the thread that lost its core: a tiny step measured 6.9 ms
- * alone took 15.6 ms beside one busy loop and 1040 ms beside a 3-rank MPICH program polling in
- * MPI_Recv (libgomp's default wait spins through the time slices the other thread needs),
- * where one thread took 12.1 and 24 ms. No wait policy fixes that (PASSIVE: 27.7 ms, and
- * 11.4 ms instead of 6.9 when idle); fewer threads do, and the kernels give the same bits with
+ * every parallel region waits for the thread that lost its core: beside a 3-rank MPICH program
+ * polling in its receives, a tiny step of 7.3 ms idle took 1656 ms on 2 threads (libgomp's
+ * default wait spins through the time slices the other thread needs) and 33 ms on one
+ * (tools/bench_load.sh). No wait policy fixes that (PASSIVE is as slow as one thread loaded and
+ * slower idle: docs/performance.md); fewer threads do, and the kernels give the same bits with
  * any thread count (kernels/blas.c), so the count may change between steps.
  *
  * The tuner runs the steps at a level of [max, max/2, ..., 1] threads and now and then times

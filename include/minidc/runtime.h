@@ -34,6 +34,10 @@ mdc_status mdc_runtime_init(mdc_runtime *rt, int *argc, char ***argv);
  * ranks return after sending; a failure on rank 0 (e.g. the JSON path) is rank 0's alone. */
 mdc_status mdc_runtime_report(mdc_runtime *rt, FILE *f, double tokens);
 
+/* MINIDC_VERBOSE set, non-empty and not "0": the programs' extra lines (rank pids, the thread
+ * tuner's choice) are printed. */
+int mdc_runtime_verbose(void);
+
 /* Frees what init created and calls MPI_Finalize. */
 void mdc_runtime_finalize(mdc_runtime *rt);
 
