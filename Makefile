@@ -60,15 +60,16 @@ LDLIBS  = -lopenblas -lcjson -lm
 LDFLAGS += $(OMP_LDFLAGS) $(DEP_LDFLAGS) $(SANFLAGS)
 
 # interposer/ is libminidc_mpi.so's alone (an LD_PRELOAD library on top of libminidc.a).
-LIB_DIRS := device collectives numerics kernels ref datasets
-LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIB_DIRS))))
+LIB_DIRS := device collectives numerics kernels datasets
+# ref/ is a tree (model/, parallel/<scheme>/, train/): its sources at every depth
+LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIB_DIRS))) $(shell find ref -name '*.c'))
 IP_SRC   := $(sort $(wildcard interposer/*.c))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 IP_OBJ   := $(IP_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
-TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard include/minidc/*.h)
 INTERPOSER := $(if $(IP_SRC),$(BUILD)/libminidc_mpi.so)
 
@@ -106,13 +107,15 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libminidc.a | deps
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MDC_CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/libminidc.a $(LDLIBS)
 
-tests: all $(TESTS)
+tests: all $(TEST_BIN)
 
-check: deps-check all $(TESTS)
-	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) tests/run.sh $(TESTS_ONLY)
+# `make check TESTS=name` runs only the tests whose name matches (a grep pattern: 'test_tp\|tp_cli').
+TESTS ?= $(TESTS_ONLY)
+check: deps-check all $(TEST_BIN)
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) tests/run.sh '$(TESTS)'
 
 # The longer sweep (.ci/run runs it after check): the mesh fuzzer's 40 cases up to 32 ranks.
-check-long: deps-check all $(TESTS)
+check-long: deps-check all $(TEST_BIN)
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) LISTS="tests/long/*.list" tests/run.sh
 
 # Cross-builds for aarch64 into build-aarch64/ (the rules above, aarch64-linux-gnu-gcc and an
@@ -148,4 +151,4 @@ $(BUILD)/obj/kernels/%.o: FILE_CFLAGS = $(KERNEL_CFLAGS)
 HOT_OBJ := $(addprefix $(BUILD)/obj/collectives/,exact.o exact_sum.o reduce_op.o)
 $(HOT_OBJ): FILE_CFLAGS = $(if $(filter -O0,$(OPT)),,-O3)
 
--include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/tests/*.d)
+-include $(LIB_OBJ:.o=.d) $(IP_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(wildcard $(BUILD)/tests/*.d)

@@ -12,7 +12,7 @@
 #include "minidc/schedule.h"
 
 /* What a cost function sees: the call (p ranks, n bytes as mdc_coll_cost_params counts them)
- * and the links, with the terms the formulas share computed once, in DESIGN.md's notation.
+ * and the links, with the terms the formulas share computed once, in docs/design.md's notation.
  * Only called for p > 1. */
 typedef struct {
     int p, p2, fold;    /* ranks; p2 the largest power of two <= p; fold: p != p2 */

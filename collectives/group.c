@@ -1,4 +1,4 @@
-/* Process groups: minidc's own, not MPI communicators (DESIGN.md rule 1). A group is an
+/* Process groups: minidc's own, not MPI communicators (docs/design.md rule 1). A group is an
  * ordered list of the transport's ranks and a tag space; a member's index in the list is its
  * rank in the group. Creating one is local (no message), which is why the mesh can build all
  * its groups without a collective; concurrent groups that share ranks keep apart by their tag

@@ -1,6 +1,6 @@
 /* Shared by the transport's two files: collectives/transport.c (requests, messages, the API)
  * and collectives/transport_wait.c (polite waiting, aborts, timeouts, dead peers). Nothing
- * else includes it: only the transport calls MPI point-to-point (DESIGN.md rule 1). */
+ * else includes it: only the transport calls MPI point-to-point (docs/design.md rule 1). */
 #ifndef MINIDC_TRANSPORT_INTERNAL_H
 #define MINIDC_TRANSPORT_INTERNAL_H
 

@@ -320,6 +320,7 @@ void mdc_dev_idle_until(mdc_device *dev, double t) {
 }
 
 void mdc_dev_get_counters(const mdc_device *dev, mdc_dev_counters *out) { *out = dev->c; }
+double mdc_dev_bytes_sent(const mdc_device *dev) { return dev ? dev->c.bytes_sent : 0; }
 double mdc_dev_now(const mdc_device *dev) { return dev->c.now; }
 void mdc_dev_add_overlap(mdc_device *dev, double seconds) { dev->c.t_overlap += seconds; }
 

@@ -1,5 +1,5 @@
 /* Causal attention between a run of queries and a run of keys at global positions (context
- * parallelism, ref/cp.c): the pieces the ring, all-gather and exact schedules are made of.
+ * parallelism, ref/parallel/cp/cp.c): the pieces the ring, all-gather and exact schedules are made of.
  *
  * Forward: a row keeps the online-softmax state of every key block it has seen, its running max
  * m, sum l and unnormalized output O; a new block j merges in by the log-sum-exp rule

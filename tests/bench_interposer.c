@@ -6,7 +6,7 @@
  * same broadcast with a predefined type and with a strided vector type (which the library
  * packs), an all-to-all, and a gather and a scatter of 4 MiB at root 0 and at the last rank.
  * Prints "name bytes us" per row on rank 0. Calls MPI collectives:
- * it is a benchmark comparison (DESIGN.md rule 1). */
+ * it is a benchmark comparison (docs/design.md rule 1). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * it"): every rank sends S MiB to the next and receives from the previous, waiting politely
  * (test + sched_yield, as minidc's transport does). Prints the median over 9 shifts of the
  * slowest rank's time. Not part of minidc: a plain MPI program that measures MPI itself, the
- * reference the benchmark's figures are read against, so it lives with the tests (DESIGN.md
+ * reference the benchmark's figures are read against, so it lives with the tests (docs/design.md
  * rule 1: MPI called directly only there and in benchmark comparisons). make builds it.
  *   make build/tests/bench_ringshift
  *   mpiexec.mpich -n 2 build/tests/bench_ringshift 16; mpiexec.mpich -n 4 build/tests/bench_ringshift 16 */

@@ -69,7 +69,7 @@ while IFS= read -r cmd; do
 done < <(sed -n 's/^\$ \(build\/minidc explain .*\)$/\1/p' "$doc")
 [ $n -ge 5 ] || { echo "$doc: expected at least 5 explain examples, found $n"; fail=1; }
 # `explain block`: one GPT-2 block under tensor parallelism, listed without MPI. Per block, the
-# listing must hold DESIGN.md's collectives: TP 4 AllReduce of bsh floats, 4 x 2(t-1)/t bsh beta
+# listing must hold docs/design.md's collectives: TP 4 AllReduce of bsh floats, 4 x 2(t-1)/t bsh beta
 # bytes per rank; SP 6 AllGather + 4 ReduceScatter (the inputs of the column-parallel linears are
 # gathered again in backward), 10 (t-1)/t bsh beta; and every total it prints must say ok.
 sizes="--vocab 384 --heads 6 --channels 192 --ctx 48 --layers 2"

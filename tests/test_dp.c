@@ -8,6 +8,7 @@
 #include "testutil.h"
 
 #include "minidc/dp.h"
+#include "minidc/train.h"
 #include "minidc/kernels.h"
 
 enum { B = 24, ACCUM = 2, STEPS = 3 };
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < STEPS; s++) {
             batch(in, tg, s, cfg.V, T);
             size_t off = (size_t)r * (B / N) * T;
-            MDC_CHECK(mdc_dp_step(dp, in + off, tg + off, &opt, &loss, &norm));
+            MDC_CHECK(mdc_step_dp(dp, in + off, tg + off, &opt, &loss, &norm));
             if (r == 0) {
                 TU_NEAR(loss, sloss[s], 1e-6);
                 TU_NEAR(norm, snorm[s], 1e-5);
@@ -136,8 +137,8 @@ int main(int argc, char **argv) {
         float l1, l2, n1, n2;
         batch(in, tg, STEPS, cfg.V, T);
         size_t off = (size_t)r * (B / N) * T;
-        MDC_CHECK(mdc_dp_step(dp, in + off, tg + off, &opt, &l1, &n1));
-        MDC_CHECK(mdc_dp_step(dp2, in + off, tg + off, &opt, &l2, &n2));
+        MDC_CHECK(mdc_step_dp(dp, in + off, tg + off, &opt, &l1, &n1));
+        MDC_CHECK(mdc_step_dp(dp2, in + off, tg + off, &opt, &l2, &n2));
         TU_CHECK(memcmp(&l1, &l2, 4) == 0 && memcmp(&n1, &n2, 4) == 0, "resumed step differs: %.9g %.9g", l1, l2);
         float *a = malloc(P * sizeof(float)), *b2 = malloc(P * sizeof(float));
         MDC_CHECK(mdc_dp_gather_state(dp, a, NULL, NULL, 0));
@@ -160,7 +161,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < STEPS; s++) {
             batch(in, tg, s, cfg.V, T);
             size_t off = (size_t)r * (B / N) * T;
-            MDC_CHECK(mdc_dp_step(dp, in + off, tg + off, &opt, &lossv[v][s], &normv[v][s]));
+            MDC_CHECK(mdc_step_dp(dp, in + off, tg + off, &opt, &lossv[v][s], &normv[v][s]));
         }
         mdc_dev_counters c;
         mdc_dev_get_counters(rt.dev, &c);

@@ -24,7 +24,7 @@
  * mpich / floor, the ratio an algorithm at the floor would reach. Each collective is a
  * definition of its own (tools/bench_coll_<name>.c, bench_coll.h); this driver runs them. This
  * file may call MPI collectives: the comparison and the max-over-ranks reductions are its
- * purpose (DESIGN.md rule 1 exempts it). */
+ * purpose (docs/design.md rule 1 exempts it). */
 #include <ctype.h>
 #include <mpi.h>
 #include <stdio.h>

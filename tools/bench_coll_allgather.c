@@ -1,6 +1,6 @@
 /* minidc bench allgather: mdc_allgather against MPI_Allgather (tools/bench_coll.h). S is the
  * full output, p blocks; in place, each rank's block is in its place of the receive buffer.
- * Calls MPI collectives: the comparison is its purpose (DESIGN.md rule 1 exempts it). */
+ * Calls MPI collectives: the comparison is its purpose (docs/design.md rule 1 exempts it). */
 #include "bench_coll.h"
 
 static void prepare(const bench_opts *o, bench_case *c) {

@@ -1,6 +1,6 @@
 /* minidc bench allreduce: mdc_allreduce against MPI_Allreduce (tools/bench_coll.h). S is the
  * vector; in place, the input is in the receive buffer. Calls MPI collectives: the comparison
- * is its purpose (DESIGN.md rule 1 exempts it). */
+ * is its purpose (docs/design.md rule 1 exempts it). */
 #include "bench_coll.h"
 
 static void prepare(const bench_opts *o, bench_case *c) { bench_coll_prepare_inputs(o, c, c->count, c->count); }

@@ -1,6 +1,6 @@
 /* minidc bench alltoall: mdc_alltoall against MPI_Alltoall (tools/bench_coll.h). S is one
  * rank's send buffer, p blocks; in place, the input is in the receive buffer. Calls MPI
- * collectives: the comparison is its purpose (DESIGN.md rule 1 exempts it). */
+ * collectives: the comparison is its purpose (docs/design.md rule 1 exempts it). */
 #include "bench_coll.h"
 
 /* A block for every rank; one from every rank. */

@@ -1,6 +1,6 @@
 /* minidc bench broadcast: mdc_bcast against MPI_Bcast (tools/bench_coll.h). S is the vector,
  * the root's buffer; a broadcast is always in place. Calls MPI collectives: the comparison is
- * its purpose (DESIGN.md rule 1 exempts it). */
+ * its purpose (docs/design.md rule 1 exempts it). */
 #include "bench_coll.h"
 
 static void prepare(const bench_opts *o, bench_case *c) {

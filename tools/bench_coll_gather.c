@@ -1,6 +1,6 @@
 /* minidc bench gather: mdc_gather against MPI_Gather (tools/bench_coll.h). S is the root's
  * receive buffer, p blocks; in place at the root only, where its own block is already in its
- * place. No speed target. Calls MPI collectives: the comparison is its purpose (DESIGN.md rule
+ * place. No speed target. Calls MPI collectives: the comparison is its purpose (docs/design.md rule
  * 1 exempts it). */
 #include "bench_coll.h"
 

@@ -1,6 +1,6 @@
 /* minidc bench reduce: mdc_reduce against MPI_Reduce (tools/bench_coll.h). S is the vector;
  * in place at the root only, where the input is in the receive buffer. No speed target. Calls
- * MPI collectives: the comparison is its purpose (DESIGN.md rule 1 exempts it). */
+ * MPI collectives: the comparison is its purpose (docs/design.md rule 1 exempts it). */
 #include <stdio.h>
 #include <string.h>
 

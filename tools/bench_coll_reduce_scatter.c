@@ -1,6 +1,6 @@
 /* minidc bench reduce_scatter: mdc_reduce_scatter against MPI_Reduce_scatter_block
  * (tools/bench_coll.h). S is the full input, p blocks; in place, the input is in the receive
- * buffer. Calls MPI collectives: the comparison is its purpose (DESIGN.md rule 1 exempts it). */
+ * buffer. Calls MPI collectives: the comparison is its purpose (docs/design.md rule 1 exempts it). */
 #include "bench_coll.h"
 
 /* Every block of the input; one block of output. */

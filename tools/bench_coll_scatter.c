@@ -1,6 +1,6 @@
 /* minidc bench scatter: mdc_scatter against MPI_Scatter (tools/bench_coll.h). S is the root's
  * send buffer, p blocks; in place at the root only, whose own block then stays in its send
- * buffer. No speed target. Calls MPI collectives: the comparison is its purpose (DESIGN.md
+ * buffer. No speed target. Calls MPI collectives: the comparison is its purpose (docs/design.md
  * rule 1 exempts it). */
 #include "bench_coll.h"
 

@@ -1,5 +1,5 @@
 /* minidc bench train: one GPT-2 training step (forward, backward, clipping, AdamW: the step
- * every mesh runs, ref/train.c) on a named config, B=4, T=min(256, context), 2 OpenMP threads;
+ * every mesh runs, ref/train/train.c) on a named config, B=4, T=min(256, context), 2 OpenMP threads;
  * under mpiexec.mpich with --tp T [--sp], the same global batch on a tensor-parallel mesh
  * (rank 0 reports; the ms are its wall time per step): ms per step (median), tokens/s, model
  * FLOPs utilization against this machine's 2-thread sgemm peak (measured here through the

@@ -86,7 +86,7 @@ static void human_time(char *buf, size_t len, double t) {
     else snprintf(buf, len, "%.3f us", t * 1e6);
 }
 
-/* The "n" of DESIGN.md's cost formulas for this call, in bytes. */
+/* The "n" of docs/design.md's cost formulas for this call, in bytes. */
 static size_t cost_bytes(const mdc_schedule *s) {
     size_t esz = mdc_dtype_size(s->t), all = 0;
     if (s->counts)

@@ -12,7 +12,7 @@
  * before each of the N AdamW steps and after the last, and "final.<name>" = the parameters
  * after N steps. --dump-dir D: the tensors at every site of the first forward and backward
  * (include/minidc/dump.h) as D/step1-rank0.safetensors, as `minidc train --dump-dir` writes
- * them. The forward, the gradients and the steps are the training step's code (ref/train.c),
+ * them. The forward, the gradients and the steps are the training step's code (ref/train/train.c),
  * as `minidc train` runs it. Exit status: 0 ok, 1 failure, 2 bad usage. */
 #include <errno.h>
 #include <stdio.h>

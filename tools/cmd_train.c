@@ -9,7 +9,7 @@
  * fails the same way everywhere: rank 0 names the problem, every rank exits 2 (bad options) or
  * 1 (bad files, a diverged run). A rank that fails mid-run tells its peers, which stop with an
  * error instead of waiting. Without --data it trains on a generated task, so `minidc train`
- * needs no files. The step itself is ref/train.c's; docs/tensor-parallel.md walks through a run. */
+ * needs no files. The step itself is ref/train/train.c's; docs/tensor-parallel.md walks through a run. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>

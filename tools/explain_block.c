@@ -1,6 +1,6 @@
-/* minidc explain block: one GPT-2 block's operations in ref/block.c's order, forward then
+/* minidc explain block: one GPT-2 block's operations in ref/model/block.c's order, forward then
  * backward, with each tp rank's shapes and every communication point (f, g, the vocab-parallel
- * loss), plus the embedding and the head once; bytes per rank next to DESIGN.md's formulas.
+ * loss), plus the embedding and the head once; bytes per rank next to docs/design.md's formulas.
  *
  *   minidc explain block --tp 2 --sp --config tiny --batch 1
  *
@@ -283,7 +283,7 @@ int mdc_explain_block(int argc, char **argv) {
     x.bsh = (double)b * seq * c.C;
     x.bsp = ((double)b * seq + tp - 1 - ((long long)b * seq + tp - 1) % tp);
     printf("explain block: GPT-2 V=%d (padded Vp = %d) T=%d L=%d, a = %d heads, h = %d; micro-batch b = %d x s = %d; "
-           "tp t = %d%s (ref/block.c)\n", c.V, c.Vp, c.T, c.L, c.H, c.C, b, seq, tp, sp ? " with sequence parallelism" : "");
+           "tp t = %d%s (ref/model/block.c)\n", c.V, c.Vp, c.T, c.L, c.H, c.C, b, seq, tp, sp ? " with sequence parallelism" : "");
     if (tp == 1) {
         printf("tp 1: the serial block: one rank holds every tensor, the output projections run fused with the residual "
                "add, no communication\n");

@@ -1,4 +1,4 @@
-/* minidc explain pipeline: a schedule as a grid (ref/pp_schedule.c's simulation in units), the
+/* minidc explain pipeline: a schedule as a grid (ref/parallel/pp/pp_schedule.c's simulation in units), the
  * bubble and the micro-batches each stage holds beside their formulas; --sweep-m the bubble for
  * m = 1, 2, 4, 8, 16. */
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* train --timeline FILE without a pipeline (tools/train_state.h): the last step of every rank
  * in virtual time as SVG, a row per rank, from the device traces (device/trace.c): kernels,
  * copies, sends (while their bytes leave), receives (waiting for the sender and the bytes) and
- * collective calls (ticks). A pipeline's run draws its schedule instead (ref/pp_timeline.c). */
+ * collective calls (ticks). A pipeline's run draws its schedule instead (ref/parallel/pp/pp_timeline.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

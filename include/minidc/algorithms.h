@@ -90,7 +90,7 @@ typedef struct {
     int ranks_per_node;
 } mdc_cost_params;
 
-/* Modelled time (s) of `algo` for p ranks and `bytes` (DESIGN.md: allreduce, bcast, reduce: the
+/* Modelled time (s) of `algo` for p ranks and `bytes` (docs/design.md: allreduce, bcast, reduce: the
  * vector; reduce_scatter, allgather: the full buffer S = p blocks; gather, scatter: the root's
  * buffer; alltoall(v): one rank's send buffer). Returns -1 for an unknown algorithm, and a
  * huge value where the algorithm does not apply (hierarchical on one node). lg p is ceil(log2 p);

@@ -229,6 +229,9 @@ typedef struct {
     double kernels, messages_sent, messages_recv, bytes_sent, bytes_recv;
 } mdc_dev_counters;
 void mdc_dev_get_counters(const mdc_device *dev, mdc_dev_counters *out);
+/* Bytes this rank has sent so far (0 without a device): a component adds up the difference
+ * around its own collectives, so other schemes' messages in the same step are not counted as its. */
+double mdc_dev_bytes_sent(const mdc_device *dev);
 double mdc_dev_now(const mdc_device *dev);
 /* Schemes report communication hidden under compute (seconds). */
 void mdc_dev_add_overlap(mdc_device *dev, double seconds);

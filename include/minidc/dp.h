@@ -1,4 +1,4 @@
-/* Data parallelism: DDP (ref/dp.c) and ZeRO stages 1, 2, 3 (ref/zero.c) around the serial GPT-2
+/* Data parallelism: DDP (ref/parallel/dp/dp.c) and ZeRO stages 1, 2, 3 (ref/parallel/dp/zero.c) around the serial GPT-2
  * reference. Every rank of a group holds a model replica (ZeRO-3: a parameter shard) and trains
  * on its rows of the global batch; after each step every rank's parameters equal the serial
  * model's trained on the whole batch (to float rounding: sums are taken in another order).
@@ -16,7 +16,7 @@
  * The reduction runs on the device's communication stream (device_stream.h): in virtual time it
  * overlaps the rest of backward.
  *
- * Stages (per rank resident state between steps; fp32 Adam, bytes; formulas of DESIGN.md):
+ * Stages (per rank resident state between steps; fp32 Adam, bytes; formulas of docs/design.md):
  *   0 DDP     params 4 Psi, grads 4 Psi, Adam 8 Psi                    = 16 Psi
  *   1 ZeRO-1  params 4 Psi, grads 4 Psi, Adam 8 S                      = 8 Psi + 8 Psi/N
  *   2 ZeRO-2  params 4 Psi, grads 4 S (shard), Adam 8 S                = 4 Psi + 12 Psi/N
@@ -56,7 +56,7 @@ typedef struct mdc_dp mdc_dp;
 /* The component on its own: attached to a model (any partition's local layout) over the
  * data-parallel group g (both borrowed; the model must be created with
  * mdc_dp_model_flags(zero)). It sets the model's hooks (buckets reduce as backward completes
- * them; ZeRO-3 gathers and frees units); the step (ref/train.c) drives it: begin_step,
+ * them; ZeRO-3 gathers and frees units); the step (ref/train/train.c) drives it: begin_step,
  * begin_micro before each micro-batch, finish after the last backward, then the norm from
  * mdc_dp_sumsq summed over the mesh, then mdc_dp_update. dc->micro_batch and dc->seq are
  * not read. Free with mdc_dp_free (the model stays). */
@@ -73,7 +73,7 @@ mdc_status mdc_dp_finish(mdc_dp *dp);
 /* This rank's share of the squared gradient norm: DDP rank 0 the whole (others 0), ZeRO the
  * shard. Tensors with skip[i] set (local index) are left out; skip may be NULL. */
 double mdc_dp_sumsq(mdc_dp *dp, const char *skip);
-/* Exact mode: the same share, each square added exactly into *acc (ref/dp_exact.c). */
+/* Exact mode: the same share, each square added exactly into *acc (ref/parallel/dp/dp_exact.c). */
 void mdc_dp_sumsq_exact(mdc_dp *dp, const char *skip, mdc_exact *acc);
 /* AdamW with the clip of `norm` (the global norm), DDP on the replica, ZeRO on the shard. */
 mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
@@ -94,12 +94,9 @@ void mdc_dp_free(mdc_dp *dp); /* NULL is a no-op; frees the model and every devi
 mdc_gpt2 *mdc_dp_model(mdc_dp *dp);
 int mdc_dp_adam_step(const mdc_dp *dp);
 
-/* One optimizer step (ref/train.c's step on this model). inputs, targets: this rank's rows of the global batch, accum x
- * micro_batch rows of seq tokens (rank r has rows [r b, (r+1) b) of the global batch, b =
- * accum x micro_batch; micro-batch k is its rows [k mb, (k+1) mb)). *loss (global mean over
- * the batch) and *grad_norm (global, before clipping) are the same on every rank. */
-mdc_status mdc_dp_step(mdc_dp *dp, const int *inputs, const int *targets, const mdc_adamw_config *opt,
-                       float *loss, float *grad_norm);
+/* The component's group and configuration (the step that drives it: mdc_step_dp, ref/train/). */
+mdc_group *mdc_dp_group(mdc_dp *dp);
+const mdc_dp_config *mdc_dp_get_config(const mdc_dp *dp);
 
 /* Full training state in the serial layout (mdc_gpt2_param_floats floats each), for
  * checkpoints and parity checks. gather: collective; the root gets params, Adam m and v (which

@@ -1,4 +1,4 @@
-/* Tensor dumps at the model's sites (ref/dump.c) and their reassembly into global tensors
+/* Tensor dumps at the model's sites (ref/model/dump.c) and their reassembly into global tensors
  * (datasets/dump_assemble.c); docs/oracle.md.
  *
  * With a dump attached, every forward and backward of the model appends, per micro-batch, the

@@ -1,4 +1,4 @@
-/* Expert parallelism (ref/ep.c; docs/expert-parallel.md). Megatron's convention: the ep ranks
+/* Expert parallelism (ref/parallel/ep/ep.c; docs/expert-parallel.md). Megatron's convention: the ep ranks
  * are data-parallel ranks (e divides --dp); each holds E/e experts of every MoE block and the
  * whole dense part. A MoE block's tokens go to their experts' ranks and back by all-to-all:
  * first the counts (per destination: rows per local expert and segment), then the rows

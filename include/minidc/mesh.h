@@ -1,4 +1,4 @@
-/* The device mesh (ref/mesh.c): the ranks laid out over the axes tp, cp, ep, dp, pp in that
+/* The device mesh (ref/parallel/mesh.c): the ranks laid out over the axes tp, cp, ep, dp, pp in that
  * order, tp fastest (Megatron's order: a tensor-parallel group shares a node), each rank's
  * coordinates, a group per axis and per combination a reduction needs, and the pipeline
  * neighbours. Everything is computed locally from the sizes (no messages); each kind of group

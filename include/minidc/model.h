@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "minidc/collectives.h"
 #include "minidc/device.h"
 #include "minidc/exact.h"
 #include "minidc/kernels.h"
@@ -39,7 +40,7 @@ typedef struct {
     int L;   /* layers */
     int H;   /* heads */
     int C;   /* channels; H must divide C */
-    /* mixture of experts (ref/moe.c): 0 experts is the dense GPT-2. With E > 0 the MLP of every
+    /* mixture of experts (ref/model/moe/moe.c): 0 experts is the dense GPT-2. With E > 0 the MLP of every
      * block l with l % moe_every == 0 (blocks 0, n, 2n, ...; 0 or 1: every block) is E experts,
      * each a GPT-2 MLP, and a router choosing topk of them per token */
     int E, topk, moe_every; /* topk 0 in a config means 2 (1 with one expert) */
@@ -269,6 +270,13 @@ int mdc_gpt2_exact_block(const mdc_gpt2 *m); /* 0: off */
 mdc_xsum *mdc_gpt2_exact_grads(mdc_gpt2 *m);
 /* The sum of the per-position losses of the forwards since zero_grad (exact mode). */
 mdc_exact *mdc_gpt2_exact_loss(mdc_gpt2 *m);
+/* The gradient sink as a scheme reduces it: n elements of mdc_gpt2_grad_dtype (MDC_F32 floats,
+ * or in exact mode MDC_EXACT sums, which the collectives sum exactly) from offset off of the
+ * local gradient layout, copied out (pack) or back in (unpack); after the last reduction,
+ * mdc_gpt2_exact_round_grads turns exact sums into the float gradients (a no-op otherwise). */
+mdc_dtype mdc_gpt2_grad_dtype(const mdc_gpt2 *m);
+void mdc_gpt2_grad_pack(mdc_gpt2 *m, size_t off, size_t n, void *buf);
+void mdc_gpt2_grad_unpack(mdc_gpt2 *m, size_t off, size_t n, const void *buf);
 /* The float gradients = the exact sums rounded once (the whole local layout). MDC_ERR_OOM_HOST
  * if an exact sum could not get its accumulator. */
 mdc_status mdc_gpt2_exact_round_grads(mdc_gpt2 *m);
@@ -319,7 +327,7 @@ size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T);
  * head_forward (loss); then head_backward, block_backward(l) in reverse, embed_backward. Every
  * backward ADDS into the gradients; l must be in the set's chunk. A pipeline stage holds a layer
  * range (or v of them, interleaved), the first stage the embedding and the last the head; the stages pass the residual stream and its gradient
- * (mdc_gpt2_acts_input, mdc_gpt2_acts_dresidual; ref/pp.c). */
+ * (mdc_gpt2_acts_input, mdc_gpt2_acts_dresidual; ref/parallel/pp/pp.c). */
 mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *targets, int B, int T);
 mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a);
 mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l);
@@ -357,7 +365,7 @@ void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0);
  * step count, so a resumed run draws the same masks) keys a new mask every step. */
 mdc_status mdc_gpt2_set_dropout(mdc_gpt2 *m, float p, uint64_t seed);
 
-/* ---- context parallelism (ref/cp.c) -------------------------------------------------------
+/* ---- context parallelism (ref/parallel/cp/cp.c) -------------------------------------------------------
  * The sequence of every micro-batch is split over c ranks: this rank holds T/c positions of
  * each sequence, at global positions pos[0 .. T/c) (ascending). The model sees them as a
  * sequence of its own (its activation sets are of T/c positions; set_batch takes the local
@@ -379,7 +387,7 @@ mdc_status mdc_gpt2_set_cp(mdc_gpt2 *m, const mdc_gpt2_cp *cp);
 const mdc_gpt2_cp *mdc_gpt2_get_cp(const mdc_gpt2 *m);
 void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step);
 
-/* ---- mixture of experts (ref/moe.c; docs/expert-parallel.md) ------------------------------
+/* ---- mixture of experts (ref/model/moe/moe.c; docs/expert-parallel.md) ------------------------------
  * A MoE block's MLP: router logits z = ln2(x) W_r, p = softmax(z) in fp32, each token's topk
  * experts by p (ties to the lower index), gates = the chosen p (renormalized over the k with
  * renorm); its output = sum over its kept experts of gate x expert(x). Capacity (factor f > 0):
@@ -400,7 +408,7 @@ mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o);
 /* d(objective)/d(per-position loss) of the coming backward (the aux losses' gradient scale:
  * 1 / global tokens); mdc_gpt2_backward_scaled sets it. */
 void mdc_gpt2_set_moe_scale(mdc_gpt2 *m, float dloss);
-/* Expert parallelism (ref/ep.c): how rows move between the ranks of the expert-parallel group.
+/* Expert parallelism (ref/parallel/ep/ep.c): how rows move between the ranks of the expert-parallel group.
  * counts: n ints to every rank, recv[r n + i] the i-th from rank r; rows: scount[r] rows of
  * `width` floats to rank r (send grouped by destination), rcount[r] from rank r (recv grouped
  * by source). */
@@ -435,7 +443,7 @@ void mdc_gpt2_moe_bias_update(mdc_gpt2 *m, const double *global_counts);
 /* Exact mode: aux_sum + z_sum as one exact accumulator. */
 const mdc_exact *mdc_gpt2_moe_exact_loss(const mdc_gpt2 *m);
 
-/* ---- hooks for the data-parallel component (ref/dp.c, ref/zero.c) -----------------------------
+/* ---- hooks for the data-parallel component (ref/parallel/dp/dp.c, ref/parallel/dp/zero.c) -----------------------------
  * Units: 0 = the embedding (wte, wpe), 1..L = the transformer blocks, L+1 = the head (ln_f;
  * the tied LM head also reads wte, unit 0). Each unit is one contiguous range of the local
  * parameter layout (mdc_gpt2_local_unit). The block API calls the hook with:

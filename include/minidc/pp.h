@@ -1,5 +1,5 @@
-/* Pipeline parallelism: schedules as data (ref/pp_schedule.c) and the stage executor
- * (ref/pp.c). A schedule is, per stage, the ordered list of its actions: F (forward of a
+/* Pipeline parallelism: schedules as data (ref/parallel/pp/pp_schedule.c) and the stage executor
+ * (ref/parallel/pp/pp.c). A schedule is, per stage, the ordered list of its actions: F (forward of a
  * micro-batch through the stage's blocks), B (its backward: with W too unless the schedule
  * splits them) and W (the weight gradients of a B that ran without them). Validated before it
  * runs by simulating every stage (each action waits for the actions it needs: F(j) on stage s

@@ -1,4 +1,4 @@
-/* Tensor parallelism (ref/tp.c) and Megatron sequence parallelism (ref/sp.c): the model's
+/* Tensor parallelism (ref/parallel/tp/tp.c) and Megatron sequence parallelism (ref/parallel/tp/sp.c): the model's
  * communication points (model.h, mdc_gpt2_comm) over a tensor-parallel group, counted.
  *
  * TP (Shoeybi et al. 2019): c_fc and c_attn are column-parallel (no communication forward),
@@ -55,7 +55,7 @@ void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, d
  * tensor-parallel collective moves exactly the ring's (t-1)/t or 2(t-1)/t of its bytes. */
 size_t mdc_tp_padded(const mdc_tp *tp, size_t n);
 
-/* ---- ref/sp.c: sequence parallelism's gathers and scatters along the sequence ---------------
+/* ---- ref/parallel/tp/sp.c: sequence parallelism's gathers and scatters along the sequence ---------------
  * (B, T/t, C) per rank <-> (B, T, C): the collective moves [t][B][T/t][C], a permutation away
  * from the (B, T, C) layout (a layout detail of this host: the [s, b, h] layout of Megatron
  * needs none, so the copies are not charged). */

@@ -1,5 +1,5 @@
-/* Training: the one step every mesh runs (ref/train.c), and the trainer that builds a mesh's
- * model, communication and data-parallel component from options (ref/trainer.c).
+/* Training: the one step every mesh runs (ref/train/train.c), and the trainer that builds a mesh's
+ * model, communication and data-parallel component from options (ref/train/trainer.c).
  *
  * The step: zero the gradients; for each micro-batch, the block API forward and backward
  * (each backward scaled by dloss = 1 / global tokens, so sums over ranks are the serial
@@ -30,7 +30,7 @@ typedef struct mdc_pp mdc_pp;
 typedef struct {
     mdc_gpt2 *m;
     mdc_gpt2_acts *acts;    /* NULL: the model's default activation set */
-    mdc_pp *pp;             /* a pipeline stage: its schedule runs the micro-batches (ref/pp.c) */
+    mdc_pp *pp;             /* a pipeline stage: its schedule runs the micro-batches (ref/parallel/pp/pp.c) */
     mdc_group *embed_group; /* pipeline: the first and last stage, which both hold the tied wte */
     mdc_dp *dp;             /* NULL: one replica, no gradient sync */
     mdc_status (*reduce)(void *ctx); /* without dp: the step's gradient sums (expert parallelism) */
@@ -64,8 +64,15 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
 mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *loss, float *grad_norm);
 mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o,
                         float *loss, float *grad_norm);
+/* One optimizer step of the data-parallel model dp holds (mdc_dp_create). inputs, targets: this
+ * rank's rows of the global batch, accum x micro_batch rows of seq tokens (rank r has rows
+ * [r b, (r+1) b) of the global batch, b = accum x micro_batch; micro-batch k is its rows
+ * [k mb, (k+1) mb)). *loss (global mean over the batch) and *grad_norm (global, before
+ * clipping) are the same on every rank. */
+mdc_status mdc_step_dp(mdc_dp *dp, const int *inputs, const int *targets, const mdc_adamw_config *opt, float *loss,
+                       float *grad_norm);
 
-/* ---- pipeline stages (ref/pp.c) ------------------------------------------------------------------ */
+/* ---- pipeline stages (ref/parallel/pp/pp.c) ------------------------------------------------------------------ */
 /* The stage of model m (a layer range, or v chunks) in pipeline group g: schedule `schedule`
  * for `micro` micro-batches of rows x T, with as many activation sets per chunk as the
  * schedule holds at once on this stage. */
@@ -80,7 +87,7 @@ double mdc_pp_step_bytes(const mdc_pp *pp); /* bytes this stage sent in the last
 /* The per-stage figures beside their formulas (rank 0 of the pipeline group prints). */
 mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out);
 /* The last step's measured schedule as an SVG picture at path, written by stage 0 (call on every
- * rank of the pipeline group; ref/pp_timeline.c). device: the preset's name for the title. */
+ * rank of the pipeline group; ref/parallel/pp/pp_timeline.c). device: the preset's name for the title. */
 mdc_status mdc_pp_write_timeline(const mdc_pp *pp, const char *path, const char *device);
 
 /* ---- the trainer: one object for any mesh ------------------------------------------------------ */

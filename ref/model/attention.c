@@ -1,0 +1,63 @@
+/* Causal self-attention over the heads of this rank (ref/model/layers.h, mdc_i_attention), one
+ * interface, three implementations chosen when the model is set up:
+ *   kernel   the whole local sequence at once: the materialized T x T probabilities, or above
+ *            MDC_GPT2_TILED_T (or when the activation set keeps only each row's lse) the tiled
+ *            online-softmax kernel (kernels/attention.c, attention_tiled.c);
+ *   exact    exact mode's fixed blocks of query and key positions (ref/model/exact/exact_attention.c);
+ *   cp       context parallelism: this rank's chunks against every key of the sequence, the
+ *            algorithm (ring, all-gather, Ulysses) the context-parallel component's
+ *            (ref/parallel/cp/). */
+#include "model_internal.h"
+
+static mdc_status kernel_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, float *att, float *qkv,
+                                 const mdc_dropout *drop) {
+    (void)l;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    if (a->lay.tiled) mdc_attention_forward_tiled_drop(m->dev, out, att, qkv, drop, a->B, a->T, s.Cl, s.Hl);
+    else mdc_attention_forward_drop(m->dev, out, att, qkv, drop, a->B, a->T, s.Cl, s.Hl);
+    return MDC_OK;
+}
+
+static mdc_status kernel_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv, const float *dout,
+                                  const float *out, const float *qkv, const float *att, const mdc_dropout *drop) {
+    (void)l;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    if (a->lay.tiled)
+        mdc_attention_backward_tiled_drop(m->dev, dqkv, dout, out, qkv, att, drop, a->B, a->T, s.Cl, s.Hl);
+    else
+        mdc_attention_backward_drop(m->dev, dqkv, buf(a, a->lay.attscratch), dout, qkv, att, drop, a->B, a->T, s.Cl,
+                                    s.Hl);
+    return MDC_OK;
+}
+
+const mdc_i_attention mdc_i_attention_kernel = {"kernel", kernel_forward, kernel_backward};
+
+static mdc_status exact_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, float *att, float *qkv,
+                                const mdc_dropout *drop) {
+    (void)l;
+    return mdc_i_x_attention_forward(m, a, out, att, qkv, drop);
+}
+
+static mdc_status exact_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv, const float *dout,
+                                 const float *out, const float *qkv, const float *att, const mdc_dropout *drop) {
+    (void)l;
+    return mdc_i_x_attention_backward(m, a, dqkv, dout, out, qkv, att, drop);
+}
+
+const mdc_i_attention mdc_i_attention_exact = {"exact", exact_forward, exact_backward};
+
+static mdc_status cp_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, float *att, float *qkv,
+                             const mdc_dropout *drop) {
+    (void)l;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    return m->cp->forward(m->cp->ctx, m->dev, out, att, qkv, drop, a->B, s.Cl, s.Hl);
+}
+
+static mdc_status cp_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv, const float *dout, const float *out,
+                              const float *qkv, const float *att, const mdc_dropout *drop) {
+    (void)l;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    return m->cp->backward(m->cp->ctx, m->dev, dqkv, dout, out, qkv, att, drop, a->B, s.Cl, s.Hl);
+}
+
+const mdc_i_attention mdc_i_attention_cp = {"cp", cp_forward, cp_backward};

@@ -1,0 +1,233 @@
+/* Shared by the files of the model (ref/model/: gpt2.c configs, the serial API, the optimizer;
+ * layout.c partitions and the local tensor table; acts.c activation sets; block.c and
+ * block_backward.c the block API; the layers of layers.h; exact/ and moe/). Not a public
+ * header: nothing outside ref/model includes it (tests/rules.sh). */
+#ifndef MINIDC_REF_MODEL_INTERNAL_H
+#define MINIDC_REF_MODEL_INTERNAL_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/kernels.h"
+#include "minidc/dump.h"
+#include "minidc/model.h"
+
+/* per-layer tensors of a dense block, in file order; a MoE block has the first eight, then the
+ * router and four per expert j: mdc_i_expert_k(j, q) for q in X_FCW .. X_FCPB */
+enum { LN1W, LN1B, QKVW, QKVB, ATTPW, ATTPB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLT };
+enum { ROUTERW = 8, X_FCW = 0, X_FCB, X_FCPW, X_FCPB };
+extern const char *const mdc_i_layer_names[NLT];
+static inline int mdc_i_expert_k(int j, int q) { return ROUTERW + 1 + 4 * j + q; }
+static inline int mdc_i_moe_every(const mdc_gpt2_config *c) { return c->moe_every > 0 ? c->moe_every : 1; }
+static inline int mdc_i_is_moe(const mdc_gpt2_config *c, int l) { return c->E > 0 && l % mdc_i_moe_every(c) == 0; }
+static inline int mdc_i_layer_tensors(const mdc_gpt2_config *c, int l) {
+    return mdc_i_is_moe(c, l) ? ROUTERW + 1 + 4 * c->E : NLT;
+}
+/* MoE blocks before block l */
+static inline int mdc_i_moe_before(const mdc_gpt2_config *c, int l) {
+    return c->E > 0 ? (l + mdc_i_moe_every(c) - 1) / mdc_i_moe_every(c) : 0;
+}
+/* The block of global tensor gi (2 <= gi < 2 + the blocks' tensors) and its index k in it. */
+int mdc_i_layer_of(const mdc_gpt2_config *c, int gi, int *k);
+
+
+struct mdc_i_ops;
+struct mdc_i_attention;
+struct mdc_i_norm_impl;
+
+struct mdc_gpt2 {
+    mdc_gpt2_config cfg;
+    mdc_gpt2_part part;
+    const mdc_gpt2_comm *comm; /* NULL: the serial model (fused kernels, no communication) */
+    const mdc_gpt2_cp *cp;     /* NULL: every position of the sequence here */
+    mdc_device *dev;
+    int t;                     /* AdamW steps taken */
+    float *params, *grads, *m, *v;
+    mdc_param_tensor *tensors; /* the local table */
+    int ntensors;
+    size_t floats;             /* local allocation */
+    int *tensor_of;            /* global index -> local index, -1 if not held */
+    size_t *unit_off, *unit_count; /* local unit ranges, L + 2 each */
+    unsigned flags;
+    mdc_gpt2_hooks hooks;
+    /* the layers' implementations (ref/model/layers.h), chosen by mdc_i_install */
+    struct mdc_i_ops *ops;     /* the arithmetic (owned; filled by mdc_i_install) */
+    const struct mdc_i_attention *attn;
+    const struct mdc_i_norm_impl *norm;
+    mdc_status (*tap)(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase, const float *x);
+    mdc_gpt2_spelling spelling; /* of the tensor names it writes (mdc_gpt2_spelled) */
+    mdc_gpt2_acts *acts;       /* the default activation set */
+    float loss;                /* mean loss of the last mdc_gpt2_forward */
+    struct {
+        int blk;               /* canonical token block (0: exact mode off) */
+        mdc_xsum g;            /* the gradients' exact sums (storage: gbuf, MDC_MEM_GRADS) */
+        mdc_xsum act;          /* one (B, T, C) product before its reduction (abuf, MDC_MEM_ACTS) */
+        double *gbuf, *abuf;
+        mdc_exact loss;        /* the losses since zero_grad */
+        mdc_exact *se;         /* per-position sum-exp accumulators of the loss */
+        mdc_xsum xa;           /* attention's exact sums (ref/model/exact/exact_attention.c) */
+        float *xf;             /* and its float rows (m, D; MDC_MEM_ACTS) */
+        size_t xf_n;
+    } x;
+    struct {
+        mdc_moe_opts o;
+        const mdc_gpt2_ep *ep;  /* NULL: every expert here */
+        float dloss;            /* the aux losses' gradient scale */
+        mdc_moe_stats st;       /* since zero_grad */
+        mdc_exact xloss;        /* exact mode: aux_sum + z_sum */
+        float *bias;            /* moe blocks x E: the choice's bias */
+        double *counts;         /* moe blocks x E: assignments since zero_grad */
+    } moe;
+    struct {
+        mdc_tensorfile *tf;    /* attached dump (include/minidc/dump.h), or NULL */
+        int step, batch;
+    } dump;
+    float drop_p;              /* dropout probability (0: none) */
+    uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
+};
+
+/* Sizes of one rank's share of a micro-batch. */
+typedef struct {
+    int B, T, Tl;   /* batch, sequence, positions per rank in the residual stream (T / seq_split) */
+    int n, nl;      /* B T, B Tl */
+    int C, Cl, Hl, Fl, Vl; /* channels, attention width C/t, heads H/t, MLP width 4C/t, vocab Vp/t */
+} mdc_i_sizes;
+
+/* Offsets (floats) of every buffer in the one activation allocation. */
+typedef struct {
+    size_t encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean, ln2_rstd, fch,
+        fchg, res3;                    /* per-layer buffers: base of the first held layer; stride below */
+    size_t layer_stride;
+    size_t lnf, lnf_mean, lnf_rstd, logits, losses, lse;
+    /* backward work space (shared by the layers) */
+    size_t dres, dln, datty, dbig, dbig2, attscratch;
+    /* with communication: the row-parallel partial sums, the gathered input (SP), the
+     * partial input gradient (SP), the vocab-parallel loss statistics */
+    size_t partial, full, dfull, vstat;
+    size_t dmask;                      /* dropout: a residual branch's gradient */
+    size_t total;
+    int tiled;
+} mdc_i_acts_layout;
+
+struct mdc_gpt2_acts {
+    mdc_device *dev;
+    const mdc_gpt2 *m;
+    int maxB, maxT, B, T, have_targets;
+    int row0;                 /* global batch row of row 0 (the dropout masks' key) */
+    int lo, hi, head;         /* its chunk's blocks [lo, hi); 1: it holds the head's tensors */
+    mdc_i_acts_layout lay;
+    float *buf;
+    int *inputs, *targets;
+    /* B without W: per held layer, the gradients the weight part needs (allocated on first use) */
+    float **wstash;
+    size_t wstash_floats;
+    char *wpending;
+    struct mdc_i_moe_state **moe; /* per held layer: a MoE block's routing and expert buffers,
+                                     from its forward to its backward (ref/model/moe/moe.c) */
+    double moe_loss;          /* the MoE blocks' objective terms of the set's last forward */
+};
+
+/* needs: MDC_I_NEED_COMM (communication points), MDC_I_NEED_DROPOUT */
+enum { MDC_I_NEED_COMM = 1, MDC_I_NEED_DROPOUT = 2, MDC_I_NEED_LSE = 4 };
+/* layers: the chunk's blocks; head: the head's tensors too */
+mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
+                                     int layers, int head);
+int mdc_i_acts_needs(const mdc_gpt2 *m);
+/* The default activation set rebuilt if the needs changed from `before` (ref/model/gpt2.c). */
+mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before);
+mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T);
+
+/* ref/model/layout.c: builds the local table and unit ranges of m->part (m->cfg set). */
+mdc_status mdc_i_layout_build(mdc_gpt2 *m);
+/* pointer to local tensor of global index `gi` in base (params, grads, m, v), NULL if not held */
+float *mdc_i_tensor(const mdc_gpt2 *m, float *base, int gi);
+/* global index of layer l's tensor k, of the embeddings and ln_f */
+static inline int mdc_i_gl(const mdc_gpt2_config *c, int l, int k) {
+    return 2 + l * NLT + mdc_i_moe_before(c, l) * (4 * c->E + ROUTERW + 1 - NLT) + k;
+}
+static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) { return mdc_i_gl(c, c->L, 0) + bias; }
+
+/* splitmix64 and the normal at a counter (initialization by global element index) */
+float mdc_i_normal_at(uint64_t seed, uint64_t i);
+
+/* ---- helpers of ref/model/block.c and ref/model/block_backward.c ------------------------------------------ */
+#define HOOK(ev, unit)                                                                     \
+    do {                                                                                   \
+        if (m->hooks.fn) {                                                                 \
+            mdc_status hook_st_ = m->hooks.fn(m->hooks.ctx, (ev), (unit));                 \
+            if (hook_st_) return hook_st_;                                                 \
+        }                                                                                  \
+    } while (0)
+#define TRY(expr)                                  \
+    do {                                           \
+        mdc_status try_st_ = (expr);               \
+        if (try_st_) return try_st_;               \
+    } while (0)
+
+static inline float *buf(mdc_gpt2_acts *a, size_t off) { return a->buf + off; }
+static inline float *lact(mdc_gpt2_acts *a, size_t off, int l) {
+    return a->buf + off + (size_t)(l - a->lo) * a->lay.layer_stride;
+}
+/* the residual stream entering layer l */
+static inline float *x_in(mdc_gpt2_acts *a, int l) {
+    return l > a->lo ? lact(a, a->lay.res3, l - 1) : buf(a, a->lay.encoded);
+}
+/* The vocabulary shard of this tp rank: its first row *lo and its rows below V (the rest pad). */
+static inline int mdc_i_vocab_shard(const mdc_gpt2 *m, int Vl, int *lo) {
+    *lo = m->part.tp_rank * Vl;
+    int valid = m->cfg.V - *lo;
+    return valid < 0 ? 0 : valid > Vl ? Vl : valid;
+}
+static inline float *P(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->params, gi); }
+static inline float *G(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->grads, gi); }
+
+
+/* The dropout of a site of layer l on this rank's share of the micro-batch, keyed by global
+ * indices (batch row, position, channel; for attention the global head); NULL when off. */
+static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts *a, int l, int site, mdc_dropout *d) {
+    if (!(m->drop_p > 0)) return NULL;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    memset(d, 0, sizeof *d);
+    d->p = m->drop_p, d->seed = m->drop_seed, d->step = m->drop_step, d->layer = l, d->site = site;
+    d->row0 = a->row0, d->T = m->cp ? m->cp->T : a->T, d->C = m->cfg.C, d->H = m->cfg.H;
+    if (site == MDC_DROP_ATTN) d->head0 = m->part.tp_rank * s.Hl;
+    else d->pos0 = m->part.sp ? m->part.tp_rank * s.Tl : 0;
+    if (m->cp && site != MDC_DROP_ATTN) d->pos = m->cp->pos + d->pos0; /* the SP shard of the chunks */
+    return d;
+}
+
+
+/* ---- exact mode (ref/model/exact/exact_mode.c) -------------------------------------------------------- */
+/* Offset (floats) of global tensor gi's local gradient in the gradient layout. */
+size_t mdc_i_xoff(const mdc_gpt2 *m, int gi);
+/* The exact (B, T, C) partial sums act -> their sum over tp rounded into the local rows
+ * (serial: rounded). Then act is empty again. */
+mdc_status mdc_i_x_reduce(mdc_gpt2 *m, mdc_gpt2_acts *a, float *local);
+/* act emptied for the next product. */
+void mdc_i_x_begin(mdc_gpt2 *m, mdc_gpt2_acts *a);
+void mdc_i_exact_free(mdc_gpt2 *m);
+/* Exact mode's attention over the set's whole sequence (ref/model/exact/exact_attention.c): out and the
+ * rows' lse (B, Hl, T) from qkv; the backward adds into dqkv (zero before: the rounded sums land
+ * exactly). */
+mdc_status mdc_i_x_attention_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *out, float *lse, const float *qkv,
+                                     const mdc_dropout *drop);
+mdc_status mdc_i_x_attention_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *dqkv, const float *dout, const float *out,
+                                      const float *qkv, const float *lse, const mdc_dropout *drop);
+/* ---- MoE blocks (ref/model/moe/moe.c) ------------------------------------------------------------------ */
+/* out (local rows, C) = the MoE MLP of x (= ln2 of layer l, local rows); its backward: dx (local
+ * rows) from dout, adding the router's and experts' gradients. free: the set's state of layer l. */
+mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, float *out);
+mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *dout, float *dx);
+void mdc_i_moe_free(mdc_gpt2_acts *a, int l);
+/* The bias and counts of every MoE block (m->cfg set). */
+mdc_status mdc_i_moe_alloc(mdc_gpt2 *m);
+
+/* ---- tensor dumps (ref/model/dump.c): the tap that writes them --------------------------- */
+mdc_status mdc_i_dump_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase, const float *x);
+/* The serial model's row-parallel product inp (n, K) W (fused with the residual there). */
+mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *inp, const float *W,
+                              int K);
+
+#include "layers.h"
+
+#endif

@@ -1,0 +1,250 @@
+/* A MoE block's MLP (include/minidc/model.h, "mixture of experts"): the router, the top-k
+ * choice, capacity and drops, the aux losses, dispatch to the experts, the experts, combine,
+ * and the backward of all of it.
+ *
+ * Routing runs on the rank that holds the tokens. The kept assignments are laid out grouped
+ * by expert (then by segment, then by token: the send buffer), moved to the experts' ranks by
+ * the expert-parallel component's all-to-all (ref/parallel/ep/ep.c; without it the send buffer is the
+ * receive buffer), computed there, and moved back the same way; the backward moves gradients
+ * along the same paths. A segment is a canonical block of exact mode (--exact-block positions
+ * of one sequence; one segment per expert otherwise): each expert weight gradient is a float
+ * sum over one segment's rows added into the exact sums, so every mesh gets serial's bits. */
+#include <math.h>
+#include <stdio.h>
+
+#include "moe_internal.h"
+
+void mdc_i_moe_free(mdc_gpt2_acts *a, int l) {
+    moe_state *q = a->moe ? a->moe[l - a->lo] : NULL;
+    if (!q) return;
+    mdc_dev_free(a->dev, q->fbuf), mdc_dev_free(a->dev, q->vbuf);
+    free(q->choice), free(q);
+    a->moe[l - a->lo] = NULL;
+}
+
+/* The received rows, grouped by (source, local expert, segment): body runs for each
+ * non-empty group with src, jl, sg, r0 (its first row) and nr (its rows). */
+#define FOR_SEGMENTS(q, e, El, ...)                                                                \
+    do {                                                                                           \
+        int row_ = 0;                                                                              \
+        for (int src = 0; src < (e); src++)                                                        \
+            for (int jl = 0; jl < (El); jl++)                                                      \
+                for (int sg = 0; sg < (q)->S; sg++) {                                              \
+                    int r0 = row_, nr = (q)->rcnt[((size_t)src * (El) + jl) * (q)->S + sg];        \
+                    row_ += nr;                                                                    \
+                    if (nr) { __VA_ARGS__ }                                                        \
+                }                                                                                  \
+    } while (0)
+/* The same rows by (source, local expert): one expert's rows from one source, contiguous. */
+#define FOR_BLOCKS(q, e, El, ...)                                                                  \
+    do {                                                                                           \
+        int row_ = 0;                                                                              \
+        for (int src = 0; src < (e); src++)                                                        \
+            for (int jl = 0; jl < (El); jl++) {                                                    \
+                int r0 = row_, nr = 0;                                                             \
+                for (int sg = 0; sg < (q)->S; sg++) nr += (q)->rcnt[((size_t)src * (El) + jl) * (q)->S + sg]; \
+                row_ += nr;                                                                        \
+                if (nr) { __VA_ARGS__ }                                                            \
+            }                                                                                      \
+    } while (0)
+
+/* Rows per rank of the send (expert-major counts) or receive (source-major) layout. */
+static void rows_per_rank(const int *cnt, int e, int per, int *rows) {
+    for (int r = 0; r < e; r++) {
+        rows[r] = 0;
+        for (int i = 0; i < per; i++) rows[r] += cnt[(size_t)r * per + i];
+    }
+}
+
+/* dir 0: send layout -> receive layout (dispatch); 1: back (combine). */
+static mdc_status exchange(mdc_gpt2 *m, const moe_state *q, const float *from, float *to, int width, int dir) {
+    const mdc_gpt2_ep *ep = m->moe.ep;
+    int e = ep->e, per = m->cfg.E / e * q->S;
+    int *rows = malloc(2 * sizeof(int) * (size_t)e);
+    if (!rows) return mdc_fail(MDC_ERR_OOM_HOST, "MoE exchange");
+    rows_per_rank(q->scnt, e, per, rows);
+    rows_per_rank(q->rcnt, e, per, rows + e);
+    mdc_status st = dir ? ep->rows(ep->ctx, from, rows + e, to, rows, width) : ep->rows(ep->ctx, from, rows, to, rows + e, width);
+    free(rows);
+    return st;
+}
+
+/* The kept assignments' rows into the send layout (xs), then to the experts' ranks (xr). */
+static mdc_status dispatch(mdc_gpt2 *m, int l, const float *x, moe_state *q) {
+    mdc_device *d = m->dev;
+    int n = q->n, C = m->cfg.C, F = 4 * C, k = m->cfg.topk;
+    char name[48];
+    /* the rows: xs and ys here; xr (its own only with ep), h and u on the experts' side */
+    size_t A = (size_t)q->A, R = (size_t)q->R, vb = 2 * A * C + (m->moe.ep ? R * C : 0) + 2 * R * F;
+    snprintf(name, sizeof name, "MoE block %d rows", l);
+    TRY(mdc_dev_alloc(d, (void **)&q->vbuf, (vb + 4) * sizeof(float), MDC_MEM_ACTS, name));
+    q->xs = q->vbuf, q->ys = q->xs + A * C, q->xr = m->moe.ep ? q->ys + A * C : q->xs;
+    q->h = q->vbuf + 2 * A * C + (m->moe.ep ? R * C : 0), q->u = q->h + R * F;
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < k; r++)
+            if (q->row[(size_t)t * k + r] >= 0)
+                memcpy(q->xs + (size_t)q->row[(size_t)t * k + r] * C, x + (size_t)t * C, sizeof(float) * C);
+    mdc_dev_kernel(d, 0, 8.0 * A * C, MDC_PREC_FP32);
+    if (m->moe.ep) TRY(exchange(m, q, q->xs, q->xr, C, 0));
+    return MDC_OK;
+}
+
+/* The dump's view of the experts' outputs back at the tokens: per token its k slots' outputs
+ * before the gates (a dropped assignment's 0), (local rows, k C). */
+static mdc_status dump_experts(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const moe_state *q) {
+    int C = m->cfg.C, k = m->cfg.topk;
+    float *y = calloc((size_t)q->n * k * C + 1, sizeof *y);
+    if (!y) return mdc_fail(MDC_ERR_OOM_HOST, "dump: the experts' outputs of layer %d", l);
+    for (size_t i = 0; i < (size_t)q->n * k; i++)
+        if (q->row[i] >= 0) memcpy(y + i * C, q->ys + (size_t)q->row[i] * C, (size_t)C * sizeof *y);
+    mdc_status st = mdc_i_tap(m, a, 1 + l, MDC_I_DS_EXPERTS, MDC_TAP_FWD, MDC_TAP_AT, y);
+    free(y);
+    return st;
+}
+
+mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, float *out) {
+    mdc_i_moe_free(a, l);
+    moe_state *q;
+    TRY(mdc_i_moe_route(m, a, l, x, &q));
+    TAP(1 + l, MDC_I_DS_ROUTER, MDC_TAP_FWD, MDC_TAP_AT, q->probs);
+    TRY(dispatch(m, l, x, q));
+    mdc_device *d = m->dev;
+    int C = m->cfg.C, F = 4 * C, k = m->cfg.topk, e = m->moe.ep ? m->moe.ep->e : 1, El = m->cfg.E / e;
+    int j0 = (m->moe.ep ? m->moe.ep->rank : 0) * El;
+    float *yr = q->ys; /* serial: the experts write the combine's input directly */
+    if (m->moe.ep) TRY(mdc_dev_alloc(d, (void **)&yr, (size_t)q->R * C * sizeof(float) + 4, MDC_MEM_ACTS, "MoE expert outputs"));
+    FOR_BLOCKS(q, e, El, {
+        int j = j0 + jl;
+        m->ops->matmul(m, q->h + (size_t)r0 * F, q->xr + (size_t)r0 * C, P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCW))),
+                   P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCB))), nr, C, F);
+        mdc_gelu_forward(d, q->u + (size_t)r0 * F, q->h + (size_t)r0 * F, (size_t)nr * F);
+        m->ops->matmul(m, yr + (size_t)r0 * C, q->u + (size_t)r0 * F, P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPW))),
+                   P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPB))), nr, F, C);
+    });
+    if (m->moe.ep) { /* back to the tokens' ranks: the reverse of the dispatch */
+        mdc_status st = exchange(m, q, yr, q->ys, C, 1);
+        mdc_dev_free(d, yr);
+        TRY(st);
+    }
+    if (m->tap) TRY(dump_experts(m, a, l, q));
+    /* combine: each token's kept outputs weighted by its gates, in slot order */
+    int n = q->n;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; t++) {
+        float *o = out + (size_t)t * C;
+        for (int c = 0; c < C; c++) o[c] = 0;
+        for (int s = 0; s < k; s++) {
+            int r = q->row[(size_t)t * k + s];
+            if (r < 0) continue;
+            float g = q->gate[(size_t)t * k + s];
+            const float *y = q->ys + (size_t)r * C;
+            for (int c = 0; c < C; c++) o[c] += g * y[c];
+        }
+    }
+    mdc_dev_kernel(d, 2.0 * q->A * C, 4.0 * (q->A + n) * C, MDC_PREC_FP32);
+    return MDC_OK;
+}
+mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *dout, float *dx) {
+    moe_state *q = a->moe ? a->moe[l - a->lo] : NULL;
+    if (!q) return mdc_fail(MDC_ERR_INVALID, "block_backward: MoE block %d has no forward state", l);
+    mdc_device *d = m->dev;
+    const mdc_gpt2_config *c = &m->cfg;
+    int n = q->n, C = c->C, F = 4 * C, E = c->E, k = c->topk, e = m->moe.ep ? m->moe.ep->e : 1, El = E / e;
+    int j0 = (m->moe.ep ? m->moe.ep->rank : 0) * El;
+    size_t A = (size_t)q->A, R = (size_t)q->R, nk = (size_t)n * k;
+    float *tmp;
+    /* dgate, dz; dyr (ep), du, dh, dxr */
+    size_t tn = nk + (size_t)n * E + (m->moe.ep ? R * C : 0) + 2 * R * F + R * C;
+    TRY(mdc_dev_alloc(d, (void **)&tmp, (tn + 4) * sizeof(float), MDC_MEM_ACTS, "MoE backward"));
+    float *dgate = tmp, *dz = dgate + nk, *dyr = dz + (size_t)n * E, *du = dyr + (m->moe.ep ? R * C : 0);
+    float *dh = du + R * F, *dxr = dh + R * F;
+    /* the gates' gradient, then dys = gate x dout in place of ys */
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < k; r++) {
+            int row = q->row[(size_t)t * k + r];
+            float acc = 0, g = q->gate[(size_t)t * k + r];
+            const float *o = dout + (size_t)t * C;
+            float *y = row >= 0 ? q->ys + (size_t)row * C : NULL;
+            if (y) {
+                for (int i = 0; i < C; i++) acc += o[i] * y[i];
+                for (int i = 0; i < C; i++) y[i] = g * o[i];
+            }
+            dgate[(size_t)t * k + r] = acc;
+        }
+    mdc_dev_kernel(d, 3.0 * A * C, 12.0 * A * C, MDC_PREC_FP32);
+    mdc_status st = MDC_OK;
+    if (m->moe.ep) st = exchange(m, q, q->ys, dyr, C, 0);
+    else dyr = q->ys;
+    memset(du, 0, 2 * R * F * sizeof(float));
+    memset(dxr, 0, R * C * sizeof(float));
+    if (!st) FOR_BLOCKS(q, e, El, {
+        int j = j0 + jl;
+        int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
+        float *dyb = dyr + (size_t)r0 * C, *dub = du + (size_t)r0 * F, *dhb = dh + (size_t)r0 * F;
+        m->ops->dinput(m, dub, dyb, P(m, gp), nr, F, C);
+        mdc_gelu_backward(d, dhb, q->h + (size_t)r0 * F, dub, (size_t)nr * F);
+        m->ops->dinput(m, dxr + (size_t)r0 * C, dhb, P(m, gf), nr, C, F);
+    });
+    /* the experts' weight gradients: one sum per segment (exact mode's canonical token blocks;
+     * one segment per expert and source otherwise) */
+    if (!st) FOR_SEGMENTS(q, e, El, {
+        int j = j0 + jl;
+        int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
+        const float *dyb = dyr + (size_t)r0 * C, *dhb = dh + (size_t)r0 * F;
+        m->ops->wgrad(m, gp, gp + 1, q->u + (size_t)r0 * F, dyb, NULL, nr, nr, F, C, nr);
+        m->ops->wgrad(m, gf, gf + 1, q->xr + (size_t)r0 * C, dhb, NULL, nr, nr, C, F, nr);
+    });
+    /* dxs back on the tokens' ranks (into ys: dys is spent) */
+    float *dxs = dxr;
+    if (!st && m->moe.ep) st = exchange(m, q, dxr, q->ys, C, 1), dxs = q->ys;
+    if (!st) {
+        const float *x = lact(a, a->lay.ln2, l);
+        int gr = mdc_i_gl(c, l, ROUTERW);
+        mdc_i_moe_router_grad(m, q, dgate, dz);
+        m->ops->wgrad(m, gr, -1, x, dz, NULL, n, n, C, E, 0);
+        memset(dx, 0, (size_t)n * C * sizeof(float));
+        m->ops->dinput(m, dx, dz, P(m, gr), n, C, E);
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < n; t++)
+            for (int r = 0; r < k; r++) {
+                int row = q->row[(size_t)t * k + r];
+                if (row < 0) continue;
+                const float *g = dxs + (size_t)row * C;
+                float *o = dx + (size_t)t * C;
+                for (int i = 0; i < C; i++) o[i] += g[i];
+            }
+        mdc_dev_kernel(d, 1.0 * A * C, 8.0 * (A + n) * C, MDC_PREC_FP32);
+    }
+    mdc_dev_free(d, tmp);
+    mdc_i_moe_free(a, l);
+    return st;
+}
+
+/* ---- the MoE MLP of a block (ref/model/layers.h, mdc_i_mlp) ---------------------------------- */
+static mdc_status moe_mlp_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, const float *res,
+                                  const float *x) {
+    float *y = buf(a, a->lay.dres); /* the backward's work space, free until then */
+    TAP(1 + l, MDC_I_DS_LN2, MDC_TAP_FWD, MDC_TAP_AT, x);
+    TRY(mdc_i_moe_forward(m, a, l, x, y));
+    TAP(1 + l, MDC_I_DS_MOE, MDC_TAP_FWD, MDC_TAP_AT, y);
+    mdc_i_residual(m, a, l, MDC_DROP_MLP_OUT, out, res, y);
+    return MDC_OK;
+}
+
+/* The router's and the experts' weight gradients run here, with the input gradient. */
+static mdc_status moe_mlp_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dx, const float *dres,
+                                   mdc_i_wslot *keep) {
+    (void)keep;
+    const float *dy = mdc_i_branch_grad(m, a, l, MDC_DROP_MLP_OUT, dres);
+    TAP(1 + l, MDC_I_DS_MOE, MDC_TAP_BWD, MDC_TAP_AT, dy);
+    TRY(mdc_i_moe_backward(m, a, l, dy, dx));
+    TAP(1 + l, MDC_I_DS_LN2, MDC_TAP_BWD, MDC_TAP_AT, dx);
+    return MDC_OK;
+}
+
+static void moe_mlp_wgrad(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const mdc_i_wslot *keep) {
+    (void)m, (void)a, (void)l, (void)keep; /* ran with the backward's input part */
+}
+
+const mdc_i_mlp mdc_i_mlp_moe = {"moe", moe_mlp_forward, moe_mlp_backward, moe_mlp_wgrad};

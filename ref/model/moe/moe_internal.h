@@ -1,0 +1,29 @@
+/* Shared by ref/model/moe/moe_route.c (the router, its decisions and their gradient) and ref/model/moe/moe.c
+ * (dispatch, the experts, combine, the backward). Not a public header. */
+#ifndef MINIDC_REF_MOE_INTERNAL_H
+#define MINIDC_REF_MOE_INTERNAL_H
+
+#include "../model_internal.h"
+
+typedef struct mdc_i_moe_state {
+    int n, S, Tg;         /* local tokens, segments, tokens per routing group */
+    float *probs, *lse;   /* n x E router probabilities; n logsumexp(z) */
+    int *choice, *row;    /* n x k: chosen experts (slot order); row in the send buffer, -1 dropped */
+    float *gate;          /* n x k gate weights */
+    int *scnt, *rcnt;     /* E x S rows sent per (expert, segment); e x El x S received per (source,
+                             local expert, segment) */
+    int A, R;             /* rows sent, rows received */
+    float *xs, *ys;       /* A x C dispatched inputs; the expert outputs back (source side) */
+    float *xr, *h, *u;    /* R x C received inputs; R x 4C before and after GELU (expert side) */
+    float *fbuf, *vbuf;   /* the device allocations behind them: per token, per row */
+    float *f_aux;         /* E: each expert's share f_i per group (n/T groups x E) */
+} moe_state;
+
+/* The router's decisions for MoE block l of the set's tokens x (local rows): probabilities,
+ * choices, gates, kept assignments and their rows in the send layout, the aux terms, and the
+ * counts exchanged with the expert-parallel group (q->rcnt, q->R). Leaves q in a->moe. */
+mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, moe_state **out);
+/* dz (n x E) from the gates' gradient, with the aux and z losses'. */
+void mdc_i_moe_router_grad(const mdc_gpt2 *m, const moe_state *q, const float *dgate, float *dz);
+
+#endif

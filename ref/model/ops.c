@@ -1,0 +1,236 @@
+/* The default arithmetic of the layers (ref/model/layers.h, mdc_i_ops): OpenBLAS products and
+ * the fused kernels, gradients added into the float gradients. Two tables: serial (no
+ * communication: the row-parallel product fused with its bias and residual, the embedding in
+ * one kernel, the whole vocabulary's loss) and tp (the partial sums reduced by g, f's backward,
+ * the vocabulary-parallel embedding and loss). Exact mode lays its entries over either
+ * (ref/model/exact/exact_ops.c). */
+#include <math.h>
+
+#include "minidc/numerics.h"
+#include "model_internal.h"
+
+static void matmul(mdc_gpt2 *m, float *out, const float *in, const float *W, const float *b, int n, int K, int N) {
+    mdc_matmul_forward(m->dev, out, in, W, b, n, K, N);
+}
+
+static void dinput(mdc_gpt2 *m, float *din, const float *dout, const float *W, int n, int K, int N) {
+    mdc_matmul_backward(m->dev, din, NULL, NULL, dout, NULL, W, n, K, N);
+}
+
+/* Without SP a row-parallel bias's rows are dout's: one call for the weight and the bias. */
+static void wgrad(mdc_gpt2 *m, int gw, int gb, const float *in, const float *dout, const float *drows, int n, int nl,
+                  int K, int N, int blk) {
+    (void)blk;
+    float *db = gb >= 0 ? G(m, gb) : NULL;
+    int apart = drows && nl != n;
+    mdc_matmul_backward(m->dev, NULL, G(m, gw), apart ? NULL : db, dout, in, NULL, n, K, N);
+    if (apart && db) mdc_matmul_backward(m->dev, NULL, NULL, db, drows, NULL, NULL, nl, K, N);
+}
+
+static void layernorm_wgrad(mdc_gpt2 *m, const mdc_i_norm *N, const float *dout, const float *x, int n, int C) {
+    mdc_layernorm_backward(m->dev, NULL, G(m, N->w), G(m, N->b), dout, x, NULL, N->mean, N->rstd, n, C);
+}
+
+static void layernorm_backward(mdc_gpt2 *m, const mdc_i_norm *N, float *dx, const float *dout, const float *x, int n,
+                               int C) {
+    mdc_layernorm_backward(m->dev, dx, G(m, N->w), G(m, N->b), dout, x, P(m, N->w), N->mean, N->rstd, n, C);
+}
+
+static void grad_pack(mdc_gpt2 *m, size_t off, size_t n, void *buf) {
+    memcpy(buf, m->grads + off, n * sizeof(float));
+}
+
+static void grad_unpack(mdc_gpt2 *m, size_t off, size_t n, const void *buf) {
+    memcpy(m->grads + off, buf, n * sizeof(float));
+}
+
+static void lm_head(mdc_gpt2 *m, mdc_gpt2_acts *a, float *logits, const float *in) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    mdc_lmhead_forward(m->dev, logits, in, P(m, 0), s.n, s.C, s.Vl);
+}
+
+/* ---- serial ------------------------------------------------------------------------------------ */
+static mdc_status row_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out,
+                                     const float *res, const float *in, const mdc_dropout *drop) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    const float *W = P(m, L->w), *b = P(m, L->b);
+    if (m->tap) TRY(mdc_i_dump_product(m, a, L->l, L->site, in, W, L->K)); /* the product the kernel fuses */
+    if (!drop) {
+        mdc_matmul_residual_forward(m->dev, out, res, in, W, b, s.n, L->K, s.C);
+        return MDC_OK;
+    }
+    float *part = buf(a, a->lay.partial);
+    mdc_matmul_forward(m->dev, part, in, W, b, s.n, L->K, s.C);
+    mdc_dropout_residual_forward(m->dev, out, res, part, drop, a->B, s.Tl, s.C);
+    return MDC_OK;
+}
+
+static mdc_status col_dinput_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx,
+                                    const float *dout) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    memset(dx, 0, (size_t)s.n * s.C * sizeof(float));
+    mdc_matmul_backward(m->dev, dx, NULL, NULL, dout, NULL, P(m, L->w), s.n, s.C, L->N);
+    return MDC_OK;
+}
+
+static mdc_status embed_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float *enc) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    const int *pos = mdc_i_positions_of(m, MDC_I_ROWS, s.Tl, NULL);
+    if (!pos) {
+        mdc_encoder_forward(m->dev, enc, a->inputs, P(m, 0), P(m, 1), a->B, a->T, s.C);
+        return MDC_OK;
+    }
+    mdc_embed_shard_forward(m->dev, enc, a->inputs, P(m, 0), 0, s.Vl, s.n, s.C); /* the rows, then the chunks' positions */
+    mdc_embed_positions(m->dev, enc, enc, P(m, 1), a->B, s.Tl, pos, 0, s.C);
+    return MDC_OK;
+}
+
+static mdc_status embed_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *dres) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    const int *pos = mdc_i_positions_of(m, MDC_I_SEQ, s.Tl, NULL);
+    if (!pos) mdc_encoder_backward(m->dev, G(m, 0), G(m, 1), dres, a->inputs, a->B, a->T, s.C);
+    else mdc_embed_shard_backward(m->dev, G(m, 0), G(m, 1), dres, a->inputs, 0, s.Vl, pos, a->B, a->T, s.C);
+    return MDC_OK;
+}
+
+static mdc_status loss_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, double *sum) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    float *losses = buf(a, a->lay.losses);
+    mdc_crossentropy_forward(m->dev, losses, buf(a, a->lay.lse), buf(a, a->lay.logits), a->targets, s.n, m->cfg.V,
+                             m->cfg.Vp);
+    *sum = 0;
+    for (int i = 0; i < s.n; i++) *sum += losses[i];
+    return MDC_OK;
+}
+
+static mdc_status head_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, const float *in, float *dlnf) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    const mdc_gpt2_config *c = &m->cfg;
+    float *logits = buf(a, a->lay.logits);
+    mdc_crossentropy_backward(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, dloss, s.n, c->V, c->Vp);
+    TAP(c->L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
+    memset(dlnf, 0, (size_t)s.n * s.C * sizeof(float));
+    mdc_lmhead_backward(m->dev, dlnf, G(m, 0), logits, in, P(m, 0), s.n, s.C, s.Vl);
+    return MDC_OK;
+}
+
+const mdc_i_ops mdc_i_ops_serial = {
+    .name = "serial",
+    .matmul = matmul,
+    .dinput = dinput,
+    .row_forward = row_forward_serial,
+    .col_dinput = col_dinput_serial,
+    .wgrad = wgrad,
+    .layernorm_wgrad = layernorm_wgrad,
+    .layernorm_backward = layernorm_backward,
+    .grad_dtype = MDC_F32,
+    .grad_pack = grad_pack,
+    .grad_unpack = grad_unpack,
+    .embed_forward = embed_forward_serial,
+    .embed_backward = embed_backward_serial,
+    .lm_head = lm_head,
+    .loss = loss_serial,
+    .head_backward = head_backward_serial,
+};
+
+/* ---- tensor parallel ------------------------------------------------------------------------- */
+static mdc_status row_forward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res,
+                                 const float *in, const mdc_dropout *drop) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    float *part = buf(a, a->lay.partial), *red = m->part.sp ? buf(a, a->lay.full) : part;
+    mdc_matmul_forward(m->dev, part, in, P(m, L->w), NULL, s.n, L->K, s.C);
+    TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_PRE, part);
+    TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
+    TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
+    mdc_i_row_tail(m, a, L, out, res, red, drop);
+    return MDC_OK;
+}
+
+/* f^T: the partial input gradient over every position (SP: into dfull), reduced into dx. */
+static mdc_status f_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, float *dx, float *dpart) {
+    TAP(unit, site, MDC_TAP_BWD, MDC_TAP_PRE, dpart);
+    return m->comm->f_backward(m->comm->ctx, dx, dpart, a->B, a->T, m->cfg.C);
+}
+
+static mdc_status col_dinput_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx, const float *dout) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    float *dpart = m->part.sp ? buf(a, a->lay.dfull) : dx;
+    memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
+    mdc_matmul_backward(m->dev, dpart, NULL, NULL, dout, NULL, P(m, L->w), s.n, s.C, L->N);
+    return f_backward(m, a, 1 + L->l, L->site, dx, dpart);
+}
+
+/* The vocabulary-parallel embedding: this shard's rows, summed over tp (g), then the positions. */
+static mdc_status embed_forward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, float *enc) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    float *part = buf(a, a->lay.partial), *red = m->part.sp ? enc : part;
+    mdc_embed_shard_forward(m->dev, part, a->inputs, P(m, 0), m->part.tp_rank * s.Vl, s.Vl, s.n, s.C);
+    TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
+    int pos0;
+    const int *pos = mdc_i_positions_of(m, MDC_I_ROWS, s.Tl, &pos0);
+    mdc_embed_positions(m->dev, enc, red, P(m, 1), a->B, s.Tl, pos, pos0, s.C);
+    return MDC_OK;
+}
+
+static mdc_status embed_backward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *dres) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    const float *dout;
+    TRY(mdc_i_gather_grad(m, a, dres, &dout));
+    mdc_embed_shard_backward(m->dev, G(m, 0), G(m, 1), dout, a->inputs, m->part.tp_rank * s.Vl, s.Vl,
+                             mdc_i_positions_of(m, MDC_I_SEQ, s.Tl, NULL), a->B, a->T, s.C);
+    return MDC_OK;
+}
+
+/* max, sum-exp and the target logit reduced over tp; the logits stay sharded */
+static mdc_status loss_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, double *sum) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    int lo, valid = mdc_i_vocab_shard(m, s.Vl, &lo);
+    float *logits = buf(a, a->lay.logits), *losses = buf(a, a->lay.losses), *lse = buf(a, a->lay.lse);
+    float *mx = buf(a, a->lay.vstat), *se = mx + s.n;
+    const mdc_gpt2_comm *c = m->comm;
+    mdc_vocab_shard_max(m->dev, mx, logits, s.n, s.Vl, valid);
+    TRY(c->vocab(c->ctx, mx, s.n, 1));
+    mdc_vocab_shard_sumexp(m->dev, se, logits, mx, s.n, s.Vl, valid);
+    TRY(c->vocab(c->ctx, se, s.n, 0));
+    mdc_vocab_shard_target(m->dev, losses, logits, a->targets, lo, s.n, s.Vl, valid);
+    TRY(c->vocab(c->ctx, losses, s.n, 0));
+    for (int i = 0; i < s.n; i++) {
+        lse[i] = mx[i] + mdc_logf(se[i]);
+        losses[i] = lse[i] - losses[i];
+    }
+    mdc_dev_kernel(m->dev, 3.0 * s.n, 16.0 * s.n, MDC_PREC_FP32);
+    *sum = 0;
+    for (int i = 0; i < s.n; i++) *sum += losses[i];
+    return MDC_OK;
+}
+
+static mdc_status head_backward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, const float *in, float *dlnf) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    int lo, valid = mdc_i_vocab_shard(m, s.Vl, &lo);
+    float *logits = buf(a, a->lay.logits), *dpart = m->part.sp ? buf(a, a->lay.dfull) : dlnf;
+    mdc_crossentropy_backward_shard(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, lo, dloss, s.n, s.Vl, valid);
+    TAP(m->cfg.L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
+    /* the LM head is column-parallel over the vocabulary: its input gradient is a partial sum */
+    memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
+    mdc_lmhead_backward(m->dev, dpart, G(m, 0), logits, in, P(m, 0), s.n, s.C, s.Vl);
+    return f_backward(m, a, m->cfg.L + 1, MDC_I_DS_LNF, dlnf, dpart);
+}
+
+const mdc_i_ops mdc_i_ops_tp = {
+    .name = "tp",
+    .matmul = matmul,
+    .dinput = dinput,
+    .row_forward = row_forward_tp,
+    .col_dinput = col_dinput_tp,
+    .wgrad = wgrad,
+    .layernorm_wgrad = layernorm_wgrad,
+    .layernorm_backward = layernorm_backward,
+    .grad_dtype = MDC_F32,
+    .grad_pack = grad_pack,
+    .grad_unpack = grad_unpack,
+    .embed_forward = embed_forward_tp,
+    .embed_backward = embed_backward_tp,
+    .lm_head = lm_head,
+    .loss = loss_tp,
+    .head_backward = head_backward_tp,
+};

@@ -1,0 +1,418 @@
+/* Data parallelism as a gradient-sync component attached to a model's local layout (any
+ * partition: the serial model, a tensor-parallel shard): the object, gradient buckets, DDP.
+ *
+ * DDP (Li et al., PyTorch Distributed, VLDB 2020): every rank holds the whole model, computes
+ * gradients on its rows, and the gradients are summed across ranks bucket by bucket as backward
+ * completes them, each bucket's allreduce overlapping the rest of backward (comm stream). Each
+ * rank's backward is scaled by 1 / (global tokens) (the step's choice, ref/train/train.c), so the SUM
+ * over ranks is the serial gradient of the mean loss (no division afterwards). Every rank then
+ * runs the serial AdamW on identical gradients, so the replicas stay identical. Gradient
+ * accumulation: the gradients of the micro-batches add up locally; only the last
+ * micro-batch's backward reduces. The step loop itself is ref/train/train.c's, shared by every mesh.
+ * ZeRO stages: ref/parallel/dp/zero.c. Layout, buckets and formulas: include/minidc/dp.h and
+ * docs/data-parallel.md. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_internal.h"
+
+size_t mdc_dp_default_bucket_bytes(const mdc_gpt2_config *cfg) {
+    size_t p = mdc_gpt2_param_floats(cfg) * sizeof(float) / 4, cap = (size_t)25 << 20;
+    return p < cap ? p : cap;
+}
+
+const char *mdc_dp_stage_name(int zero) {
+    static const char *const names[4] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+    return zero >= 0 && zero < 4 ? names[zero] : "?";
+}
+
+unsigned mdc_dp_model_flags(int zero) {
+    return (zero >= 2 ? MDC_GPT2_HOST_GRADS : 0) | (zero == 3 ? MDC_GPT2_HOST_PARAMS : 0);
+}
+
+mdc_gpt2 *mdc_dp_model(mdc_dp *dp) { return dp->m; }
+int mdc_dp_adam_step(const mdc_dp *dp) { return dp->dc.zero ? dp->t : mdc_gpt2_adam_step(dp->m); }
+
+/* A bucket is ready when its lowest unit's gradients are complete (backward runs L+1 .. 0). */
+static mdc_status reduce_bucket(mdc_dp *dp, const dp_bucket *b) {
+    float *buf = dp->bucket_buf[dp->next_buf];
+    dp->next_buf ^= 1;
+    mdc_dev_stream_begin(dp->dev, &dp->stream);
+    double b0 = mdc_dev_bytes_sent(dp->dev);
+    mdc_status st;
+    if (dp->dc.zero == 0) {
+        /* pack, allreduce (sum) the padded bucket, unpack every block back into the grads */
+        float *G = mdc_gpt2_grads(dp->m);
+        mdc_dp_i_pack(dp, b, buf, G, -1);
+        st = mdc_allreduce(MDC_IN_PLACE, buf, b->block * (size_t)dp->N, MDC_F32, MDC_SUM, dp->g);
+        if (!st) mdc_dp_i_unpack(dp, b, buf, G, -1);
+    } else {
+        st = mdc_zero_i_reduce_bucket(dp, b, buf);
+    }
+    dp->step_bytes += mdc_dev_bytes_sent(dp->dev) - b0;
+    mdc_dev_stream_end(dp->dev, &dp->stream);
+    return st;
+}
+
+/* ZeRO-3: unit u must be resident now. If it was prefetched, compute waits for the gather
+ * stream (in virtual time; the data is already there); else it is gathered here. Then, with
+ * prefetch, unit `next` (-1: none) is gathered on the gather stream, overlapping u's compute
+ * (its messages still queue on the same links as the reductions'). Results and bytes sent do
+ * not change; peak parameter memory holds one more unit. One rank has nothing to prefetch. */
+static mdc_status zero3_use(mdc_dp *dp, int u, int next) {
+    mdc_status st = MDC_OK;
+    if (dp->prefetched[u]) {
+        mdc_dev_stream_join(dp->dev, &dp->gather_stream);
+        dp->prefetched[u] = 0;
+    } else {
+        st = mdc_zero_i_gather(dp, u); /* a no-op if still resident (wte, the head) */
+    }
+    if (st || !dp->dc.prefetch || dp->N == 1 || next < 0 || next >= dp->nunits || dp->gathered[next]) return st;
+    mdc_dev_stream_begin(dp->dev, &dp->gather_stream);
+    st = mdc_zero_i_gather(dp, next);
+    mdc_dev_stream_end(dp->dev, &dp->gather_stream);
+    if (!st) dp->prefetched[next] = 1;
+    return st;
+}
+
+static mdc_status hook(void *ctx, mdc_gpt2_hook_event ev, int u) {
+    mdc_dp *dp = ctx;
+    int head = dp->nunits - 1, z = dp->dc.zero;
+    mdc_status st = MDC_OK;
+    switch (ev) {
+    case MDC_HOOK_PRE_FORWARD:
+        if (z == 3) st = zero3_use(dp, u, u + 1); /* the head's wte (unit 0) is still gathered */
+        break;
+    case MDC_HOOK_POST_FORWARD:
+        if (z == 3 && u != 0 && u != head) mdc_zero_i_release(dp, u);
+        break;
+    case MDC_HOOK_PRE_BACKWARD:
+        if (z == 3) st = zero3_use(dp, u, u - 1); /* no-op for the head and the embedding */
+        if (!st && z >= 2 && !dp->exact) st = mdc_zero_i_live(dp, u);
+        if (!st && z >= 2 && !dp->exact && u == head) st = mdc_zero_i_live(dp, 0); /* the LM head adds to wte's grad */
+        break;
+    case MDC_HOOK_POST_BACKWARD: {
+        const dp_bucket *b = &dp->b[dp->unit_bucket[u]];
+        if (u == b->lo && !dp->exact && !dp->defer && (z >= 2 || dp->micro == dp->dc.accum - 1) && (z || dp->N > 1))
+            st = reduce_bucket(dp, b);
+        if (!st && z == 3) mdc_zero_i_release(dp, u);
+        break;
+    }
+    }
+    return st;
+}
+
+void mdc_dp_free(mdc_dp *dp) {
+    if (!dp) return;
+    mdc_zero_i_free(dp);
+    for (int i = 0; i < 2; i++) mdc_dev_free(dp->dev, dp->bucket_buf[i]);
+    mdc_dev_free(dp->dev, dp->xbuf);
+    if (dp->m) mdc_gpt2_set_hooks(dp->m, NULL);
+    if (dp->owns_model) mdc_gpt2_free(dp->m);
+    free(dp->uoff), free(dp->ucount), free(dp->us), free(dp->shoff);
+    free(dp->tensors), free(dp->unit_bucket), free(dp->b);
+    free(dp);
+}
+
+mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_config *dc) {
+    *out = NULL;
+    if (dc->zero < 0 || dc->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0, 1, 2 or 3", dc->zero);
+    if (dc->accum <= 0) return mdc_fail(MDC_ERR_INVALID, "--accum %d: must be positive", dc->accum);
+    if (mdc_gpt2_flags(m) != mdc_dp_model_flags(dc->zero))
+        return mdc_fail(MDC_ERR_INVALID, "mdc_dp_attach: a ZeRO-%d model must be created with mdc_dp_model_flags(%d)",
+                        dc->zero, dc->zero);
+    mdc_dp *dp = calloc(1, sizeof *dp);
+    if (!dp) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_dp_attach");
+    mdc_status st = MDC_OK;
+    dp->dc = *dc;
+    dp->m = m;
+    dp->cfg = *mdc_gpt2_get_config(m);
+    if (!dp->dc.bucket_bytes) dp->dc.bucket_bytes = mdc_dp_default_bucket_bytes(&dp->cfg);
+    dp->g = g;
+    dp->N = mdc_group_size(g);
+    dp->r = mdc_group_rank(g);
+    dp->dev = mdc_gpt2_device(m);
+    dp->psi = mdc_gpt2_local_floats(m);
+    dp->nunits = mdc_gpt2_unit_count(&dp->cfg);
+    dp->ntensors = mdc_gpt2_local_count(m);
+    int U = dp->nunits;
+    dp->uoff = calloc((size_t)U, sizeof(size_t)), dp->ucount = calloc((size_t)U, sizeof(size_t));
+    dp->us = calloc((size_t)U, sizeof(size_t)), dp->shoff = calloc((size_t)U, sizeof(size_t));
+    dp->tensors = calloc((size_t)dp->ntensors, sizeof *dp->tensors);
+    dp->unit_bucket = calloc((size_t)U, sizeof(int)), dp->b = calloc((size_t)U, sizeof *dp->b);
+    if (!dp->uoff || !dp->ucount || !dp->us || !dp->shoff || !dp->tensors || !dp->unit_bucket || !dp->b) {
+        st = mdc_fail(MDC_ERR_OOM_HOST, "mdc_dp_attach");
+        goto fail;
+    }
+    for (int i = 0; i < dp->ntensors; i++) dp->tensors[i] = *mdc_gpt2_local_tensor(m, i);
+    for (int u = 0; u < U; u++) {
+        mdc_gpt2_local_unit(m, u, &dp->uoff[u], &dp->ucount[u]);
+        dp->us[u] = (dp->ucount[u] + (size_t)dp->N - 1) / (size_t)dp->N;
+        dp->shoff[u] = dp->S;
+        dp->S += dp->us[u];
+    }
+    /* buckets: consecutive units in backward order (U-1 .. 0), closed at the bucket size */
+    size_t maxblock = 0;
+    for (int u = U - 1; u >= 0;) {
+        dp_bucket *b = &dp->b[dp->nbuckets];
+        b->hi = u;
+        size_t bytes = 0;
+        while (u >= 0 && (bytes == 0 || bytes < dp->dc.bucket_bytes)) {
+            bytes += dp->ucount[u] * sizeof(float);
+            b->block += dp->us[u];
+            dp->unit_bucket[u] = dp->nbuckets;
+            b->lo = u--;
+        }
+        if (b->block > maxblock) maxblock = b->block;
+        dp->nbuckets++;
+    }
+    if (dp->N > 1 || dp->dc.zero) /* N = 1 DDP needs no buckets */
+        for (int i = 0; i < 2; i++)
+            if ((st = mdc_dev_alloc(dp->dev, (void **)&dp->bucket_buf[i], maxblock * (size_t)dp->N * sizeof(float),
+                                    MDC_MEM_COMM, i ? "dp.bucket1" : "dp.bucket0")))
+                goto fail;
+    dp->maxblock = maxblock;
+    dp->exact = mdc_gpt2_exact_block(m) > 0;
+    if ((st = mdc_zero_i_alloc(dp))) goto fail;
+    mdc_gpt2_hooks h = {hook, dp};
+    mdc_gpt2_set_hooks(dp->m, &h);
+    *out = dp;
+    return MDC_OK;
+fail:
+    mdc_dp_free(dp);
+    return st;
+}
+
+mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg_in, const mdc_dp_config *dc,
+                         uint64_t seed) {
+    *out = NULL;
+    if (dc->micro_batch <= 0 || dc->accum <= 0)
+        return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x accumulation %d: both must be positive", dc->micro_batch,
+                        dc->accum);
+    if (dc->zero < 0 || dc->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0, 1, 2 or 3", dc->zero);
+    mdc_gpt2 *m = NULL;
+    mdc_status st = mdc_gpt2_create_flags(&m, mdc_transport_device(mdc_group_transport(g)), cfg_in, dc->micro_batch,
+                                          dc->seq, mdc_dp_model_flags(dc->zero));
+    if (st) return st;
+    mdc_gpt2_init(m, seed);
+    if ((st = mdc_dp_attach(out, g, m, dc))) {
+        mdc_gpt2_free(m);
+        return st;
+    }
+    (*out)->owns_model = 1;
+    return MDC_OK;
+}
+
+void mdc_dp_begin_micro(mdc_dp *dp, int k) { dp->micro = k; }
+void mdc_dp_defer(mdc_dp *dp) { dp->defer = 1; }
+
+mdc_status mdc_dp_finish(mdc_dp *dp) {
+    mdc_dev_stream_join(dp->dev, &dp->stream);        /* the last bucket's reduction must be done */
+    mdc_dev_stream_join(dp->dev, &dp->gather_stream); /* (no prefetch outlives a step) */
+    if (dp->exact) return mdc_dp_i_exact_finish(dp);
+    mdc_status st = MDC_OK;
+    for (int i = 0; dp->defer && (dp->dc.zero || dp->N > 1) && !st && i < dp->nbuckets; i++) st = reduce_bucket(dp, &dp->b[i]);
+    mdc_dev_stream_join(dp->dev, &dp->stream);
+    return st;
+}
+
+void mdc_dp_begin_step(mdc_dp *dp) { dp->step_bytes = 0; }
+
+double mdc_dp_sumsq(mdc_dp *dp, const char *skip) {
+    if (dp->dc.zero) return mdc_zero_i_sumsq(dp, skip);
+    if (dp->r != 0) return 0; /* the replicas are identical: rank 0 counts them */
+    if (!skip) return mdc_gpt2_grad_sumsq(dp->m);
+    double s = 0;
+    float *G = mdc_gpt2_grads(dp->m);
+    for (int i = 0; i < dp->ntensors; i++)
+        if (!skip[i]) s += mdc_grad_sumsq(dp->dev, G + dp->tensors[i].offset, dp->tensors[i].alloc);
+    return s;
+}
+
+mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm) {
+    mdc_status st = dp->dc.zero == 0 ? mdc_gpt2_adamw_all(dp->m, o, mdc_clip_scale(norm, o->grad_clip))
+                                     : mdc_zero_i_update(dp, o, norm);
+    for (int i = 0; i < 3; i++) dp->mem_after[i] = mdc_dev_mem_in_use(dp->dev, (mdc_mem_category)i);
+    return st;
+}
+
+mdc_group *mdc_dp_group(mdc_dp *dp) { return dp->g; }
+const mdc_dp_config *mdc_dp_get_config(const mdc_dp *dp) { return &dp->dc; }
+
+mdc_status mdc_dp_gather_state(mdc_dp *dp, float *params, float *m, float *v, int root) {
+    int z = dp->dc.zero, me = dp->r == root;
+    size_t bytes = dp->psi * sizeof(float);
+    if (z == 0) {
+        if (me) {
+            memcpy(params, mdc_gpt2_params(dp->m), bytes);
+            float *am = mdc_gpt2_adam_m(dp->m), *av = mdc_gpt2_adam_v(dp->m);
+            if (m) am ? (void)memcpy(m, am, bytes) : (void)memset(m, 0, bytes);
+            if (v) av ? (void)memcpy(v, av, bytes) : (void)memset(v, 0, bytes);
+        }
+        return MDC_OK;
+    }
+    /* gather the shards to root (rank-major: rank q's S floats at q S), then lay them out */
+    size_t S = dp->S, N = (size_t)dp->N;
+    float *all = me ? malloc(S * N * sizeof(float)) : NULL;
+    if (me && !all) return mdc_fail(MDC_ERR_OOM_HOST, "gathering %zu floats of ZeRO shards", S * N);
+    float *src[3] = {z == 3 ? dp->shard_p : NULL, dp->shard_m, dp->shard_v}, *dst[3] = {params, m, v};
+    mdc_status st = MDC_OK;
+    if (z != 3 && me) memcpy(params, mdc_gpt2_params(dp->m), bytes);
+    for (int k = 0; k < 3 && !st; k++) {
+        if (!src[k]) continue;
+        st = mdc_gather(src[k], all, S, MDC_F32, root, dp->g);
+        if (!st && me && dst[k]) {
+            memset(dst[k], 0, bytes);
+            for (int q = 0; q < dp->N; q++) mdc_zero_i_shard_to_full(dp, q, all + (size_t)q * S, dst[k]);
+        }
+    }
+    free(all);
+    return st;
+}
+
+mdc_status mdc_dp_load_state(mdc_dp *dp, const float *params, const float *m, const float *v, int adam_step) {
+    size_t bytes = dp->psi * sizeof(float);
+    if (adam_step < 0) return mdc_fail(MDC_ERR_INVALID, "AdamW step %d < 0", adam_step);
+    memcpy(mdc_gpt2_params(dp->m), params, bytes);
+    if (dp->dc.zero == 0) {
+        if (adam_step > 0) {
+            mdc_status st = mdc_gpt2_set_adam_step(dp->m, adam_step);
+            if (st) return st;
+            float *am = mdc_gpt2_adam_m(dp->m), *av = mdc_gpt2_adam_v(dp->m);
+            m ? (void)memcpy(am, m, bytes) : (void)memset(am, 0, bytes);
+            v ? (void)memcpy(av, v, bytes) : (void)memset(av, 0, bytes);
+        }
+        return MDC_OK;
+    }
+    dp->t = adam_step;
+    size_t sb = dp->S * sizeof(float);
+    m ? mdc_zero_i_full_to_shard(dp, dp->r, m, dp->shard_m) : (void)memset(dp->shard_m, 0, sb);
+    v ? mdc_zero_i_full_to_shard(dp, dp->r, v, dp->shard_v) : (void)memset(dp->shard_v, 0, sb);
+    if (dp->dc.zero == 3) {
+        mdc_zero_i_full_to_shard(dp, dp->r, params, dp->shard_p);
+        if (dp->dc.poison) {
+            float *P = mdc_gpt2_params(dp->m);
+            for (size_t i = 0; i < dp->psi; i++) P[i] = NAN;
+        }
+    }
+    return MDC_OK;
+}
+
+/* ---- figures ---------------------------------------------------------------------------- */
+
+void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
+    memset(f, 0, sizeof *f);
+    int z = dp->dc.zero, N = dp->N, head = dp->nunits - 1;
+    double psi = (double)dp->psi, S = (double)dp->S;
+    f->zero = z, f->N = N, f->units = dp->nunits, f->buckets = dp->nbuckets;
+    f->psi = dp->psi, f->shard = dp->S;
+    for (int i = 0; i < 3; i++) {
+        f->mem[i] = dp->mem_after[i];
+        f->peak[i] = mdc_dev_mem_peak(dp->dev, (mdc_mem_category)i);
+    }
+    f->comm_peak = mdc_dev_mem_peak(dp->dev, MDC_MEM_COMM);
+    /* params, grads, optimizer: full (4 Psi, 4 Psi, 8 Psi) or sharded (4 S, 4 S, 8 S) */
+    int sharded[3] = {z >= 3, z >= 2, z >= 1};
+    double per[3] = {4, 4, 8};
+    for (int i = 0; i < 3; i++) {
+        f->mem_want[i] = (size_t)(per[i] * (sharded[i] ? S : psi));
+        f->mem_formula[i] = per[i] * (sharded[i] ? psi / N : psi);
+    }
+    /* bytes sent per step: ring allreduce of the padded buckets (DDP: 2(N-1)/N x 4 N S),
+     * reduce-scatter + allgather of 4 S per rank each moving (N-1) blocks, the scalars'
+     * allreduce of 2N doubles: 2(N-1)/N x 16 N */
+    double k = dp->dc.accum, n1 = N - 1, blocks;
+    if (z <= 1) blocks = 2 * S;                        /* one reduction + one allgather */
+    else if (z == 2) blocks = k * S + S;               /* reduce-scatter per micro-batch */
+    else blocks = k * (3 * S - (double)dp->us[0] - (double)dp->us[head]); /* see dp.h */
+    if (dp->defer) /* a pipeline stage: one reduce-scatter per step (the micro-batches interleave) */
+        blocks = z <= 2 ? 2 * S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]) + S;
+    f->step_bytes_want = 4.0 * n1 * blocks;
+    f->step_bytes_formula = (z <= 1 || (dp->defer && z == 2) ? 2.0 : z == 2 ? k + 1 : dp->defer ? 2.0 * k + 1 : 3.0 * k) *
+                            n1 / N * 4.0 * psi;
+    if (dp->exact) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
+        double gathers = z == 0 ? 0 : z <= 2 ? S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]);
+        f->step_bytes_want = dp->exact_bytes_want + n1 * 4.0 * gathers;
+        f->step_bytes_formula = (z == 0 ? 16.0 : z <= 2 ? 12.0 : 8.0 + 8.0 * k) * n1 / N * psi;
+        f->mem_want[1] = (size_t)(8 * psi + (z >= 2 ? 4 * S : 4 * psi));
+        f->mem_formula[1] = 8 * psi + (z >= 2 ? 4 * psi / N : 4 * psi);
+    }
+    f->step_bytes = dp->step_bytes;
+    mdc_dev_counters c;
+    mdc_dev_get_counters(dp->dev, &c);
+    f->t_compute = c.t_compute + c.t_memory, f->t_comm = c.t_comm, f->t_overlap = c.t_overlap;
+    f->t_idle = c.t_idle, f->now = c.now;
+}
+
+static const char *mib(char *buf, double b) {
+    snprintf(buf, 32, "%.3f MiB", b / 1048576.0);
+    return buf;
+}
+
+void mdc_dp_report(const mdc_dp *dp, FILE *out) {
+    mdc_dp_figures f;
+    mdc_dp_get_figures(dp, &f);
+    if (dp->r != 0) return;
+    static const char *const forms[4][3] = {{"4 Psi", "4 Psi", "8 Psi"},
+                                            {"4 Psi", "4 Psi", "8 Psi/N"},
+                                            {"4 Psi", "4 Psi/N", "8 Psi/N"},
+                                            {"4 Psi/N", "4 Psi/N", "8 Psi/N"}};
+    static const char *const total[4] = {"16 Psi", "8 Psi + 8 Psi/N", "4 Psi + 12 Psi/N", "16 Psi/N"};
+    char a[32], b[32], c[32], d[32];
+    fprintf(out, "\n%s on N = %d ranks: Psi = %zu parameter floats, shard S = %zu floats "
+                 "(Psi/N = %.2f; padding N S - Psi = %zu floats over %d units), %d buckets\n",
+            mdc_dp_stage_name(f.zero), f.N, f.psi, f.shard, (double)f.psi / f.N, f.shard * (size_t)f.N - f.psi, f.units,
+            f.buckets);
+    fprintf(out, "memory per rank after a step, bytes     formula             formula value  padded (S for Psi/N)  measured (allocator)\n");
+    static const char *const cat[3] = {"parameters", "gradients", "optimizer (Adam m, v)"};
+    size_t tm = 0, tw = 0;
+    double tf = 0;
+    for (int i = 0; i < 3; i++) {
+        fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s\n", cat[i], forms[f.zero][i], f.mem_formula[i], f.mem_want[i],
+                f.mem[i], f.mem[i] == f.mem_want[i] ? "ok" : "DIFFERS");
+        tm += f.mem[i], tw += f.mem_want[i], tf += f.mem_formula[i];
+    }
+    fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s (%s)\n", "total", total[f.zero], tf, tw, tm,
+            tm == tw ? "ok" : "DIFFERS", mib(a, (double)tm));
+    fprintf(out, "  peaks during the step: parameters %s, gradients %s, optimizer %s, comm buffers %s\n",
+            mib(a, (double)f.peak[0]), mib(b, (double)f.peak[1]), mib(c, (double)f.peak[2]),
+            mib(d, (double)f.comm_peak));
+    static const char *const cform[4] = {"2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi", "(k+1)(N-1)/N x 4 Psi",
+                                         "3k(N-1)/N x 4 Psi"};
+    static const char *const dform[4] = {"2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi",
+                                         "(2k+1)(N-1)/N x 4 Psi"};
+    static const char *const xform[4] = {"2(N-1)/N x 8 Psi", "(N-1)/N x (8 + 4) Psi", "(N-1)/N x (8 + 4) Psi",
+                                         "(N-1)/N x (8 + 8k) Psi"};
+    if (dp->exact)
+        fprintf(out, "  exact mode: gradients as exact sums (8 Psi, doubles) besides the float gradients (so gradients "
+                     "above are 8 Psi + %s), reduced once per step as doubles (8 bytes an element), %zu element(s) "
+                     "again as 80-byte accumulators where the double sum was not exact\n",
+                f.zero >= 2 ? "4 Psi/N" : "4 Psi", dp->exact_marked);
+    fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s\n",
+            dp->exact ? xform[f.zero] : dp->defer ? dform[f.zero] : cform[f.zero], f.step_bytes_formula, f.step_bytes_want,
+            f.step_bytes,
+            f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS");
+    if (dp->defer && !dp->exact)
+        fprintf(out, "  a pipeline stage: every bucket reduces once per step, after the schedule (its micro-batches "
+                     "interleave)%s\n", f.zero == 3 ? "; the units are gathered for each micro-batch's F and B" : "");
+    if (dp->exact)
+        fprintf(out, "  exact = the buckets' exact %s (doubles, counts, and the map and accumulators where needed) + "
+                     "(N-1) x 4 x the gathers' blocks\n", f.zero ? "reduce-scatters" : "allreduces");
+    else if (f.zero <= 1)
+        fprintf(out, "  exact = 2 (N-1) x 4 S (padded buckets: %s)\n",
+                f.zero ? "reduce-scatter + allgather" : "ring allreduce");
+    else if (f.zero == 2)
+        fprintf(out, "  exact = (k+1)(N-1) x 4 S (k = %d reduce-scatters, one allgather)\n", dp->dc.accum);
+    else
+        fprintf(out, "  exact = k (N-1) x 4 (3 S - s_0 - s_head): per micro-batch (k = %d) every unit is "
+                     "gathered for forward and the blocks again for backward, and reduce-scattered once\n",
+                dp->dc.accum);
+    fprintf(out, "virtual time (whole run): compute %.3f ms, communication %.3f ms exposed + %.3f ms hidden under "
+                 "%s (overlap), idle %.3f ms; total %.3f ms\n",
+            f.t_compute * 1e3, f.t_comm * 1e3, f.t_overlap * 1e3,
+            dp->dc.zero == 1 || dp->dc.zero == 2 ? "backward and the update (bucket allgathers)"
+            : dp->dc.prefetch && dp->dc.zero == 3 && dp->N > 1 ? "compute (bucket reductions, prefetched gathers)"
+                                                               : "backward",
+            f.t_idle * 1e3, f.now * 1e3);
+}

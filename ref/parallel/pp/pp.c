@@ -1,0 +1,220 @@
+/* Pipeline parallelism: a stage runs its schedule's actions (include/minidc/pp.h) on the block
+ * API, one activation set per micro-batch and model chunk in flight. F receives the residual
+ * stream from the previous virtual stage (the first embeds), runs the chunk's blocks and sends
+ * the output on (the last runs the head and the loss); B receives the output's gradient (the
+ * last starts from the loss), runs the blocks' backward (input gradients only when the schedule
+ * splits W off) and sends the input's gradient back (the first finishes the embedding); W runs
+ * the weight gradients. Virtual stage c p + s is chunk c of stage s, so with interleaving the
+ * last stage's chunk c feeds the first stage's chunk c + 1. Every send is non-blocking and
+ * waited for before its buffer is written again, so two neighbours sending to each other never
+ * wait on one another; receives wait. The shapes are fixed at creation (B, T/seq_split, C), so
+ * only the data travels. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_internal.h"
+
+static double now(mdc_gpt2 *m) {
+    mdc_dev_counters c;
+    mdc_dev_get_counters(mdc_gpt2_device(m), &c);
+    return c.now;
+}
+
+mdc_status mdc_pp_create(mdc_pp **out, mdc_gpt2 *m, mdc_group *g, const char *schedule, int micro, int rows, int T,
+                         int v) {
+    *out = NULL;
+    mdc_pp *pp = calloc(1, sizeof *pp);
+    if (!pp) return mdc_fail(MDC_ERR_OOM_HOST, "pipeline");
+    pp->g = g, pp->p = mdc_group_size(g), pp->stage = mdc_group_rank(g);
+    mdc_status st = mdc_pp_schedule_build(&pp->s, schedule, pp->p, micro, v);
+    if (!st && mdc_gpt2_get_part(m)->chunks != v)
+        st = mdc_fail(MDC_ERR_INVALID, "pipeline: the model holds %d chunk(s), the schedule runs %d",
+                      mdc_gpt2_get_part(m)->chunks, v);
+    if (st) {
+        mdc_pp_schedule_free(&pp->s);
+        free(pp);
+        return st;
+    }
+    /* sets per chunk: the most micro-batches this stage holds at once in its order (F to B, or to W) */
+    int peak[MDC_GPT2_MAX_CHUNKS] = {0}, held[MDC_GPT2_MAX_CHUNKS] = {0};
+    for (int k = 0; k < pp->s.n[pp->stage]; k++) {
+        const mdc_pp_action *a = &pp->s.a[pp->stage][k];
+        if (a->kind == MDC_PP_F) held[a->chunk]++;
+        else if (a->kind == (pp->s.split ? MDC_PP_W : MDC_PP_B)) held[a->chunk]--;
+        if (held[a->chunk] > peak[a->chunk]) peak[a->chunk] = held[a->chunk];
+    }
+    for (int c = 0; c < v; c++) pp->nsets += peak[c];
+    pp->sets = calloc((size_t)pp->nsets, sizeof *pp->sets);
+    pp->slot = malloc((size_t)micro * v * sizeof(int));
+    pp->rec = calloc(PP_REC * (size_t)pp->s.n[pp->stage], sizeof(double));
+    if (!pp->sets || !pp->slot || !pp->rec) st = mdc_fail(MDC_ERR_OOM_HOST, "pipeline");
+    for (int c = 0, i = 0; !st && c < v; c++)
+        for (int k = 0; !st && k < peak[c]; k++, i++) {
+            pp->sets[i].mb = -1, pp->sets[i].chunk = c;
+            st = mdc_gpt2_acts_create_chunk(&pp->sets[i].a, m, rows, T, c);
+        }
+    const mdc_gpt2_comm *c = mdc_gpt2_get_comm(m);
+    pp->floats = (size_t)rows * (size_t)(T / (c ? c->seq_split : 1)) * (size_t)mdc_gpt2_get_config(m)->C;
+    if (st) {
+        mdc_pp_free(pp);
+        return st;
+    }
+    *out = pp;
+    return MDC_OK;
+}
+
+void mdc_pp_free(mdc_pp *pp) {
+    if (!pp) return;
+    for (int i = 0; pp->sets && i < pp->nsets; i++) {
+        mdc_waitall(pp->sets[i].req, 2);
+        mdc_gpt2_acts_free(pp->sets[i].a);
+    }
+    free(pp->sets), free(pp->slot), free(pp->rec);
+    mdc_pp_schedule_free(&pp->s);
+    free(pp);
+}
+
+const mdc_pp_schedule *mdc_pp_get_schedule(const mdc_pp *pp) { return &pp->s; }
+int mdc_pp_sets(const mdc_pp *pp) { return pp->nsets; }
+double mdc_pp_step_bytes(const mdc_pp *pp) { return pp->sent; }
+
+/* A free set of the chunk, once the send of its last forward output is done with it. */
+static mdc_status take_set(mdc_pp *pp, int mb, int chunk, pp_set **out) {
+    for (int i = 0; i < pp->nsets; i++)
+        if (pp->sets[i].mb < 0 && pp->sets[i].chunk == chunk) {
+            mdc_status st = mdc_waitall(&pp->sets[i].req[0], 1);
+            if (st) return st;
+            pp->sets[i].mb = mb, pp->slot[chunk * pp->s.m + mb] = i;
+            if (++pp->held > pp->held_peak) pp->held_peak = pp->held;
+            *out = &pp->sets[i];
+            return MDC_OK;
+        }
+    return mdc_fail(MDC_ERR_INVALID, "pipeline stage %d: no free activation set for micro-batch %d (chunk %d)", pp->stage,
+                    mb, chunk);
+}
+
+/* Message tags: the boundary into virtual stage vs of micro-batch mb, forward (0) or backward (1);
+ * messages between two ranks with one tag arrive in order, so the tags may wrap. */
+static int tag(const mdc_pp *pp, int mb, int vs, int dir) { return 2 * ((mb * pp->p * pp->s.v + vs) % 2048) + dir; }
+
+mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets) {
+    mdc_gpt2 *m = p->m;
+    size_t rows = (size_t)p->micro_batch * p->seq, bytes = pp->floats * sizeof(float);
+    int P = pp->p * pp->s.v, next = (pp->stage + 1) % pp->p, prev = (pp->stage + pp->p - 1) % pp->p;
+    double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
+    mdc_dev_counters c0, c1;
+    mdc_dev_get_counters(mdc_gpt2_device(m), &c0);
+    mdc_status st = MDC_OK;
+    pp->held = pp->held_peak = 0;
+    for (int k = 0; !st && k < pp->s.n[pp->stage]; k++) {
+        const mdc_pp_action *act = &pp->s.a[pp->stage][k];
+        int mb = act->mb, vs = act->chunk * pp->p + pp->stage, lo, hi;
+        pp_set *set = NULL;
+        double *rec = pp->rec + PP_REC * (size_t)k;
+        rec[PP_KIND] = act->kind, rec[PP_MB] = mb, rec[PP_CHUNK] = act->chunk, rec[PP_WAIT] = rec[PP_START] = now(m);
+        if (act->kind == MDC_PP_F) {
+            if ((st = take_set(pp, mb, act->chunk, &set))) break;
+            mdc_gpt2_acts *a = set->a;
+            mdc_gpt2_acts_layers(a, &lo, &hi);
+            mdc_gpt2_acts_set_row0(a, p->row0 + mb * p->micro_batch);
+            if ((st = mdc_gpt2_set_batch(a, inputs + mb * rows, targets + mb * rows, p->micro_batch, p->seq))) break;
+            if (vs == 0) st = mdc_gpt2_embed_forward(m, a);
+            else st = mdc_recv(mdc_gpt2_acts_input(a), bytes, prev, tag(pp, mb, vs, 0), pp->g), rec[PP_START] = now(m);
+            for (int l = lo; !st && l < hi; l++) st = mdc_gpt2_block_forward(m, a, l);
+            if (st) break;
+            if (vs == P - 1) {
+                double sum = 0;
+                st = mdc_gpt2_head_forward(m, a, &sum);
+                p->loss_sum += sum;
+            } else {
+                st = mdc_isend(mdc_gpt2_acts_residual(a), bytes, next, tag(pp, mb, vs + 1, 0), pp->g, &set->req[0]);
+            }
+        } else {
+            set = &pp->sets[pp->slot[act->chunk * pp->s.m + mb]];
+            mdc_gpt2_acts *a = set->a;
+            mdc_gpt2_acts_layers(a, &lo, &hi);
+            if (act->kind == MDC_PP_B) {
+                if ((st = mdc_waitall(&set->req[1], 1))) break; /* the last input gradient sent from this set */
+                if (vs == P - 1) st = mdc_gpt2_head_backward(m, a, p->dloss);
+                else st = mdc_recv(mdc_gpt2_acts_dresidual(a), bytes, next, tag(pp, mb, vs, 1), pp->g),
+                     rec[PP_START] = now(m);
+                int parts = pp->s.split ? MDC_BWD_INPUT : MDC_BWD_BOTH;
+                for (int l = hi - 1; !st && l >= lo; l--) st = mdc_gpt2_block_backward(m, a, l, parts);
+                if (st) break;
+                if (vs == 0) st = mdc_gpt2_embed_backward(m, a);
+                else st = mdc_isend(mdc_gpt2_acts_dresidual(a), bytes, prev, tag(pp, mb, vs - 1, 1), pp->g, &set->req[1]);
+                if (!pp->s.split) set->mb = -1, pp->held--;
+            } else {
+                for (int l = hi - 1; !st && l >= lo; l--) st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_WEIGHT);
+                set->mb = -1, pp->held--;
+            }
+        }
+        rec[PP_END] = now(m);
+    }
+    for (int i = 0; !st && i < pp->nsets; i++) st = mdc_waitall(pp->sets[i].req, 2);
+    pp->sent = mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
+    mdc_dev_get_counters(mdc_gpt2_device(m), &c1);
+    pp->busy = (c1.t_compute + c1.t_memory) - (c0.t_compute + c0.t_memory), pp->t0 = c0.now, pp->t1 = c1.now;
+    return st;
+}
+
+/* The mean virtual seconds of this stage's F, B and W in the last step (start to end). */
+static void action_times(const mdc_pp *pp, double t[3]) {
+    double sum[3] = {0}, n[3] = {0};
+    for (int k = 0; k < pp->s.n[pp->stage]; k++) {
+        const double *r = pp->rec + PP_REC * (size_t)k;
+        int i = r[PP_KIND] == MDC_PP_F ? 0 : r[PP_KIND] == MDC_PP_B ? 1 : 2;
+        sum[i] += r[PP_END] - r[PP_START], n[i]++;
+    }
+    for (int i = 0; i < 3; i++) t[i] = n[i] ? sum[i] / n[i] : 0;
+}
+
+/* Per stage: the measured bubble in virtual time, the activation sets, the bytes sent, beside
+ * the formulas; gathered over the pipeline group and printed by its rank 0 (call on every rank
+ * of the group). */
+enum { R_BUSY, R_T0, R_T1, R_HELD, R_SETS, R_SENT, R_TF, R_TB, R_TW, R_N };
+mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out) {
+    double mine[R_N] = {pp->busy, pp->t0, pp->t1, (double)pp->held_peak, (double)pp->nsets, pp->sent}, *all = NULL;
+    action_times(pp, mine + R_TF);
+    if (pp->stage == 0 && !(all = malloc(sizeof(double) * R_N * (size_t)pp->p)))
+        return mdc_fail(MDC_ERR_OOM_HOST, "pipeline report");
+    mdc_status st = mdc_gather(mine, all, R_N, MDC_F64, 0, pp->g);
+    if (!st && pp->stage == 0) {
+        const mdc_pp_schedule *s = &pp->s;
+        int p = pp->p, m = s->m, v = s->v;
+        double per = (double)pp->floats * sizeof(float), t0 = all[R_T0], t1 = all[R_T1], tf = 0, tb = 0, tw = 0;
+        for (int q = 0; q < p; q++) { /* the makespan over every stage's clock; the mean action times */
+            const double *f = all + R_N * q;
+            t0 = f[R_T0] < t0 ? f[R_T0] : t0, t1 = f[R_T1] > t1 ? f[R_T1] : t1;
+            tf += f[R_TF] / p, tb += f[R_TB] / p, tw += f[R_TW] / p;
+        }
+        double span = t1 - t0, form = mdc_pp_bubble_formula(s, tf, tb, tw);
+        fprintf(out, "\npipeline: p = %d stages, m = %d micro-batches, schedule %s", p, m, s->name);
+        if (v > 1) fprintf(out, ", v = %d model chunks per stage", v);
+        fprintf(out, "; one boundary tensor (b, s/sp, h) = %.0f bytes\n", per);
+        fprintf(out, "  makespan %.3f ms (the first start to the last end over the stages); mean F %.3f ms, B %.3f ms%s",
+                span * 1e3, tf * 1e3, tb * 1e3, s->split ? "" : "\n");
+        if (s->split) fprintf(out, ", W %.3f ms\n", tw * 1e3);
+        fprintf(out, "  %-6s %12s %10s %10s %6s %10s %6s %14s %14s\n", "stage", "busy ms", "bubble", "formula", "held",
+                "formula", "alloc", "bytes sent", "formula");
+        for (int q = 0; q < p; q++) {
+            const double *f = all + R_N * q;
+            /* each boundary between virtual stages carries m tensors each way; stage q sends on
+             * v chunks' outputs (not the last virtual stage's) and v inputs' gradients (not the first's) */
+            double bw = ((double)v * m - (q == p - 1) * m) * per + ((double)v * m - (q == 0) * m) * per;
+            int want = mdc_pp_sets_formula(s, q);
+            fprintf(out, "  %-6d %12.3f %10.3f %10.3f %6.0f %10d %6.0f %14.0f %14.0f %s\n", q, f[R_BUSY] * 1e3,
+                    span > 0 ? 1 - f[R_BUSY] / span : 0, form, f[R_HELD], want, f[R_SETS], f[R_SENT], bw,
+                    f[R_SENT] >= bw && f[R_HELD] == want ? "ok" : "DIFFERS");
+        }
+        fprintf(out, "  bubble = 1 - busy / makespan in virtual time (the stage's kernels against the schedule's time); "
+                     "formula %s%s, for uniform stages and free links. held: the most activation sets%s holding a "
+                     "micro-batch at once (F to %s), against %s; alloc: the sets allocated%s. bytes: m boundary tensors "
+                     "each way across each virtual-stage boundary (the sends of other schemes count too)\n",
+                mdc_pp_formula_text(s, 0), s->split ? " from the mean F, B, W" : "", v > 1 ? " (of one chunk)" : "",
+                s->split ? "W" : "B", mdc_pp_formula_text(s, 1),
+                v > 1 ? ", a pool per chunk (its layers' size), each as large as that chunk's own peak" : "");
+    }
+    free(all);
+    return st;
+}

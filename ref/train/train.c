@@ -1,0 +1,278 @@
+/* The training step every mesh runs (include/minidc/train.h): the micro-batch loop over the
+ * block API, the data-parallel component's hooks, SP's tp reduction of replicated gradients,
+ * one allreduce of the loss and the squared norm, AdamW. The serial model is a plan with no
+ * groups, and then the step is exactly the serial forward, backward and update. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "minidc/kernels.h"
+#include "minidc/train.h"
+
+mdc_step_plan mdc_step_plan_default(mdc_gpt2 *m) {
+    mdc_step_plan p;
+    memset(&p, 0, sizeof p);
+    p.m = m;
+    p.count_loss = p.count_moe = 1;
+    p.micro_batch = 1, p.accum = 1, p.seq = 1;
+    return p;
+}
+
+/* ---- SP: the replicated tensors' partial gradients, summed over tp in one allreduce --------- */
+typedef struct {
+    const char *want;
+    float *buf;
+    size_t n;
+    int unpack;
+} sp_ctx;
+static void sp_visit(void *vc, int ti, size_t at, float *grad, float *param, size_t n) {
+    (void)param, (void)at;
+    sp_ctx *c = vc;
+    if (!c->want[ti]) return;
+    if (c->buf) {
+        if (c->unpack) memcpy(grad, c->buf + c->n, n * sizeof(float));
+        else memcpy(c->buf + c->n, grad, n * sizeof(float));
+    }
+    c->n += n;
+}
+static void sp_walk(mdc_step_plan *p, sp_ctx *c) {
+    c->n = 0;
+    if (p->dp) {
+        mdc_dp_for_each_segment(p->dp, sp_visit, c);
+        return;
+    }
+    float *G = mdc_gpt2_grads(p->m), *P = mdc_gpt2_params(p->m);
+    for (int i = 0; i < mdc_gpt2_local_count(p->m); i++) {
+        const mdc_param_tensor *t = mdc_gpt2_local_tensor(p->m, i);
+        sp_visit(c, i, 0, G + t->offset, P + t->offset, t->alloc);
+    }
+}
+static mdc_status sp_reduce(mdc_step_plan *p) {
+    sp_ctx c = {p->sp_partial, NULL, 0, 0};
+    sp_walk(p, &c);
+    if (!c.n) return MDC_OK;
+    size_t n = c.n, t = (size_t)mdc_group_size(p->tp_group);
+    size_t padded = (n + t - 1) / t * t; /* so the ring's bytes are exactly 2(t-1)/t of it */
+    c.buf = calloc(padded, sizeof(float));
+    if (!c.buf) return mdc_fail(MDC_ERR_OOM_HOST, "SP gradient reduction (%zu floats)", padded);
+    sp_walk(p, &c);
+    double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(p->m));
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, c.buf, padded, MDC_F32, MDC_SUM, p->tp_group);
+    p->sp_bytes += mdc_dev_bytes_sent(mdc_gpt2_device(p->m)) - b0;
+    c.unpack = 1;
+    if (!st) sp_walk(p, &c);
+    free(c.buf);
+    return st;
+}
+
+/* ---- exact mode: SP's replicated gradients summed over tp as accumulators, before the data-
+ * parallel reduction and the one rounding ------------------------------------------------- */
+static mdc_status sp_reduce_exact(mdc_step_plan *p) {
+    mdc_gpt2 *m = p->m;
+    mdc_xsum *xs = mdc_gpt2_exact_grads(m);
+    size_t n = 0, t = (size_t)mdc_group_size(p->tp_group);
+    int nt = mdc_gpt2_local_count(m);
+    for (int i = 0; i < nt; i++)
+        if (p->sp_partial[i]) n += mdc_gpt2_local_tensor(m, i)->alloc;
+    if (!n) return MDC_OK;
+    size_t padded = (n + t - 1) / t * t;
+    mdc_exact *buf = calloc(padded, sizeof *buf);
+    if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "exact SP gradient reduction (%zu accumulators)", padded);
+    size_t k = 0;
+    for (int i = 0; i < nt; i++) {
+        const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
+        if (p->sp_partial[i]) mdc_xsum_get(xs, q->offset, q->alloc, buf + k), k += q->alloc;
+    }
+    double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, padded, MDC_EXACT, MDC_SUM, p->tp_group);
+    p->sp_bytes += mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
+    k = 0;
+    for (int i = 0; !st && i < nt; i++) {
+        const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
+        if (p->sp_partial[i]) mdc_xsum_set(xs, q->offset, buf + k, q->alloc), k += q->alloc;
+    }
+    free(buf);
+    return st;
+}
+
+/* Pipeline: the tied wte lives on the first stage (embedding) and the last (LM head); each
+ * holds its part of the gradient, summed between them so that both update it alike. Exact
+ * mode sums the exact sums as accumulators, before any rounding. */
+static mdc_status tied_reduce(mdc_step_plan *p) {
+    mdc_gpt2 *m = p->m;
+    const mdc_param_tensor *t = NULL;
+    for (int i = 0; i < mdc_gpt2_local_count(m) && !t; i++)
+        if (mdc_gpt2_local_tensor(m, i)->global == 0) t = mdc_gpt2_local_tensor(m, i);
+    if (!t) return mdc_fail(MDC_ERR_INVALID, "pipeline: a stage of the embedding group holds no wte");
+    double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
+    mdc_status st;
+    if (!mdc_gpt2_exact_block(m)) {
+        st = mdc_allreduce(MDC_IN_PLACE, mdc_gpt2_grads(m) + t->offset, t->alloc, MDC_F32, MDC_SUM, p->embed_group);
+    } else {
+        mdc_xsum *xs = mdc_gpt2_exact_grads(m);
+        mdc_exact *buf = malloc(t->alloc * sizeof *buf);
+        if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "the tied embedding's exact gradient (%zu accumulators)", t->alloc);
+        mdc_xsum_get(xs, t->offset, t->alloc, buf);
+        st = mdc_allreduce(MDC_IN_PLACE, buf, t->alloc, MDC_EXACT, MDC_SUM, p->embed_group);
+        if (!st) mdc_xsum_set(xs, t->offset, buf, t->alloc);
+        free(buf);
+    }
+    p->tied_bytes = mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
+    return st;
+}
+
+static mdc_status exact_finish(mdc_step_plan *p) {
+    mdc_status st = MDC_OK;
+    if (p->tp_group && p->sp_partial && (st = sp_reduce_exact(p))) return st;
+    if (p->dp) return mdc_dp_finish(p->dp); /* reduces the exact sums and rounds them */
+    if (p->reduce) return p->reduce(p->reduce_ctx); /* the same, over its groups */
+    return mdc_gpt2_exact_round_grads(p->m);
+}
+
+/* The loss sum and this rank's share of the squared norm as accumulators, summed over the mesh:
+ * the same bits however the tokens and tensors are spread. */
+static mdc_status exact_scalars(mdc_step_plan *p, double *lsum, double *sumsq) {
+    mdc_gpt2 *m = p->m;
+    size_t W = p->sum_group ? (size_t)mdc_group_size(p->sum_group) : 1;
+    mdc_exact *sc = calloc(2 * W, sizeof *sc);
+    if (!sc) return mdc_fail(MDC_ERR_OOM_HOST, "step scalars");
+    if (p->count_loss) sc[0] = *mdc_gpt2_exact_loss(m);
+    if (p->count_moe) mdc_exact_sum(&sc[0], &sc[0], mdc_gpt2_moe_exact_loss(m)); /* the objective's aux terms */
+    if (p->dp) {
+        mdc_dp_sumsq_exact(p->dp, p->skip, &sc[1]);
+    } else {
+        float *G = mdc_gpt2_grads(m);
+        for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
+            const mdc_param_tensor *t = mdc_gpt2_local_tensor(m, i);
+            if (!p->skip || !p->skip[i]) mdc_exact_add_squares(&sc[1], G + t->offset, t->alloc);
+        }
+    }
+    mdc_status st = MDC_OK;
+    if (W > 1) {
+        double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
+        st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, MDC_EXACT, MDC_SUM, p->sum_group);
+        p->scalar_bytes = mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
+    }
+    *lsum = mdc_exact_to_f64(&sc[0]), *sumsq = mdc_exact_to_f64(&sc[1]);
+    free(sc);
+    return st;
+}
+
+mdc_status mdc_step_forward(mdc_step_plan *p, const int *inputs, const int *targets, double *loss_sum) {
+    mdc_gpt2 *m = p->m;
+    mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
+    int lo, hi;
+    mdc_gpt2_acts_layers(a, &lo, &hi);
+    mdc_status st = mdc_gpt2_set_batch(a, inputs, targets, p->micro_batch, p->seq);
+    if (!st) st = mdc_gpt2_embed_forward(m, a);
+    for (int l = lo; !st && l < hi; l++) st = mdc_gpt2_block_forward(m, a, l);
+    if (!st) st = mdc_gpt2_head_forward(m, a, loss_sum);
+    return st;
+}
+
+mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *targets) {
+    mdc_gpt2 *m = p->m;
+    mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
+    size_t rows = (size_t)p->micro_batch * p->seq;
+    int lo, hi;
+    mdc_gpt2_acts_layers(a, &lo, &hi);
+    mdc_status st = mdc_gpt2_zero_grad(m);
+    if (st) return st;
+    mdc_gpt2_set_moe_scale(m, p->dloss);
+    if (p->dp) mdc_dp_begin_step(p->dp);
+    p->loss_sum = 0, p->scalar_bytes = 0, p->sp_bytes = 0;
+    if (p->pp) { /* a pipeline stage: its schedule orders the micro-batches */
+        if ((st = mdc_pp_run(p->pp, p, inputs, targets))) return st;
+        if (p->embed_group && (st = tied_reduce(p))) return st;
+    }
+    for (int k = 0; !p->pp && k < p->accum; k++) {
+        if (p->dp) mdc_dp_begin_micro(p->dp, k);
+        double sum = 0;
+        mdc_gpt2_acts_set_row0(a, p->row0 + k * p->micro_batch);
+        if ((st = mdc_step_forward(p, inputs + k * rows, targets + k * rows, &sum))) return st;
+        p->loss_sum += sum;
+        if ((st = mdc_gpt2_head_backward(m, a, p->dloss))) return st;
+        for (int l = hi - 1; l >= lo; l--)
+            if ((st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH))) return st;
+        if ((st = mdc_gpt2_embed_backward(m, a))) return st;
+    }
+    if (mdc_gpt2_exact_block(m)) return exact_finish(p);
+    if (p->dp && (st = mdc_dp_finish(p->dp))) return st;
+    if (p->reduce && (st = p->reduce(p->reduce_ctx))) return st;
+    if (p->tp_group && p->sp_partial && (st = sp_reduce(p))) return st;
+    return MDC_OK;
+}
+
+static mdc_status update(mdc_step_plan *p, const mdc_adamw_config *o, double lsum, double sumsq, float *loss,
+                         float *grad_norm);
+
+mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *loss, float *grad_norm) {
+    mdc_gpt2 *m = p->m;
+    double sumsq = 0, lsum = 0;
+    if (mdc_gpt2_exact_block(m)) {
+        mdc_status st = exact_scalars(p, &lsum, &sumsq);
+        if (st) return st;
+        return update(p, o, lsum, sumsq, loss, grad_norm);
+    }
+    if (p->dp) {
+        sumsq = mdc_dp_sumsq(p->dp, p->skip);
+    } else if (!p->skip) {
+        sumsq = mdc_gpt2_grad_sumsq(m);
+    } else {
+        sumsq = 0;
+        float *G = mdc_gpt2_grads(m);
+        for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
+            const mdc_param_tensor *t = mdc_gpt2_local_tensor(m, i);
+            if (!p->skip[i]) sumsq += mdc_grad_sumsq(mdc_gpt2_device(m), G + t->offset, t->alloc);
+        }
+    }
+    lsum = p->count_loss ? p->loss_sum : 0;
+    if (p->count_moe) {
+        mdc_moe_stats ms;
+        mdc_gpt2_moe_stats(m, &ms);
+        lsum += ms.aux_sum + ms.z_sum;
+    }
+    if (p->sum_group && mdc_group_size(p->sum_group) > 1) {
+        /* one allreduce, padded to W slots each, so its bytes are the ring's exact 2(W-1)/W */
+        size_t W = (size_t)mdc_group_size(p->sum_group);
+        double *sc = calloc(2 * W, sizeof(double));
+        if (!sc) return mdc_fail(MDC_ERR_OOM_HOST, "step scalars");
+        sc[0] = lsum, sc[1] = sumsq;
+        double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
+        mdc_status st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, MDC_F64, MDC_SUM, p->sum_group);
+        p->scalar_bytes = mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
+        lsum = sc[0], sumsq = sc[1];
+        free(sc);
+        if (st) return st;
+    }
+    return update(p, o, lsum, sumsq, loss, grad_norm);
+}
+
+static mdc_status update(mdc_step_plan *p, const mdc_adamw_config *o, double lsum, double sumsq, float *loss,
+                         float *grad_norm) {
+    mdc_gpt2 *m = p->m;
+    double norm = sqrt(sumsq);
+    if (loss) *loss = (float)(lsum / p->tokens);
+    if (grad_norm) *grad_norm = (float)norm;
+    if (p->dp) return mdc_dp_update(p->dp, o, norm);
+    return mdc_gpt2_adamw_all(m, o, mdc_clip_scale(norm, o->grad_clip));
+}
+
+mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o,
+                        float *loss, float *grad_norm) {
+    mdc_status st = mdc_step_grads(p, inputs, targets);
+    return st ? st : mdc_step_update(p, o, loss, grad_norm);
+}
+
+mdc_status mdc_step_dp(mdc_dp *dp, const int *inputs, const int *targets, const mdc_adamw_config *opt, float *loss,
+                       float *grad_norm) {
+    const mdc_dp_config *dc = mdc_dp_get_config(dp);
+    mdc_step_plan p = mdc_step_plan_default(mdc_dp_model(dp));
+    int N = mdc_group_size(mdc_dp_group(dp));
+    p.dp = dp;
+    p.sum_group = mdc_dp_group(dp);
+    p.micro_batch = dc->micro_batch, p.accum = dc->accum, p.seq = dc->seq;
+    p.dloss = 1.0f / ((float)p.micro_batch * (float)p.accum * (float)N * (float)p.seq);
+    p.tokens = (double)p.micro_batch * p.seq * p.accum * N;
+    return mdc_step_run(&p, inputs, targets, opt, loss, grad_norm);
+}
