@@ -184,3 +184,18 @@ mdc_status mdc_hf_read_dir(const char *dir, int heads, mdc_tensorfile **tf, mdc_
     }
     return st;
 }
+
+/* Above both readers: a Hugging Face directory (this file) or one safetensors file
+ * (datasets/weights.c), so weights.c never calls back up here. */
+mdc_status mdc_gpt2_read_weights(const char *path, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg) {
+    if (mdc_hf_is_dir(path)) return mdc_hf_read_dir(path, heads, tf, cfg);
+    mdc_status st = mdc_safetensors_read(path, tf);
+    if (st) return st;
+    st = mdc_checkpoint_verify(*tf, path); /* a checkpoint's checksums, before anything it says is used */
+    if (!st) st = mdc_gpt2_config_from_weights(*tf, path, heads, cfg);
+    if (st) {
+        mdc_tensorfile_free(*tf);
+        *tf = NULL;
+    }
+    return st;
+}

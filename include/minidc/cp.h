@@ -1,4 +1,4 @@
-/* Context parallelism (ref/parallel/cp/cp.c, ref/parallel/cp/cp_ulysses.c): the sequence of every micro-batch split over
+/* Context parallelism (ref/parallel/cp/: the component cp.c, one file per algorithm): the sequence of every micro-batch split over
  * the c ranks of a group, attention computed across them.
  *
  * Layouts: "zigzag" (default) cuts the sequence into 2c chunks and gives rank r chunks r and

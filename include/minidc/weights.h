@@ -50,7 +50,8 @@ mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *
 /* Reads a weights file, or a Hugging Face model directory (config.json and model.safetensors, as
  * `transformers` saves them; the heads from its n_head), and returns its tensors and the
  * inferred config (heads as above). A checkpoint's checksums are verified first
- * (mdc_checkpoint_verify), so a damaged one is refused before its weights are used. */
+ * (mdc_checkpoint_verify), so a damaged one is refused before its weights are used
+ * (datasets/hf_dir.c, above both readers). */
 mdc_status mdc_gpt2_read_weights(const char *path, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg);
 
 /* ---- Hugging Face model directories (datasets/hf_dir.c) ---- */

@@ -69,55 +69,50 @@ static mdc_status sp_reduce(mdc_step_plan *p) {
  * parallel reduction and the one rounding ------------------------------------------------- */
 static mdc_status sp_reduce_exact(mdc_step_plan *p) {
     mdc_gpt2 *m = p->m;
-    mdc_xsum *xs = mdc_gpt2_exact_grads(m);
     size_t n = 0, t = (size_t)mdc_group_size(p->tp_group);
     int nt = mdc_gpt2_local_count(m);
     for (int i = 0; i < nt; i++)
         if (p->sp_partial[i]) n += mdc_gpt2_local_tensor(m, i)->alloc;
     if (!n) return MDC_OK;
-    size_t padded = (n + t - 1) / t * t;
-    mdc_exact *buf = calloc(padded, sizeof *buf);
+    mdc_dtype dt = mdc_gpt2_grad_dtype(m);
+    size_t padded = (n + t - 1) / t * t, el = mdc_dtype_size(dt);
+    char *buf = calloc(padded, el); /* zero: empty accumulators */
     if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "exact SP gradient reduction (%zu accumulators)", padded);
     size_t k = 0;
     for (int i = 0; i < nt; i++) {
         const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
-        if (p->sp_partial[i]) mdc_xsum_get(xs, q->offset, q->alloc, buf + k), k += q->alloc;
+        if (p->sp_partial[i]) mdc_gpt2_grad_pack(m, q->offset, q->alloc, buf + k * el), k += q->alloc;
     }
     double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
-    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, padded, MDC_EXACT, MDC_SUM, p->tp_group);
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, padded, dt, MDC_SUM, p->tp_group);
     p->sp_bytes += mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
     k = 0;
     for (int i = 0; !st && i < nt; i++) {
         const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
-        if (p->sp_partial[i]) mdc_xsum_set(xs, q->offset, buf + k, q->alloc), k += q->alloc;
+        if (p->sp_partial[i]) mdc_gpt2_grad_unpack(m, q->offset, q->alloc, buf + k * el), k += q->alloc;
     }
     free(buf);
     return st;
 }
 
 /* Pipeline: the tied wte lives on the first stage (embedding) and the last (LM head); each
- * holds its part of the gradient, summed between them so that both update it alike. Exact
- * mode sums the exact sums as accumulators, before any rounding. */
+ * holds its part of the gradient, summed between them so that both update it alike, in the
+ * gradient sink's elements (exact mode: its exact sums, before any rounding). */
 static mdc_status tied_reduce(mdc_step_plan *p) {
     mdc_gpt2 *m = p->m;
     const mdc_param_tensor *t = NULL;
     for (int i = 0; i < mdc_gpt2_local_count(m) && !t; i++)
         if (mdc_gpt2_local_tensor(m, i)->global == 0) t = mdc_gpt2_local_tensor(m, i);
     if (!t) return mdc_fail(MDC_ERR_INVALID, "pipeline: a stage of the embedding group holds no wte");
+    mdc_dtype dt = mdc_gpt2_grad_dtype(m);
+    void *buf = malloc(t->alloc * mdc_dtype_size(dt));
+    if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "the tied embedding's gradient (%zu elements)", t->alloc);
+    mdc_gpt2_grad_pack(m, t->offset, t->alloc, buf);
     double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
-    mdc_status st;
-    if (!mdc_gpt2_exact_block(m)) {
-        st = mdc_allreduce(MDC_IN_PLACE, mdc_gpt2_grads(m) + t->offset, t->alloc, MDC_F32, MDC_SUM, p->embed_group);
-    } else {
-        mdc_xsum *xs = mdc_gpt2_exact_grads(m);
-        mdc_exact *buf = malloc(t->alloc * sizeof *buf);
-        if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "the tied embedding's exact gradient (%zu accumulators)", t->alloc);
-        mdc_xsum_get(xs, t->offset, t->alloc, buf);
-        st = mdc_allreduce(MDC_IN_PLACE, buf, t->alloc, MDC_EXACT, MDC_SUM, p->embed_group);
-        if (!st) mdc_xsum_set(xs, t->offset, buf, t->alloc);
-        free(buf);
-    }
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, t->alloc, dt, MDC_SUM, p->embed_group);
     p->tied_bytes = mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
+    if (!st) mdc_gpt2_grad_unpack(m, t->offset, t->alloc, buf);
+    free(buf);
     return st;
 }
 

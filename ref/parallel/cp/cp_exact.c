@@ -36,7 +36,7 @@ static mdc_status each_block(mdc_cp *cp, const float *qkv, int tag, visit_fn fn,
     int c = cp->c, r = cp->r, next = (r + 1) % c, prev = (r + c - 1) % c;
     mdc_status st = MDC_OK;
     mdc_i_cp_pack_kv(cp, cp->buf[0], qkv);
-    if (cp->algo == CP_ALLGATHER) {
+    if (cp->algo->gathers) {
         st = mdc_allgather(cp->buf[0], cp->buf[4], n2, MDC_F32, cp->g);
         for (int s = 0; !st && s < c; s++) fn(cp, s, cp->buf[4] + (size_t)s * n2, ctx);
         return st;
@@ -84,7 +84,7 @@ static void visit_sum(mdc_cp *cp, int src, const float *kv, void *vc) {
         }
 }
 
-mdc_status mdc_i_cp_exact_forward(mdc_cp *cp, float *out, float *lse, const float *qkv, const mdc_dropout *drop) {
+mdc_status mdc_i_cp_exact_forward(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop) {
     double b0 = mdc_dev_bytes_sent(cp->dev);
     size_t rows = (size_t)cp->B * cp->Hl * cp->Tc, no = (size_t)cp->B * cp->Tc * cp->Hl * cp->hs;
     mdc_status st = mdc_i_cp_xbuf(cp, rows + no, 0);
@@ -92,7 +92,7 @@ mdc_status mdc_i_cp_exact_forward(mdc_cp *cp, float *out, float *lse, const floa
     fwd_ctx x = {qkv, out, drop, 0, rows};
     for (size_t i = 0; i < rows; i++) cp->buf[5][i] = -INFINITY;
     st = each_block(cp, qkv, CP_TAG_KV, visit_max, &x);
-    if (!st && cp->algo == CP_ALLGATHER) { /* the gathered blocks are still there */
+    if (!st && cp->algo->gathers) { /* the gathered blocks are still there */
         for (int s = 0; s < cp->c; s++) visit_sum(cp, s, cp->buf[4] + (size_t)s * cp->buf_floats[0], &x);
     } else if (!st) {
         st = each_block(cp, qkv, CP_TAG_KV2, visit_sum, &x);
@@ -118,7 +118,7 @@ static void visit_back(mdc_cp *cp, int src, const float *kv, void *vc) {
     bwd_ctx *x = vc;
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0});
     size_t L = (size_t)cp->L, Cl = (size_t)cp->Hl * cp->hs;
-    size_t xd = x->xdkv + (cp->algo == CP_ALLGATHER ? (size_t)src * cp->buf_floats[0] : 0);
+    size_t xd = x->xdkv + (cp->algo->gathers ? (size_t)src * cp->buf_floats[0] : 0);
     for (int a = 0; a < na; a++)
         for (int b = 0; b < na; b++) {
             mdc_attn_pair p = mdc_i_cp_pair(cp, a, src, b, x->qkv, kv, (float *)x->out, NULL, NULL, x->drop);
@@ -133,11 +133,11 @@ static void charge_round(mdc_cp *cp, size_t n) { mdc_dev_kernel(cp->dev, (double
 mdc_status mdc_i_cp_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
                                    const float *lse, const mdc_dropout *drop) {
     double b0 = mdc_dev_bytes_sent(cp->dev);
-    size_t n2 = cp->buf_floats[0], n3 = n2 / 2 * 3, nb = cp->algo == CP_ALLGATHER ? (size_t)cp->c : 2;
+    size_t n2 = cp->buf_floats[0], n3 = n2 / 2 * 3, nb = cp->algo->gathers ? (size_t)cp->c : 2;
     int c = cp->c, r = cp->r, next = (r + 1) % c, prev = (r + c - 1) % c, na = mdc_i_cp_chunks(cp, r, (int[2]){0});
     /* xs: dQ (laid out like qkv), then the visiting block's dK, dV (ring) or every block's (all-gather);
      * xe: accumulators, the travelling dK, dV (ring: two, then the own block's) or every block's and the own */
-    mdc_status st = mdc_i_cp_xbuf(cp, n3 + (cp->algo == CP_ALLGATHER ? (size_t)c : 1) * n2, (nb + 1) * n2);
+    mdc_status st = mdc_i_cp_xbuf(cp, n3 + (cp->algo->gathers ? (size_t)c : 1) * n2, (nb + 1) * n2);
     if (st) return st;
     bwd_ctx x = {qkv, out, dout, lse, drop, n3};
     mdc_exact *own = cp->xe + nb * n2;
@@ -146,7 +146,7 @@ mdc_status mdc_i_cp_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, c
         p.dout = dout + (size_t)a * cp->L * cp->Hl * cp->hs;
         mdc_x_attn_rowdot(cp->dev, &p, cp->buf[7] + a * cp->L);
     }
-    if (cp->algo == CP_ALLGATHER) {
+    if (cp->algo->gathers) {
         st = each_block(cp, qkv, CP_TAG_KVB, visit_back, &x);
         if (!st) mdc_xsum_get(&cp->xs, n3, (size_t)c * n2, cp->xe);
         if (!st) st = mdc_reduce_scatter(cp->xe, own, n2, MDC_EXACT, MDC_SUM, cp->g);

@@ -14,7 +14,7 @@
 #include "cp_internal.h"
 #include "minidc/algorithms.h"
 
-void mdc_i_ulysses_sizes(const mdc_cp *cp, size_t f[8]) {
+static void ulysses_sizes(const mdc_cp *cp, size_t f[8]) {
     size_t n = (size_t)cp->B * cp->Tc, Cl = (size_t)cp->Hl * cp->hs, ns = (size_t)cp->B * cp->Hl * cp->Tc;
     size_t v[8] = {3 * n * Cl, 3 * n * Cl, n * Cl, n * Cl, 3 * n * Cl, ns, ns, 2 * ns};
     memcpy(f, v, sizeof v);
@@ -101,7 +101,7 @@ static const mdc_dropout *heads_drop(const mdc_cp *cp, const mdc_dropout *drop, 
     return d;
 }
 
-mdc_status mdc_i_ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop) {
+static mdc_status ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop) {
     double b0 = mdc_dev_bytes_sent(cp->dev);
     size_t n3 = cp->buf_floats[0], n1 = cp->buf_floats[2];
     mdc_dropout dd;
@@ -132,8 +132,8 @@ mdc_status mdc_i_ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv,
     return st;
 }
 
-mdc_status mdc_i_ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
-                                  const float *lse, const mdc_dropout *drop) {
+static mdc_status ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                const float *lse, const mdc_dropout *drop) {
     double b0 = mdc_dev_bytes_sent(cp->dev);
     int c = cp->c, Hu = cp->Hl / c, Tc = cp->Tc, T = cp->T, hs = cp->hs;
     size_t n3 = cp->buf_floats[0], n1 = cp->buf_floats[2], ns = cp->buf_floats[5];
@@ -184,3 +184,29 @@ mdc_status mdc_i_ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, co
     cp->bytes += mdc_dev_bytes_sent(cp->dev) - b0;
     return st;
 }
+
+/* every rank gives every cp rank whole heads */
+static mdc_status ulysses_check(int c, int T, int Hl) {
+    (void)T;
+    if (Hl % c)
+        return mdc_fail(MDC_ERR_INVALID, "--cp-algo ulysses: the %d heads on each tensor-parallel rank are not divisible "
+                        "by --cp %d (ulysses gives every cp rank whole heads)", Hl, c);
+    return MDC_OK;
+}
+
+/* every rank: all positions of Hl / c heads */
+static double ulysses_pairs(const mdc_cp *cp, int q) {
+    (void)q;
+    return (double)cp->B * cp->Hl / cp->c * 0.5 * cp->T * (cp->T + 1.0);
+}
+
+/* the all-to-alls: qkv and the output forward, dO with D and dqkv backward, (c-1)/c of each */
+static double ulysses_bytes(const mdc_cp *cp) {
+    double c = cp->c, n = (double)cp->B * cp->Tc, Cl = (double)cp->Hl * cp->hs;
+    return 4.0 * (c - 1) / c * (n * 3 * Cl + n * Cl + n * Cl + n * 3 * Cl + (double)cp->B * cp->Hl * cp->Tc);
+}
+
+/* exact mode runs in the same passes, on the canonical blocks */
+const mdc_i_cp_algo mdc_i_cp_ulysses = {"ulysses", 0, 1, ulysses_check, ulysses_sizes, ulysses_forward,
+                                        ulysses_backward, ulysses_forward, ulysses_backward, ulysses_pairs,
+                                        ulysses_bytes};

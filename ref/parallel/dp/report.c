@@ -1,0 +1,123 @@
+/* Data parallelism's figures beside their formulas (include/minidc/dp.h): bytes per rank per
+ * step against the DDP / ZeRO formulas and the exact count for this schedule, memory per rank
+ * against the ZeRO paper's 16 Psi, 8 Psi + 8 Psi/N, 4 Psi + 12 Psi/N, 16 Psi/N. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dp_internal.h"
+
+void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
+    memset(f, 0, sizeof *f);
+    int z = dp->dc.zero, N = dp->N, head = dp->nunits - 1;
+    double psi = (double)dp->psi, S = (double)dp->S;
+    f->zero = z, f->N = N, f->units = dp->nunits, f->buckets = dp->nbuckets;
+    f->psi = dp->psi, f->shard = dp->S;
+    for (int i = 0; i < 3; i++) {
+        f->mem[i] = dp->mem_after[i];
+        f->peak[i] = mdc_dev_mem_peak(dp->dev, (mdc_mem_category)i);
+    }
+    f->comm_peak = mdc_dev_mem_peak(dp->dev, MDC_MEM_COMM);
+    /* params, grads, optimizer: full (4 Psi, 4 Psi, 8 Psi) or sharded (4 S, 4 S, 8 S) */
+    int sharded[3] = {z >= 3, z >= 2, z >= 1};
+    double per[3] = {4, 4, 8};
+    for (int i = 0; i < 3; i++) {
+        f->mem_want[i] = (size_t)(per[i] * (sharded[i] ? S : psi));
+        f->mem_formula[i] = per[i] * (sharded[i] ? psi / N : psi);
+    }
+    /* bytes sent per step: ring allreduce of the padded buckets (DDP: 2(N-1)/N x 4 N S),
+     * reduce-scatter + allgather of 4 S per rank each moving (N-1) blocks, the scalars'
+     * allreduce of 2N doubles: 2(N-1)/N x 16 N */
+    double k = dp->dc.accum, n1 = N - 1, blocks;
+    if (z <= 1) blocks = 2 * S;                        /* one reduction + one allgather */
+    else if (z == 2) blocks = k * S + S;               /* reduce-scatter per micro-batch */
+    else blocks = k * (3 * S - (double)dp->us[0] - (double)dp->us[head]); /* see dp.h */
+    if (dp->defer) /* a pipeline stage: one reduce-scatter per step (the micro-batches interleave) */
+        blocks = z <= 2 ? 2 * S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]) + S;
+    f->step_bytes_want = 4.0 * n1 * blocks;
+    f->step_bytes_formula = (z <= 1 || (dp->defer && z == 2) ? 2.0 : z == 2 ? k + 1 : dp->defer ? 2.0 * k + 1 : 3.0 * k) *
+                            n1 / N * 4.0 * psi;
+    if (dp->exact) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
+        double gathers = z == 0 ? 0 : z <= 2 ? S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]);
+        f->step_bytes_want = dp->exact_bytes_want + n1 * 4.0 * gathers;
+        f->step_bytes_formula = (z == 0 ? 16.0 : z <= 2 ? 12.0 : 8.0 + 8.0 * k) * n1 / N * psi;
+        f->mem_want[1] = (size_t)(8 * psi + (z >= 2 ? 4 * S : 4 * psi));
+        f->mem_formula[1] = 8 * psi + (z >= 2 ? 4 * psi / N : 4 * psi);
+    }
+    f->step_bytes = dp->step_bytes;
+    mdc_dev_counters c;
+    mdc_dev_get_counters(dp->dev, &c);
+    f->t_compute = c.t_compute + c.t_memory, f->t_comm = c.t_comm, f->t_overlap = c.t_overlap;
+    f->t_idle = c.t_idle, f->now = c.now;
+}
+
+static const char *mib(char *buf, double b) {
+    snprintf(buf, 32, "%.3f MiB", b / 1048576.0);
+    return buf;
+}
+
+void mdc_dp_report(const mdc_dp *dp, FILE *out) {
+    mdc_dp_figures f;
+    mdc_dp_get_figures(dp, &f);
+    if (dp->r != 0) return;
+    static const char *const forms[4][3] = {{"4 Psi", "4 Psi", "8 Psi"},
+                                            {"4 Psi", "4 Psi", "8 Psi/N"},
+                                            {"4 Psi", "4 Psi/N", "8 Psi/N"},
+                                            {"4 Psi/N", "4 Psi/N", "8 Psi/N"}};
+    static const char *const total[4] = {"16 Psi", "8 Psi + 8 Psi/N", "4 Psi + 12 Psi/N", "16 Psi/N"};
+    char a[32], b[32], c[32], d[32];
+    fprintf(out, "\n%s on N = %d ranks: Psi = %zu parameter floats, shard S = %zu floats "
+                 "(Psi/N = %.2f; padding N S - Psi = %zu floats over %d units), %d buckets\n",
+            mdc_dp_stage_name(f.zero), f.N, f.psi, f.shard, (double)f.psi / f.N, f.shard * (size_t)f.N - f.psi, f.units,
+            f.buckets);
+    fprintf(out, "memory per rank after a step, bytes     formula             formula value  padded (S for Psi/N)  measured (allocator)\n");
+    static const char *const cat[3] = {"parameters", "gradients", "optimizer (Adam m, v)"};
+    size_t tm = 0, tw = 0;
+    double tf = 0;
+    for (int i = 0; i < 3; i++) {
+        fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s\n", cat[i], forms[f.zero][i], f.mem_formula[i], f.mem_want[i],
+                f.mem[i], f.mem[i] == f.mem_want[i] ? "ok" : "DIFFERS");
+        tm += f.mem[i], tw += f.mem_want[i], tf += f.mem_formula[i];
+    }
+    fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s (%s)\n", "total", total[f.zero], tf, tw, tm,
+            tm == tw ? "ok" : "DIFFERS", mib(a, (double)tm));
+    fprintf(out, "  peaks during the step: parameters %s, gradients %s, optimizer %s, comm buffers %s\n",
+            mib(a, (double)f.peak[0]), mib(b, (double)f.peak[1]), mib(c, (double)f.peak[2]),
+            mib(d, (double)f.comm_peak));
+    static const char *const cform[4] = {"2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi", "(k+1)(N-1)/N x 4 Psi",
+                                         "3k(N-1)/N x 4 Psi"};
+    static const char *const dform[4] = {"2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi", "2(N-1)/N x 4 Psi",
+                                         "(2k+1)(N-1)/N x 4 Psi"};
+    static const char *const xform[4] = {"2(N-1)/N x 8 Psi", "(N-1)/N x (8 + 4) Psi", "(N-1)/N x (8 + 4) Psi",
+                                         "(N-1)/N x (8 + 8k) Psi"};
+    if (dp->exact)
+        fprintf(out, "  exact mode: gradients as exact sums (8 Psi, doubles) besides the float gradients (so gradients "
+                     "above are 8 Psi + %s), reduced once per step as doubles (8 bytes an element), %zu element(s) "
+                     "again as 80-byte accumulators where the double sum was not exact\n",
+                f.zero >= 2 ? "4 Psi/N" : "4 Psi", dp->exact_marked);
+    fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s\n",
+            dp->exact ? xform[f.zero] : dp->defer ? dform[f.zero] : cform[f.zero], f.step_bytes_formula, f.step_bytes_want,
+            f.step_bytes,
+            f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS");
+    if (dp->defer && !dp->exact)
+        fprintf(out, "  a pipeline stage: every bucket reduces once per step, after the schedule (its micro-batches "
+                     "interleave)%s\n", f.zero == 3 ? "; the units are gathered for each micro-batch's F and B" : "");
+    if (dp->exact)
+        fprintf(out, "  exact = the buckets' exact %s (doubles, counts, and the map and accumulators where needed) + "
+                     "(N-1) x 4 x the gathers' blocks\n", f.zero ? "reduce-scatters" : "allreduces");
+    else if (f.zero <= 1)
+        fprintf(out, "  exact = 2 (N-1) x 4 S (padded buckets: %s)\n",
+                f.zero ? "reduce-scatter + allgather" : "ring allreduce");
+    else if (f.zero == 2)
+        fprintf(out, "  exact = (k+1)(N-1) x 4 S (k = %d reduce-scatters, one allgather)\n", dp->dc.accum);
+    else
+        fprintf(out, "  exact = k (N-1) x 4 (3 S - s_0 - s_head): per micro-batch (k = %d) every unit is "
+                     "gathered for forward and the blocks again for backward, and reduce-scattered once\n",
+                dp->dc.accum);
+    fprintf(out, "virtual time (whole run): compute %.3f ms, communication %.3f ms exposed + %.3f ms hidden under "
+                 "%s (overlap), idle %.3f ms; total %.3f ms\n",
+            f.t_compute * 1e3, f.t_comm * 1e3, f.t_overlap * 1e3,
+            dp->dc.zero == 1 || dp->dc.zero == 2 ? "backward and the update (bucket allgathers)"
+            : dp->dc.prefetch && dp->dc.zero == 3 && dp->N > 1 ? "compute (bucket reductions, prefetched gathers)"
+                                                               : "backward",
+            f.t_idle * 1e3, f.now * 1e3);
+}
