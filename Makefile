@@ -109,14 +109,17 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libminidc.a | deps
 
 tests: all $(TEST_BIN)
 
-# `make check TESTS=name` runs only the tests whose name matches (a grep pattern: 'test_tp\|tp_cli').
+# The tests are tests/manifest's lines. `make check TESTS=name` runs only the tests whose name
+# matches (a grep pattern: 'test_tp\|tp_cli'); `make check KIND=unit` one kind (unit, mesh, cli,
+# interposer, xcheck, docs; a comma list for several).
 TESTS ?= $(TESTS_ONLY)
+KIND  ?=
 check: deps-check all $(TEST_BIN)
-	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) tests/run.sh '$(TESTS)'
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) KINDS='$(KIND)' tests/run.sh '$(TESTS)'
 
 # The longer sweep (.ci/run runs it after check): the mesh fuzzer's 40 cases up to 32 ranks.
 check-long: deps-check all $(TEST_BIN)
-	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) LISTS="tests/long/*.list" tests/run.sh
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) MANIFEST=tests/long/manifest tests/run.sh
 
 # Cross-builds for aarch64 into build-aarch64/ (the rules above, aarch64-linux-gnu-gcc and an
 # arm64 sysroot), runs tests under qemu, and checks exact mode saves this build's bytes.

@@ -1,11 +1,12 @@
 #!/bin/bash
-# The test harness. Reads tests/*.list; each line: NAME RANKS TIMEOUT [ARGS...]
+# The test harness. Reads the manifest tests/manifest; each line: KIND NAME RANKS TIMEOUT [ARGS...]
+#   KIND     unit, mesh, cli, interposer, xcheck or docs (the manifest says what each holds)
 #   NAME     build/tests/NAME (a C test) or tests/NAME (a script: .sh or .py)
 #   RANKS    "-" runs it as a plain process; "1,2,3" runs it under $MPIEXEC -n P for each P
 #   TIMEOUT  seconds per run; a timeout is a failure, never a hang
 # Exit status 77 means skipped. The last line is "N passed, N failed[, N skipped]".
-# Usage: tests/run.sh [PATTERN]  (only tests whose name matches the grep pattern); LISTS names
-# other list files (make check-long: tests/long/*.list).
+# Usage: tests/run.sh [PATTERN]  (only tests whose name matches the grep pattern); KINDS a comma
+# list of kinds to run (default all); MANIFEST another manifest (make check-long: tests/long/manifest).
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 pattern=${1:-}
@@ -60,14 +61,17 @@ run_one() { # name ranks timeout args...
         fail=$((fail + 1)); failed_names="$failed_names ${name// /_}.$p"
     fi
 }
-for list in ${LISTS:-tests/*.list}; do
-    while read -r name ranks to args; do
-        case $name in ''|'#'*) continue;; esac
-        [ -n "$pattern" ] && ! echo "$name" | grep -q -- "$pattern" && continue
-        if [ "$ranks" = "-" ]; then run_one "$name" - "$to" $args
-        else for p in ${ranks//,/ }; do run_one "$name" "$p" "$to" $args; done; fi
-    done < "$list"
-done
+manifest=${MANIFEST:-tests/manifest}
+kinds=",${KINDS:-unit,mesh,cli,interposer,xcheck,docs},"
+while read -r kind name ranks to args; do
+    case $kind in ''|'#'*) continue;; esac
+    case $kind in unit|mesh|cli|interposer|xcheck|docs) ;;
+        *) echo "not ok  $manifest: unknown kind '$kind' (line: $kind $name)"; fail=$((fail + 1)); continue;; esac
+    case $kinds in *",$kind,"*) ;; *) continue;; esac
+    [ -n "$pattern" ] && ! echo "$name" | grep -q -- "$pattern" && continue
+    if [ "$ranks" = "-" ]; then run_one "$name" - "$to" $args
+    else for p in ${ranks//,/ }; do run_one "$name" "$p" "$to" $args; done; fi
+done < "$manifest"
 [ -n "$failed_names" ] && echo "failed:$failed_names"
 if [ $skip -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
 [ $fail = 0 ]
