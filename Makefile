@@ -151,7 +151,7 @@ KERNEL_CFLAGS := -fno-math-errno -fno-trapping-math $(if $(IS_CLANG),,-fvect-cos
 $(BUILD)/obj/kernels/%.o: FILE_CFLAGS = $(KERNEL_CFLAGS)
 # The element-wise reductions and exact sums: -O3's vectorizer (exact for element-wise IEEE
 # operations and integer limbs), unless the build asked for -O0.
-HOT_OBJ := $(addprefix $(BUILD)/obj/collectives/,exact.o exact_sum.o reduce_op.o)
+HOT_OBJ := $(addprefix $(BUILD)/obj/numerics/,exact.o exact_sum.o) $(BUILD)/obj/collectives/reduce_op.o
 $(HOT_OBJ): FILE_CFLAGS = $(if $(filter -O0,$(OPT)),,-O3)
 
 -include $(LIB_OBJ:.o=.d) $(IP_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(wildcard $(BUILD)/tests/*.d)

@@ -8,7 +8,7 @@
  * return the left operand unless the right one is strictly smaller/larger. AVG reduces as SUM
  * and mdc_reduce_finish divides once at the end. No threads: the result never depends on the
  * thread count. The loops are vectorised (-O3 here), which is exact for element-wise IEEE ops.
- * MDC_EXACT elements are accumulators (exact.c), summed limbwise: exactly associative. */
+ * MDC_EXACT elements are accumulators (numerics/exact.c), summed limbwise: exactly associative. */
 #include <math.h>
 #include <string.h>
 
