@@ -101,7 +101,46 @@ static const mdc_dropout *heads_drop(const mdc_cp *cp, const mdc_dropout *drop, 
     return d;
 }
 
-static mdc_status ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop) {
+/* Attention over whole sequences of this rank's heads: the float kernel or exact mode's
+ * canonical blocks (kernels/exact_attention.c; every position is here). */
+static mdc_status heads_forward(mdc_cp *cp, mdc_attn_pair *p, float *lse) {
+    mdc_attn_pair_begin(p);
+    mdc_attn_pair_forward(cp->dev, p);
+    mdc_attn_pair_finish(cp->dev, p, lse);
+    return MDC_OK;
+}
+
+static mdc_status heads_forward_exact(mdc_cp *cp, mdc_attn_pair *p, float *lse) {
+    size_t rows = cp->buf_floats[5];
+    mdc_status st = mdc_i_cp_xbuf(cp, rows + cp->buf_floats[2], 0);
+    if (st) return st;
+    for (size_t i = 0; i < rows; i++) cp->buf[5][i] = -INFINITY;
+    mdc_x_attn_max(cp->dev, p, cp->exact);
+    mdc_x_attn_sum(cp->dev, p, &cp->xs, 0, rows, cp->exact);
+    mdc_x_attn_finish(cp->dev, p, &cp->xs, 0, rows, lse);
+    return MDC_OK;
+}
+
+static mdc_status heads_backward(mdc_cp *cp, mdc_attn_pair *p) {
+    mdc_attn_pair_backward(cp->dev, p);
+    return MDC_OK;
+}
+
+/* exact sums over the blocks, rounded once */
+static mdc_status heads_backward_exact(mdc_cp *cp, mdc_attn_pair *p) {
+    size_t n3 = cp->buf_floats[0], Hu = (size_t)(cp->Hl / cp->c), hs = (size_t)cp->hs;
+    mdc_status st = mdc_i_cp_xbuf(cp, n3, 0);
+    if (st) return st;
+    mdc_x_attn_backward(cp->dev, p, &cp->xs, 0, Hu * hs, 2 * Hu * hs, cp->exact);
+    mdc_xsum_round(&cp->xs, 0, n3, cp->buf[4]);
+    return MDC_OK;
+}
+
+typedef mdc_status (*heads_fwd_fn)(mdc_cp *cp, mdc_attn_pair *p, float *lse);
+typedef mdc_status (*heads_bwd_fn)(mdc_cp *cp, mdc_attn_pair *p);
+
+static mdc_status forward_with(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop,
+                               heads_fwd_fn attend) {
     double b0 = mdc_dev_bytes_sent(cp->dev);
     size_t n3 = cp->buf_floats[0], n1 = cp->buf_floats[2];
     mdc_dropout dd;
@@ -112,18 +151,7 @@ static mdc_status ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv
     charge_copy(cp, 2 * n3);
     mdc_attn_pair p = whole(cp, qkv, cp->buf[2], cp->buf[5], cp->buf[6], heads_drop(cp, drop, &dd));
     cp->pairs += mdc_attn_pair_visible(&p);
-    if (cp->exact) { /* the canonical blocks (kernels/exact_attention.c): every position is here */
-        size_t rows = cp->buf_floats[5];
-        if ((st = mdc_i_cp_xbuf(cp, rows + n1, 0))) return st;
-        for (size_t i = 0; i < rows; i++) cp->buf[5][i] = -INFINITY;
-        mdc_x_attn_max(cp->dev, &p, cp->exact);
-        mdc_x_attn_sum(cp->dev, &p, &cp->xs, 0, rows, cp->exact);
-        mdc_x_attn_finish(cp->dev, &p, &cp->xs, 0, rows, lse);
-    } else {
-        mdc_attn_pair_begin(&p);
-        mdc_attn_pair_forward(cp->dev, &p);
-        mdc_attn_pair_finish(cp->dev, &p, lse);
-    }
+    if ((st = attend(cp, &p, lse))) return st;
     to_pos_pack(cp, cp->buf[0], cp->buf[2], 1);
     st = mdc_alltoall_pairwise(cp->buf[0], cp->buf[1], n1 / cp->c, MDC_F32, cp->g);
     if (!st) to_pos_unpack(cp, out, cp->buf[1], 1, 0);
@@ -132,8 +160,8 @@ static mdc_status ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv
     return st;
 }
 
-static mdc_status ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
-                                const float *lse, const mdc_dropout *drop) {
+static mdc_status backward_with(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                const float *lse, const mdc_dropout *drop, heads_bwd_fn attend_back) {
     double b0 = mdc_dev_bytes_sent(cp->dev);
     int c = cp->c, Hu = cp->Hl / c, Tc = cp->Tc, T = cp->T, hs = cp->hs;
     size_t n3 = cp->buf_floats[0], n1 = cp->buf_floats[2], ns = cp->buf_floats[5];
@@ -170,13 +198,7 @@ static mdc_status ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, c
     mdc_attn_pair p = whole(cp, qkv, cp->buf[2], NULL, NULL, heads_drop(cp, drop, &dd));
     p.dq = cp->buf[4], p.dk = cp->buf[4] + (size_t)Hu * hs, p.dv = cp->buf[4] + 2 * (size_t)Hu * hs;
     p.dout = cp->buf[3], p.lse = lse, p.D = Dh;
-    if (cp->exact) { /* exact sums over the blocks, rounded once */
-        if ((st = mdc_i_cp_xbuf(cp, n3, 0))) return st;
-        mdc_x_attn_backward(cp->dev, &p, &cp->xs, 0, (size_t)Hu * hs, 2 * (size_t)Hu * hs, cp->exact);
-        mdc_xsum_round(&cp->xs, 0, n3, cp->buf[4]);
-    } else {
-        mdc_attn_pair_backward(cp->dev, &p);
-    }
+    if ((st = attend_back(cp, &p))) return st;
     to_pos_pack(cp, cp->buf[0], cp->buf[4], 3);
     st = mdc_alltoall_pairwise(cp->buf[0], cp->buf[1], n3 / c, MDC_F32, cp->g);
     if (!st) to_pos_unpack(cp, dqkv, cp->buf[1], 3, 1);
@@ -206,7 +228,22 @@ static double ulysses_bytes(const mdc_cp *cp) {
     return 4.0 * (c - 1) / c * (n * 3 * Cl + n * Cl + n * Cl + n * 3 * Cl + (double)cp->B * cp->Hl * cp->Tc);
 }
 
-/* exact mode runs in the same passes, on the canonical blocks */
+static mdc_status ulysses_forward(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop) {
+    return forward_with(cp, out, lse, qkv, drop, heads_forward);
+}
+static mdc_status ulysses_exact_forward(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop) {
+    return forward_with(cp, out, lse, qkv, drop, heads_forward_exact);
+}
+static mdc_status ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                   const float *lse, const mdc_dropout *drop) {
+    return backward_with(cp, dqkv, dout, out, qkv, lse, drop, heads_backward);
+}
+static mdc_status ulysses_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out,
+                                         const float *qkv, const float *lse, const mdc_dropout *drop) {
+    return backward_with(cp, dqkv, dout, out, qkv, lse, drop, heads_backward_exact);
+}
+
+/* exact mode: the same all-to-alls around exact mode's attention */
 const mdc_i_cp_algo mdc_i_cp_ulysses = {"ulysses", 0, 1, ulysses_check, ulysses_sizes, ulysses_forward,
-                                        ulysses_backward, ulysses_forward, ulysses_backward, ulysses_pairs,
-                                        ulysses_bytes};
+                                        ulysses_backward, ulysses_exact_forward, ulysses_exact_backward,
+                                        ulysses_pairs, ulysses_bytes};
