@@ -12,6 +12,7 @@ void mdc_i_install(mdc_gpt2 *m) {
         o->col_dinput = x->col_dinput, o->wgrad = x->wgrad, o->layernorm_wgrad = x->layernorm_wgrad;
         o->layernorm_backward = x->layernorm_backward, o->embed_backward = x->embed_backward;
         o->grad_dtype = x->grad_dtype, o->grad_pack = x->grad_pack, o->grad_unpack = x->grad_unpack;
+        o->grad_block = m->x.blk;
         o->lm_head = x->lm_head, o->loss = x->loss, o->head_backward = x->head_backward;
     }
     m->attn = m->cp ? &mdc_i_attention_cp : m->x.blk ? &mdc_i_attention_exact : &mdc_i_attention_kernel;

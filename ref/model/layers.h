@@ -141,6 +141,9 @@ typedef struct mdc_i_ops {
     /* the sink as schemes see it: elements of grad_dtype (MDC_F32 floats, or MDC_EXACT sums),
      * n of them from offset off of the local gradient layout out of the sink or back into it */
     mdc_dtype grad_dtype;
+    /* the token block the sink's sums are cut into (0: none; exact mode's --exact-block): a MoE
+     * block's expert rows are grouped in segments of it, one weight-gradient sum each */
+    int grad_block;
     void (*grad_pack)(mdc_gpt2 *m, size_t off, size_t n, void *buf);
     void (*grad_unpack)(mdc_gpt2 *m, size_t off, size_t n, const void *buf);
     /* the embedding: tokens and learned positions into enc (the residual stream's rows), and

@@ -109,7 +109,7 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     mdc_device *d = m->dev;
     const mdc_moe_opts *o = &m->moe.o;
     int n = s.nl, C = m->cfg.C, E = m->cfg.E, k = m->cfg.topk, Tg = s.Tl, G = n / Tg;
-    int e = m->moe.ep ? m->moe.ep->e : 1, blk = m->x.blk, S = blk ? n / blk : 1;
+    int e = m->moe.ep ? m->moe.ep->e : 1, blk = m->ops->grad_block, S = blk ? n / blk : 1;
     int Tseq = m->cp ? m->cp->T : a->T; /* the whole sequence: a routing group */
     if ((o->capacity_factor > 0 || o->aux_alpha > 0) && Tg != Tseq)
         return mdc_fail(MDC_ERR_INVALID, "--capacity-factor and --moe-aux-loss route a whole sequence as one group; "
