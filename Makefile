@@ -112,7 +112,7 @@ tests: all $(TEST_BIN)
 # The tests are tests/manifest's lines. `make check TESTS=name` runs only the tests whose name
 # matches (a grep pattern: 'test_tp\|tp_cli'); `make check KIND=unit` one kind (unit, mesh, cli,
 # interposer, xcheck, docs; a comma list for several).
-TESTS ?= $(TESTS_ONLY)
+TESTS ?=
 KIND  ?=
 check: deps-check all $(TEST_BIN)
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) KINDS='$(KIND)' tests/run.sh '$(TESTS)'

@@ -157,9 +157,11 @@ typedef struct mdc_i_ops {
     /* the loss's backward into the logits, the LM head's: dlnf (local rows) and wte's gradient */
     mdc_status (*head_backward)(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, const float *in, float *dlnf);
 } mdc_i_ops;
-/* serial and tp: the default kernels; exact: the entries exact mode replaces (the others NULL),
- * laid over either by mdc_i_install */
-extern const mdc_i_ops mdc_i_ops_serial, mdc_i_ops_tp, mdc_i_ops_exact;
+/* serial and tp: the default kernels (ref/model/ops.c). Exact mode replaces the arithmetic's
+ * entries of either, keeping its communication (the embedding's forward): token_block its
+ * --exact-block (ref/model/exact/exact_ops.c). */
+extern const mdc_i_ops mdc_i_ops_serial, mdc_i_ops_tp;
+void mdc_i_ops_exact_over(mdc_i_ops *o, int token_block);
 
 /* ---- attention, MLP, norm, positions ------------------------------------------------------- */
 typedef struct mdc_i_attention {

@@ -114,21 +114,19 @@ static mdc_status head_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float dlos
     return MDC_OK;
 }
 
+/* the entries both default tables share: the float arithmetic and its sink */
+#define DEFAULT_ARITHMETIC                                                                               \
+    .matmul = matmul, .dinput = dinput, .wgrad = wgrad, .layernorm_wgrad = layernorm_wgrad,             \
+    .layernorm_backward = layernorm_backward, .grad_dtype = MDC_F32, .grad_pack = grad_pack,            \
+    .grad_unpack = grad_unpack, .lm_head = lm_head
+
 const mdc_i_ops mdc_i_ops_serial = {
     .name = "serial",
-    .matmul = matmul,
-    .dinput = dinput,
+    DEFAULT_ARITHMETIC,
     .row_forward = row_forward_serial,
     .col_dinput = col_dinput_serial,
-    .wgrad = wgrad,
-    .layernorm_wgrad = layernorm_wgrad,
-    .layernorm_backward = layernorm_backward,
-    .grad_dtype = MDC_F32,
-    .grad_pack = grad_pack,
-    .grad_unpack = grad_unpack,
     .embed_forward = embed_forward_serial,
     .embed_backward = embed_backward_serial,
-    .lm_head = lm_head,
     .loss = loss_serial,
     .head_backward = head_backward_serial,
 };
@@ -218,19 +216,11 @@ static mdc_status head_backward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, c
 
 const mdc_i_ops mdc_i_ops_tp = {
     .name = "tp",
-    .matmul = matmul,
-    .dinput = dinput,
+    DEFAULT_ARITHMETIC,
     .row_forward = row_forward_tp,
     .col_dinput = col_dinput_tp,
-    .wgrad = wgrad,
-    .layernorm_wgrad = layernorm_wgrad,
-    .layernorm_backward = layernorm_backward,
-    .grad_dtype = MDC_F32,
-    .grad_pack = grad_pack,
-    .grad_unpack = grad_unpack,
     .embed_forward = embed_forward_tp,
     .embed_backward = embed_backward_tp,
-    .lm_head = lm_head,
     .loss = loss_tp,
     .head_backward = head_backward_tp,
 };

@@ -115,20 +115,10 @@ static mdc_status x_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, co
     return MDC_OK;
 }
 
-const mdc_i_ops mdc_i_ops_exact = {
-    .name = "exact",
-    .matmul = x_matmul,
-    .dinput = x_dinput,
-    .row_forward = x_row_forward,
-    .col_dinput = x_col_dinput,
-    .wgrad = x_wgrad,
-    .layernorm_wgrad = x_layernorm_wgrad,
-    .layernorm_backward = x_layernorm_backward,
-    .grad_dtype = MDC_EXACT,
-    .grad_pack = x_grad_pack,
-    .grad_unpack = x_grad_unpack,
-    .embed_backward = x_embed_backward,
-    .lm_head = x_lm_head,
-    .loss = x_loss,
-    .head_backward = x_head_backward,
-};
+void mdc_i_ops_exact_over(mdc_i_ops *o, int token_block) {
+    o->name = "exact";
+    o->matmul = x_matmul, o->dinput = x_dinput, o->row_forward = x_row_forward, o->col_dinput = x_col_dinput;
+    o->wgrad = x_wgrad, o->layernorm_wgrad = x_layernorm_wgrad, o->layernorm_backward = x_layernorm_backward;
+    o->grad_dtype = MDC_EXACT, o->grad_pack = x_grad_pack, o->grad_unpack = x_grad_unpack, o->grad_block = token_block;
+    o->embed_backward = x_embed_backward, o->lm_head = x_lm_head, o->loss = x_loss, o->head_backward = x_head_backward;
+}
