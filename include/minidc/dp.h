@@ -70,11 +70,10 @@ void mdc_dp_begin_micro(mdc_dp *dp, int k);
  * stage, whose micro-batches interleave; ZeRO 0 and 1). */
 void mdc_dp_defer(mdc_dp *dp);
 mdc_status mdc_dp_finish(mdc_dp *dp);
-/* This rank's share of the squared gradient norm: DDP rank 0 the whole (others 0), ZeRO the
- * shard. Tensors with skip[i] set (local index) are left out; skip may be NULL. */
-double mdc_dp_sumsq(mdc_dp *dp, const char *skip);
-/* Exact mode: the same share, each square added exactly into *acc (ref/parallel/dp/dp_exact.c). */
-void mdc_dp_sumsq_exact(mdc_dp *dp, const char *skip, mdc_exact *acc);
+/* This rank's share of the squared gradient norm added into *slot, an element of the model's
+ * mdc_gpt2_scalar_dtype (a double; exact mode an exact sum): DDP rank 0 the whole (others
+ * nothing), ZeRO the shard. Tensors with skip[i] set (local index) are left out; skip may be NULL. */
+void mdc_dp_sumsq(mdc_dp *dp, const char *skip, void *slot);
 /* AdamW with the clip of `norm` (the global norm), DDP on the replica, ZeRO on the shard. */
 mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
 /* Every run of gradient state this rank holds, one tensor at a time: DDP whole tensors, ZeRO

@@ -272,14 +272,22 @@ mdc_xsum *mdc_gpt2_exact_grads(mdc_gpt2 *m);
 mdc_exact *mdc_gpt2_exact_loss(mdc_gpt2 *m);
 /* The gradient sink as a scheme reduces it: n elements of mdc_gpt2_grad_dtype (MDC_F32 floats,
  * or in exact mode MDC_EXACT sums, which the collectives sum exactly) from offset off of the
- * local gradient layout, copied out (pack) or back in (unpack); after the last reduction,
- * mdc_gpt2_exact_round_grads turns exact sums into the float gradients (a no-op otherwise). */
+ * local gradient layout, copied out (pack) or back in (unpack). A sink of floats is complete
+ * bucket by bucket as the backward goes; a sink of sums holds them to the step's end, and after
+ * the last reduction mdc_gpt2_grad_round turns them into the float gradients (the whole local
+ * layout; a no-op for floats; MDC_ERR_OOM_HOST if a sum could not get its accumulator). */
 mdc_dtype mdc_gpt2_grad_dtype(const mdc_gpt2 *m);
 void mdc_gpt2_grad_pack(mdc_gpt2 *m, size_t off, size_t n, void *buf);
 void mdc_gpt2_grad_unpack(mdc_gpt2 *m, size_t off, size_t n, const void *buf);
-/* The float gradients = the exact sums rounded once (the whole local layout). MDC_ERR_OOM_HOST
- * if an exact sum could not get its accumulator. */
-mdc_status mdc_gpt2_exact_round_grads(mdc_gpt2 *m);
+mdc_status mdc_gpt2_grad_round(mdc_gpt2 *m);
+/* The step's scalars as the mesh sums them, one element of mdc_gpt2_scalar_dtype each (MDC_F64;
+ * exact mode MDC_EXACT: the same bits however tokens and tensors are spread): the objective
+ * since zero_grad (loss_sum, the forwards' sums, if count_loss; MoE's aux and z terms if
+ * count_moe) into *slot; the squares of g[0..n) added into *slot; a slot's value. */
+mdc_dtype mdc_gpt2_scalar_dtype(const mdc_gpt2 *m);
+void mdc_gpt2_scalar_objective(mdc_gpt2 *m, double loss_sum, int count_loss, int count_moe, void *slot);
+void mdc_gpt2_scalar_add_squares(mdc_gpt2 *m, const float *g, size_t n, void *slot);
+double mdc_gpt2_scalar_value(const mdc_gpt2 *m, const void *slot);
 
 /* ---- the model as held by one rank: weights, and activation sets ---------------------------- */
 /* Creates the weights of partition `part` (parameters zero; gradients and AdamW state on first

@@ -404,7 +404,7 @@ mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss) {
     if (!st) st = mdc_gpt2_head_backward(m, a, dloss);
     for (int l = a->hi - 1; !st && l >= a->lo; l--) st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH);
     if (!st) st = mdc_gpt2_embed_backward(m, a);
-    if (!st) st = mdc_gpt2_exact_round_grads(m); /* exact mode: the sums so far, rounded once */
+    if (!st) st = mdc_gpt2_grad_round(m); /* a sink of sums: rounded once */
     return st;
 }
 

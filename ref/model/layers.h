@@ -146,6 +146,17 @@ typedef struct mdc_i_ops {
     int grad_block;
     void (*grad_pack)(mdc_gpt2 *m, size_t off, size_t n, void *buf);
     void (*grad_unpack)(mdc_gpt2 *m, size_t off, size_t n, const void *buf);
+    /* the sink's last step, after the last reduction: its elements into the float gradients
+     * (floats: nothing to do) */
+    mdc_status (*grad_round)(mdc_gpt2 *m);
+    /* the step's two scalars as the mesh sums them, elements of scalar_dtype (MDC_F64; exact
+     * mode: MDC_EXACT, the same bits however tokens and tensors are spread): the objective
+     * (the forwards' loss_sum if count_loss, MoE's aux and z terms if count_moe) into *slot;
+     * the squares of g[0..n) added to *slot; a slot's value */
+    mdc_dtype scalar_dtype;
+    void (*objective)(mdc_gpt2 *m, double loss_sum, int count_loss, int count_moe, void *slot);
+    void (*add_squares)(mdc_gpt2 *m, const float *g, size_t n, void *slot);
+    double (*scalar_value)(const void *slot);
     /* the embedding: tokens and learned positions into enc (the residual stream's rows), and
      * its backward from the stream's gradient dres */
     mdc_status (*embed_forward)(mdc_gpt2 *m, mdc_gpt2_acts *a, float *enc);

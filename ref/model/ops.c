@@ -44,6 +44,27 @@ static void grad_unpack(mdc_gpt2 *m, size_t off, size_t n, const void *buf) {
     memcpy(m->grads + off, buf, n * sizeof(float));
 }
 
+static mdc_status grad_round(mdc_gpt2 *m) {
+    (void)m;
+    return MDC_OK;
+}
+
+static void objective(mdc_gpt2 *m, double loss_sum, int count_loss, int count_moe, void *slot) {
+    double l = count_loss ? loss_sum : 0;
+    if (count_moe) {
+        mdc_moe_stats ms;
+        mdc_gpt2_moe_stats(m, &ms);
+        l += ms.aux_sum + ms.z_sum;
+    }
+    *(double *)slot = l;
+}
+
+static void add_squares(mdc_gpt2 *m, const float *g, size_t n, void *slot) {
+    *(double *)slot += mdc_grad_sumsq(m->dev, g, n);
+}
+
+static double scalar_value(const void *slot) { return *(const double *)slot; }
+
 static void lm_head(mdc_gpt2 *m, mdc_gpt2_acts *a, float *logits, const float *in) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_lmhead_forward(m->dev, logits, in, P(m, 0), s.n, s.C, s.Vl);
@@ -118,7 +139,8 @@ static mdc_status head_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float dlos
 #define DEFAULT_ARITHMETIC                                                                               \
     .matmul = matmul, .dinput = dinput, .wgrad = wgrad, .layernorm_wgrad = layernorm_wgrad,             \
     .layernorm_backward = layernorm_backward, .grad_dtype = MDC_F32, .grad_pack = grad_pack,            \
-    .grad_unpack = grad_unpack, .lm_head = lm_head
+    .grad_unpack = grad_unpack, .grad_round = grad_round, .scalar_dtype = MDC_F64, .objective = objective, \
+    .add_squares = add_squares, .scalar_value = scalar_value, .lm_head = lm_head
 
 const mdc_i_ops mdc_i_ops_serial = {
     .name = "serial",
@@ -224,3 +246,17 @@ const mdc_i_ops mdc_i_ops_tp = {
     .loss = loss_tp,
     .head_backward = head_backward_tp,
 };
+
+/* ---- the gradient sink and the step's scalars, as schemes see them (include/minidc/model.h) -- */
+mdc_dtype mdc_gpt2_grad_dtype(const mdc_gpt2 *m) { return m->ops->grad_dtype; }
+void mdc_gpt2_grad_pack(mdc_gpt2 *m, size_t off, size_t n, void *buf) { m->ops->grad_pack(m, off, n, buf); }
+void mdc_gpt2_grad_unpack(mdc_gpt2 *m, size_t off, size_t n, const void *buf) { m->ops->grad_unpack(m, off, n, buf); }
+mdc_status mdc_gpt2_grad_round(mdc_gpt2 *m) { return m->ops->grad_round(m); }
+mdc_dtype mdc_gpt2_scalar_dtype(const mdc_gpt2 *m) { return m->ops->scalar_dtype; }
+void mdc_gpt2_scalar_objective(mdc_gpt2 *m, double loss_sum, int count_loss, int count_moe, void *slot) {
+    m->ops->objective(m, loss_sum, count_loss, count_moe, slot);
+}
+void mdc_gpt2_scalar_add_squares(mdc_gpt2 *m, const float *g, size_t n, void *slot) {
+    m->ops->add_squares(m, g, n, slot);
+}
+double mdc_gpt2_scalar_value(const mdc_gpt2 *m, const void *slot) { return m->ops->scalar_value(slot); }

@@ -65,9 +65,9 @@ static mdc_status sp_reduce(mdc_step_plan *p) {
     return st;
 }
 
-/* ---- exact mode: SP's replicated gradients summed over tp as accumulators, before the data-
- * parallel reduction and the one rounding ------------------------------------------------- */
-static mdc_status sp_reduce_exact(mdc_step_plan *p) {
+/* ---- a sink of sums (exact mode): SP's partial gradients summed over tp in the sink's elements,
+ * before the data-parallel reduction and the one rounding --------------------------------------- */
+static mdc_status sp_reduce_sink(mdc_step_plan *p) {
     mdc_gpt2 *m = p->m;
     size_t n = 0, t = (size_t)mdc_group_size(p->tp_group);
     int nt = mdc_gpt2_local_count(m);
@@ -76,8 +76,8 @@ static mdc_status sp_reduce_exact(mdc_step_plan *p) {
     if (!n) return MDC_OK;
     mdc_dtype dt = mdc_gpt2_grad_dtype(m);
     size_t padded = (n + t - 1) / t * t, el = mdc_dtype_size(dt);
-    char *buf = calloc(padded, el); /* zero: empty accumulators */
-    if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "exact SP gradient reduction (%zu accumulators)", padded);
+    char *buf = calloc(padded, el); /* zero: empty sums */
+    if (!buf) return mdc_fail(MDC_ERR_OOM_HOST, "SP gradient reduction (%zu sums)", padded);
     size_t k = 0;
     for (int i = 0; i < nt; i++) {
         const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
@@ -116,39 +116,50 @@ static mdc_status tied_reduce(mdc_step_plan *p) {
     return st;
 }
 
-static mdc_status exact_finish(mdc_step_plan *p) {
+/* The step's reductions in the order the gradient sink needs. Floats: dp's buckets went over the
+ * group during the backward (finish completes them), then SP's partial sums over tp on what each
+ * rank holds (the replica or the shard). A sink of sums holds them to the end: over tp first, then
+ * dp or ep, whose last reduction rounds them once (alone, the model rounds them). */
+static mdc_status reduce_grads(mdc_step_plan *p) {
+    int sums = mdc_gpt2_grad_dtype(p->m) != MDC_F32, sp = p->tp_group && p->sp_partial;
     mdc_status st = MDC_OK;
-    if (p->tp_group && p->sp_partial && (st = sp_reduce_exact(p))) return st;
-    if (p->dp) return mdc_dp_finish(p->dp); /* reduces the exact sums and rounds them */
-    if (p->reduce) return p->reduce(p->reduce_ctx); /* the same, over its groups */
-    return mdc_gpt2_exact_round_grads(p->m);
+    if (sums && sp) st = sp_reduce_sink(p);
+    if (!st && p->dp) st = mdc_dp_finish(p->dp);
+    if (!st && p->reduce) st = p->reduce(p->reduce_ctx);
+    if (!st && !sums && sp) st = sp_reduce(p);
+    if (!st && !p->dp && !p->reduce) st = mdc_gpt2_grad_round(p->m);
+    return st;
 }
 
-/* The loss sum and this rank's share of the squared norm as accumulators, summed over the mesh:
- * the same bits however the tokens and tensors are spread. */
-static mdc_status exact_scalars(mdc_step_plan *p, double *lsum, double *sumsq) {
+/* The loss sum and this rank's share of the squared norm, summed over the mesh in one allreduce
+ * padded to W slots each (so its bytes are the ring's exact 2(W-1)/W), in the model's scalar
+ * type (exact mode: exact sums, the same bits however the tokens and tensors are spread). */
+static mdc_status step_scalars(mdc_step_plan *p, double *lsum, double *sumsq) {
     mdc_gpt2 *m = p->m;
     size_t W = p->sum_group ? (size_t)mdc_group_size(p->sum_group) : 1;
-    mdc_exact *sc = calloc(2 * W, sizeof *sc);
+    mdc_dtype dt = mdc_gpt2_scalar_dtype(m);
+    size_t el = mdc_dtype_size(dt);
+    char *sc = calloc(2 * W, el);
     if (!sc) return mdc_fail(MDC_ERR_OOM_HOST, "step scalars");
-    if (p->count_loss) sc[0] = *mdc_gpt2_exact_loss(m);
-    if (p->count_moe) mdc_exact_sum(&sc[0], &sc[0], mdc_gpt2_moe_exact_loss(m)); /* the objective's aux terms */
+    mdc_gpt2_scalar_objective(m, p->loss_sum, p->count_loss, p->count_moe, sc);
     if (p->dp) {
-        mdc_dp_sumsq_exact(p->dp, p->skip, &sc[1]);
+        mdc_dp_sumsq(p->dp, p->skip, sc + el);
+    } else if (!p->skip) {
+        mdc_gpt2_scalar_add_squares(m, mdc_gpt2_grads(m), mdc_gpt2_local_floats(m), sc + el);
     } else {
         float *G = mdc_gpt2_grads(m);
         for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
             const mdc_param_tensor *t = mdc_gpt2_local_tensor(m, i);
-            if (!p->skip || !p->skip[i]) mdc_exact_add_squares(&sc[1], G + t->offset, t->alloc);
+            if (!p->skip[i]) mdc_gpt2_scalar_add_squares(m, G + t->offset, t->alloc, sc + el);
         }
     }
     mdc_status st = MDC_OK;
     if (W > 1) {
         double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
-        st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, MDC_EXACT, MDC_SUM, p->sum_group);
+        st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, dt, MDC_SUM, p->sum_group);
         p->scalar_bytes = mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
     }
-    *lsum = mdc_exact_to_f64(&sc[0]), *sumsq = mdc_exact_to_f64(&sc[1]);
+    *lsum = mdc_gpt2_scalar_value(m, sc), *sumsq = mdc_gpt2_scalar_value(m, sc + el);
     free(sc);
     return st;
 }
@@ -191,66 +202,18 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
             if ((st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH))) return st;
         if ((st = mdc_gpt2_embed_backward(m, a))) return st;
     }
-    if (mdc_gpt2_exact_block(m)) return exact_finish(p);
-    if (p->dp && (st = mdc_dp_finish(p->dp))) return st;
-    if (p->reduce && (st = p->reduce(p->reduce_ctx))) return st;
-    if (p->tp_group && p->sp_partial && (st = sp_reduce(p))) return st;
-    return MDC_OK;
+    return reduce_grads(p);
 }
-
-static mdc_status update(mdc_step_plan *p, const mdc_adamw_config *o, double lsum, double sumsq, float *loss,
-                         float *grad_norm);
 
 mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *loss, float *grad_norm) {
-    mdc_gpt2 *m = p->m;
-    double sumsq = 0, lsum = 0;
-    if (mdc_gpt2_exact_block(m)) {
-        mdc_status st = exact_scalars(p, &lsum, &sumsq);
-        if (st) return st;
-        return update(p, o, lsum, sumsq, loss, grad_norm);
-    }
-    if (p->dp) {
-        sumsq = mdc_dp_sumsq(p->dp, p->skip);
-    } else if (!p->skip) {
-        sumsq = mdc_gpt2_grad_sumsq(m);
-    } else {
-        sumsq = 0;
-        float *G = mdc_gpt2_grads(m);
-        for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
-            const mdc_param_tensor *t = mdc_gpt2_local_tensor(m, i);
-            if (!p->skip[i]) sumsq += mdc_grad_sumsq(mdc_gpt2_device(m), G + t->offset, t->alloc);
-        }
-    }
-    lsum = p->count_loss ? p->loss_sum : 0;
-    if (p->count_moe) {
-        mdc_moe_stats ms;
-        mdc_gpt2_moe_stats(m, &ms);
-        lsum += ms.aux_sum + ms.z_sum;
-    }
-    if (p->sum_group && mdc_group_size(p->sum_group) > 1) {
-        /* one allreduce, padded to W slots each, so its bytes are the ring's exact 2(W-1)/W */
-        size_t W = (size_t)mdc_group_size(p->sum_group);
-        double *sc = calloc(2 * W, sizeof(double));
-        if (!sc) return mdc_fail(MDC_ERR_OOM_HOST, "step scalars");
-        sc[0] = lsum, sc[1] = sumsq;
-        double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
-        mdc_status st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, MDC_F64, MDC_SUM, p->sum_group);
-        p->scalar_bytes = mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
-        lsum = sc[0], sumsq = sc[1];
-        free(sc);
-        if (st) return st;
-    }
-    return update(p, o, lsum, sumsq, loss, grad_norm);
-}
-
-static mdc_status update(mdc_step_plan *p, const mdc_adamw_config *o, double lsum, double sumsq, float *loss,
-                         float *grad_norm) {
-    mdc_gpt2 *m = p->m;
+    double lsum = 0, sumsq = 0;
+    mdc_status st = step_scalars(p, &lsum, &sumsq);
+    if (st) return st;
     double norm = sqrt(sumsq);
     if (loss) *loss = (float)(lsum / p->tokens);
     if (grad_norm) *grad_norm = (float)norm;
     if (p->dp) return mdc_dp_update(p->dp, o, norm);
-    return mdc_gpt2_adamw_all(m, o, mdc_clip_scale(norm, o->grad_clip));
+    return mdc_gpt2_adamw_all(p->m, o, mdc_clip_scale(norm, o->grad_clip));
 }
 
 mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o,

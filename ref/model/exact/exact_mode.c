@@ -54,13 +54,6 @@ int mdc_gpt2_exact_block(const mdc_gpt2 *m) { return m->x.blk; }
 mdc_xsum *mdc_gpt2_exact_grads(mdc_gpt2 *m) { return m->x.blk ? &m->x.g : NULL; }
 mdc_exact *mdc_gpt2_exact_loss(mdc_gpt2 *m) { return &m->x.loss; }
 
-mdc_status mdc_gpt2_exact_round_grads(mdc_gpt2 *m) {
-    if (!m->x.blk) return MDC_OK;
-    if (!mdc_xsum_ok(&m->x.g)) return mdc_fail(MDC_ERR_OOM_HOST, "exact gradient sums: an accumulator");
-    mdc_xsum_round(&m->x.g, 0, m->floats, m->grads);
-    mdc_dev_kernel(m->dev, (double)m->floats, 12.0 * (double)m->floats, MDC_PREC_FP32);
-    return MDC_OK;
-}
 
 void mdc_i_x_begin(mdc_gpt2 *m, mdc_gpt2_acts *a) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
@@ -77,6 +70,3 @@ mdc_status mdc_i_x_reduce(mdc_gpt2 *m, mdc_gpt2_acts *a, float *local) {
     return MDC_OK;
 }
 
-mdc_dtype mdc_gpt2_grad_dtype(const mdc_gpt2 *m) { return m->ops->grad_dtype; }
-void mdc_gpt2_grad_pack(mdc_gpt2 *m, size_t off, size_t n, void *buf) { m->ops->grad_pack(m, off, n, buf); }
-void mdc_gpt2_grad_unpack(mdc_gpt2 *m, size_t off, size_t n, const void *buf) { m->ops->grad_unpack(m, off, n, buf); }

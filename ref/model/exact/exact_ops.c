@@ -115,10 +115,36 @@ static mdc_status x_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, co
     return MDC_OK;
 }
 
+/* the sums rounded once, into the float gradients (the whole local layout) */
+static mdc_status x_grad_round(mdc_gpt2 *m) {
+    if (!mdc_xsum_ok(&m->x.g)) return mdc_fail(MDC_ERR_OOM_HOST, "exact gradient sums: an accumulator");
+    mdc_xsum_round(&m->x.g, 0, m->floats, m->grads);
+    mdc_dev_kernel(m->dev, (double)m->floats, 12.0 * (double)m->floats, MDC_PREC_FP32);
+    return MDC_OK;
+}
+
+/* the loss as the sum of the per-position losses, exactly, and MoE's aux terms likewise */
+static void x_objective(mdc_gpt2 *m, double loss_sum, int count_loss, int count_moe, void *slot) {
+    (void)loss_sum;
+    mdc_exact *acc = slot;
+    if (count_loss) *acc = m->x.loss;
+    else mdc_exact_clear(acc);
+    if (count_moe) mdc_exact_sum(acc, acc, mdc_gpt2_moe_exact_loss(m));
+}
+
+static void x_add_squares(mdc_gpt2 *m, const float *g, size_t n, void *slot) {
+    (void)m;
+    mdc_exact_add_squares(slot, g, n);
+}
+
+static double x_scalar_value(const void *slot) { return mdc_exact_to_f64(slot); }
+
 void mdc_i_ops_exact_over(mdc_i_ops *o, int token_block) {
     o->name = "exact";
     o->matmul = x_matmul, o->dinput = x_dinput, o->row_forward = x_row_forward, o->col_dinput = x_col_dinput;
     o->wgrad = x_wgrad, o->layernorm_wgrad = x_layernorm_wgrad, o->layernorm_backward = x_layernorm_backward;
     o->grad_dtype = MDC_EXACT, o->grad_pack = x_grad_pack, o->grad_unpack = x_grad_unpack, o->grad_block = token_block;
+    o->grad_round = x_grad_round, o->scalar_dtype = MDC_EXACT, o->objective = x_objective;
+    o->add_squares = x_add_squares, o->scalar_value = x_scalar_value;
     o->embed_backward = x_embed_backward, o->lm_head = x_lm_head, o->loss = x_loss, o->head_backward = x_head_backward;
 }

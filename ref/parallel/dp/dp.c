@@ -89,12 +89,12 @@ static mdc_status hook(void *ctx, mdc_gpt2_hook_event ev, int u) {
         break;
     case MDC_HOOK_PRE_BACKWARD:
         if (z == 3) st = zero3_use(dp, u, u - 1); /* no-op for the head and the embedding */
-        if (!st && z >= 2 && !dp->exact) st = mdc_zero_i_live(dp, u);
-        if (!st && z >= 2 && !dp->exact && u == head) st = mdc_zero_i_live(dp, 0); /* the LM head adds to wte's grad */
+        if (!st && z >= 2 && dp->red->in_backward) st = mdc_zero_i_live(dp, u);
+        if (!st && z >= 2 && dp->red->in_backward && u == head) st = mdc_zero_i_live(dp, 0); /* the LM head adds to wte's grad */
         break;
     case MDC_HOOK_POST_BACKWARD: {
         const dp_bucket *b = &dp->b[dp->unit_bucket[u]];
-        if (u == b->lo && !dp->exact && !dp->defer && (z >= 2 || dp->micro == dp->dc.accum - 1) && (z || dp->N > 1))
+        if (u == b->lo && dp->red->in_backward && !dp->defer && (z >= 2 || dp->micro == dp->dc.accum - 1) && (z || dp->N > 1))
             st = reduce_bucket(dp, b);
         if (!st && z == 3) mdc_zero_i_release(dp, u);
         break;
@@ -173,7 +173,7 @@ mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_c
                                     MDC_MEM_COMM, i ? "dp.bucket1" : "dp.bucket0")))
                 goto fail;
     dp->maxblock = maxblock;
-    dp->exact = mdc_gpt2_exact_block(m) > 0;
+    dp->red = mdc_gpt2_grad_dtype(m) == MDC_F32 ? &mdc_dp_i_floats : &mdc_dp_i_sums;
     if ((st = mdc_zero_i_alloc(dp))) goto fail;
     mdc_gpt2_hooks h = {hook, dp};
     mdc_gpt2_set_hooks(dp->m, &h);
@@ -210,7 +210,11 @@ void mdc_dp_defer(mdc_dp *dp) { dp->defer = 1; }
 mdc_status mdc_dp_finish(mdc_dp *dp) {
     mdc_dev_stream_join(dp->dev, &dp->stream);        /* the last bucket's reduction must be done */
     mdc_dev_stream_join(dp->dev, &dp->gather_stream); /* (no prefetch outlives a step) */
-    if (dp->exact) return mdc_dp_i_exact_finish(dp);
+    return dp->red->finish(dp);
+}
+
+/* floats: a pipeline stage's buckets (deferred) reduce now; the others already did */
+static mdc_status float_finish(mdc_dp *dp) {
     mdc_status st = MDC_OK;
     for (int i = 0; dp->defer && (dp->dc.zero || dp->N > 1) && !st && i < dp->nbuckets; i++) st = reduce_bucket(dp, &dp->b[i]);
     mdc_dev_stream_join(dp->dev, &dp->stream);
@@ -219,16 +223,21 @@ mdc_status mdc_dp_finish(mdc_dp *dp) {
 
 void mdc_dp_begin_step(mdc_dp *dp) { dp->step_bytes = 0; }
 
-double mdc_dp_sumsq(mdc_dp *dp, const char *skip) {
-    if (dp->dc.zero) return mdc_zero_i_sumsq(dp, skip);
-    if (dp->r != 0) return 0; /* the replicas are identical: rank 0 counts them */
-    if (!skip) return mdc_gpt2_grad_sumsq(dp->m);
-    double s = 0;
-    float *G = mdc_gpt2_grads(dp->m);
-    for (int i = 0; i < dp->ntensors; i++)
-        if (!skip[i]) s += mdc_grad_sumsq(dp->dev, G + dp->tensors[i].offset, dp->tensors[i].alloc);
-    return s;
+void mdc_dp_sumsq(mdc_dp *dp, const char *skip, void *slot) { dp->red->sumsq(dp, skip, slot); }
+
+static void float_sumsq(mdc_dp *dp, const char *skip, void *slot) {
+    double *s = slot;
+    if (dp->dc.zero) {
+        mdc_zero_i_sumsq(dp, skip, s);
+    } else if (dp->r == 0) { /* the replicas are identical: rank 0 counts them */
+        float *G = mdc_gpt2_grads(dp->m);
+        if (!skip) *s += mdc_gpt2_grad_sumsq(dp->m);
+        for (int i = 0; skip && i < dp->ntensors; i++)
+            if (!skip[i]) *s += mdc_grad_sumsq(dp->dev, G + dp->tensors[i].offset, dp->tensors[i].alloc);
+    }
 }
+
+const dp_reducer mdc_dp_i_floats = {1, float_finish, float_sumsq};
 
 mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm) {
     mdc_status st = dp->dc.zero == 0 ? mdc_gpt2_adamw_all(dp->m, o, mdc_clip_scale(norm, o->grad_clip))

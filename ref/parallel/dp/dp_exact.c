@@ -69,7 +69,7 @@ static mdc_status reduce(mdc_dp *dp, const dp_bucket *b) {
     return MDC_OK;
 }
 
-mdc_status mdc_dp_i_exact_finish(mdc_dp *dp) {
+static mdc_status sums_finish(mdc_dp *dp) {
     if (!mdc_xsum_ok(mdc_gpt2_exact_grads(dp->m))) return mdc_fail(MDC_ERR_OOM_HOST, "exact gradient sums: an accumulator");
     if (!dp->xbuf) {
         mdc_status st = mdc_dev_alloc(dp->dev, (void **)&dp->xbuf, dp->maxblock * (size_t)dp->N * sizeof(double),
@@ -95,9 +95,11 @@ static void seg_squares(void *vc, int ti, size_t at, float *grad, float *param, 
     if (!c->skip || !c->skip[ti]) mdc_exact_add_squares(c->acc, grad, n);
 }
 
-void mdc_dp_sumsq_exact(mdc_dp *dp, const char *skip, mdc_exact *acc) {
+static void sums_sumsq(mdc_dp *dp, const char *skip, void *acc) {
     if (dp->dc.zero == 0 && dp->r != 0) return; /* identical replicas: rank 0 counts them */
     sq_ctx c = {acc, skip};
     mdc_dp_for_each_segment(dp, seg_squares, &c);
     mdc_dev_kernel(dp->dev, 2.0 * (double)dp->psi, 4.0 * (double)dp->psi, MDC_PREC_FP32);
 }
+
+const dp_reducer mdc_dp_i_sums = {0, sums_finish, sums_sumsq};

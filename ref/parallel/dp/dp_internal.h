@@ -11,6 +11,17 @@ typedef struct {
     size_t block;    /* floats per rank: sum of s_u over the units */
 } dp_bucket;
 
+/* How the model's gradient sink reaches the group, chosen by its element type when the
+ * component is attached: floats bucket by bucket as the backward completes them (dp.c, zero.c),
+ * a sink of sums once at the step's end (dp_exact.c). */
+typedef struct {
+    int in_backward; /* buckets reduce during the backward (ZeRO-2/3 into live full gradients) */
+    mdc_status (*finish)(mdc_dp *dp);
+    /* this rank's share of the squared norm added into *slot (mdc_gpt2_scalar_dtype) */
+    void (*sumsq)(mdc_dp *dp, const char *skip, void *slot);
+} dp_reducer;
+extern const dp_reducer mdc_dp_i_floats, mdc_dp_i_sums;
+
 struct mdc_dp {
     mdc_dp_config dc;
     mdc_group *g;
@@ -36,7 +47,7 @@ struct mdc_dp {
     mdc_dev_stream gather_stream; /* ZeRO-3 prefetch: its own stream (as FSDP's all-gather
                                    * stream), so using a unit never waits for a reduction */
     double step_bytes; /* sent in the last step */
-    int exact;         /* the model is in exact mode: buckets reduce accumulators at finish (dp_exact.c) */
+    const dp_reducer *red; /* by the gradient sink's element type */
     int defer;         /* a pipeline stage: micro-batches interleave, so every bucket reduces at finish */
     size_t maxblock;   /* the largest bucket's block */
     double *xbuf;      /* exact mode's bucket: N x maxblock exact sums as doubles (MDC_MEM_COMM) */
@@ -49,8 +60,6 @@ struct mdc_dp {
 /* ---- ref/parallel/dp/zero.c ---- */
 /* Rank q's piece of unit u: unit-local [q s_u, min((q+1) s_u, n_u)); returns its length. */
 size_t mdc_dp_i_piece(const mdc_dp *dp, int u, int q, size_t *lo);
-/* ---- ref/parallel/dp/dp_exact.c ---- */
-mdc_status mdc_dp_i_exact_finish(mdc_dp *dp);
 /* Packs this rank's rows of bucket b from the full-layout vector `full` into block q of buf
  * (only_q >= 0: that block only), zero padding. */
 void mdc_dp_i_pack(const mdc_dp *dp, const dp_bucket *b, float *buf, const float *full, int only_q);
@@ -63,7 +72,7 @@ void mdc_zero_i_release(mdc_dp *dp, int u);
 mdc_status mdc_zero_i_live(mdc_dp *dp, int u);
 /* Sum of squares of this rank's gradient shard (double; tensors with skip[i] set left out,
  * skip may be NULL), and the sharded AdamW + allgather. */
-double mdc_zero_i_sumsq(mdc_dp *dp, const char *skip);
+void mdc_zero_i_sumsq(mdc_dp *dp, const char *skip, double *s);
 mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
 mdc_status mdc_zero_i_alloc(mdc_dp *dp);
 void mdc_zero_i_free(mdc_dp *dp);

@@ -7,6 +7,7 @@
 #include "dp_internal.h"
 
 void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
+    int sums = dp->red == &mdc_dp_i_sums; /* a sink of exact sums: one reduction per step */
     memset(f, 0, sizeof *f);
     int z = dp->dc.zero, N = dp->N, head = dp->nunits - 1;
     double psi = (double)dp->psi, S = (double)dp->S;
@@ -36,7 +37,7 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
     f->step_bytes_want = 4.0 * n1 * blocks;
     f->step_bytes_formula = (z <= 1 || (dp->defer && z == 2) ? 2.0 : z == 2 ? k + 1 : dp->defer ? 2.0 * k + 1 : 3.0 * k) *
                             n1 / N * 4.0 * psi;
-    if (dp->exact) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
+    if (sums) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
         double gathers = z == 0 ? 0 : z <= 2 ? S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]);
         f->step_bytes_want = dp->exact_bytes_want + n1 * 4.0 * gathers;
         f->step_bytes_formula = (z == 0 ? 16.0 : z <= 2 ? 12.0 : 8.0 + 8.0 * k) * n1 / N * psi;
@@ -56,6 +57,7 @@ static const char *mib(char *buf, double b) {
 }
 
 void mdc_dp_report(const mdc_dp *dp, FILE *out) {
+    int sums = dp->red == &mdc_dp_i_sums;
     mdc_dp_figures f;
     mdc_dp_get_figures(dp, &f);
     if (dp->r != 0) return;
@@ -89,19 +91,19 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
                                          "(2k+1)(N-1)/N x 4 Psi"};
     static const char *const xform[4] = {"2(N-1)/N x 8 Psi", "(N-1)/N x (8 + 4) Psi", "(N-1)/N x (8 + 4) Psi",
                                          "(N-1)/N x (8 + 8k) Psi"};
-    if (dp->exact)
+    if (sums)
         fprintf(out, "  exact mode: gradients as exact sums (8 Psi, doubles) besides the float gradients (so gradients "
                      "above are 8 Psi + %s), reduced once per step as doubles (8 bytes an element), %zu element(s) "
                      "again as 80-byte accumulators where the double sum was not exact\n",
                 f.zero >= 2 ? "4 Psi/N" : "4 Psi", dp->exact_marked);
     fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s\n",
-            dp->exact ? xform[f.zero] : dp->defer ? dform[f.zero] : cform[f.zero], f.step_bytes_formula, f.step_bytes_want,
+            sums ? xform[f.zero] : dp->defer ? dform[f.zero] : cform[f.zero], f.step_bytes_formula, f.step_bytes_want,
             f.step_bytes,
             f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS");
-    if (dp->defer && !dp->exact)
+    if (dp->defer && !sums)
         fprintf(out, "  a pipeline stage: every bucket reduces once per step, after the schedule (its micro-batches "
                      "interleave)%s\n", f.zero == 3 ? "; the units are gathered for each micro-batch's F and B" : "");
-    if (dp->exact)
+    if (sums)
         fprintf(out, "  exact = the buckets' exact %s (doubles, counts, and the map and accumulators where needed) + "
                      "(N-1) x 4 x the gathers' blocks\n", f.zero ? "reduce-scatters" : "allreduces");
     else if (f.zero <= 1)

@@ -212,10 +212,10 @@ static void seg_sumsq(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void
     mdc_dev_kernel(dp->dev, 2.0 * (double)n, 4.0 * (double)n, MDC_PREC_FP32);
 }
 
-double mdc_zero_i_sumsq(mdc_dp *dp, const char *skip) {
+void mdc_zero_i_sumsq(mdc_dp *dp, const char *skip, double *s) {
     sumsq_ctx c = {0, skip};
     for_each_segment(dp, seg_sumsq, &c);
-    return c.s;
+    *s += c.s;
 }
 
 typedef struct {

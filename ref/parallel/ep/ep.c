@@ -102,6 +102,6 @@ mdc_status mdc_ep_reduce(void *ctx) {
     mdc_ep *ep = ctx;
     mdc_status st = reduce_kind(ep, 0, ep->dense);
     if (!st) st = reduce_kind(ep, 1, ep->expert);
-    if (!st) st = mdc_gpt2_exact_round_grads(ep->m); /* exact mode: the sums, rounded once */
+    if (!st) st = mdc_gpt2_grad_round(ep->m); /* a sink of sums: rounded once */
     return st;
 }
