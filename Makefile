@@ -65,11 +65,13 @@ LIB_DIRS := device collectives numerics kernels datasets
 LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIB_DIRS))) $(shell find ref -name '*.c'))
 IP_SRC   := $(sort $(wildcard interposer/*.c))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
-TEST_SRC := $(sort $(wildcard tests/*.c))
+# tests/<kind>/: the C tests and benchmarks build flat into $(BUILD)/tests/
+TEST_DIRS := unit mesh interposer bench
+TEST_SRC := $(sort $(wildcard $(addprefix tests/,$(addsuffix /*.c,$(TEST_DIRS)))))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 IP_OBJ   := $(IP_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
-TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_BIN := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
 HEADERS  := $(wildcard include/minidc/*.h)
 INTERPOSER := $(if $(IP_SRC),$(BUILD)/libminidc_mpi.so)
 
@@ -103,19 +105,24 @@ $(BUILD)/libminidc_mpi.so: $(IP_OBJ) $(BUILD)/libminidc.a
 $(BUILD)/minidc: $(TOOL_OBJ) $(BUILD)/libminidc.a
 	$(MPICC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libminidc.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libminidc.a | deps
-	@mkdir -p $(dir $@)
-	$(MPICC) $(MDC_CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/libminidc.a $(LDLIBS)
+define test_rule
+$(BUILD)/tests/%: tests/$(1)/%.c $(BUILD)/libminidc.a | deps
+	@mkdir -p $$(dir $$@) $$(BUILD)/tests/deps/$(1)
+	$$(MPICC) $$(MDC_CFLAGS) -Itests -MMD -MP -MF $$(BUILD)/tests/deps/$(1)/$$*.d $$(LDFLAGS) -o $$@ $$< $$(BUILD)/libminidc.a $$(LDLIBS)
+endef
+$(foreach d,$(TEST_DIRS),$(eval $(call test_rule,$(d))))
 
 tests: all $(TEST_BIN)
 
 # The tests are tests/manifest's lines. `make check TESTS=name` runs only the tests whose name
 # matches (a grep pattern: 'test_tp\|tp_cli'); `make check KIND=unit` one kind (unit, mesh, cli,
-# interposer, xcheck, docs; a comma list for several).
+# interposer, xcheck, docs; a comma list for several); CASE='pattern' only the scenarios of the
+# scripts whose label matches (tests/cli/scenario.sh).
 TESTS ?=
+CASE  ?=
 KIND  ?=
 check: deps-check all $(TEST_BIN)
-	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) KINDS='$(KIND)' tests/run.sh '$(TESTS)'
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) KINDS='$(KIND)' CASE='$(CASE)' tests/run.sh '$(TESTS)'
 
 # The longer sweep (.ci/run runs it after check): the mesh fuzzer's 40 cases up to 32 ranks.
 check-long: deps-check all $(TEST_BIN)
@@ -154,4 +161,4 @@ $(BUILD)/obj/kernels/%.o: FILE_CFLAGS = $(KERNEL_CFLAGS)
 HOT_OBJ := $(addprefix $(BUILD)/obj/numerics/,exact.o exact_sum.o) $(BUILD)/obj/collectives/reduce_op.o
 $(HOT_OBJ): FILE_CFLAGS = $(if $(filter -O0,$(OPT)),,-O3)
 
--include $(LIB_OBJ:.o=.d) $(IP_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(wildcard $(BUILD)/tests/*.d)
+-include $(LIB_OBJ:.o=.d) $(IP_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(wildcard $(BUILD)/tests/deps/*/*.d)

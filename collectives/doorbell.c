@@ -6,7 +6,7 @@
  * large message at 4 ranks on 2 cores shares its core with a yielding neighbour: one 64 MiB
  * MPI message took 15 ms with the copying rank pinned alone on its core and 27-33 ms pinned
  * next to a yielding rank (docs/performance.md, item 11); unpinned, 27-33 ms with yielding waiters and 16-22 ms with sleeping
- * ones in 13 of 20 runs, equal in the rest (tests/bench_p2p.c yield, in make bench). A
+ * ones in 13 of 20 runs, equal in the rest (tests/bench/bench_p2p.c yield, in make bench). A
  * sleeping rank takes nothing.
  *
  * How: the ranks on this host share one small segment (shm_open, named after the launcher

@@ -2,7 +2,7 @@
  * message helpers, and the message patterns several algorithms share, each the schedule of the
  * coll_internal.h helper of the same name (mdc_i_ring_rs, mdc_i_binomial_gather, ...): the same
  * partition, the same skipped empty messages, the same per-rank order of posting.
- * tests/test_explain.c compares every builder with the real code's traced messages, so a change
+ * tests/mesh/test_explain.c compares every builder with the real code's traced messages, so a change
  * to an algorithm that its builder does not follow fails `make check`. Everything that adds
  * messages returns mdc_schedule_add's failures (MDC_ERR_OOM_HOST, MDC_ERR_INVALID past
  * MDC_SCHEDULE_MAX_MSGS). Not installed. */

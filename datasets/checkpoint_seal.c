@@ -18,7 +18,7 @@ int mdc_i_checkpoint_format(const mdc_tensorfile *tf) {
     return !strcmp(f, "checkpoint-1") ? 1 : !strcmp(f, "checkpoint-2") ? 2 : -1;
 }
 
-/* A 64-bit digest of n bytes (8 at a time, multiply-xorshift); tests/checkpoint_seal.py
+/* A 64-bit digest of n bytes (8 at a time, multiply-xorshift); tests/cli/checkpoint_seal.py
  * computes the same in Python. */
 static uint64_t digest(const void *data, size_t n) {
     const unsigned char *p = data;

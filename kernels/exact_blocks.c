@@ -138,7 +138,7 @@ void mdc_x_wgrad(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int 
 
 /* MINIDC_EXACT_PLANT=1 (a test's planted fault): the first block of every bias gradient sums
  * its rows in reverse, a reordering inside one block that depends on where a rank's rows begin,
- * so a mesh must stop matching serial byte for byte (tests/exact_cli.sh). */
+ * so a mesh must stop matching serial byte for byte (tests/cli/exact_cli.sh). */
 static int planted(void) {
     static int p = -1;
     if (p < 0) {

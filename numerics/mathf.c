@@ -4,7 +4,7 @@
  * -ffp-contract=off (Makefile) keeps the compiler from fusing a multiply and an add. The
  * coefficients are decimal literals that convert to one double each (1/k and 1/k! rounded
  * once), so the compiler's constant folding cannot differ either.
- * Error analyses are in the header; tests/test_numerics.c checks them against long double. */
+ * Error analyses are in the header; tests/unit/test_numerics.c checks them against long double. */
 #include <stdint.h>
 #include <string.h>
 

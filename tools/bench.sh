@@ -29,27 +29,27 @@ for p in ${BENCH_COLL_RANKS:-2 4}; do
     done
 done
 # ---- why the benchmark times each library in blocks: what a call leaves for the next ----
-echo "== tests/bench_after.c: a call after MPI_Allgather vs after mdc_allgather (2 ranks, 32 KiB per rank)"
+echo "== tests/bench/bench_after.c: a call after MPI_Allgather vs after mdc_allgather (2 ranks, 32 KiB per rank)"
 "$MPIEXEC" -n 2 "$BUILD/tests/bench_after" 32 MMMdddd 2000 || exit 1
 "$MPIEXEC" -n 2 "$BUILD/tests/bench_after" 32 MdMd 2000 || exit 1
 "$MPIEXEC" -n 2 "$BUILD/tests/bench_after" 32 MFdFMFd 300 || exit 1
 # ---- why waits sleep on doorbells (collectives/doorbell.c): a copy next to yielding waiters ----
-echo "== tests/bench_p2p.c yield: one 64 MiB message at 4 ranks, waiters yielding vs sleeping"
+echo "== tests/bench/bench_p2p.c yield: one 64 MiB message at 4 ranks, waiters yielding vs sleeping"
 "$MPIEXEC" -n 4 "$BUILD/tests/bench_p2p" yield 64 || exit 1
 # ---- what MPI point-to-point moves on this machine when every rank exchanges at once ----
-echo "== tests/bench_p2p.c exchange: ranks exchange 32 MiB in pairs, all at once (a plain pattern's rate, not a ceiling)"
+echo "== tests/bench/bench_p2p.c exchange: ranks exchange 32 MiB in pairs, all at once (a plain pattern's rate, not a ceiling)"
 for p in 2 4 8; do "$MPIEXEC" -n $p "$BUILD/tests/bench_p2p" exchange 32 || exit 1; done
-echo "== tests/bench_p2p.c copy: one rank moves 64 and 16 MiB of the other's buffer: an MPI message, process_vm_readv, memcpy"
+echo "== tests/bench/bench_p2p.c copy: one rank moves 64 and 16 MiB of the other's buffer: an MPI message, process_vm_readv, memcpy"
 for m in 64 16; do "$MPIEXEC" -n 2 "$BUILD/tests/bench_p2p" copy $m || exit 1; done
 # ---- the 64 MiB targets against the bare cost of the copies and additions they need ----
-echo "== tests/bench_bare.c: each collective's copies (and additions) made with process_vm_readv and no MPI, next to minidc and MPICH"
+echo "== tests/bench/bench_bare.c: each collective's copies (and additions) made with process_vm_readv and no MPI, next to minidc and MPICH"
 for p in 2 4 8; do for c in reduce_scatter allreduce alltoall allgather; do
     "$MPIEXEC" -n $p "$BUILD/tests/bench_bare" $c 64 || exit 1
 done; done
 # ---- the interposer: a plain MPI program with and without LD_PRELOAD=libminidc_mpi.so ----
-echo "== tools/bench_interposer.sh (tests/bench_interposer.c with and without the library)"
+echo "== tools/bench_interposer.sh (tests/bench/bench_interposer.c with and without the library)"
 BUILD=$BUILD MPIEXEC=$MPIEXEC tools/bench_interposer.sh || exit 1
-# ---- kernels: training step vs PyTorch (tools/bench_train.c, tests/bench_torch.py) ----------
+# ---- kernels: training step vs PyTorch (tools/bench_train.c, tests/bench/bench_torch.py) ----------
 # Each config in its own process (peak RSS per config); PyTorch measured right before minidc,
 # each in its own best setting on the 2 cores (docs/performance.md, "The PyTorch reference").
 # PyTorch: OpenBLAS on 2 threads (OPENBLAS_NUM_THREADS=1, exported above for minidc, which cuts
@@ -65,7 +65,7 @@ for cfg in tiny small gpt2; do
     r="0 0"
     for t in 2 1; do
         p=$(OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=2 \
-            /usr/bin/python3 tests/bench_torch.py --config $cfg --threads $t --blas-threads 2 2>/dev/null) || continue
+            /usr/bin/python3 tests/bench/bench_torch.py --config $cfg --threads $t --blas-threads 2 2>/dev/null) || continue
         echo "# PyTorch $cfg, $t+2 threads (its own + OpenBLAS): wall ms, cpu ms per step: $p"
         r=$(echo "$p $r" | awk '{ if ($3 == 0 || $1 < $3) print $1, $2; else print $3, $4 }')
     done

@@ -63,7 +63,7 @@ static int block_calls(const bench_opts *o) { return o->alternate ? 1 : (o->iter
  * Order. blocks (default): rounds of block_calls() calls of one library, then as many of the
  * other; which goes first swaps every round, so drift on a shared machine hits both alike.
  * Each block starts with one untimed call: a call leaves the caches in a state that the next
- * call pays for (tests/bench_after.c; docs/performance.md "How the two are timed": after a
+ * call pays for (tests/bench/bench_after.c; docs/performance.md "How the two are timed": after a
  * 2-rank 32 KiB MPI_Allgather the next call takes 1.6-2.2 us longer than after an
  * mdc_allgather, whichever library it belongs to), and strict alternation charges all of
  * MPICH's after-effects to minidc and none of minidc's to MPICH. In blocks, each library's timed calls follow its own calls, as in an

@@ -29,7 +29,7 @@ static int run_mpich(const bench_opts *o, bench_case *c) {
 
 /* 1 when this MPICH's MPI_Reduce crashes with MPI_IN_PLACE at a root other than 0 (the
  * reduce-scatter-gather path reads through the send buffer: pmodels/mpich#6540, in 4.0 and
- * 4.1 up to 4.1.1). tests/interposer_reduce_root.c shows the library running such calls. */
+ * 4.1 up to 4.1.1). tests/interposer/interposer_reduce_root.c shows the library running such calls. */
 static int mpich_inplace_reduce_broken(void) {
     char ver[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0, a = 0, b = 0, c = 0;

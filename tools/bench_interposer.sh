@@ -1,5 +1,5 @@
 #!/bin/bash
-# What LD_PRELOAD=libminidc_mpi.so buys a plain MPI program: tests/bench_interposer.c run with
+# What LD_PRELOAD=libminidc_mpi.so buys a plain MPI program: tests/bench/bench_interposer.c run with
 # and without the library, alternately (ROUNDS times each, so drift on a shared machine hits
 # both), at each rank count. Per row: the median over rounds of the program's own median per
 # call; ratio = MPICH time / time with the library (above 1: the library is faster).

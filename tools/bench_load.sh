@@ -2,7 +2,7 @@
 # make bench: a training step beside other programs (tools/thread_tuner.h). For tiny and small on
 # 2 threads: minidc with a fixed count of 2 and of 1, with the tuner (minidc train's default),
 # and PyTorch, each alone, beside one and two busy loops, and beside a 3-rank MPICH program
-# polling in MPI_Recv (tests/bench_spin.c). Prints ms per step and each over the same program
+# polling in MPI_Recv (tests/bench/bench_spin.c). Prints ms per step and each over the same program
 # idle. The floor is what fair time-sharing allows: k threads beside L busy processes on C
 # cores get C / (L + k) of a core each when L + k > C, so a step takes at least the idle step on
 # k threads times (L + k) / C; the floor is the least over k = 1, 2 (a lower bound: threads that
@@ -21,7 +21,7 @@ ms_minidc() { # config threads extra-args...
         awk '$4 == "minidc" {print $5}'
 }
 ms_torch() {
-    OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=2 /usr/bin/python3 tests/bench_torch.py \
+    OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=2 /usr/bin/python3 tests/bench/bench_torch.py \
         --config "$1" --threads 1 --blas-threads 2 2>/dev/null | awk '{print $1}'
 }
 load_start() { # none | busy1 | busy2 | mpi; sets L, the busy processes

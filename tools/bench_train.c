@@ -5,7 +5,7 @@
  * FLOPs utilization against this machine's 2-thread sgemm peak (measured here through the
  * same fixed-partition sgemm the kernels use), and peak resident memory against the computed
  * params + grads + AdamW + activations. With --torch-ms X (PyTorch's ms per step for the same
- * step, tests/bench_torch.py, measured in the same run by tools/bench.sh) it prints the ratio
+ * step, tests/bench/bench_torch.py, measured in the same run by tools/bench.sh) it prints the ratio
  * and the target (tiny 2x, small 1.5x, gpt2 1.2x). */
 #include <math.h>
 #include <omp.h>

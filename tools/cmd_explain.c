@@ -4,7 +4,7 @@
  *
  * Prints the schedule (collectives/schedule*.c): every message with its step, sender,
  * receiver, the blocks it carries and what the receiver does with them; for reductions the
- * summation expression of an element in the exact order the code adds (tests/test_explain.c
+ * summation expression of an element in the exact order the code adds (tests/mesh/test_explain.c
  * checks both against the real algorithm); bytes sent per rank next to the formula; and the
  * alpha-beta-gamma time on a device preset's link. Never calls MPI_Init. */
 #include <ctype.h>
@@ -249,7 +249,7 @@ int mdc_cmd_explain(int argc, char **argv) {
     if (!summary) print_steps(&s);
 
     if (mdc_coll_is_reduction(c) && s.vec > 0) {
-        printf("\nsummation order (the code adds exactly so; tests/test_explain.c checks it bit for bit):\n");
+        printf("\nsummation order (the code adds exactly so; tests/mesh/test_explain.c checks it bit for bit):\n");
         size_t cap = 1 << 16;
         char *e = malloc(cap);
         if (!e) return 1;

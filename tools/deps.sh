@@ -4,7 +4,7 @@
 #   deps.sh build   compiler, MPICH, OpenBLAS, cJSON
 #   deps.sh check   the above plus what the tests need (PyTorch for the cross-checks), and,
 #                   optionally, ScaLAPACK's MPICH test programs, which
-#                   tests/interposer_scalapack.sh runs under the interposer (skipped without
+#                   tests/interposer/interposer_scalapack.sh runs under the interposer (skipped without
 #                   them). They are installed only with MINIDC_OPTIONAL_DEPS=1 (.ci/run sets
 #                   it): the package pulls in OpenMPI, whose mpicc/mpirun then become the
 #                   system's default (minidc itself always calls the .mpich ones), which a
@@ -63,7 +63,7 @@ if [ -n "$missing" ] && [ "${MINIDC_OPTIONAL_DEPS:-0}" = 1 ] && can_install; the
     missing=$(missing_of $optional)
 fi
 if [ -n "$missing" ]; then
-    echo "minidc: optional packages not installed:$missing (tests/interposer_scalapack.sh" \
+    echo "minidc: optional packages not installed:$missing (tests/interposer/interposer_scalapack.sh" \
          "is skipped; to run it: sudo apt-get install -y$missing, which makes OpenMPI the" \
          "default mpicc/mpirun, or make check MINIDC_OPTIONAL_DEPS=1)" >&2
 fi

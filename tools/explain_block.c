@@ -5,7 +5,7 @@
  *   minidc explain block --tp 2 --sp --config tiny --batch 1
  *
  * Nothing runs and MPI is never initialized: the listing is written from the sizes. The counts
- * it totals are the ones `minidc train` measures (tests/explain_cli.sh compares the two). */
+ * it totals are the ones `minidc train` measures (tests/cli/explain_cli.sh compares the two). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 """A plain PyTorch GPT-2 with Hugging Face parameter names and the safetensors reading and
-writing minidc's PyTorch tools share (tools/torch_dump.py, tests/xcheck_torch.py): by hand,
+writing minidc's PyTorch tools share (tools/torch_dump.py, tests/xcheck/xcheck_torch.py): by hand,
 so the `safetensors` and `transformers` packages are not needed. Run with Debian's PyTorch
 (/usr/bin/python3)."""
 import json

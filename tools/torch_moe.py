@@ -1,5 +1,5 @@
 """A plain float64 PyTorch GPT-2 whose MLPs are Mixture-of-Experts layers (every moe_every-th block,
-from block 0): the reference tests/xcheck_moe.py checks minidc's MoE model against. GPT-2 itself is
+from block 0): the reference tests/xcheck/xcheck_moe.py checks minidc's MoE model against. GPT-2 itself is
 tools/torch_gpt2.py's. Run with Debian's PyTorch (/usr/bin/python3).
 
 Config keys: V, T, L, H, C as torch_gpt2; E experts, topk, moe_every, capacity_factor (0 =

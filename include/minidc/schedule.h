@@ -2,7 +2,7 @@
  *
  * A schedule lists every message of one call (step, sender, receiver, bytes, the elements it
  * carries and whether the receiver reduces them). `minidc explain` prints it; the test
- * tests/test_explain.c records the real algorithm's messages (mdc_transport_set_trace) and
+ * tests/mesh/test_explain.c records the real algorithm's messages (mdc_transport_set_trace) and
  * compares them with the schedule rank by rank, and evaluates the schedule's summation
  * expressions in float against the real results bit for bit, so the explanation and the code
  * cannot drift apart.

@@ -1,7 +1,7 @@
 /* Shared by the files of the model (ref/model/: gpt2.c configs, the serial API, the optimizer;
  * layout.c partitions and the local tensor table; acts.c activation sets; block.c and
  * block_backward.c the block API; the layers of layers.h; exact/ and moe/). Not a public
- * header: nothing outside ref/model includes it (tests/rules.sh). */
+ * header: nothing outside ref/model includes it (tests/cli/rules.sh). */
 #ifndef MINIDC_REF_MODEL_INTERNAL_H
 #define MINIDC_REF_MODEL_INTERNAL_H
 

@@ -90,7 +90,7 @@ run tl 2 --pp 2 --virtual-stages 2 --microbatches 2 --timeline "$tmp/t.svg"
 if [ $rc = 0 ] && [ "$(grep -c '<title>[FB][0-9][ab]:' "$tmp/t.svg")" = 16 ]; then
     echo "ok: --timeline, interleaved: 16 action boxes (2 stages x 2 chunks x 2 micro-batches x F, B)"
 else echo "FAIL: --timeline interleaved (exit $rc)"; tail -3 "$tmp/tl.out"; fail=1; fi
-run tl 1 --timeline "$tmp/t2.svg" # without a pipeline: the device's kernels and messages (tests/trace_cli.sh)
+run tl 1 --timeline "$tmp/t2.svg" # without a pipeline: the device's kernels and messages (tests/cli/trace_cli.sh)
 if [ $rc = 0 ] && grep -q "kernels and messages of every rank" "$tmp/tl.out" && grep -q '</svg>' "$tmp/t2.svg"; then
     echo "ok: --timeline without a pipeline: the ranks' kernels and messages"
 else echo "FAIL: --timeline without a pipeline (exit $rc)"; tail -3 "$tmp/tl.out"; fail=1; fi

@@ -1,5 +1,5 @@
 """Cross-check of minidc's Mixture-of-Experts GPT-2 against the float64 PyTorch reference of
-tools/torch_moe.py, as tests/xcheck_torch.py does for the dense model.
+tools/torch_moe.py, as tests/xcheck/xcheck_torch.py does for the dense model.
 
 First the reference checks itself: with one expert, top-1, dropless and no extra losses it must be
 tools/torch_gpt2.py's GPT2 on the same weights (rel err < 1e-12), and torch.autograd.gradcheck
@@ -32,7 +32,7 @@ except ImportError as e:  # pragma: no cover
     print(f"skipped: PyTorch or numpy not importable ({e}); install python3-torch python3-numpy")
     sys.exit(77)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MINIDC = os.path.join(ROOT, os.environ.get("BUILD", "build"), "minidc")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))

@@ -7,7 +7,7 @@
 #  includes no other scheme's internal header; nothing in ref/parallel/ calls ref/train/ (the
 #  trainer owns the loop; a scheme only syncs, splits and moves); kernels/ includes no
 #  collectives/ header (exact arithmetic lives in numerics/ and include/minidc/exact.h).
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 fail=0
 src=$(ls device/*.c collectives/*.c interposer/*.c kernels/*.c $(find ref -name '*.c') datasets/*.c tools/*.c 2>/dev/null)
 p2p='MPI_(I?[sbr]?send|I?recv|Sendrecv|I?probe|Test|Wait)[a-z]*[[:space:]]*\('

@@ -1,4 +1,4 @@
-/* A plain MPI program for tests/interposer.sh: 60 random data-movement calls (broadcast,
+/* A plain MPI program for tests/interposer/interposer.sh: 60 random data-movement calls (broadcast,
  * gather, scatter, allgather, all-to-all, all-to-all-v) where every rank decides on its own,
  * for each side, whether to pass k plain MPI_INTs or one strided vector of k ints (the same
  * type signature, as MPI allows), with random k, stride and root. The sequence is fixed by the

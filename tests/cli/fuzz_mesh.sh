@@ -6,7 +6,7 @@
 # saving serial's checkpoint byte for byte, its --dump-dir (every site, every step, reassembled
 # from the mesh's pieces) equal to serial's at tolerance 0. Every case prints its seed; a failure
 # prints the command that reruns it.
-# Usage: tests/fuzz_mesh.sh [CASES [MAX_RANKS [FIRST_SEED]]]   (make check: 5 cases, 8 ranks;
+# Usage: tests/cli/fuzz_mesh.sh [CASES [MAX_RANKS [FIRST_SEED]]]   (make check: 5 cases, 8 ranks;
 # make check-long: 40 cases, 32 ranks)
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
@@ -86,5 +86,5 @@ for ((c = 0; c < cases; c++)); do
         tail -2 "$tmp/m.out"; fail=1
     fi
 done
-echo "rerun any case: tests/fuzz_mesh.sh 1 $max SEED"
+echo "rerun any case: tests/cli/fuzz_mesh.sh 1 $max SEED"
 exit $fail

@@ -1,5 +1,5 @@
 /* Calls the interposer must leave to MPICH or report at once, each followed by a valid call
- * that must still work; run by tests/interposer.sh with and without the library, and must
+ * that must still work; run by tests/interposer/interposer.sh with and without the library, and must
  * print the same "ok" lines both ways (at least 3 ranks; MPI_THREAD_MULTIPLE for the last).
  *
  * - Intercommunicators (a group of 1 and a group of p-1): MPI_Allgatherv and MPI_Alltoallv

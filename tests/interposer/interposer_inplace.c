@@ -1,4 +1,4 @@
-/* A plain MPI program for tests/interposer.sh: MPI_Reduce_scatter and MPI_Reduce_scatter_block
+/* A plain MPI program for tests/interposer/interposer.sh: MPI_Reduce_scatter and MPI_Reduce_scatter_block
  * with MPI_IN_PLACE, as mpi4py's TestCCOBufInplace*.testReduceScatter calls them (counts
  * 1..p), with zero counts among uneven ones, and with blocks above minidc's 256 KiB slice.
  * Each rank checks its block, that every other element of the buffer still holds its input

@@ -1,18 +1,18 @@
 #!/bin/bash
-# The interposer under a Fortran program (tests/interposer_fortran.f90, built here with
+# The interposer under a Fortran program (tests/interposer/interposer_fortran.f90, built here with
 # mpif90.mpich: libmpich-dev brings gfortran): MPICH's Fortran bindings call the C MPI_*
 # functions, so the library takes over a Fortran program's collectives with Fortran's own
 # datatypes. Run at 1, 3 and 4 ranks with and without LD_PRELOAD: the result files must be
 # identical, and MINIDC_VERBOSE=2 must show the Fortran types running on minidc (complex sums
 # as pairs of reals) and the strided matrix row broadcast there too.
 set -u
-. tests/interposer_env.sh
+. tests/interposer/interposer_env.sh
 fc=mpif90.mpich
 command -v $fc >/dev/null || { echo "skip: no $fc (apt-get install libmpich-dev gfortran)"; exit 77; }
 # `use mpi` declares no argument types: gfortran warns about REAL and COMPLEX buffers passed to
 # the same routine; the warnings go to the log, not the test's output.
-if ! $fc -O1 -o "$tmp/app" tests/interposer_fortran.f90 >"$tmp/build.log" 2>&1; then
-    echo "skip: $fc could not build tests/interposer_fortran.f90:"; tail -n 5 "$tmp/build.log"; exit 77
+if ! $fc -O1 -o "$tmp/app" tests/interposer/interposer_fortran.f90 >"$tmp/build.log" 2>&1; then
+    echo "skip: $fc could not build tests/interposer/interposer_fortran.f90:"; tail -n 5 "$tmp/build.log"; exit 77
 fi
 fail=0
 app=$tmp/app

@@ -1,11 +1,11 @@
 #!/bin/bash
-# The interposer: the same MPI program (tests/interposer_app.c) run with and without
+# The interposer: the same MPI program (tests/interposer/interposer_app.c) run with and without
 # LD_PRELOAD=libminidc_mpi.so writes identical results (integer-valued inputs, so summation
 # order cannot matter), minidc really ran the collectives (MINIDC_VERBOSE=1 says so once per
 # function), and a user op went to MPICH (said once, too); erroneous calls fail with minidc's
 # error, not a hang or MPICH's generic one.
 set -u
-. tests/interposer_env.sh
+. tests/interposer/interposer_env.sh
 app=$BUILD/tests/interposer_app
 [ -x "$app" ] || { echo "missing $app (make tests)"; exit 1; }
 fail=0
@@ -74,7 +74,7 @@ for p in 3 4; do
         { echo "in-place reduce at root $((p - 1)), n=$p:"; echo "$out" | head -5; fail=1; }
 done
 [ $fail = 0 ] && echo "in-place MPI_Reduce at a root other than 0: right at 3 and 4 ranks"
-# In-place MPI_Reduce_scatter and MPI_Reduce_scatter_block (tests/interposer_inplace.c) with
+# In-place MPI_Reduce_scatter and MPI_Reduce_scatter_block (tests/interposer/interposer_inplace.c) with
 # each reduce-scatter algorithm: the rank's block right, the rest of the buffer as it was (as
 # mpi4py's testReduceScatter checks). Under the library only: MPICH 4.0.2's own in-place
 # MPI_Reduce_scatter of large blocks fails an overlapping-memcpy assertion.
@@ -89,7 +89,7 @@ for p in 3 4; do
     done
 done
 [ $fail = 0 ] && echo "in-place MPI_Reduce_scatter(_block), every algorithm: the rest of the buffer kept at 3 and 4 ranks"
-# Calls the library must leave to MPICH or report at once (tests/interposer_recover.c):
+# Calls the library must leave to MPICH or report at once (tests/interposer/interposer_recover.c):
 # intercommunicators, a root that is no rank, MPI_DATATYPE_NULL, an uncommitted type on every
 # rank, world's handler set by a thread during a collective. The same "ok" lines, each call
 # followed by a valid one, with and without the library.

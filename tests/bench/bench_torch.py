@@ -3,7 +3,7 @@ backward, global-norm clipping, AdamW; pre-LN, learned positions, causal attenti
 MLP, tied LM head, fp32, minidc's initialisation) on CPU, in PyTorch's best setting on this
 machine. Prints one line: wall ms per step and CPU ms per step divided by the 2 cores (medians
 over the timed steps; the second is what the step costs when the cores are shared).
-Usage: /usr/bin/python3 tests/bench_torch.py --config tiny|small|gpt2 [--batch 4] [--seq T]
+Usage: /usr/bin/python3 tests/bench/bench_torch.py --config tiny|small|gpt2 [--batch 4] [--seq T]
        [--steps N] [--threads 2] [--blas-threads 2]
 --threads is PyTorch's own (OpenMP) thread count, used by its elementwise, normalisation and
 softmax kernels; --blas-threads is OpenBLAS's, which runs every matmul (PyTorch hands a whole

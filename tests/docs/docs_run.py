@@ -119,7 +119,7 @@ def main():
     if any(a in ("-h", "--help") for a in sys.argv[1:]):
         print(__doc__)
         return 0
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     build = os.path.join(root, os.environ.get("BUILD", "build"))
     if not os.path.exists(os.path.join(build, "minidc")):
         sys.exit(f"docs_run: {build}/minidc: no such program (make first)")

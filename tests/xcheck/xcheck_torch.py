@@ -38,7 +38,7 @@ except ImportError as e:  # pragma: no cover
     print(f"skipped: PyTorch or numpy not importable ({e}); install python3-torch python3-numpy")
     sys.exit(77)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MINIDC = os.path.join(ROOT, os.environ.get("BUILD", "build"), "minidc")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from torch_gpt2 import GPT2, read_safetensors, write_safetensors  # noqa: E402

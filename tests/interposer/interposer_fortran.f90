@@ -1,4 +1,4 @@
-! A Fortran MPI program for tests/interposer_fortran.sh: MPICH's Fortran bindings call the C
+! A Fortran MPI program for tests/interposer/interposer_fortran.sh: MPICH's Fortran bindings call the C
 ! MPI_* functions, so LD_PRELOAD=libminidc_mpi.so takes over a Fortran program's collectives
 ! too, with Fortran's own datatypes (DOUBLE PRECISION, REAL, INTEGER, INTEGER*8, COMPLEX,
 ! DOUBLE COMPLEX). Also the classic Fortran pattern of a row of a column-major matrix (a strided

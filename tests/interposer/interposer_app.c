@@ -1,4 +1,4 @@
-/* A plain MPI program for tests/interposer.sh: calls the twelve collectives the interposer
+/* A plain MPI program for tests/interposer/interposer.sh: calls the twelve collectives the interposer
  * takes over (every type it maps, every op, in place and out of place, several roots, a
  * sub-communicator; derived datatypes mixed with predefined ones in data movement), plus
  * calls it must hand to MPICH (a user op, op/type pairs it leaves out), and writes each rank's

@@ -11,7 +11,7 @@
 set -u
 dir=/usr/lib/x86_64-linux-gnu/scalapack/mpich-tests
 [ -x "$dir/xCbtest" ] || { echo "skip: no ScaLAPACK tests (apt-get install scalapack-mpi-test)"; exit 77; }
-. tests/interposer_env.sh
+. tests/interposer/interposer_env.sh
 # ScaLAPACK's testers do not free what they allocate: only our errors count here.
 [ "${SANITIZE:-0}" = 1 ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 cd "$tmp" || exit 1

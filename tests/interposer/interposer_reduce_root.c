@@ -1,4 +1,4 @@
-/* A plain MPI program for tests/interposer.sh: MPI_Reduce with MPI_IN_PLACE at the last rank
+/* A plain MPI program for tests/interposer/interposer.sh: MPI_Reduce with MPI_IN_PLACE at the last rank
  * (root != 0) on 8192 ints, sum, five times; the root checks the result itself and prints
  * "ok" or the first wrong element; exit status 1 if wrong. MPICH 4.0.2's own MPI_Reduce
  * crashes on this call (pmodels/mpich#6540, its reduce-scatter-gather path reads the send
