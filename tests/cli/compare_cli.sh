@@ -8,14 +8,16 @@
 # compared as F64. Names: one with a NUL, one not UTF-8 and one tensor under minidc's and
 # Hugging Face's names are refused (exit 2, the file named); long names are compared in full.
 # Dtypes: F32 against I64 says so; integers name their first differing element.
+# Each comparison is a scenario (tests/cli/scenario.sh); the files are written whatever is selected.
+. "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 bin=$BUILD/minidc
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 "$bin" train --vocab 128 --ctx 16 --layers 2 --heads 2 --channels 16 --batch 2 --steps 1 --quiet \
-    --save "$tmp/a.st" >/dev/null 2>&1 || { echo "FAIL: making a checkpoint"; exit 1; }
-python3 - "$tmp" <<'EOF' || { echo "FAIL: editing the checkpoint"; exit 1; }
+    --save "$tmp/a.st" >/dev/null 2>&1 || { flunk "setup: a checkpoint to compare" "minidc train failed"; exit 1; }
+python3 - "$tmp" <<'EOF' || { flunk "setup: editing the checkpoint" "python failed"; exit 1; }
 import json, struct, sys
 d = sys.argv[1]
 raw = open(d + "/a.st", "rb").read()
@@ -49,7 +51,7 @@ t = tensors(); del t["ln_f.bias"]; write(d + "/missing.st", t, meta)
 t = tensors(); t["extra"] = ("F32", [1], bytearray(4)); write(d + "/extra.st", t, meta)
 t = tensors(); dt, sh, b = t["h.0.attn.c_attn.weight"]; t["h.0.attn.c_attn.weight"] = (dt, [sh[1], sh[0]], b); write(d + "/shape.st", t, meta)
 EOF
-/usr/bin/python3 - "$tmp" <<'EOF' || { echo "FAIL: writing the special files"; exit 1; }
+/usr/bin/python3 - "$tmp" <<'EOF' || { flunk "setup: writing the special files" "python failed"; exit 1; }
 import json, struct, sys
 d = sys.argv[1]
 def write(name, tensors, edit=None):
@@ -80,16 +82,21 @@ write("s-i64b.st", {"x": ("I64", [3], struct.pack("<3q", 1, 7, 3))})
 EOF
 check() { # what want_rc pattern args...
     local what=$1 want=$2 pat=$3; shift 3
+    scenario "$what" || return 0
     "$bin" compare "$@" >"$tmp/out" 2>&1
     local rc=$?
-    if [ $rc = "$want" ] && grep -q -- "$pat" "$tmp/out"; then echo "ok: $what: $(grep -m1 -- "$pat" "$tmp/out")"
-    else echo "FAIL: $what: exit $rc, want $want"; cat "$tmp/out"; fail=1; fi
+    if [ $rc = "$want" ] && grep -q -- "$pat" "$tmp/out"; then pass "$what"; echo "  $(grep -m1 -- "$pat" "$tmp/out")"
+    else flunk "$what" "exit $rc, want $want"; cat "$tmp/out"; fi
 }
 check "a file against itself" 0 "EQUAL: " "$tmp/a.st" "$tmp/a.st"
 check "one element perturbed" 1 "first differing tensor h.1.attn.c_proj.weight: element 5 is" "$tmp/perturbed.st" "$tmp/a.st"
 check "the perturbed tensor alone differs" 1 "DIFFERS" "$tmp/perturbed.st" "$tmp/a.st"
-n=$(grep -c DIFFERS "$tmp/out")
-[ "$n" = 1 ] && echo "ok: one tensor marked" || { echo "FAIL: $n tensors marked"; fail=1; }
+label="the perturbed file: one tensor marked DIFFERS"
+if scenario "$label"; then
+    "$bin" compare "$tmp/perturbed.st" "$tmp/a.st" >"$tmp/out" 2>&1
+    n=$(grep -c DIFFERS "$tmp/out")
+    [ "$n" = 1 ] && pass "$label" || flunk "$label" "$n tensors marked"
+fi
 check "BF16 against F32 at BF16's tolerance" 0 "EQUAL: " "$tmp/bf16.st" "$tmp/a.st"
 check "BF16 against F32 at a tight rtol" 1 "rtol 1e-06" "$tmp/bf16.st" "$tmp/a.st" --rtol 1e-6 --atol 0
 check "a missing tensor" 1 "ln_f.bias: not in B" "$tmp/a.st" "$tmp/missing.st"
@@ -116,7 +123,10 @@ check "+inf against +inf" 0 "^EQUAL" "$tmp/s-pinf.st" "$tmp/s-pinf.st" --rtol 0 
 check "-inf against -inf" 0 "^EQUAL" "$tmp/s-ninf.st" "$tmp/s-ninf.st"
 check "F64 beyond float32's range" 1 "element 0 is 1.0000000000000001e+300 in A, 2.0000000000000001e+300 in B" \
     "$tmp/s-f64a.st" "$tmp/s-f64b.st"
-"$bin" compare --help | grep -q -- "--nan-equal" && echo "ok: --help names --nan-equal" || { echo "FAIL: --help has no --nan-equal"; fail=1; }
+label="--help names --nan-equal"
+if scenario "$label"; then
+    "$bin" compare --help | grep -q -- "--nan-equal" && pass "$label" || flunk "$label" "--help has no --nan-equal"
+fi
 # names: refused with the file named, or compared in full
 check "a name with a NUL (in A)" 2 'anul.st: header: a NUL character (\\u0000) in a string' "$tmp/s-anul.st" "$tmp/s-a.st"
 check "a name with a NUL (in B)" 2 "anul.st: header: a NUL character" "$tmp/s-a.st" "$tmp/s-anul.st"
@@ -129,5 +139,4 @@ check "F32 against I64" 1 "x: dtypes differ: F32 vs I64" "$tmp/s-fin.st" "$tmp/s
 check "I64 against F32" 1 "x: dtypes differ: I64 vs F32" "$tmp/s-i64.st" "$tmp/s-fin.st"
 check "integers that differ" 1 "x: element 1 is 0 in A, 7 in B; 1 of 3 differ" "$tmp/s-i64.st" "$tmp/s-i64b.st"
 check "integers that agree" 0 "^EQUAL" "$tmp/s-i64.st" "$tmp/s-i64.st"
-[ $fail = 0 ] && echo "compare_cli: all passed"
 exit $fail
