@@ -11,6 +11,10 @@
 # one step: after AdamW's first step (every parameter moved by about lr sign(g)) a gradient near
 # zero whose sign rounds differently moves a parameter by 2 lr, so later steps differ beyond
 # float32's tolerance on any two meshes; exact mode compares every step.
+# Each comparison is a scenario (tests/cli/scenario.sh). The dumps several of them read (serial,
+# tp 2 with SP, exact serial and tp 2 with SP) are cheap and always made; the rest are made by
+# the scenario that reads them.
+. "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
@@ -18,59 +22,82 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 model="--vocab 200 --ctx 16 --layers 2 --heads 4 --channels 32 --batch 4 --steps 1 --quiet"
-run() { # dir ranks options...
+run() { # dir ranks options...: a failed run is flunked under its command
     local d=$1 n=$2; shift 2
     if [ "$n" = 1 ]; then "$bin" train $model "$@" --dump-dir "$d" >"$tmp/log" 2>&1
     else $MPIEXEC -n "$n" "$bin" train $model "$@" --dump-dir "$d" >"$tmp/log" 2>&1; fi || {
-        echo "FAIL: train $* --dump-dir: exit $?"; tail -5 "$tmp/log"; fail=1; }
+        flunk "train $* --dump-dir" "exit $?"; tail -5 "$tmp/log"; return 1; }
 }
-expect() { # what want_rc pattern compare-args...
+expect() { # what want_rc pattern compare-args...: returns 1 on a failure
     local what=$1 want=$2 pat=$3; shift 3
     "$bin" compare "$@" >"$tmp/out" 2>&1
     local rc=$?
-    if [ $rc = "$want" ] && grep -q -- "$pat" "$tmp/out"; then echo "ok: $what: $(tail -1 "$tmp/out")"
-    else echo "FAIL: $what: exit $rc (want $want, '$pat')"; tail -5 "$tmp/out"; fail=1; fi
+    if [ $rc = "$want" ] && grep -q -- "$pat" "$tmp/out"; then return 0; fi
+    flunk "$what" "exit $rc (want $want, '$pat')"; tail -5 "$tmp/out"; return 1
+}
+check() { # what want_rc pattern compare-args...: the scenario WHAT, when selected
+    scenario "$1" || return 0
+    expect "$@" && { pass "$1"; echo "  $(tail -1 "$tmp/out")"; }
 }
 run "$tmp/serial" 1
+run "$tmp/tp" 2 --tp 2 --sp
+run "$tmp/xs" 1 --exact-block 4 --steps 2
+run "$tmp/xm" 2 --exact-block 4 --tp 2 --sp --steps 2
+run "$tmp/x1" 1 --exact-block 4
 for mesh in "2|--tp 2 --sp" "2|--dp 2 --zero 2" "2|--cp 2" "2|--pp 2 --microbatches 2" "4|--tp 2 --pp 2 --microbatches 2"; do
     ranks=${mesh%%|*} opts=${mesh#*|}
+    label="$opts against serial"
+    scenario "$label" || continue
     rm -rf "$tmp/mesh"
     run "$tmp/mesh" "$ranks" $opts
-    expect "$opts against serial" 0 "^EQUAL" "$tmp/serial" "$tmp/mesh" --quiet
+    check "$label" 0 "^EQUAL" "$tmp/serial" "$tmp/mesh" --quiet
 done
 # the tensor-parallel run's tensors before its all-reduces and all-gathers, each equal serial's
-run "$tmp/tp" 2 --tp 2 --sp
-"$bin" compare "$tmp/serial" "$tmp/tp" >"$tmp/out" 2>&1
-# per block 2 all-gathers and 2 reduce-scatters forward, as many backward, and ln_f's each way
-pre=$(grep -c '^step1\..*:pre .* 0$' "$tmp/out")
-if [ "$pre" = 18 ]; then echo "ok: tp 2 with SP: $pre tensors before a communication point, each equal to serial's"
-else echo "FAIL: tp 2 with SP: $pre ':pre' rows within the tolerance, want 18"; grep ':pre' "$tmp/out" | head; fail=1; fi
+label="tp 2 with SP: 18 tensors before a communication point, each equal to serial's"
+if scenario "$label"; then
+    "$bin" compare "$tmp/serial" "$tmp/tp" >"$tmp/out" 2>&1
+    # per block 2 all-gathers and 2 reduce-scatters forward, as many backward, and ln_f's each way
+    pre=$(grep -c '^step1\..*:pre .* 0$' "$tmp/out")
+    if [ "$pre" = 18 ]; then pass "$label"
+    else flunk "$label" "$pre ':pre' rows within the tolerance, want 18"; grep ':pre' "$tmp/out" | head; fi
+fi
 # experts over the ep ranks against serial MoE
-run "$tmp/moe" 1 --experts 4 --topk 2
-run "$tmp/ep" 2 --experts 4 --topk 2 --dp 2 --ep 2
-expect "MoE, ep 2 against serial" 0 "^EQUAL" "$tmp/moe" "$tmp/ep" --quiet
+label="MoE, ep 2 against serial"
+if scenario "$label"; then
+    run "$tmp/moe" 1 --experts 4 --topk 2
+    run "$tmp/ep" 2 --experts 4 --topk 2 --dp 2 --ep 2
+    check "$label" 0 "^EQUAL" "$tmp/moe" "$tmp/ep" --quiet
+fi
 # exact mode: every site bit for bit
-run "$tmp/xs" 1 --exact-block 4 --steps 2
-n=$(ls "$tmp/xs" | wc -l)
-[ "$n" = 2 ] || { echo "FAIL: serial, 2 steps: $n rank files, want 2"; fail=1; }
-run "$tmp/xm" 2 --exact-block 4 --tp 2 --sp --steps 2
-expect "exact, tp 2 with SP, two steps at tolerance 0" 0 "^EQUAL" "$tmp/xs" "$tmp/xm" --quiet --rtol 0 --atol 0
-run "$tmp/x1" 1 --exact-block 4
-expect "default mode against exact at tolerance 0 (it can fail)" 1 "^DIFFERENT" "$tmp/x1" "$tmp/tp" --quiet --rtol 0 --atol 0
+label="exact, serial, 2 steps: 2 rank files"
+if scenario "$label"; then
+    n=$(ls "$tmp/xs" | wc -l)
+    [ "$n" = 2 ] && pass "$label" || flunk "$label" "serial, 2 steps: $n rank files, want 2"
+fi
+check "exact, tp 2 with SP, two steps at tolerance 0" 0 "^EQUAL" "$tmp/xs" "$tmp/xm" --quiet --rtol 0 --atol 0
+check "default mode against exact at tolerance 0 (it can fail)" 1 "^DIFFERENT" "$tmp/x1" "$tmp/tp" --quiet --rtol 0 --atol 0
 # a message of rank 1 corrupted: in the reduce-scatter of block 0's projection (send 3), the
 # partial sums agree and the reduced product does not; in its all-gather (send 4) the copies differ
-rm -rf "$tmp/f"
-MINIDC_FAULT_CORRUPT=1:3 $MPIEXEC -n 2 "$bin" train $model --tp 2 --dump-dir "$tmp/f" >/dev/null 2>&1
-expect "a corrupted reduce-scatter message" 1 "first differing tensor step1.h.0.attn.c_proj: element" "$tmp/serial" "$tmp/f"
-grep -q '^step1.h.0.attn.c_proj:pre .* 0$' "$tmp/out" || { echo "FAIL: the partial sums before the corrupted message differ"; fail=1; }
-rm -rf "$tmp/f"
-MINIDC_FAULT_CORRUPT=1:4 $MPIEXEC -n 2 "$bin" train $model --tp 2 --dump-dir "$tmp/f" >/dev/null 2>&1
-expect "a corrupted all-gather message" 1 "step1.h.0.attn.c_proj: the copies of element \[" "$tmp/f" "$tmp/serial"
+label="a corrupted reduce-scatter message: the product named, its partial sums equal"
+if scenario "$label"; then
+    rm -rf "$tmp/f"
+    MINIDC_FAULT_CORRUPT=1:3 $MPIEXEC -n 2 "$bin" train $model --tp 2 --dump-dir "$tmp/f" >/dev/null 2>&1
+    if expect "$label" 1 "first differing tensor step1.h.0.attn.c_proj: element" "$tmp/serial" "$tmp/f"; then
+        if grep -q '^step1.h.0.attn.c_proj:pre .* 0$' "$tmp/out"; then pass "$label"; echo "  $(tail -1 "$tmp/out")"
+        else flunk "$label" "the partial sums before the corrupted message differ"; fi
+    fi
+fi
+label="a corrupted all-gather message"
+if scenario "$label"; then
+    rm -rf "$tmp/f"
+    MINIDC_FAULT_CORRUPT=1:4 $MPIEXEC -n 2 "$bin" train $model --tp 2 --dump-dir "$tmp/f" >/dev/null 2>&1
+    check "$label" 1 "step1.h.0.attn.c_proj: the copies of element \[" "$tmp/f" "$tmp/serial"
+fi
 # what reassembly refuses
 cp -r "$tmp/tp" "$tmp/hole" && rm "$tmp/hole/step1-rank1.safetensors"
-expect "a missing rank file" 1 "elements are in no piece" "$tmp/serial" "$tmp/hole"
+check "a missing rank file" 1 "elements are in no piece" "$tmp/serial" "$tmp/hole"
 cp -r "$tmp/tp" "$tmp/mixed" && cp "$tmp/xm/step1-rank1.safetensors" "$tmp/mixed/"
-expect "a rank file of another run" 1 "is from another run" "$tmp/serial" "$tmp/mixed"
+check "a rank file of another run" 1 "is from another run" "$tmp/serial" "$tmp/mixed"
 # hostile rank files, each refused with its file, the tensor or field and the reason named (exit
 # 2), never a crash, a hang or an allocation the files cannot fill: a shape too large to hold, a
 # piece outside its tensor, an entry that is not JSON, a 600 KB file claiming a global tensor of
@@ -81,6 +108,8 @@ for spec in "huge|shape too large to hold" "outside|a run lies outside" "garbage
     "bigger|of shape \[4, 32, 100000000\] needs 25600000000 bytes of pieces" "overlap|cover more than the piece" \
     "nul|dump entry of step1.mb0.x: a NUL character (\\\\u0000) in a string" "rankx|field dump.rank is \"x\", not \"R of N\""; do
     bad=${spec%%|*} pat=${spec#*|}
+    label="a hostile rank file ($bad)"
+    scenario "$label" || continue
     mkdir -p "$tmp/bad-$bad"
     /usr/bin/python3 - "$tmp/bad-$bad/step1-rank0.safetensors" "$bad" <<'PY'
 import json, struct, sys
@@ -103,32 +132,41 @@ PY
     timeout 30 "$bin" compare "$tmp/bad-$bad" "$tmp/serial" >"$tmp/out" 2>&1
     rc=$?
     if [ $rc = 2 ] && grep -q "bad-$bad/step1-rank0.safetensors" "$tmp/out" && grep -q -- "$pat" "$tmp/out"; then
-        echo "ok: a hostile rank file ($bad): $(head -1 "$tmp/out")"
-    else echo "FAIL: a hostile rank file ($bad): exit $rc, want 2 and '$pat'"; head -c 600 "$tmp/out"; echo; fail=1; fi
+        pass "$label"; echo "  $(head -1 "$tmp/out")"
+    else flunk "$label" "exit $rc, want 2 and '$pat'"; head -c 600 "$tmp/out"; echo; fi
 done
 # a rank's file copied over another's: two files claim one rank, both named
 cp -r "$tmp/tp" "$tmp/twice" && cp "$tmp/twice/step1-rank0.safetensors" "$tmp/twice/step1-rank1.safetensors"
-expect "a rank file copied over another" 1 "two files claim rank 0 of 2 for step 1: .*twice/step1-rank0.safetensors and .*twice/step1-rank1.safetensors" \
+check "a rank file copied over another" 1 "two files claim rank 0 of 2 for step 1: .*twice/step1-rank0.safetensors and .*twice/step1-rank1.safetensors" \
     "$tmp/serial" "$tmp/twice"
 # a directory that cannot be read: the reason is given (as root, the check runs as nobody)
-mkdir -p "$tmp/locked" && cp "$tmp/tp/"* "$tmp/locked/" && chmod 000 "$tmp/locked"
-as=()
-[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && chmod 755 "$tmp" && as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-if [ "$(id -u)" != 0 ] || [ ${#as[@]} -gt 0 ]; then
-    "${as[@]}" "$bin" compare "$tmp/locked" "$tmp/serial" >"$tmp/out" 2>&1
+label="an unreadable directory"
+if scenario "$label"; then
+    mkdir -p "$tmp/locked" && cp "$tmp/tp/"* "$tmp/locked/" && chmod 000 "$tmp/locked"
+    as=()
+    [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && chmod 755 "$tmp" && as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    if [ "$(id -u)" != 0 ] || [ ${#as[@]} -gt 0 ]; then
+        "${as[@]}" "$bin" compare "$tmp/locked" "$tmp/serial" >"$tmp/out" 2>&1
+        rc=$?
+        if [ $rc = 2 ] && grep -q "locked: cannot open the directory: Permission denied" "$tmp/out"; then
+            pass "$label"; echo "  $(head -1 "$tmp/out")"
+        else flunk "$label" "exit $rc"; cat "$tmp/out"; fi
+    else echo "skip: an unreadable directory (root without setpriv)"; fi
+    chmod 755 "$tmp/locked"
+fi
+label="a dump directory under a file: exit 2 before any step"
+if scenario "$label"; then
+    touch "$tmp/file"
+    "$bin" train $model --dump-dir "$tmp/file/d" >"$tmp/out" 2>&1
     rc=$?
-    if [ $rc = 2 ] && grep -q "locked: cannot open the directory: Permission denied" "$tmp/out"; then echo "ok: an unreadable directory: $(head -1 "$tmp/out")"
-    else echo "FAIL: an unreadable directory: exit $rc"; cat "$tmp/out"; fail=1; fi
-else echo "skip: an unreadable directory (root without setpriv)"; fi
-chmod 755 "$tmp/locked"
-touch "$tmp/file"
-"$bin" train $model --dump-dir "$tmp/file/d" >"$tmp/out" 2>&1
-rc=$?
-if [ $rc = 2 ] && grep -q -- "--dump-dir" "$tmp/out" && ! grep -q "^step" "$tmp/out"; then echo "ok: a dump directory under a file: exit 2 before any step"
-else echo "FAIL: --dump-dir under a file: exit $rc"; cat "$tmp/out"; fail=1; fi
-# a rerun into the same directory replaces the earlier run's files
-run "$tmp/xm" 2 --tp 2 --sp
-n=$(ls "$tmp/xm" | wc -l)
-[ "$n" = 2 ] && echo "ok: a rerun removes the earlier run's rank files" || { echo "FAIL: $n files after a 1-step rerun"; fail=1; }
-[ $fail = 0 ] && echo "dump_cli: all passed"
+    if [ $rc = 2 ] && grep -q -- "--dump-dir" "$tmp/out" && ! grep -q "^step" "$tmp/out"; then pass "$label"
+    else flunk "$label" "--dump-dir under a file: exit $rc"; cat "$tmp/out"; fi
+fi
+# a rerun into the same directory replaces the earlier run's files (xm holds the 2-step exact run)
+label="a rerun removes the earlier run's rank files"
+if scenario "$label"; then
+    run "$tmp/xm" 2 --tp 2 --sp
+    n=$(ls "$tmp/xm" | wc -l)
+    [ "$n" = 2 ] && pass "$label" || flunk "$label" "$n files after a 1-step rerun"
+fi
 exit $fail
