@@ -8,6 +8,9 @@
 # --exact byte-identical checkpoints to serial, also with cp, pp and zb-h1; a saved MoE checkpoint
 # read back by minidc forward; bad configurations refused before any message (exit 2, the option
 # named).
+# Each mesh and each refusal is a scenario (tests/cli/scenario.sh); a serial run that scenarios
+# compare with runs when one of them is selected.
+. "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
@@ -21,98 +24,139 @@ run() { # name ranks args...
     rc=$?
 }
 moe_lines() { grep "^  moe:" "$1" | sed 's/  a2a .*//'; } # routing figures, without the mesh's bytes
+any() { local l; for l; do scenario "$l" && return 0; done; return 1; } # labels...: one is selected
 i=0
+specs=("2 --dp 2 --ep 2" "4 --dp 4 --ep 4" "4 --dp 4 --ep 2" "4 --dp 2 --ep 2 --tp 2" "4 --dp 2 --tp 2")
 for moe in "--experts 4 --topk 1" "--experts 4 --topk 2 --capacity-factor 1.0 --moe-aux-loss 0.01" \
     "--experts 8 --topk 2 --capacity-factor 1.25 --moe-drop probs --moe-renorm" "--experts 8 --topk 1 --moe-aux-loss 0.01"; do
     i=$((i + 1))
+    labels=()
+    for spec in "${specs[@]}"; do labels+=("${spec#* } $moe: equal to serial, the same routing and drops"); done
+    any "${labels[@]}" || continue
     run ser$i 1 $moe
-    [ $rc = 0 ] || { echo "FAIL: serial $moe: exit $rc"; tail -3 "$tmp/ser$i.out"; fail=1; continue; }
-    for spec in "2 --dp 2 --ep 2" "4 --dp 4 --ep 4" "4 --dp 4 --ep 2" "4 --dp 2 --ep 2 --tp 2" "4 --dp 2 --tp 2"; do
+    [ $rc = 0 ] || { flunk "serial $moe (the reference of its meshes)" "exit $rc"; tail -3 "$tmp/ser$i.out"; continue; }
+    for spec in "${specs[@]}"; do
         set -- $spec; n=$1; shift
+        label="$* $moe: equal to serial, the same routing and drops"
+        scenario "$label" || continue
         run ep$i "$n" "$@" $moe --check-serial --check-replicas
         if [ $rc = 0 ] && grep -q "check-serial: .*: ok" "$tmp/ep$i.out" && [ "$(moe_lines "$tmp/ep$i.out")" = "$(moe_lines "$tmp/ser$i.out")" ] &&
             { [[ "$*" != *--ep* ]] || grep -q "a2a [1-9]" "$tmp/ep$i.out"; }; then
-            echo "ok: $* $moe: equal to serial, the same routing and drops"
-        else echo "FAIL: $* $moe: exit $rc"; grep -E "check-serial|moe:|error|differs" "$tmp/ep$i.out" | head -6; fail=1; fi
+            pass "$label"
+        else flunk "$label" "exit $rc"; grep -E "check-serial|moe:|error|differs" "$tmp/ep$i.out" | head -6; fi
     done
 done
-run sp 4 --dp 2 --ep 2 --tp 2 --sp --experts 4 --topk 2 --check-serial --check-replicas
-if [ $rc = 0 ] && grep -q "check-serial: .*: ok" "$tmp/sp.out"; then echo "ok: --dp 2 --ep 2 --tp 2 --sp: equal to serial"
-else echo "FAIL: with SP: exit $rc"; tail -3 "$tmp/sp.out"; fail=1; fi
+label="--dp 2 --ep 2 --tp 2 --sp: equal to serial"
+if scenario "$label"; then
+    run sp 4 --dp 2 --ep 2 --tp 2 --sp --experts 4 --topk 2 --check-serial --check-replicas
+    if [ $rc = 0 ] && grep -q "check-serial: .*: ok" "$tmp/sp.out"; then pass "$label"
+    else flunk "$label" "with SP: exit $rc"; tail -3 "$tmp/sp.out"; fi
+fi
 
 # exact mode: byte-identical checkpoints to serial's, with drops and the aux losses
 xm="--experts 4 --topk 2 --capacity-factor 1.0 --moe-aux-loss 0.01 --exact-block 8 --dropout 0.1"
-run xser 1 $xm --save "$tmp/serial.st"
-[ $rc = 0 ] || { echo "FAIL: serial exact run: exit $rc"; tail -3 "$tmp/xser.out"; exit 1; }
-for spec in "2 --dp 2 --ep 2" "4 --dp 4 --ep 4" "4 --dp 4 --ep 2" "4 --dp 2 --ep 2 --tp 2" "4 --dp 4 --ep 2 --accum 2" \
-    "4 --dp 2 --ep 2 --pp 2 --microbatches 2" "2 --pp 2 --microbatches 2 --schedule zb-h1"; do
+xspecs=("2 --dp 2 --ep 2" "4 --dp 4 --ep 4" "4 --dp 4 --ep 2" "4 --dp 2 --ep 2 --tp 2" "4 --dp 4 --ep 2 --accum 2"
+    "4 --dp 2 --ep 2 --pp 2 --microbatches 2" "2 --pp 2 --microbatches 2 --schedule zb-h1")
+forward="minidc forward reads the MoE checkpoint"
+labels=("$forward")
+for spec in "${xspecs[@]}"; do labels+=("exact, ${spec#* }: byte-identical to serial"); done
+if any "${labels[@]}"; then
+    run xser 1 $xm --save "$tmp/serial.st"
+    [ $rc = 0 ] || { flunk "serial exact run (the reference of the exact scenarios)" "exit $rc"; tail -3 "$tmp/xser.out"; exit 1; }
+fi
+for spec in "${xspecs[@]}"; do
     set -- $spec; n=$1; shift; i=$((i + 1))
+    label="exact, $*: byte-identical to serial"
+    scenario "$label" || continue
     run x$i "$n" "$@" $xm --save "$tmp/x$i.st"
-    if [ $rc = 0 ] && cmp -s "$tmp/serial.st" "$tmp/x$i.st"; then echo "ok: exact, $*: byte-identical to serial"
-    else echo "FAIL: exact, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/x$i.out"; fail=1; fi
+    if [ $rc = 0 ] && cmp -s "$tmp/serial.st" "$tmp/x$i.st"; then pass "$label"
+    else flunk "$label" "exit $rc or the checkpoint differs"; tail -3 "$tmp/x$i.out"; fi
 done
 # dropless (SP and CP split the sequences: capacity and the aux loss need whole ones)
 xd="--experts 8 --topk 2 --exact-block 8"
-run xdser 1 $xd --save "$tmp/serial_d.st"
-for spec in "4 --dp 2 --ep 2 --tp 2 --sp" "4 --dp 2 --ep 2 --cp 2" "4 --dp 4 --ep 4"; do
+dspecs=("4 --dp 2 --ep 2 --tp 2 --sp" "4 --dp 2 --ep 2 --cp 2" "4 --dp 4 --ep 4")
+labels=()
+for spec in "${dspecs[@]}"; do labels+=("exact dropless, ${spec#* }: byte-identical to serial"); done
+any "${labels[@]}" && run xdser 1 $xd --save "$tmp/serial_d.st"
+for spec in "${dspecs[@]}"; do
     set -- $spec; n=$1; shift; i=$((i + 1))
+    label="exact dropless, $*: byte-identical to serial"
+    scenario "$label" || continue
     run x$i "$n" "$@" $xd --save "$tmp/x$i.st"
-    if [ $rc = 0 ] && cmp -s "$tmp/serial_d.st" "$tmp/x$i.st"; then echo "ok: exact dropless, $*: byte-identical to serial"
-    else echo "FAIL: exact dropless, $*: exit $rc or the checkpoint differs"; tail -3 "$tmp/x$i.out"; fail=1; fi
+    if [ $rc = 0 ] && cmp -s "$tmp/serial_d.st" "$tmp/x$i.st"; then pass "$label"
+    else flunk "$label" "exit $rc or the checkpoint differs"; tail -3 "$tmp/x$i.out"; fi
 done
 
 # every scheme at once on 64 ranks (2 cores): tp 2 + SP, cp 2, pp 2, dp 8 of which ep 2, on a MoE
 # model, byte-identical to serial
-big="--vocab 256 --ctx 32 --layers 4 --heads 4 --channels 32 --batch 16 --seq 32 --steps 2 --seed 3 --quiet"
-big="$big --experts 4 --topk 2 --moe-z-loss 0.001 --exact-block 4"
-timeout -k 5 100 "$MPIEXEC" -n 1 "$bin" train $big --save "$tmp/big1.st" >"$tmp/big1.out" 2>&1
-timeout -k 5 240 "$MPIEXEC" -n 64 "$bin" train $big --tp 2 --sp --cp 2 --pp 2 --microbatches 2 --dp 8 --ep 2 \
-    --save "$tmp/big64.st" >"$tmp/big64.out" 2>&1
-rc=$?
-if [ $rc = 0 ] && cmp -s "$tmp/big1.st" "$tmp/big64.st"; then
-    echo "ok: exact, 64 ranks (tp 2 sp, cp 2, pp 2, dp 8 with ep 2): byte-identical to serial"
-else echo "FAIL: 64 ranks: exit $rc or the checkpoint differs"; tail -3 "$tmp/big64.out"; fail=1; fi
+label="exact, 64 ranks (tp 2 sp, cp 2, pp 2, dp 8 with ep 2): byte-identical to serial"
+if scenario "$label"; then
+    big="--vocab 256 --ctx 32 --layers 4 --heads 4 --channels 32 --batch 16 --seq 32 --steps 2 --seed 3 --quiet"
+    big="$big --experts 4 --topk 2 --moe-z-loss 0.001 --exact-block 4"
+    timeout -k 5 100 "$MPIEXEC" -n 1 "$bin" train $big --save "$tmp/big1.st" >"$tmp/big1.out" 2>&1
+    timeout -k 5 240 "$MPIEXEC" -n 64 "$bin" train $big --tp 2 --sp --cp 2 --pp 2 --microbatches 2 --dp 8 --ep 2 \
+        --save "$tmp/big64.st" >"$tmp/big64.out" 2>&1
+    rc=$?
+    if [ $rc = 0 ] && cmp -s "$tmp/big1.st" "$tmp/big64.st"; then pass "$label"
+    else flunk "$label" "64 ranks: exit $rc or the checkpoint differs"; tail -3 "$tmp/big64.out"; fi
+fi
 
 # resume: 2 serial steps continued for 2 on ep 2 give the checkpoint of 4 serial steps
-run s4 1 $xm --steps 4 --save "$tmp/s4.st"
-run s2 1 $xm --save "$tmp/s2.st"
-run r4 2 $xm --dp 2 --ep 2 --resume "$tmp/s2.st" --save "$tmp/r4.st"
-if [ $rc = 0 ] && cmp -s "$tmp/s4.st" "$tmp/r4.st"; then echo "ok: exact, a serial checkpoint resumed on --dp 2 --ep 2: byte-identical to 4 serial steps"
-else echo "FAIL: resume on ep 2: exit $rc or the checkpoint differs"; tail -3 "$tmp/r4.out"; fail=1; fi
-run rk 1 $xm --topk 1 --resume "$tmp/s2.st"
-if [ $rc != 0 ] && grep -q "moe_topk (--topk) = 2 but the model has 1" "$tmp/rk.out"; then echo "ok: resume with another --topk refused"
-else echo "FAIL: resume with another --topk: exit $rc"; tail -2 "$tmp/rk.out"; fail=1; fi
+resumed="exact, a serial checkpoint resumed on --dp 2 --ep 2: byte-identical to 4 serial steps"
+topk="resume with another --topk refused"
+any "$resumed" "$topk" && run s2 1 $xm --save "$tmp/s2.st"
+if scenario "$resumed"; then
+    run s4 1 $xm --steps 4 --save "$tmp/s4.st"
+    run r4 2 $xm --dp 2 --ep 2 --resume "$tmp/s2.st" --save "$tmp/r4.st"
+    if [ $rc = 0 ] && cmp -s "$tmp/s4.st" "$tmp/r4.st"; then pass "$resumed"
+    else flunk "$resumed" "resume on ep 2: exit $rc or the checkpoint differs"; tail -3 "$tmp/r4.out"; fi
+fi
+if scenario "$topk"; then
+    run rk 1 $xm --topk 1 --resume "$tmp/s2.st"
+    if [ $rc != 0 ] && grep -q "moe_topk (--topk) = 2 but the model has 1" "$tmp/rk.out"; then pass "$topk"
+    else flunk "$topk" "exit $rc"; tail -2 "$tmp/rk.out"; fi
+fi
 
 # aux-loss-free balancing: the bias moves the routing (the digest differs from a run without it),
 # every mesh updates it alike (byte-identical checkpoints, the biases in them), and it resumes
-xb="--experts 4 --topk 2 --exact-block 8 --steps 6 --moe-bias-rate 0.01"
-run b0 1 $xb --moe-bias-rate 0 --save "$tmp/b0.st"
-run b1 1 $xb --save "$tmp/b1.st"
-run b2 4 $xb --dp 4 --ep 2 --save "$tmp/b2.st"
-run b3 1 $xb --steps 3 --save "$tmp/b3.st"
-run b4 2 $xb --steps 3 --dp 2 --ep 2 --resume "$tmp/b3.st" --save "$tmp/b4.st"
-if [ "$(moe_lines "$tmp/b0.out" | tail -1)" != "$(moe_lines "$tmp/b1.out" | tail -1)" ] && cmp -s "$tmp/b1.st" "$tmp/b2.st" &&
-    cmp -s "$tmp/b1.st" "$tmp/b4.st"; then echo "ok: --moe-bias-rate: the routing moves; ep 2 and a resumed run byte-identical to serial"
-else echo "FAIL: --moe-bias-rate (exit $rc)"; tail -2 "$tmp/b4.out"; fail=1; fi
+label="--moe-bias-rate: the routing moves; ep 2 and a resumed run byte-identical to serial"
+if scenario "$label"; then
+    xb="--experts 4 --topk 2 --exact-block 8 --steps 6 --moe-bias-rate 0.01"
+    run b0 1 $xb --moe-bias-rate 0 --save "$tmp/b0.st"
+    run b1 1 $xb --save "$tmp/b1.st"
+    run b2 4 $xb --dp 4 --ep 2 --save "$tmp/b2.st"
+    run b3 1 $xb --steps 3 --save "$tmp/b3.st"
+    run b4 2 $xb --steps 3 --dp 2 --ep 2 --resume "$tmp/b3.st" --save "$tmp/b4.st"
+    if [ "$(moe_lines "$tmp/b0.out" | tail -1)" != "$(moe_lines "$tmp/b1.out" | tail -1)" ] && cmp -s "$tmp/b1.st" "$tmp/b2.st" &&
+        cmp -s "$tmp/b1.st" "$tmp/b4.st"; then pass "$label"
+    else flunk "$label" "exit $rc"; tail -2 "$tmp/b4.out"; fi
+fi
 
 # the checkpoint is a MoE GPT-2 file: minidc forward infers E and the MoE blocks from its names
-/usr/bin/python3 - "$tmp" <<'EOF' || { echo "FAIL: writing the forward inputs"; fail=1; }
+if scenario "$forward"; then
+    if ! /usr/bin/python3 - "$tmp" <<'EOF'
 import sys, numpy as np
 rng = np.random.default_rng(0)
 np.save(sys.argv[1] + "/x.npy", rng.integers(0, 384, (2, 16)).astype(np.int64))
 np.save(sys.argv[1] + "/y.npy", rng.integers(0, 384, (2, 16)).astype(np.int32))
 EOF
-out=$("$bin" forward --weights "$tmp/serial.st" --tokens "$tmp/x.npy" --targets "$tmp/y.npy" --dump "$tmp/d.st" \
-    --capacity-factor 1.0 2>&1)
-if [ $? = 0 ] && [[ "$out" == *"loss "* ]]; then echo "ok: minidc forward reads the MoE checkpoint: ${out%%;*}"
-else echo "FAIL: forward on the MoE checkpoint: $out"; fail=1; fi
+    then flunk "$forward" "writing the forward inputs"
+    else
+        out=$("$bin" forward --weights "$tmp/serial.st" --tokens "$tmp/x.npy" --targets "$tmp/y.npy" --dump "$tmp/d.st" \
+            --capacity-factor 1.0 2>&1)
+        if [ $? = 0 ] && [[ "$out" == *"loss "* ]]; then pass "$forward"; echo "  ${out%%;*}"
+        else flunk "$forward" "forward on the MoE checkpoint: $out"; fi
+    fi
+fi
 
 # refusals: exit 2 on every rank, the option named, before any step
 refuse() { # expect ranks args...
     local want=$1 n=$2; shift 2
+    local label="refused: $*"
+    scenario "$label" || return 0
     out=$(timeout -k 5 60 "$MPIEXEC" -n "$n" "$bin" train $model "$@" 2>&1); rc=$?
-    if [ $rc = 2 ] && [[ "$out" == *"$want"* ]] && [[ "$out" != *"step "* ]]; then echo "ok: refused: $*"
-    else echo "FAIL: $* (exit $rc, want 2 and '$want'): $(echo "$out" | tail -2)"; fail=1; fi
+    if [ $rc = 2 ] && [[ "$out" == *"$want"* ]] && [[ "$out" != *"step "* ]]; then pass "$label"
+    else flunk "$label" "exit $rc, want 2 and '$want': $(echo "$out" | tail -2)"; fi
 }
 refuse "--ep 3 does not divide --dp 2" 2 --dp 2 --ep 3 --experts 6
 refuse "does not divide --experts 6" 4 --dp 4 --ep 4 --experts 6
