@@ -8,6 +8,9 @@
 # prints the command that reruns it.
 # Usage: tests/cli/fuzz_mesh.sh [CASES [MAX_RANKS [FIRST_SEED]]]   (make check: 5 cases, 8 ranks;
 # make check-long: 40 cases, 32 ranks)
+# Each case is a scenario (tests/cli/scenario.sh) labelled by its seed and draw: with the same
+# FIRST_SEED, CASE='seed 123,' reruns that case alone.
+. "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
@@ -58,6 +61,8 @@ draw() { # sets model, mesh, n from the seed
 for ((c = 0; c < cases; c++)); do
     seed=$((seed0 + c))
     draw $seed
+    label="seed $seed, $n rank(s): $mesh | $model"
+    scenario "$label" || continue
     cmd="$MPIEXEC -n $n $bin train $model $mesh"
     # the default mode: --check-serial's criterion (the first step's loss and gradients, every
     # parameter within AdamW's bound, the later losses within what that allows: docs/oracle.md);
@@ -67,8 +72,8 @@ for ((c = 0; c < cases; c++)); do
     timeout -k 5 300 $cmd --check-serial >"$tmp/d.out" 2>&1
     rc=$?
     if [ $rc != 0 ] || ! grep -q "^check-serial: .*: ok$" "$tmp/d.out" || grep -q "error" "$tmp/d.out"; then
-        echo "FAIL: seed $seed: $cmd --check-serial (exit $rc)"; grep -E "check-serial|error|minidc:" "$tmp/d.out" | head -3
-        fail=1; continue
+        flunk "$label" "$cmd --check-serial (exit $rc)"; grep -E "check-serial|error|minidc:" "$tmp/d.out" | head -3
+        continue
     fi
     # exact mode: serial's checkpoint byte for byte, and every site of the dump
     timeout -k 5 300 "$MPIEXEC" -n 1 "$bin" train $model --exact-block 4 --save "$tmp/s.st" --dump-dir "$tmp/sd" >"$tmp/s.out" 2>&1 &&
@@ -76,14 +81,14 @@ for ((c = 0; c < cases; c++)); do
     rc=$?
     if [ $rc = 0 ] && cmp -s "$tmp/s.st" "$tmp/m.st"; then
         if "$bin" compare "$tmp/sd" "$tmp/md" --quiet --rtol 0 --atol 0 >"$tmp/c.out" 2>&1; then
-            echo "ok: seed $seed, $n rank(s): $mesh | $model"
+            pass "$label"
         else
-            echo "FAIL: seed $seed: exact: the dumps of -n 1 and $cmd --exact-block 4 --dump-dir differ:"
-            tail -1 "$tmp/c.out"; fail=1
+            flunk "$label" "exact: the dumps of -n 1 and $cmd --exact-block 4 --dump-dir differ:"
+            tail -1 "$tmp/c.out"
         fi
     else
-        echo "FAIL: seed $seed: exact: $cmd --exact-block 4 --save m.st, against -n 1 (exit $rc or the checkpoints differ)"
-        tail -2 "$tmp/m.out"; fail=1
+        flunk "$label" "exact: $cmd --exact-block 4 --save m.st, against -n 1 (exit $rc or the checkpoints differ)"
+        tail -2 "$tmp/m.out"
     fi
 done
 echo "rerun any case: tests/cli/fuzz_mesh.sh 1 $max SEED"
