@@ -9,13 +9,16 @@
 # changes GPT-2's math to a value minidc does not compute (activation_function relu,
 # scale_attn_weights false, n_inner 64, ...), while the keys that do not change it, and the
 # supported values written out, give the same dump as without them.
+# Each config is a scenario (tests/cli/scenario.sh); the test files and the two reference dumps
+# (from the directory and from the file) are always made.
+. "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 bin=$BUILD/minidc
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 mkdir "$tmp/gpt2"
-python3 - "$tmp" <<'EOF' || { echo "FAIL: writing the test files"; exit 1; }
+python3 - "$tmp" <<'EOF' || { flunk "setup: writing the test files" "python failed"; exit 1; }
 import json, random, struct, sys
 d = sys.argv[1]
 V, T, L, H, C = 96, 16, 2, 4, 32
@@ -61,18 +64,26 @@ run() { "$bin" forward "$@" --tokens "$tmp/x.npy" --targets "$tmp/y.npy" >"$tmp/
 run --weights "$tmp/gpt2" --dump "$tmp/dir.st"
 rc_dir=$rc
 run --weights "$tmp/one.safetensors" --heads 4 --dump "$tmp/file.st"
-if [ $rc_dir = 0 ] && [ $rc = 0 ] && cmp -s "$tmp/dir.st" "$tmp/file.st"; then
-    echo "ok: a Hugging Face directory without --heads: the same dump as the file with --heads 4"
-else echo "FAIL: directory (exit $rc_dir) against file (exit $rc)"; cat "$tmp/out"; fail=1; fi
+label="a Hugging Face directory without --heads: the same dump as the file with --heads 4"
+if scenario "$label"; then
+    if [ $rc_dir = 0 ] && [ $rc = 0 ] && cmp -s "$tmp/dir.st" "$tmp/file.st"; then pass "$label"
+    else flunk "$label" "directory (exit $rc_dir) against file (exit $rc)"; cat "$tmp/out"; fi
+fi
 # names kept as read: the gradients (and the final weights of --steps) are written under the
 # names the weights file used: wte.weight as HF spells it, transformer.wte or wte as others do
 names() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]
 print(" ".join(sorted(k for k in json.loads(b[8:8+n]) if k.startswith(("grad.","final.")))))' "$1"; }
-got=" $(names "$tmp/file.st") "
-case $got in *" grad.wte.weight "*) echo "ok: HF names in, HF names out (grad.wte.weight)";;
-    *) echo "FAIL: HF-named weights dumped as:$got"; fail=1;; esac
+label="HF names in, HF names out (grad.wte.weight)"
+if scenario "$label"; then
+    got=" $(names "$tmp/file.st") "
+    case $got in *" grad.wte.weight "*) pass "$label";;
+        *) flunk "$label" "HF-named weights dumped as:$got";; esac
+fi
 for spell in "transformer.|" "|short" "transformer.|short"; do
     pre=${spell%|*} short=${spell#*|}
+    e="${pre}wte"; [ -z "$short" ] && e="$e.weight"
+    label="weights spelled as $e: gradients and final weights as grad.$e, final.$e"
+    scenario "$label" || continue
     python3 - "$tmp/one.safetensors" "$tmp/spelled.st" "$pre" "$short" <<'EOF'
 import json, struct, sys
 src, dst, pre, short = sys.argv[1:5]
@@ -83,24 +94,24 @@ j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
 open(dst, "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
 EOF
     run --weights "$tmp/spelled.st" --heads 4 --dump "$tmp/spelled_out.st" --steps 1
-    e="${pre}wte"; [ -z "$short" ] && e="$e.weight"
     got=" $(names "$tmp/spelled_out.st") "
     miss=""
     for w in "grad.$e" "final.$e" "grad.${pre}h.0.ln_1.weight" "final.${pre}h.1.mlp.c_fc.bias"; do
         case $got in *" $w "*) ;; *) miss="$miss $w";; esac
     done
-    if [ $rc = 0 ] && [ -z "$miss" ]; then echo "ok: weights spelled as $e: gradients and final weights as grad.$e, final.$e"
-    else echo "FAIL: weights spelled as $e (exit $rc): no$miss in:$got"; fail=1; fi
+    if [ $rc = 0 ] && [ -z "$miss" ]; then pass "$label"
+    else flunk "$label" "exit $rc: no$miss in:$got"; fi
 done
 
 expect() { # what pattern config-edit (python expression on c, the config dict) [forward args...]
     local what=$1 pat=$2 edit=$3; shift 3
+    scenario "$what" || return 0
     rm -rf "$tmp/bad"; cp -r "$tmp/gpt2" "$tmp/bad"
     python3 -c "import json, sys; c = json.load(open(sys.argv[1])); $edit; open(sys.argv[1], 'wb').write(c if isinstance(c, bytes) else (c if isinstance(c, str) else json.dumps(c)).encode())" \
         "$tmp/bad/config.json"
     run --weights "$tmp/bad" --dump "$tmp/bad.st" "$@"
-    if [ $rc != 0 ] && [ $rc != 124 ] && grep -q -- "$pat" "$tmp/out"; then echo "ok: $what: $(grep -m1 -- "$pat" "$tmp/out")"
-    else echo "FAIL: $what: exit $rc"; cat "$tmp/out"; fail=1; fi
+    if [ $rc != 0 ] && [ $rc != 124 ] && grep -q -- "$pat" "$tmp/out"; then pass "$what"; echo "  $(grep -m1 -- "$pat" "$tmp/out")"
+    else flunk "$what" "exit $rc"; cat "$tmp/out"; fi
 }
 expect "n_layer against the tensors" '"n_layer" is 3 but' 'c["n_layer"] = 3'
 expect "n_positions against the tensors" '"n_positions" is 1024 but' 'c["n_positions"] = 1024'
@@ -156,13 +167,15 @@ expect "n_ctx not an integer" '"n_ctx" must be a positive integer' 'c["n_ctx"] =
 expect "epsilon near 1e-5" '"layer_norm_epsilon" is 1.0000001e-05; minidc' 'c["layer_norm_epsilon"] = 1.0000001e-5'
 
 # ---- keys that do not change the math, and the supported values written out: the same dump ----
-same() { # what config-edit
+same() { # what config-edit: the scenario "WHAT: the same dump"
+    local label="$1: the same dump"
+    scenario "$label" || return 0
     rm -rf "$tmp/ok"; cp -r "$tmp/gpt2" "$tmp/ok"
     python3 -c "import json, sys; c = json.load(open(sys.argv[1])); $2; open(sys.argv[1], 'wb').write(c if isinstance(c, bytes) else (c if isinstance(c, str) else json.dumps(c)).encode())" \
         "$tmp/ok/config.json"
     run --weights "$tmp/ok" --dump "$tmp/ok.st"
-    if [ $rc = 0 ] && cmp -s "$tmp/ok.st" "$tmp/dir.st"; then echo "ok: $1: the same dump"
-    else echo "FAIL: $1: exit $rc or another dump"; cat "$tmp/out"; fail=1; fi
+    if [ $rc = 0 ] && cmp -s "$tmp/ok.st" "$tmp/dir.st"; then pass "$label"
+    else flunk "$label" "exit $rc or another dump"; cat "$tmp/out"; fi
 }
 same "GPT-2's defaults written out" 'c.update(n_inner=None, scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
     reorder_and_upcast_attn=False, tie_word_embeddings=True, add_cross_attention=False, pruned_heads={}, n_ctx=16,
@@ -173,10 +186,11 @@ same "keys that do not change the math" 'c.update(attn_pdrop=0.1, embd_pdrop=0.1
     use_cache=True, torch_dtype="float32", transformers_version="4.40.0", _name_or_path="mod\u00e8le/\U0001F600",
     task_specific_params={"text-generation": {"do_sample": True, "max_length": 50}}, id2label={"0": "A"}, x=[-1, 0.5, 2E+3, -0.0e-1])'
 same "escapes, CRLF and tabs" 'c = json.dumps(c, indent="\t", ensure_ascii=True).replace("\n", "\r\n").replace("gpt2", "g\\u0070t2")'
-rm "$tmp/gpt2/config.json"
-run --weights "$tmp/gpt2" --dump "$tmp/bad.st"
-[ $rc != 0 ] && grep -q "config.json: cannot open" "$tmp/out" && echo "ok: no config.json: $(grep -m1 config.json "$tmp/out")" ||
-    { echo "FAIL: no config.json: exit $rc"; cat "$tmp/out"; fail=1; }
-
-[ $fail = 0 ] && echo "hf_dir_cli: all passed"
+label="no config.json"
+if scenario "$label"; then
+    rm "$tmp/gpt2/config.json"
+    run --weights "$tmp/gpt2" --dump "$tmp/bad.st"
+    [ $rc != 0 ] && grep -q "config.json: cannot open" "$tmp/out" && { pass "$label"; echo "  $(grep -m1 config.json "$tmp/out")"; } ||
+        { flunk "$label" "exit $rc"; cat "$tmp/out"; }
+fi
 exit $fail
