@@ -7,6 +7,8 @@
 # flipped byte read by `forward --weights`, edited, added or removed metadata, a step that is not
 # a plain integer or contradicts adam_step, a checkpoint-1 file). Every case runs under
 # `timeout`, so a hang fails.
+# Each case is a scenario (tests/cli/scenario.sh); the files the cases read are always written.
+. "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 m=$BUILD/minidc
 fail=0
@@ -19,18 +21,17 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 expect() {
     local what=$1 want=$2 pat=$3
     shift 3
+    scenario "$what" || return 0
     timeout -k 2 20 "$@" >"$t/out" 2>&1 </dev/null
     local rc=$?
     if [ $rc != "$want" ]; then
-        echo "FAIL: $what: exit $rc, want $want$([ $rc = 124 ] && echo ' (timed out: a hang)')"
+        flunk "$what" "exit $rc, want $want$([ $rc = 124 ] && echo ' (timed out: a hang)')"
         sed 's/^/  | /' "$t/out" | tail -n 8
-        fail=1
     elif ! grep -qF -- "$pat" "$t/out"; then
-        echo "FAIL: $what: no '$pat' in:"
+        flunk "$what" "no '$pat' in:"
         sed 's/^/  | /' "$t/out" | tail -n 8
-        fail=1
     else
-        echo "ok: $what"
+        pass "$what"
     fi
 }
 
@@ -120,7 +121,7 @@ good=$(dev ok 0)
 expect "device file with text after the object" 1 "text after the JSON object" $m devices --device-file "$t/trail.json"
 { head -c 20 "$good"; printf '\0'; tail -c +21 "$good"; } >"$t/nul.json"
 expect "device file with a NUL byte" 1 "a NUL byte at byte 20" $m devices --device-file "$t/nul.json"
-$m data generate copy --tokens 300 "$t/v.bin" >/dev/null 2>&1 || { echo "FAIL: data generate"; fail=1; }
+$m data generate copy --tokens 300 "$t/v.bin" >/dev/null 2>&1 || flunk "setup: data generate" "exit $?"
 vocab() { printf '{"type": "char", "tokens": [%s]}%s' "$1" "$2" >"$t/v.bin.vocab.json"; }
 toks='"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"'
 vocab "$toks" ""
@@ -133,7 +134,7 @@ expect "a vocabulary with text after it" 1 "text after the JSON object" $m data 
 # ---- checkpoints: every read verifies every checksum, the metadata's too ----
 ck=(--vocab 65 --ctx 8 --layers 2 --heads 2 --channels 16 --batch 4 --quiet)
 here=$(dirname "$0")
-$m train "${ck[@]}" --steps 4 --save "$t/c4.st" >/dev/null 2>&1 || { echo "FAIL: saving a checkpoint"; fail=1; }
+$m train "${ck[@]}" --steps 4 --save "$t/c4.st" >/dev/null 2>&1 || flunk "setup: saving a checkpoint" "exit $?"
 python3 - "$t" <<'EOF'
 import struct, sys
 for name, rows in (("x", [[1, 2, 3, 4], [5, 6, 7, 8]]), ("y", [[2, 3, 4, 5], [6, 7, 8, 9]])):
@@ -142,14 +143,14 @@ for name, rows in (("x", [[1, 2, 3, 4], [5, 6, 7, 8]]), ("y", [[2, 3, 4, 5], [6,
     open("%s/%s.npy" % (sys.argv[1], name), "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) +
                                                         hdr.encode() + b"".join(struct.pack("<4i", *r) for r in rows))
 EOF
-ck_edit() { python3 "$here/checkpoint_seal.py" "$t/c4.st" "$t/$1" "${@:2}" || { echo "FAIL: editing $1"; fail=1; }; }
+ck_edit() { python3 "$here/checkpoint_seal.py" "$t/c4.st" "$t/$1" "${@:2}" || flunk "setup: editing $1" "checkpoint_seal.py failed"; }
 fwd=("$m" forward --tokens "$t/x.npy" --targets "$t/y.npy" --dump "$t/d.st" --weights) # then the file
 resume=("$m" train "${ck[@]}" --steps 1 --resume)
 expect "forward on a good checkpoint" 0 ", loss " "${fwd[@]}" "$t/c4.st"
 ck_edit flip.st --unsealed @h.0.ln_1.weight
 expect "forward on a checkpoint with a flipped byte" 1 "flip.st: tensor 'h.0.ln_1.weight' does not match its checksum" \
     "${fwd[@]}" "$t/flip.st"
-expect "resume from it" 1 "flip.st: tensor 'h.0.ln_1.weight' does not match its checksum" "${resume[@]}" "$t/flip.st"
+expect "resume from a checkpoint with a flipped byte" 1 "flip.st: tensor 'h.0.ln_1.weight' does not match its checksum" "${resume[@]}" "$t/flip.st"
 ck_edit flipv.st --unsealed @adam.v.wte.weight
 expect "forward: a flipped byte in a moment it does not use" 1 "tensor 'adam.v.wte.weight' does not match its checksum" \
     "${fwd[@]}" "$t/flipv.st"
@@ -185,7 +186,7 @@ for k in [k for k in m if k.startswith("checksum.__metadata__.")]: del m[k]
 m["minidc.format"] = "checkpoint-1"; c.write(sys.argv[3], h, d)' "$here" "$t/c4.st" "$t/old.st"
 expect "resume from a checkpoint-1 file" 1 "old.st: a checkpoint-1 file: it predates the checksum of the checkpoint's metadata" \
     "${resume[@]}" "$t/old.st"
-expect "forward on it: accepted, with a warning" 0 "old.st is a checkpoint-1 file, older than the checksum" "${fwd[@]}" "$t/old.st"
+expect "forward on a checkpoint-1 file: accepted, with a warning" 0 "old.st is a checkpoint-1 file, older than the checksum" "${fwd[@]}" "$t/old.st"
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 expect "dp 2: every rank refuses the edited step" 1 "s9.st: adam_step 4 contradicts step 9" \
     "$MPIEXEC" -n 2 $m train "${ck[@]}" --dp 2 --steps 1 --resume "$t/s9.st"
