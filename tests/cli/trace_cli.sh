@@ -4,6 +4,8 @@
 # events, "M" names), one process per rank with a virtual-time and a wall-time track, kernels,
 # sends, receives and the collective calls on each, the kernels of a rank one after another in
 # virtual time; serially too; a bad destination refused before any step.
+# Each run is a scenario (tests/cli/scenario.sh): one result line, CASE reruns one alone.
+. "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
@@ -36,16 +38,26 @@ for r in range(ranks):
 print(f"{len(ev)} events, {ranks} rank(s)")
 PY
 }
-out=$("$MPIEXEC" -n 2 "$bin" train $model --dp 2 --experts 4 --ep 2 --trace "$tmp/t.json" 2>&1)
-if [ $? = 0 ] && [[ "$out" == *"trace: $tmp/t.json"* ]] && res=$(check "$tmp/t.json" 2 mdc_allreduce mdc_alltoall mdc_alltoallv 2>&1); then
-    echo "ok: --dp 2 --ep 2: $res, kernels, messages and collective calls per rank"
-else echo "FAIL: the 2-rank trace: $res"; echo "$out" | tail -2; fail=1; fi
-out=$("$bin" train $model --trace "$tmp/s.json" 2>&1)
-if [ $? = 0 ] && res=$(check "$tmp/s.json" 1 2>&1); then echo "ok: serial: $res"
-else echo "FAIL: the serial trace: $res"; fail=1; fi
+label="--dp 2 --ep 2: a trace of kernels, messages and collective calls per rank"
+if scenario "$label"; then
+    res=""
+    out=$("$MPIEXEC" -n 2 "$bin" train $model --dp 2 --experts 4 --ep 2 --trace "$tmp/t.json" 2>&1)
+    if [ $? = 0 ] && [[ "$out" == *"trace: $tmp/t.json"* ]] && res=$(check "$tmp/t.json" 2 mdc_allreduce mdc_alltoall mdc_alltoallv 2>&1); then
+        pass "$label"; echo "  $res"
+    else flunk "$label" "the 2-rank trace: ${res:-}"; echo "$out" | tail -2; fi
+fi
+label="serial: a trace of the kernels"
+if scenario "$label"; then
+    res=""
+    out=$("$bin" train $model --trace "$tmp/s.json" 2>&1)
+    if [ $? = 0 ] && res=$(check "$tmp/s.json" 1 2>&1); then pass "$label"; echo "  $res"
+    else flunk "$label" "the serial trace: ${res:-}"; fi
+fi
 # --timeline without a pipeline: an SVG with a row per rank and the last step's kernels and receives
-out=$("$MPIEXEC" -n 4 "$bin" train $model --dp 2 --tp 2 --experts 4 --ep 2 --timeline "$tmp/t.svg" 2>&1)
-if [ $? = 0 ] && /usr/bin/python3 - "$tmp/t.svg" <<'PY'
+label="--timeline without a pipeline: an SVG row per rank with its kernels and receives"
+if scenario "$label"; then
+    out=$("$MPIEXEC" -n 4 "$bin" train $model --dp 2 --tp 2 --experts 4 --ep 2 --timeline "$tmp/t.svg" 2>&1)
+    if [ $? = 0 ] && /usr/bin/python3 - "$tmp/t.svg" <<'PY'
 import sys, xml.dom.minidom
 d = xml.dom.minidom.parse(sys.argv[1])
 texts = [t.firstChild.data for t in d.getElementsByTagName("text") if t.firstChild]
@@ -53,10 +65,14 @@ fills = [r.getAttribute("fill") for r in d.getElementsByTagName("rect")]
 assert all(f"rank {r}" in texts for r in range(4)), "a row per rank"
 assert fills.count("#4c72b0") > 4 * 10 and fills.count("#c44e52") > 4, f"kernels {fills.count('#4c72b0')}, receives {fills.count('#c44e52')}"
 PY
-then echo "ok: --timeline without a pipeline: an SVG row per rank with its kernels and receives"
-else echo "FAIL: --timeline without a pipeline: $(echo "$out" | tail -1)"; fail=1; fi
-mkdir "$tmp/dir"
-out=$("$MPIEXEC" -n 2 "$bin" train $model --dp 2 --trace "$tmp/dir" 2>&1)
-if [ $? = 2 ] && [[ "$out" == *"--trace"* ]] && [[ "$out" != *"step "* ]]; then echo "ok: a directory as --trace refused before any step"
-else echo "FAIL: --trace to a directory: $(echo "$out" | tail -1)"; fail=1; fi
+    then pass "$label"
+    else flunk "$label" "$(echo "$out" | tail -1)"; fi
+fi
+label="a directory as --trace refused before any step"
+if scenario "$label"; then
+    mkdir "$tmp/dir"
+    out=$("$MPIEXEC" -n 2 "$bin" train $model --dp 2 --trace "$tmp/dir" 2>&1)
+    if [ $? = 2 ] && [[ "$out" == *"--trace"* ]] && [[ "$out" != *"step "* ]]; then pass "$label"
+    else flunk "$label" "--trace to a directory: $(echo "$out" | tail -1)"; fi
+fi
 exit $fail
