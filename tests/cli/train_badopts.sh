@@ -3,6 +3,9 @@
 # refused with the documented exit status (2 for a bad option, 1 for a bad file or a diverged
 # run) and a message naming the option or file; --report writes its file on every path; a
 # non-finite loss stops the run instead of printing `loss nan` and exiting 0.
+# Each value is a scenario (tests/cli/scenario.sh); the checkpoints and tokens they read are
+# always made.
+. "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 m=$BUILD/minidc
@@ -10,21 +13,27 @@ fail=0
 t=$(mktemp -d /tmp/minidc-badopts-XXXXXX)
 trap 'rm -rf "$t"' EXIT
 tiny="--vocab 65 --ctx 8 --layers 2 --heads 2 --channels 16 --batch 12 --quiet"
-expect() { # description, exit status, pattern, command... (output in $t/out)
+checked() { # description, exit status, pattern, command...: true when it exits so and says pattern (output in $t/out)
     local what=$1 want=$2 pat=$3; shift 3
     timeout -k 5 60 "$@" >"$t/out" 2>&1 </dev/null
     local rc=$?
     if [ $rc != "$want" ]; then
-        echo "FAIL: $what: exit $rc, expected $want"; sed 's/^/  | /' "$t/out" | tail -8; fail=1
+        flunk "$what" "exit $rc, expected $want"; sed 's/^/  | /' "$t/out" | tail -8; return 1
     elif ! grep -q -- "$pat" "$t/out"; then
-        echo "FAIL: $what: no '$pat' in:"; sed 's/^/  | /' "$t/out" | tail -8; fail=1
-    else echo "ok: $what: $(grep -m1 -- "$pat" "$t/out")"; fi
+        flunk "$what" "no '$pat' in:"; sed 's/^/  | /' "$t/out" | tail -8; return 1
+    fi
 }
-serial() { expect "$1" "$2" "$3" "$m" train $tiny --steps 1 "${@:4}"; }
-dp() { expect "dp: $1" "$2" "$3" "$MPIEXEC" -n 2 "$m" train $tiny --dp 2 --steps 1 "${@:4}"; }
+expect() { # description, exit status, pattern, command...: the scenario DESCRIPTION
+    scenario "$1" || return 0
+    checked "$@" && { pass "$1"; echo "  $(grep -m1 -- "$3" "$t/out")"; }
+}
+serial_cmd=("$m" train $tiny --steps 1)
+dp_cmd=("$MPIEXEC" -n 2 "$m" train $tiny --dp 2 --steps 1)
+serial() { expect "$1" "$2" "$3" "${serial_cmd[@]}" "${@:4}"; }
+dp() { expect "dp: $1" "$2" "$3" "${dp_cmd[@]}" "${@:4}"; }
 
 # checkpoints: a real one, then the same with its step (or a weight) changed
-"$m" train $tiny --steps 1 --save "$t/c1.st" >/dev/null 2>&1 || { echo "FAIL: saving a checkpoint"; exit 1; }
+"$m" train $tiny --steps 1 --save "$t/c1.st" >/dev/null 2>&1 || { flunk "setup: saving a checkpoint" "exit $?"; exit 1; }
 edit() { # src dst step nan(0|1): rewrites the safetensors header (and the first weight)
     /usr/bin/python3 - "$@" "$(dirname "$0")" <<'EOF'
 import json, struct, sys
@@ -45,7 +54,7 @@ open(dst, "wb").write(struct.pack("<Q", len(hj)) + hj + bytes(data))
 EOF
 }
 edit "$t/c1.st" "$t/big.st" 99999999999 0 && edit "$t/c1.st" "$t/s30.st" 1073741824 0 &&
-    edit "$t/c1.st" "$t/nan.st" 1 1 || { echo "FAIL: editing the checkpoint"; exit 1; }
+    edit "$t/c1.st" "$t/nan.st" 1 1 || { flunk "setup: editing the checkpoint" "python failed"; exit 1; }
 
 # ---- 1, 2: step and batch arithmetic in 64 bits --------------------------------------------
 dp "--accum 2^30 (dp x accum overflowed)" 2 "--accum 1073741824 = 2147483648:" --batch 4 --accum 1073741824
@@ -86,15 +95,21 @@ dp "--fail-at 1:7 (no step 7)" 2 "--fail-at 1:7: step 7 is not one of this run's
 # is finite, so accepted) stops the run on every rank, exit 1 --------------------------------
 serial "NaN weight in the checkpoint" 1 "tensor 'wte.weight': element 0 is nan" --steps 2 --resume "$t/nan.st"
 dp "NaN weight in the checkpoint" 1 "tensor 'wte.weight': element 0 is nan" --steps 2 --resume "$t/nan.st"
-serial "a diverging run (--lr 1e30)" 1 "step 2: the loss is -*nan (the model diverged" --steps 3 --lr 1e30
-grep -q "^step .* loss -*nan" "$t/out" && { echo "FAIL: serial: a nan loss line was printed"; fail=1; }
-dp "a diverging run (--lr 1e30)" 1 "rank 0: step 2: the loss is -*nan (the model diverged" --steps 3 --lr 1e30
-[ "$(grep -c "the loss is" "$t/out")" = 1 ] || { echo "FAIL: dp: the loss error must be printed once (rank 0)"; fail=1; }
+label="a diverging run (--lr 1e30): stopped, no nan loss line"
+if scenario "$label" && checked "$label" 1 "step 2: the loss is -*nan (the model diverged" "${serial_cmd[@]}" --steps 3 --lr 1e30; then
+    grep -q "^step .* loss -*nan" "$t/out" && flunk "$label" "serial: a nan loss line was printed" || pass "$label"
+fi
+label="dp: a diverging run (--lr 1e30): stopped, the error printed once (rank 0)"
+if scenario "$label" && checked "$label" 1 "rank 0: step 2: the loss is -*nan (the model diverged" "${dp_cmd[@]}" --steps 3 --lr 1e30; then
+    [ "$(grep -c "the loss is" "$t/out")" = 1 ] && pass "$label" || flunk "$label" "dp: the loss error must be printed once (rank 0)"
+fi
 
 # ---- 3: --report on serial train and forward ----------------------------------------------
-serial "--report (serial train)" 0 "^trained 1 step," --report "$t/train.json"
-grep -q '"format":.*"minidc-device-report-1"' "$t/train.json" 2>/dev/null ||
-    { echo "FAIL: serial train --report wrote no JSON report"; fail=1; }
+label="--report (serial train): the JSON report written"
+if scenario "$label" && checked "$label" 0 "^trained 1 step," "${serial_cmd[@]}" --report "$t/train.json"; then
+    grep -q '"format":.*"minidc-device-report-1"' "$t/train.json" 2>/dev/null && pass "$label" ||
+        flunk "$label" "serial train --report wrote no JSON report"
+fi
 serial "--report to an unwritable path (refused before the first step)" 2 "--report $t/no/such/dir/r.json: the directory $t/no/such/dir does not exist" \
     --report "$t/no/such/dir/r.json"
 
@@ -109,16 +124,18 @@ def npy(path, rows):
 npy(sys.argv[1] + "/x.npy", [[1, 2, 3, 4], [5, 6, 7, 8]])
 npy(sys.argv[1] + "/y.npy", [[2, 3, 4, 5], [6, 7, 8, 9]])
 EOF
-fwd() { expect "forward: $1" "$2" "$3" "$m" forward --weights "$t/c1.st" --tokens "$t/x.npy" --targets "$t/y.npy" \
-    --dump "$t/d.st" --steps 1 "${@:4}"; }
+fwd_cmd=("$m" forward --weights "$t/c1.st" --tokens "$t/x.npy" --targets "$t/y.npy" --dump "$t/d.st" --steps 1)
+fwd() { expect "forward: $1" "$2" "$3" "${fwd_cmd[@]}" "${@:4}"; }
 fwd "--lr -1" 2 "--lr -1: the learning rate must be" --lr -1
 fwd "--beta1 2" 2 "--beta1 2 must be in \[0, 1)" --beta1 2
 fwd "--beta2 1" 2 "--beta2 1 must be in \[0, 1)" --beta2 1
 fwd "--eps -1" 2 "--eps -1 must be a finite number > 0" --eps -1
 fwd "--grad-clip nan" 2 "--grad-clip nan must be" --grad-clip nan
-fwd "--report" 0 "after 1 AdamW steps" --report "$t/fwd.json"
-grep -q '"format":.*"minidc-device-report-1"' "$t/fwd.json" 2>/dev/null ||
-    { echo "FAIL: forward --report wrote no JSON report"; fail=1; }
+label="forward: --report: the JSON report written"
+if scenario "$label" && checked "$label" 0 "after 1 AdamW steps" "${fwd_cmd[@]}" --report "$t/fwd.json"; then
+    grep -q '"format":.*"minidc-device-report-1"' "$t/fwd.json" 2>/dev/null && pass "$label" ||
+        flunk "$label" "forward --report wrote no JSON report"
+fi
 fwd "--report to an unwritable path (refused before any work)" 2 "--report $t/no/such/dir/f.json: the directory $t/no/such/dir does not exist" \
     --report "$t/no/such/dir/f.json"
 
@@ -129,8 +146,10 @@ fwd "--lr 1e-60" 2 "--lr 1e-60 is not representable as a float" --lr 1e-60
 # a huge block is refused with the largest that fits (no count-down from 2^31)
 serial "--exact-block 2147483647" 2 "--exact-block 2147483647 does not divide the 8 positions.*use --exact-block 8" \
     --exact-block 2147483647
-serial "--steps 0: nothing trained, no loss" 0 "^trained 0 steps (--steps 0): no loss computed" --steps 0
-grep -q "final loss" "$t/out" && { echo "FAIL: --steps 0 printed a final loss"; fail=1; }
+label="--steps 0: nothing trained, no loss"
+if scenario "$label" && checked "$label" 0 "^trained 0 steps (--steps 0): no loss computed" "${serial_cmd[@]}" --steps 0; then
+    grep -q "final loss" "$t/out" && flunk "$label" "--steps 0 printed a final loss" || pass "$label"
+fi
 # the test-only environment: a value that cannot act is said
 expect "MINIDC_FAULT_CORRUPT=x" 0 "MINIDC_FAULT_CORRUPT='x' is not RANK:N" env MINIDC_FAULT_CORRUPT=x "$m" train $tiny --steps 1
 expect "MINIDC_FAULT_CORRUPT=9:1 on 2 ranks" 0 "rank 9 is not in the job (ranks 0..1)" env MINIDC_FAULT_CORRUPT=9:1 \
