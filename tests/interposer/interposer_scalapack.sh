@@ -8,7 +8,10 @@
 # minidc must really have run BLACS's MPI_Bcast (derived datatypes, packed), MPI_Allreduce,
 # MPI_Reduce and MPI_Barrier (its amax/amin user ops, and its sums over derived datatypes, go
 # to MPICH).
+# Each verdict is a scenario (tests/cli/scenario.sh); a tester runs when one of the scenarios
+# reading its logs is selected.
 set -u
+. "$(dirname "$0")/../cli/scenario.sh"
 dir=/usr/lib/x86_64-linux-gnu/scalapack/mpich-tests
 [ -x "$dir/xCbtest" ] || { echo "skip: no ScaLAPACK tests (apt-get install scalapack-mpi-test)"; exit 77; }
 . tests/interposer/interposer_env.sh
@@ -119,7 +122,7 @@ run() {
     # BLACS's last auxiliary test calls BLACS_ABORT on purpose: that exit status is expected.
     local t0=$SECONDS; timeout 240 "$MPIEXEC" -n 4 "${env[@]}" "$dir/$prog" >"$prog.$tag.log" 2>&1 </dev/null
     local rc=$?; echo "  $prog ($tag): $((SECONDS - t0)) s"
-    [ $rc = 124 ] && { echo "$prog ($tag): timed out"; fail=1; }
+    [ $rc = 124 ] && flunk "$prog ($tag)" "timed out"
     return 0
 }
 
@@ -128,24 +131,36 @@ run() {
 # PASSED when it needed BLACS's repeatable mode: both are passes.
 verdicts() { grep -E "PASSED|FAILED|SKIPPED|TESTS:" "$1" | grep -v "REPEATABLE SUM"; }
 
-run xCbtest mpich
-run xCbtest minidc
-n=$(verdicts xCbtest.minidc.log | wc -l)
-if [ "$n" -lt 20 ]; then
-    echo "BLACS tester with the interposer: only $n verdict lines:"; tail -n 20 xCbtest.minidc.log; fail=1
-elif ! diff <(verdicts xCbtest.mpich.log) <(verdicts xCbtest.minidc.log) >diff.txt; then
-    echo "BLACS tester: verdicts differ (< MPICH, > minidc):"; head -n 20 diff.txt; fail=1
-elif verdicts xCbtest.minidc.log | grep -qE "^ *FAILED|[1-9][0-9]* FAILED"; then
-    echo "BLACS tester: failures:"; verdicts xCbtest.minidc.log | grep -E "^ *FAILED|[1-9][0-9]* FAILED" | head; fail=1
-else
-    echo "BLACS tester: $n verdicts, identical with and without the interposer, none failed"
+verdict="BLACS tester: the same verdicts with and without the interposer, none failed"
+ran=()
+for f in MPI_Bcast MPI_Allreduce MPI_Reduce MPI_Barrier; do ran+=("BLACS tester: minidc ran $f"); done
+want_blacs=0
+for label in "$verdict" "${ran[@]}"; do scenario "$label" && want_blacs=1; done
+if [ $want_blacs = 1 ]; then
+    scenario "$verdict" && run xCbtest mpich
+    run xCbtest minidc
 fi
-for f in MPI_Bcast MPI_Allreduce MPI_Reduce MPI_Barrier; do
-    grep -q "rank 0: $f runs on minidc" xCbtest.minidc.log ||
-        { echo "BLACS tester: minidc did not run $f"; fail=1; }
+if scenario "$verdict"; then
+    n=$(verdicts xCbtest.minidc.log | wc -l)
+    if [ "$n" -lt 20 ]; then
+        flunk "$verdict" "with the interposer: only $n verdict lines:"; tail -n 20 xCbtest.minidc.log
+    elif ! diff <(verdicts xCbtest.mpich.log) <(verdicts xCbtest.minidc.log) >diff.txt; then
+        flunk "$verdict" "verdicts differ (< MPICH, > minidc):"; head -n 20 diff.txt
+    elif verdicts xCbtest.minidc.log | grep -qE "^ *FAILED|[1-9][0-9]* FAILED"; then
+        flunk "$verdict" "failures:"; verdicts xCbtest.minidc.log | grep -E "^ *FAILED|[1-9][0-9]* FAILED" | head
+    else
+        pass "$verdict"; echo "  $n verdicts"
+    fi
+fi
+for label in "${ran[@]}"; do
+    scenario "$label" || continue
+    f=${label##* }
+    grep -q "rank 0: $f runs on minidc" xCbtest.minidc.log && pass "$label" || flunk "$label" "minidc did not run $f"
 done
 
 for prog in xdlu xzlu xdqr xcqr; do
+    label="$prog: systems solved and checked, the same with and without the interposer"
+    scenario "$label" || continue
     run $prog mpich
     run $prog minidc
     for tag in mpich minidc; do
@@ -155,12 +170,10 @@ for prog in xdlu xzlu xdqr xcqr; do
     done
     if [ "$minidc_passed" = none ] || [ "$minidc_failed" != 0 ] || [ "$minidc_passed" = 0 ] ||
        [ "$minidc_passed" != "$mpich_passed" ] || [ "$mpich_failed" != 0 ]; then
-        echo "$prog: passed $mpich_passed, failed $mpich_failed without the interposer;" \
-             "passed $minidc_passed, failed $minidc_failed with it:"
-        tail -n 15 $prog.minidc.log; fail=1
+        flunk "$label" "passed $mpich_passed, failed $mpich_failed without the interposer; passed $minidc_passed, failed $minidc_failed with it:"
+        tail -n 15 $prog.minidc.log
     else
-        echo "$prog: $minidc_passed systems solved and checked, the same with and without the interposer"
+        pass "$label"; echo "  $minidc_passed systems"
     fi
 done
-[ $fail = 0 ] && echo "interposer under ScaLAPACK: ok"
 exit $fail
