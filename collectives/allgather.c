@@ -2,8 +2,8 @@
  * equal-block form runs the per-rank-count algorithms with counts[i] = count, packed. */
 #include "coll_registry.h"
 
-static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const size_t *counts,
-                      const size_t *displs, mdc_dtype t, mdc_group *g) {
+static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
+                      mdc_dtype t, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t total = 0, ext = 0;
     mdc_status st;
@@ -24,8 +24,8 @@ static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const s
     return mdc_i_after(g, a->run.allgather(sendbuf, recvbuf, counts, displs, t, g));
 }
 
-mdc_status mdc_allgatherv(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
-                          mdc_dtype t, mdc_group *g) {
+mdc_status mdc_allgatherv(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t,
+                          mdc_group *g) {
     const char *w = "mdc_allgatherv";
     mdc_status st;
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||

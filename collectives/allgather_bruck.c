@@ -10,8 +10,8 @@
  *   the rotated scratch and of every block out of it. */
 #include "schedule_build.h"
 
-mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t *counts,
-                               const size_t *displs, mdc_dtype t, mdc_group *g) {
+mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
+                               mdc_dtype t, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t);
     size_t *pos = malloc(sizeof(size_t) * (size_t)(2 * p + 1));
@@ -36,8 +36,8 @@ mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t 
     if (pos[1]) memcpy(rb, mine, pos[1]);
     for (int d = 1; d < p && !st; d <<= 1) {
         int cnt = d < p - d ? d : p - d;
-        st = mdc_i_xchg(g, rb, pos[cnt], mdc_i_mod(me - d, p), rb + pos[d], pos[d + cnt] - pos[d],
-                        (me + d) % p, MDC_I_TAG(MDC_COLL_ALLGATHER, 16));
+        st = mdc_i_xchg(g, rb, pos[cnt], mdc_i_mod(me - d, p), rb + pos[d], pos[d + cnt] - pos[d], (me + d) % p,
+                        MDC_I_TAG(MDC_COLL_ALLGATHER, 16));
     }
     if (!st)
         for (int j = 0; j < p; j++) {
@@ -70,7 +70,8 @@ static mdc_status schedule(mdc_schedule *s) {
                                       mdc_i_sched_blocks_text(txt, sizeof txt, r, (r + cnt - 1) % p)));
         }
     }
-    snprintf(s->note, sizeof s->note, "rank r holds blocks in rotated order r, r+1, ... and "
+    snprintf(s->note, sizeof s->note,
+             "rank r holds blocks in rotated order r, r+1, ... and "
              "un-rotates them at the end");
     return MDC_OK;
 }
@@ -81,8 +82,7 @@ static double cost(const mdc_i_cost_in *x) {
 }
 
 const mdc_i_algo mdc_i_algo_allgather_bruck = {
-    .info = {"bruck", "mdc_allgather_bruck",
-             "ceil(lg p) steps at distance 2^k on a rotated buffer",
+    .info = {"bruck", "mdc_allgather_bruck", "ceil(lg p) steps at distance 2^k on a rotated buffer",
              "lg p a + (p-1)/p n b + (p+1)/p n c"},
     .coll = MDC_COLL_ALLGATHER,
     .cost = cost,

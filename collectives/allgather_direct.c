@@ -13,8 +13,8 @@
  * Cost: (p-1) alpha + (p-1)/p n beta (every message pays its own alpha on a single port). */
 #include "schedule_build.h"
 
-mdc_status mdc_allgather_direct(const void *sendbuf, void *recvbuf, const size_t *counts,
-                                const size_t *displs, mdc_dtype t, mdc_group *g) {
+mdc_status mdc_allgather_direct(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
+                                mdc_dtype t, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), tag = MDC_I_TAG(MDC_COLL_ALLGATHER, 3);
     size_t esz = mdc_dtype_size(t);
     size_t *off = malloc(sizeof(size_t) * (size_t)p);
@@ -71,13 +71,10 @@ static mdc_status schedule(mdc_schedule *s) {
     return MDC_OK;
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return (x->P - 1) * x->a + x->f * x->n * x->b;
-}
+static double cost(const mdc_i_cost_in *x) { return (x->P - 1) * x->a + x->f * x->n * x->b; }
 
 const mdc_i_algo mdc_i_algo_allgather_direct = {
-    .info = {"direct", "mdc_allgather_direct",
-             "one step: every rank sends its block to every other rank at once",
+    .info = {"direct", "mdc_allgather_direct", "one step: every rank sends its block to every other rank at once",
              "(p-1) a + (p-1)/p n b"},
     .coll = MDC_COLL_ALLGATHER,
     /* The model cannot tell it from the others (every rank receives the same bytes), but its

@@ -16,8 +16,8 @@ mdc_status mdc_i_doubling_ag(mdc_group *g, int rem, int p2, int nr, void *buf, c
     for (int mask = 1; mask < p2; mask <<= 1) {
         int pnr = nr ^ mask, peer = mdc_i_oldrank(pnr, rem);
         int mylo = nr & ~(mask - 1), plo = pnr & ~(mask - 1);
-        mdc_status st = mdc_i_xchg(g, b + bnd[mylo], bnd[mylo + mask] - bnd[mylo], peer,
-                                   b + bnd[plo], bnd[plo + mask] - bnd[plo], peer, tag);
+        mdc_status st = mdc_i_xchg(g, b + bnd[mylo], bnd[mylo + mask] - bnd[mylo], peer, b + bnd[plo],
+                                   bnd[plo + mask] - bnd[plo], peer, tag);
         if (st) return st;
     }
     return MDC_OK;
@@ -44,8 +44,7 @@ mdc_status mdc_allgather_recursive_doubling(const void *sendbuf, void *recvbuf, 
     const char *mine = inplace ? (char *)recvbuf + (displs ? displs[me] : off[me] / esz) * esz : sendbuf;
     char *pk = recvbuf;
     mdc_status st = MDC_OK;
-    if (!packed && (st = mdc_i_alloc((void **)&pk, total * esz, "allgather recursive doubling")))
-        goto done;
+    if (!packed && (st = mdc_i_alloc((void **)&pk, total * esz, "allgather recursive doubling"))) goto done;
     if (mine != pk + off[me] && counts[me]) memmove(pk + off[me], mine, counts[me] * esz);
     if (me < 2 * rem && me % 2 == 0) {
         st = mdc_send(pk + off[me], counts[me] * esz, me + 1, tag, g);
@@ -76,8 +75,7 @@ static mdc_status schedule(mdc_schedule *s) {
     if (rem)
         mdc_i_sched_formula(s, (double)(p2 - 1 + f) / p * (double)(total * esz) + (double)(total * esz),
                             "(p2-1+f)/p n + n  (p2 = %d, f = %d folded blocks, unfold; equal blocks)", p2, f);
-    else
-        mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
+    else mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
     size_t *off;
     MDC_I_TRY(mdc_i_sched_offsets(s, esz, p2 + 1, &off));
     size_t *bnd = off + p;
@@ -109,8 +107,7 @@ static double cost(const mdc_i_cost_in *x) {
 
 const mdc_i_algo mdc_i_algo_allgather_recursive_doubling = {
     .info = {"recursive_doubling", "mdc_allgather_recursive_doubling",
-             "lg p exchanges with rank XOR 2^k, doubling the range (fold for p != 2^k)",
-             "lg p a + (p-1)/p n b"},
+             "lg p exchanges with rank XOR 2^k, doubling the range (fold for p != 2^k)", "lg p a + (p-1)/p n b"},
     .coll = MDC_COLL_ALLGATHER,
     .cost = cost,
     .schedule = schedule,

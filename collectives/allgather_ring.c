@@ -9,8 +9,8 @@
  * Cost: (p-1) alpha + (p-1)/p n beta, n = the full output. */
 #include "schedule_build.h"
 
-mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf,
-                         const size_t *off, const size_t *len, const void *own, int tag) {
+mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf, const size_t *off, const size_t *len,
+                         const void *own, int tag) {
     char *b = buf;
     if (n == 1) {
         if (own && len[pos] && own != b + off[pos]) memmove(b + off[pos], own, len[pos]);
@@ -21,15 +21,15 @@ mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf
         int sb = mdc_i_mod(pos - step, n), rb = mdc_i_mod(pos - step - 1, n);
         int first = step == 0 && own; /* sb == pos: the own block, sent from `own` */
         const void *from = first ? own : b + off[sb];
-        mdc_status st = mdc_i_xchg_copy(g, from, len[sb], next, b + off[rb], len[rb], prev, tag,
-                                        b + off[pos], from, first ? len[pos] : 0);
+        mdc_status st = mdc_i_xchg_copy(g, from, len[sb], next, b + off[rb], len[rb], prev, tag, b + off[pos], from,
+                                        first ? len[pos] : 0);
         if (st) return st;
     }
     return MDC_OK;
 }
 
-mdc_status mdc_allgather_ring(const void *sendbuf, void *recvbuf, const size_t *counts,
-                              const size_t *displs, mdc_dtype t, mdc_group *g) {
+mdc_status mdc_allgather_ring(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
+                              mdc_dtype t, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t);
     size_t *off = malloc(2 * sizeof(size_t) * (size_t)p);
@@ -61,13 +61,10 @@ static mdc_status schedule(mdc_schedule *s) {
     return st;
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return (x->P - 1) * x->a + x->f * x->n * x->b;
-}
+static double cost(const mdc_i_cost_in *x) { return (x->P - 1) * x->a + x->f * x->n * x->b; }
 
 const mdc_i_algo mdc_i_algo_allgather_ring = {
-    .info = {"ring", "mdc_allgather_ring",
-             "p-1 steps around the ring, blocks received in place",
+    .info = {"ring", "mdc_allgather_ring", "p-1 steps around the ring, blocks received in place",
              "(p-1) a + (p-1)/p n b"},
     .coll = MDC_COLL_ALLGATHER,
     .cost = cost,

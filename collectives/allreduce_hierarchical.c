@@ -40,8 +40,8 @@ int mdc_i_node_layout(const mdc_group *g, int *per_node, int *node_of) {
     return per < 0 ? -1 : nodes;
 }
 
-mdc_status mdc_allreduce_hierarchical(const void *sendbuf, void *recvbuf, size_t count,
-                                      mdc_dtype t, mdc_op op, mdc_group *g) {
+mdc_status mdc_allreduce_hierarchical(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
+                                      mdc_group *g) {
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t);
@@ -107,8 +107,12 @@ static mdc_status schedule(mdc_schedule *s) {
     size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
     if (N <= 1 || G <= 1 || p % G || !s->count) {
         mdc_status st = mdc_i_algo_allreduce_ring.schedule(s);
-        snprintf(s->note, sizeof s->note, "%s: runs the ring (needs several nodes of equal size, "
-                 "more than one rank each)", N <= 1 ? "one node" : G <= 1 ? "one rank per node" : "unequal nodes");
+        snprintf(s->note, sizeof s->note,
+                 "%s: runs the ring (needs several nodes of equal size, "
+                 "more than one rank each)",
+                 N <= 1   ? "one node"
+                 : G <= 1 ? "one rank per node"
+                          : "unequal nodes");
         return st;
     }
     mdc_i_sched_formula(s, 2.0 * (G - 1) / G * (double)n + 2.0 * (N - 1) / ((double)N * G) * (double)n,
@@ -150,8 +154,10 @@ static mdc_status schedule(mdc_schedule *s) {
         for (int i = 0; i < G; i++) mem[i] = k * G + i;
         st = mdc_i_sched_ring_ag(s, &step, mem, G, off, len, 1, "inside nodes: ", "block");
     }
-    snprintf(s->note, sizeof s->note, "%d nodes of %d ranks (ranks r / %d share a node); block i of "
-             "the %d balanced blocks is reduced across nodes by the ranks with local index i", N, G, G, G);
+    snprintf(s->note, sizeof s->note,
+             "%d nodes of %d ranks (ranks r / %d share a node); block i of "
+             "the %d balanced blocks is reduced across nodes by the ranks with local index i",
+             N, G, G, G);
     free(off);
     free(mem);
     return st;

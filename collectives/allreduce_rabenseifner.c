@@ -12,8 +12,8 @@
  *   2 (alpha + n beta) + n gamma. */
 #include "schedule_build.h"
 
-mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t count,
-                                      mdc_dtype t, mdc_op op, mdc_group *g) {
+mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
+                                      mdc_group *g) {
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t), bytes = count * esz;

@@ -9,8 +9,8 @@
  * Cost: lg p (alpha + n beta + n gamma); a non-power of two adds 2 (alpha + n beta) + n gamma. */
 #include "schedule_build.h"
 
-mdc_status mdc_allreduce_recursive_doubling(const void *sendbuf, void *recvbuf, size_t count,
-                                            mdc_dtype t, mdc_op op, mdc_group *g) {
+mdc_status mdc_allreduce_recursive_doubling(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
+                                            mdc_group *g) {
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t), bytes = count * esz;
@@ -36,10 +36,8 @@ mdc_status mdc_allreduce_recursive_doubling(const void *sendbuf, void *recvbuf, 
         int pnr = nr ^ mask, peer = mdc_i_oldrank(pnr, rem);
         st = mdc_i_xchg(g, recvbuf, bytes, peer, tmp, bytes, peer, tag + 1);
         if (st) break;
-        if (nr < pnr)
-            mdc_i_reduce(g, recvbuf, recvbuf, tmp, count, t, op);
-        else
-            mdc_i_reduce(g, recvbuf, tmp, recvbuf, count, t, op);
+        if (nr < pnr) mdc_i_reduce(g, recvbuf, recvbuf, tmp, count, t, op);
+        else mdc_i_reduce(g, recvbuf, tmp, recvbuf, count, t, op);
     }
     if (!st && me < 2 * rem) st = mdc_send(recvbuf, bytes, me - 1, tag + 2, g);
 done:
@@ -80,8 +78,7 @@ static double cost(const mdc_i_cost_in *x) {
 
 const mdc_i_algo mdc_i_algo_allreduce_recursive_doubling = {
     .info = {"recursive_doubling", "mdc_allreduce_recursive_doubling",
-             "lg p exchanges of the whole vector with rank XOR 2^k (fold for p != 2^k)",
-             "lg p (a + n b + n g)"},
+             "lg p exchanges of the whole vector with rank XOR 2^k (fold for p != 2^k)", "lg p (a + n b + n g)"},
     .coll = MDC_COLL_ALLREDUCE,
     .cost = cost,
     .schedule = schedule,

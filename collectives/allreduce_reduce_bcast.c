@@ -8,13 +8,12 @@
  * Cost: 2 lg p (alpha + n beta) + lg p n gamma. */
 #include "schedule_build.h"
 
-mdc_status mdc_allreduce_reduce_bcast(const void *sendbuf, void *recvbuf, size_t count,
-                                      mdc_dtype t, mdc_op op, mdc_group *g) {
+mdc_status mdc_allreduce_reduce_bcast(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
+                                      mdc_group *g) {
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g);
     if (count == 0) return MDC_OK;
-    mdc_status st = mdc_i_binomial_reduce(g, 0, sendbuf, recvbuf, count, t, op,
-                                          MDC_I_TAG(MDC_COLL_ALLREDUCE, 24));
+    mdc_status st = mdc_i_binomial_reduce(g, 0, sendbuf, recvbuf, count, t, op, MDC_I_TAG(MDC_COLL_ALLREDUCE, 24));
     if (!st) st = mdc_bcast_binomial(recvbuf, count, t, 0, g);
     if (!st) mdc_reduce_finish(recvbuf, count, t, op, p);
     return st;
@@ -32,13 +31,10 @@ static mdc_status schedule(mdc_schedule *s) {
     return MDC_OK;
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return 2 * x->lg * (x->a + x->n * x->b) + x->lg * x->n * x->g;
-}
+static double cost(const mdc_i_cost_in *x) { return 2 * x->lg * (x->a + x->n * x->b) + x->lg * x->n * x->g; }
 
 const mdc_i_algo mdc_i_algo_allreduce_reduce_bcast = {
-    .info = {"reduce_bcast", "mdc_allreduce_reduce_bcast",
-             "binomial reduce to rank 0 + binomial broadcast",
+    .info = {"reduce_bcast", "mdc_allreduce_reduce_bcast", "binomial reduce to rank 0 + binomial broadcast",
              "2 lg p (a + n b) + lg p n g"},
     .coll = MDC_COLL_ALLREDUCE,
     .cost = cost,

@@ -18,8 +18,7 @@ size_t mdc_allreduce_ring_loops(size_t count, int p, size_t chunk_elems) {
     return (count + per - 1) / per;
 }
 
-void mdc_allreduce_ring_chunk(size_t count, int p, size_t chunk_elems, size_t loop, int c,
-                              size_t *off, size_t *len) {
+void mdc_allreduce_ring_chunk(size_t count, int p, size_t chunk_elems, size_t loop, int c, size_t *off, size_t *len) {
     size_t base = chunk_elems ? loop * (size_t)p * chunk_elems : 0;
     size_t rem = count > base ? count - base : 0;
     size_t q = (rem + (size_t)p - 1) / (size_t)p;
@@ -31,8 +30,7 @@ void mdc_allreduce_ring_chunk(size_t count, int p, size_t chunk_elems, size_t lo
     *len = hi - lo;
 }
 
-mdc_status mdc_allreduce_ring(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
-                              mdc_op op, mdc_group *g) {
+mdc_status mdc_allreduce_ring(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g) {
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t);
@@ -50,8 +48,8 @@ mdc_status mdc_allreduce_ring(const void *sendbuf, void *recvbuf, size_t count, 
             lenb[c] = len[c] * esz;
         }
         /* Partials go straight into recvbuf; the allgather then overwrites every chunk. */
-        st = mdc_i_ring_rs(g, NULL, p, me, sendbuf, recvbuf, (char *)recvbuf + offb[me], off, len,
-                           t, op, MDC_I_TAG(MDC_COLL_ALLREDUCE, 0));
+        st = mdc_i_ring_rs(g, NULL, p, me, sendbuf, recvbuf, (char *)recvbuf + offb[me], off, len, t, op,
+                           MDC_I_TAG(MDC_COLL_ALLREDUCE, 0));
         if (!st) st = mdc_i_ring_ag(g, NULL, p, me, recvbuf, offb, lenb, NULL, MDC_I_TAG(MDC_COLL_ALLREDUCE, 1));
     }
     if (!st) mdc_reduce_finish(recvbuf, count, t, op, p);
@@ -82,10 +80,13 @@ static mdc_status schedule(mdc_schedule *s) {
     }
     free(off);
     if (loops > 1)
-        snprintf(s->note, sizeof s->note, "ring chunk %zu elements: %zu loops of up to p x chunk "
-                 "elements, each a reduce-scatter and an allgather", chunk, loops);
+        snprintf(s->note, sizeof s->note,
+                 "ring chunk %zu elements: %zu loops of up to p x chunk "
+                 "elements, each a reduce-scatter and an allgather",
+                 chunk, loops);
     else
-        snprintf(s->note, sizeof s->note, "chunks: p balanced pieces of ceil(count/p) elements "
+        snprintf(s->note, sizeof s->note,
+                 "chunks: p balanced pieces of ceil(count/p) elements "
                  "(the last ones shorter or empty)");
     return st;
 }

@@ -17,9 +17,8 @@ mdc_status mdc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mdc_dt
     return mdc_i_after(g, a->run.alltoall(sendbuf, recvbuf, count, t, g));
 }
 
-mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
-                         void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
-                         mdc_dtype t, mdc_group *g) {
+mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                         const size_t *recvcounts, const size_t *rdispls, mdc_dtype t, mdc_group *g) {
     const char *w = "mdc_alltoallv";
     mdc_status st;
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, -1)) ||

@@ -10,8 +10,7 @@
  * Cost: lg p a + n/2 lg p b + (2 + lg p) n c, n = one rank's send buffer (the rotations and packing copy). */
 #include "schedule_build.h"
 
-mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
-                              mdc_group *g) {
+mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t bs = count * mdc_dtype_size(t);
     if (bs == 0) return MDC_OK;
@@ -66,7 +65,8 @@ static mdc_status schedule(mdc_schedule *s) {
             MDC_I_TRY(mdc_i_sched_add(s, k, r, (r + d) % p, (size_t)nb * bs, MDC_SCHED_STORE, 0, 0, "%s", txt));
         }
     }
-    snprintf(s->note, sizeof s->note, "rank r rotates its send blocks: position j holds the block "
+    snprintf(s->note, sizeof s->note,
+             "rank r rotates its send blocks: position j holds the block "
              "for rank r + j; after the last step position j holds what rank r - j sent");
     return MDC_OK;
 }
@@ -77,8 +77,7 @@ static double cost(const mdc_i_cost_in *x) {
 }
 
 const mdc_i_algo mdc_i_algo_alltoall_bruck = {
-    .info = {"bruck", "mdc_alltoall_bruck",
-             "ceil(lg p) steps at distance 2^k, packed blocks",
+    .info = {"bruck", "mdc_alltoall_bruck", "ceil(lg p) steps at distance 2^k, packed blocks",
              "lg p a + n/2 lg p b + (2 + lg p) n c"},
     .coll = MDC_COLL_ALLTOALL,
     .cost = cost,

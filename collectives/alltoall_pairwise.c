@@ -10,8 +10,7 @@
  * Cost: (p-1) a + (p-1)/p n b + n/p c, n = one rank's send buffer (p blocks; its own block is copied). */
 #include "schedule_build.h"
 
-mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
-                                 mdc_group *g) {
+mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t bs = count * mdc_dtype_size(t);
     if (bs == 0) return MDC_OK;
@@ -33,8 +32,8 @@ mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t coun
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
         const char *sb = inplace ? tmp + (size_t)(dst - (dst > me)) * bs : src + (size_t)dst * bs;
-        st = mdc_i_xchg_copy(g, sb, bs, dst, out + (size_t)from * bs, bs, from, MDC_I_TAG(MDC_COLL_ALLTOALL, 0),
-                             mine, inplace ? mine : src + (size_t)me * bs, s == 1 && !inplace ? bs : 0);
+        st = mdc_i_xchg_copy(g, sb, bs, dst, out + (size_t)from * bs, bs, from, MDC_I_TAG(MDC_COLL_ALLTOALL, 0), mine,
+                             inplace ? mine : src + (size_t)me * bs, s == 1 && !inplace ? bs : 0);
     }
     mdc_i_free(tmp);
     return st;
@@ -66,8 +65,7 @@ double mdc_i_alltoall_pairwise_cost(const mdc_i_cost_in *x) {
 }
 
 const mdc_i_algo mdc_i_algo_alltoall_pairwise = {
-    .info = {"pairwise", "mdc_alltoall_pairwise",
-             "p-1 steps: send to r+s, receive from r-s",
+    .info = {"pairwise", "mdc_alltoall_pairwise", "p-1 steps: send to r+s, receive from r-s",
              "(p-1) a + (p-1)/p n b + n/p c"},
     .coll = MDC_COLL_ALLTOALL,
     .cost = mdc_i_alltoall_pairwise_cost,

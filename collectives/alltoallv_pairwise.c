@@ -12,9 +12,8 @@
  * Cost: (p-1) a + (p-1)/p n b + n/p c, n = one rank's send buffer (the pairwise alltoall's). */
 #include "schedule_build.h"
 
-mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
-                                  void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
-                                  mdc_dtype t, mdc_group *g) {
+mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                                  const size_t *recvcounts, const size_t *rdispls, mdc_dtype t, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t);
     char *tmp = NULL, *out = recvbuf;
@@ -64,8 +63,7 @@ mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts,
 /* The messages per step and the cost are the all-to-all's (alltoall_pairwise.c): counts[i] is
  * what every rank sends to rank i. */
 const mdc_i_algo mdc_i_algo_alltoallv_pairwise = {
-    .info = {"pairwise", "mdc_alltoallv_pairwise",
-             "p-1 steps: send to r+s, receive from r-s",
+    .info = {"pairwise", "mdc_alltoallv_pairwise", "p-1 steps: send to r+s, receive from r-s",
              "(p-1) a + (p-1)/p n b + n/p c"},
     .coll = MDC_COLL_ALLTOALLV,
     .cost = mdc_i_alltoall_pairwise_cost,

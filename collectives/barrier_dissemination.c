@@ -13,8 +13,8 @@ mdc_status mdc_barrier_dissemination(mdc_group *g) {
     char s = 0, r = 0;
     int k = 0;
     for (int d = 1; d < p; d <<= 1, k++) {
-        mdc_status st = mdc_sendrecv(&s, 0, (me + d) % p, &r, 0, mdc_i_mod(me - d, p),
-                                     MDC_I_TAG(MDC_COLL_BARRIER, k), g);
+        mdc_status st = mdc_sendrecv(&s, 0, (me + d) % p, &r, 0, mdc_i_mod(me - d, p), MDC_I_TAG(MDC_COLL_BARRIER, k),
+                                     g);
         if (st) return st;
     }
     return MDC_OK;
@@ -32,14 +32,10 @@ static mdc_status schedule(mdc_schedule *s) {
     return MDC_OK;
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return x->lg * x->a;
-}
+static double cost(const mdc_i_cost_in *x) { return x->lg * x->a; }
 
 const mdc_i_algo mdc_i_algo_barrier_dissemination = {
-    .info = {"dissemination", "mdc_barrier_dissemination",
-             "ceil(lg p) rounds: signal r+2^k, wait for r-2^k",
-             "lg p a"},
+    .info = {"dissemination", "mdc_barrier_dissemination", "ceil(lg p) rounds: signal r+2^k, wait for r-2^k", "lg p a"},
     .coll = MDC_COLL_BARRIER,
     .cost = cost,
     .schedule = schedule,

@@ -44,14 +44,10 @@ static mdc_status schedule(mdc_schedule *s) {
     return mdc_i_sched_binomial_bcast(s, &step, s->root, n, 0, "");
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return x->lg * (x->a + x->n * x->b);
-}
+static double cost(const mdc_i_cost_in *x) { return x->lg * (x->a + x->n * x->b); }
 
 const mdc_i_algo mdc_i_algo_bcast_binomial = {
-    .info = {"binomial", "mdc_bcast_binomial",
-             "binomial tree from the root, whole buffer per step",
-             "lg p (a + n b)"},
+    .info = {"binomial", "mdc_bcast_binomial", "binomial tree from the root, whole buffer per step", "lg p (a + n b)"},
     .coll = MDC_COLL_BCAST,
     .cost = cost,
     .schedule = schedule,

@@ -37,7 +37,7 @@ mdc_status mdc_bcast_pipeline(void *buf, size_t count, mdc_dtype t, int root, md
     char *b = buf;
     mdc_status st = MDC_OK;
     size_t posted = 0;
-#define CHUNK_LEN(k) ((k) + 1 < m ? chunk : bytes - (k) * chunk)
+#define CHUNK_LEN(k) ((k) + 1 < m ? chunk : bytes - (k)*chunk)
     for (; prev >= 0 && posted < m && posted < PIPE_WINDOW && !st; posted++)
         st = mdc_irecv(b + posted * chunk, CHUNK_LEN(posted), prev, tag, g, &recvs[posted % PIPE_WINDOW]);
     for (size_t k = 0; k < m && !st; k++) {
@@ -66,7 +66,8 @@ static mdc_status schedule(mdc_schedule *s) {
     int p = s->p;
     size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
     size_t chunk = mdc_i_pipeline_chunk(s->chunk_bytes, esz), m = (n + chunk - 1) / chunk;
-    mdc_i_sched_formula(s, p > 1 ? (double)n : 0, "n  (the root sends each chunk once; every other rank "
+    mdc_i_sched_formula(s, p > 1 ? (double)n : 0,
+                        "n  (the root sends each chunk once; every other rank "
                         "receives n and forwards it, but the last)");
     if (p == 1 || !n) return MDC_OK;
     for (size_t k = 0; k < m; k++) {
@@ -78,8 +79,10 @@ static mdc_status schedule(mdc_schedule *s) {
                                       MDC_SCHED_STORE, 0, 0, "chunk %zu", k));
         }
     }
-    snprintf(s->note, sizeof s->note, "%zu chunk(s) of up to %zu bytes; the chain runs root, root+1, ..., "
-             "root+p-1", m, chunk);
+    snprintf(s->note, sizeof s->note,
+             "%zu chunk(s) of up to %zu bytes; the chain runs root, root+1, ..., "
+             "root+p-1",
+             m, chunk);
     return MDC_OK;
 }
 

@@ -28,8 +28,7 @@ mdc_status mdc_bcast_scatter_allgather(void *buf, size_t count, mdc_dtype t, int
         len[j] *= esz;
         mem[j] = (root + j) % p;
     }
-    mdc_status st = mdc_i_binomial_scatter(g, root, (char *)buf + off[rel], off, len,
-                                           MDC_I_TAG(MDC_COLL_BCAST, 8));
+    mdc_status st = mdc_i_binomial_scatter(g, root, (char *)buf + off[rel], off, len, MDC_I_TAG(MDC_COLL_BCAST, 8));
     if (!st) st = mdc_i_ring_ag(g, mem, p, rel, buf, off, len, NULL, MDC_I_TAG(MDC_COLL_BCAST, 9));
     free(off);
     free(mem);
@@ -58,14 +57,11 @@ static mdc_status schedule(mdc_schedule *s) {
     return st;
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return (x->lg + x->P - 1) * x->a + 2 * x->f * x->n * x->b;
-}
+static double cost(const mdc_i_cost_in *x) { return (x->lg + x->P - 1) * x->a + 2 * x->f * x->n * x->b; }
 
 const mdc_i_algo mdc_i_algo_bcast_scatter_allgather = {
     .info = {"scatter_allgather", "mdc_bcast_scatter_allgather",
-             "binomial scatter of p blocks + ring allgather (van de Geijn)",
-             "(lg p + p-1) a + 2(p-1)/p n b"},
+             "binomial scatter of p blocks + ring allgather (van de Geijn)", "(lg p + p-1) a + 2(p-1)/p n b"},
     .coll = MDC_COLL_BCAST,
     .cost = cost,
     .schedule = schedule,

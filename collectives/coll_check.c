@@ -23,8 +23,10 @@ int mdc_coll_check_enabled(void) {
         const char *e = getenv("MINIDC_CHECK_COLLECTIVES");
         enabled = e && *e && strcmp(e, "0");
         if (enabled && strcmp(e, "1")) /* "false", "off": said, not taken silently as on */
-            fprintf(stderr, "minidc: MINIDC_CHECK_COLLECTIVES='%s' is not 0 or 1: checking collectives (0 turns the "
-                    "check off)\n", e);
+            fprintf(stderr,
+                    "minidc: MINIDC_CHECK_COLLECTIVES='%s' is not 0 or 1: checking collectives (0 turns the "
+                    "check off)\n",
+                    e);
     }
     return enabled;
 }
@@ -38,7 +40,8 @@ static void describe(char *buf, size_t cap, const long long *s) {
     if (s[5] >= 0) snprintf(buf + n, cap - (size_t)n, ", root %lld", s[5]);
 }
 
-mdc_status mdc_i_check_call(const char *what, mdc_group *g, mdc_coll c, long long count, mdc_dtype t, int op, int root) {
+mdc_status mdc_i_check_call(const char *what, mdc_group *g, mdc_coll c, long long count, mdc_dtype t, int op,
+                            int root) {
     mdc_dev_trace_mark(mdc_transport_device(mdc_group_transport(g)), what, (double)count); /* --trace */
     if (!mdc_coll_check_enabled() || mdc_group_size(g) < 2) return MDC_OK;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
@@ -65,7 +68,8 @@ mdc_status mdc_i_check_call(const char *what, mdc_group *g, mdc_coll c, long lon
     describe(a, sizeof a, verdict + 1 + NSIG);
     describe(b, sizeof b, verdict + 1);
     int bad = (int)verdict[0];
-    return mdc_fail(MDC_ERR_MISMATCH, "%s: collective check on a group of %d: group rank 0 (world rank %d) is at %s; "
-                    "group rank %d (world rank %d) is at %s", what, p, mdc_group_world_rank(g, 0), a, bad,
-                    mdc_group_world_rank(g, bad), b);
+    return mdc_fail(MDC_ERR_MISMATCH,
+                    "%s: collective check on a group of %d: group rank 0 (world rank %d) is at %s; "
+                    "group rank %d (world rank %d) is at %s",
+                    what, p, mdc_group_world_rank(g, 0), a, bad, mdc_group_world_rank(g, bad), b);
 }

@@ -12,7 +12,7 @@
 
 /* Tags: each collective owns 64 tags (coll * 64 + phase) so phases of composite algorithms
  * (hierarchical, reduce + broadcast) never match each other's messages. */
-#define MDC_I_TAG(coll, phase) ((int)(coll) * 64 + (phase))
+#define MDC_I_TAG(coll, phase) ((int)(coll)*64 + (phase))
 
 /* out[i] = a[i] OP b[i] (a is the left operand); out may equal a or b, never overlap partly. */
 void mdc_i_reduce3(void *out, const void *a, const void *b, size_t n, mdc_dtype t, mdc_op op);
@@ -38,31 +38,30 @@ void mdc_i_scratch_release(void);
 
 /* Sends sbytes to dst and receives rbytes from src at the same time; a side with 0 bytes is
  * skipped (both ends know the size, so the schedule stays matched). */
-mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                      size_t rbytes, int src, int tag);
+mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src,
+                      int tag);
 /* mdc_i_xchg that also copies cbytes from csrc to cdst (the own block of an allgather or an
  * all-to-all) once both messages are posted, so the copy runs while the peers' handshakes and
  * copies are under way instead of before them. cdst must not overlap sbuf or rbuf. */
-mdc_status mdc_i_xchg_copy(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                           size_t rbytes, int src, int tag, void *cdst, const void *csrc,
-                           size_t cbytes);
+mdc_status mdc_i_xchg_copy(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src,
+                           int tag, void *cdst, const void *csrc, size_t cbytes);
 
 /* Sliced messages (transport.c): the payload travels as one logical message (one stamp, one
  * trace entry, one device charge) in MPI pieces of `slice` bytes, so a receiver can use each
  * piece as it lands (mdc_i_wait_piece) while the next is in flight. Both ends must slice the
  * same way. mdc_i_abandon cancels and frees requests after a failed wait. */
-mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int peer, int tag,
-                              mdc_group *g, mdc_request **req);
-mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, int tag,
-                              mdc_group *g, mdc_request **req);
+mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int peer, int tag, mdc_group *g,
+                              mdc_request **req);
+mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, int tag, mdc_group *g,
+                              mdc_request **req);
 /* A sliced receive into `window` slots of `slice` bytes at `slots` (room for min(window,
  * pieces) of them) instead of the whole payload: piece k lands in slot k % window
  * (mdc_i_piece_data). Pieces must be waited on in order, and waiting on piece k gives the slots
  * of the pieces before it to the pieces that follow: a receiver that reduces each piece as it
  * lands reads it while it is still in cache. mdc_waitall refuses such a receive (MDC_ERR_INVALID,
  * the requests left as they were) until its last piece has been posted. */
-mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int window, int peer, int tag,
-                              mdc_group *g, mdc_request **req);
+mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int window, int peer, int tag, mdc_group *g,
+                              mdc_request **req);
 int mdc_i_request_pieces(const mdc_request *r);
 mdc_status mdc_i_wait_piece(mdc_request *r, int k);
 void *mdc_i_piece_data(const mdc_request *r, int k); /* where piece k of a receive landed */
@@ -109,24 +108,21 @@ void mdc_i_door_others(char *buf, size_t cap, int skip);
  * is reduced while it is still in cache; both ends decide by the message's size alone. out may
  * equal tmp or own; if it overlaps sbuf, the reduction waits for the send. Charges one
  * reduction of rcount elements. */
-mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *tmp,
-                             size_t rcount, int src, const void *own, void *out, int incoming_left,
-                             mdc_dtype t, mdc_op op, int tag);
+mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *tmp, size_t rcount, int src,
+                             const void *own, void *out, int incoming_left, mdc_dtype t, mdc_op op, int tag);
 /* The two halves of a one-way reducing step: the sender's side and the receiver's side. */
-static inline mdc_status mdc_i_send_to_reduce(mdc_group *g, const void *buf, size_t bytes, int dst,
-                                              mdc_dtype t, int tag) {
+static inline mdc_status mdc_i_send_to_reduce(mdc_group *g, const void *buf, size_t bytes, int dst, mdc_dtype t,
+                                              int tag) {
     return mdc_i_xchg_reduce(g, buf, bytes, dst, NULL, 0, dst, NULL, NULL, 0, t, MDC_SUM, tag);
 }
-static inline mdc_status mdc_i_recv_reduce(mdc_group *g, void *tmp, size_t count, int src,
-                                           const void *own, void *out, int incoming_left,
-                                           mdc_dtype t, mdc_op op, int tag) {
+static inline mdc_status mdc_i_recv_reduce(mdc_group *g, void *tmp, size_t count, int src, const void *own, void *out,
+                                           int incoming_left, mdc_dtype t, mdc_op op, int tag) {
     return mdc_i_xchg_reduce(g, NULL, 0, src, tmp, count, src, own, out, incoming_left, t, op, tag);
 }
 
 /* An allreduce with one rank or nothing to reduce: the result is the input (copied unless in
  * place, sendbuf already resolved from MDC_IN_PLACE). Returns 1 when that applied. */
-static inline int mdc_i_allreduce_trivial(const void *sendbuf, void *recvbuf, size_t count,
-                                          mdc_dtype t, mdc_group *g) {
+static inline int mdc_i_allreduce_trivial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g) {
     if (mdc_group_size(g) > 1 && count > 0) return 0;
     if (sendbuf != recvbuf && count) memcpy(recvbuf, sendbuf, count * mdc_dtype_size(t));
     return 1;
@@ -142,15 +138,14 @@ static inline int mdc_i_mod(long a, int n) { return (int)(((a % n) + n) % n); }
  * goes to dst (len[pos] elements). Partial results of forwarded blocks go to work + off[b] when
  * work is not NULL (allreduce: the receive buffer), else to internal scratch. src may equal
  * work; dst may overlap src (in-place reduce_scatter). n == 1 copies src block 0 to dst. */
-mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const void *src,
-                         void *work, void *dst, const size_t *off, const size_t *len,
-                         mdc_dtype t, mdc_op op, int tag);
+mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const void *src, void *work, void *dst,
+                         const size_t *off, const size_t *len, mdc_dtype t, mdc_op op, int tag);
 /* Ring allgather over members: member c's block is off[c], len[c] BYTES of buf. Step s: send
  * block pos-s to the next member, receive pos-s-1. Each member holds its own block already,
  * or (own != NULL) has it at `own`: step 0 then sends from there and copies it into place
  * during the exchange. */
-mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf,
-                         const size_t *off, const size_t *len, const void *own, int tag);
+mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf, const size_t *off, const size_t *len,
+                         const void *own, int tag);
 
 /* Binomial tree on ranks relative to root (rel = (rank - root) mod p). Block j (BYTES off[j],
  * len[j], contiguous and increasing in j) belongs to relative rank j; the subtree of rel covers
@@ -158,15 +153,13 @@ mdc_status mdc_i_ring_ag(mdc_group *g, const int *mem, int n, int pos, void *buf
  * rank's subtree: byte off[j] - off[rel] of base is block j. Gather: every rank already holds
  * its own block there; the root ends with all. Scatter: the root holds all; every rank ends
  * with its subtree's blocks. */
-mdc_status mdc_i_binomial_gather(mdc_group *g, int root, void *base, const size_t *off,
-                                 const size_t *len, int tag);
-mdc_status mdc_i_binomial_scatter(mdc_group *g, int root, void *base, const size_t *off,
-                                  const size_t *len, int tag);
+mdc_status mdc_i_binomial_gather(mdc_group *g, int root, void *base, const size_t *off, const size_t *len, int tag);
+mdc_status mdc_i_binomial_scatter(mdc_group *g, int root, void *base, const size_t *off, const size_t *len, int tag);
 /* Binomial reduce to `root` without the AVG division: acc (count elements, may be NULL on
  * non-roots: scratch is used) gets the partial result over this rank's subtree, combined in
  * relative rank order: acc(subtree [r, r+2m)) = acc([r, r+m)) OP acc([r+m, r+2m)). */
-mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *acc,
-                                 size_t count, mdc_dtype t, mdc_op op, int tag);
+mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *acc, size_t count, mdc_dtype t,
+                                 mdc_op op, int tag);
 
 /* Balanced partition of count elements into n blocks: block c has count/n elements, plus one
  * for c < count % n; off/len get element offsets and lengths (n entries each). */
@@ -198,8 +191,8 @@ static inline int mdc_i_first_old(int nr, int rem) { return nr < rem ? 2 * nr : 
  * Starts from src (full vector), partial results in work (full size); at the end work holds new
  * rank nr's range reduced over all p2. Pairs combine lower new rank OP higher. tmp: scratch of
  * at least half the vector (the largest half range). */
-mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *src, void *work,
-                            void *tmp, const size_t *bnd, mdc_dtype t, mdc_op op, int tag);
+mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *src, void *work, void *tmp,
+                            const size_t *bnd, mdc_dtype t, mdc_op op, int tag);
 /* Recursive doubling allgather among the p2 new ranks on buf; new rank i's range is the BYTES
  * [bnd[i], bnd[i+1]); each holds its own range. */
 mdc_status mdc_i_doubling_ag(mdc_group *g, int rem, int p2, int nr, void *buf, const size_t *bnd, int tag);
@@ -237,8 +230,8 @@ mdc_status mdc_i_check_call(const char *what, mdc_group *g, mdc_coll c, long lon
 mdc_status mdc_i_after(mdc_group *g, mdc_status st);
 /* Shared argument checks; `what` names the collective in the detail. */
 mdc_status mdc_i_check_group(const char *what, const mdc_group *g);
-mdc_status mdc_i_check_count(const char *what, const mdc_group *g, const char *arg, size_t count,
-                             mdc_dtype t, size_t times);
+mdc_status mdc_i_check_count(const char *what, const mdc_group *g, const char *arg, size_t count, mdc_dtype t,
+                             size_t times);
 mdc_status mdc_i_check_dtype_op(const char *what, const mdc_group *g, mdc_dtype t, int op);
 mdc_status mdc_i_check_root(const char *what, const mdc_group *g, int root);
 mdc_status mdc_i_check_buf(const char *what, const mdc_group *g, const char *arg, const void *buf, size_t count);

@@ -15,10 +15,10 @@
  * and the links, with the terms the formulas share computed once, in docs/design.md's notation.
  * Only called for p > 1. */
 typedef struct {
-    int p, p2, fold;    /* ranks; p2 the largest power of two <= p; fold: p != p2 */
-    double P, n;        /* p and the bytes, as doubles */
-    double lg, lg2, f;  /* ceil(lg p), ceil(lg p2), (p-1)/p */
-    double a, b, g, cp; /* alpha and beta (the network's once the group spans nodes), gamma, and
+    int p, p2, fold;          /* ranks; p2 the largest power of two <= p; fold: p != p2 */
+    double P, n;              /* p and the bytes, as doubles */
+    double lg, lg2, f;        /* ceil(lg p), ceil(lg p2), (p-1)/p */
+    double a, b, g, cp;       /* alpha and beta (the network's once the group spans nodes), gamma, and
                          * c = 2/3 gamma: a local copy reads and writes each byte where a
                          * reduction moves 3 */
     const mdc_cost_params *m; /* both link classes and the node size (hierarchical) */
@@ -37,13 +37,13 @@ enum {
 typedef struct {
     mdc_algo_info info; /* name, function, summary and the cost formula as text */
     mdc_coll coll;
-    unsigned flags;     /* MDC_I_NEEDS_NODES, MDC_I_HOST_WINS_TIE */
+    unsigned flags; /* MDC_I_NEEDS_NODES, MDC_I_HOST_WINS_TIE */
     /* On the host's clock, with three or more ranks to a core, calls of at least this many
      * bytes take this algorithm whatever the cost model says (0: never). */
     size_t host_crowded_min;
-    double (*cost)(const mdc_i_cost_in *x); /* seconds; the code of info.cost */
+    double (*cost)(const mdc_i_cost_in *x);  /* seconds; the code of info.cost */
     mdc_status (*schedule)(mdc_schedule *s); /* fills the messages of s (mdc_schedule_build) */
-    union { /* the entry point, by the collective's signature (algorithms.h) */
+    union {                                  /* the entry point, by the collective's signature (algorithms.h) */
         mdc_status (*allreduce)(const void *, void *, size_t, mdc_dtype, mdc_op, mdc_group *);
         mdc_status (*reduce_scatter)(const void *, void *, const size_t *, mdc_dtype, mdc_op, mdc_group *);
         mdc_status (*allgather)(const void *, void *, const size_t *, const size_t *, mdc_dtype, mdc_group *);
@@ -52,24 +52,40 @@ typedef struct {
         mdc_status (*gather)(const void *, void *, size_t, mdc_dtype, int, mdc_group *);
         mdc_status (*scatter)(const void *, void *, size_t, mdc_dtype, int, mdc_group *);
         mdc_status (*alltoall)(const void *, void *, size_t, mdc_dtype, mdc_group *);
-        mdc_status (*alltoallv)(const void *, const size_t *, const size_t *, void *, const size_t *,
-                                const size_t *, mdc_dtype, mdc_group *);
+        mdc_status (*alltoallv)(const void *, const size_t *, const size_t *, void *, const size_t *, const size_t *,
+                                mdc_dtype, mdc_group *);
         mdc_status (*barrier)(mdc_group *);
     } run;
 } mdc_i_algo;
 
 /* Every algorithm, grouped by collective, in listing order: the order `--list` prints and
  * mdc_coll_algo_at counts, and the order ties of the cost model go by (the first listed wins). */
-#define MDC_I_ALGORITHMS(X)                                                                        \
-    X(allreduce_ring) X(allreduce_recursive_doubling) X(allreduce_rabenseifner)                    \
-    X(allreduce_reduce_bcast) X(allreduce_hierarchical)                                            \
-    X(reduce_scatter_ring) X(reduce_scatter_recursive_halving) X(reduce_scatter_pairwise)          \
-    X(allgather_ring) X(allgather_recursive_doubling) X(allgather_bruck) X(allgather_direct)      \
-    X(bcast_binomial) X(bcast_scatter_allgather) X(bcast_pipeline)                                 \
-    X(reduce_binomial) X(reduce_rs_gather)                                                         \
-    X(gather_binomial) X(scatter_binomial)                                                         \
-    X(alltoall_pairwise) X(alltoall_bruck) X(alltoallv_pairwise)                                   \
+/* clang-format off */
+#define MDC_I_ALGORITHMS(X) \
+    X(allreduce_ring) \
+    X(allreduce_recursive_doubling) \
+    X(allreduce_rabenseifner) \
+    X(allreduce_reduce_bcast) \
+    X(allreduce_hierarchical) \
+    X(reduce_scatter_ring) \
+    X(reduce_scatter_recursive_halving) \
+    X(reduce_scatter_pairwise) \
+    X(allgather_ring) \
+    X(allgather_recursive_doubling) \
+    X(allgather_bruck) \
+    X(allgather_direct) \
+    X(bcast_binomial) \
+    X(bcast_scatter_allgather) \
+    X(bcast_pipeline) \
+    X(reduce_binomial) \
+    X(reduce_rs_gather) \
+    X(gather_binomial) \
+    X(scatter_binomial) \
+    X(alltoall_pairwise) \
+    X(alltoall_bruck) \
+    X(alltoallv_pairwise) \
     X(barrier_dissemination)
+/* clang-format on */
 
 #define MDC_I_DECLARE_ALGO(name) extern const mdc_i_algo mdc_i_algo_##name;
 MDC_I_ALGORITHMS(MDC_I_DECLARE_ALGO)

@@ -11,8 +11,9 @@
 
 static const char *const coll_names[MDC_COLL_COUNT] = {
     [MDC_COLL_ALLREDUCE] = "allreduce", [MDC_COLL_REDUCE_SCATTER] = "reduce_scatter",
-    [MDC_COLL_ALLGATHER] = "allgather", [MDC_COLL_BCAST] = "bcast", [MDC_COLL_REDUCE] = "reduce",
-    [MDC_COLL_GATHER] = "gather", [MDC_COLL_SCATTER] = "scatter", [MDC_COLL_ALLTOALL] = "alltoall",
+    [MDC_COLL_ALLGATHER] = "allgather", [MDC_COLL_BCAST] = "bcast",
+    [MDC_COLL_REDUCE] = "reduce",       [MDC_COLL_GATHER] = "gather",
+    [MDC_COLL_SCATTER] = "scatter",     [MDC_COLL_ALLTOALL] = "alltoall",
     [MDC_COLL_ALLTOALLV] = "alltoallv", [MDC_COLL_BARRIER] = "barrier",
 };
 
@@ -49,10 +50,8 @@ static void read_env(void) {
         const char *v = getenv(var);
         if (!v || !*v || !strcmp(v, "auto")) continue;
         int i = mdc_coll_algo_find((mdc_coll)c, v);
-        if (i < 0)
-            fprintf(stderr, "minidc: %s=%s: unknown algorithm, using auto\n", var, v);
-        else
-            forced[c] = i + 1;
+        if (i < 0) fprintf(stderr, "minidc: %s=%s: unknown algorithm, using auto\n", var, v);
+        else forced[c] = i + 1;
     }
 }
 
@@ -132,10 +131,19 @@ static double algo_cost(const mdc_i_algo *d, int p, size_t bytes, const mdc_cost
     }
     int p2 = mdc_i_pow2_floor(p), multi = m->ranks_per_node > 0 && m->ranks_per_node < p;
     mdc_i_cost_in x = {
-        .p = p, .p2 = p2, .fold = p2 != p, .P = p, .n = (double)bytes,
-        .lg = mdc_i_lg_ceil(p), .lg2 = mdc_i_lg_ceil(p2), .f = (p - 1.0) / p,
-        .a = multi ? m->alpha_inter : m->alpha, .b = multi ? m->beta_inter : m->beta, .g = m->gamma,
-        .cp = 2.0 / 3.0 * m->gamma, .m = m,
+        .p = p,
+        .p2 = p2,
+        .fold = p2 != p,
+        .P = p,
+        .n = (double)bytes,
+        .lg = mdc_i_lg_ceil(p),
+        .lg2 = mdc_i_lg_ceil(p2),
+        .f = (p - 1.0) / p,
+        .a = multi ? m->alpha_inter : m->alpha,
+        .b = multi ? m->beta_inter : m->beta,
+        .g = m->gamma,
+        .cp = 2.0 / 3.0 * m->gamma,
+        .m = m,
     };
     return d->cost(&x);
 }
@@ -205,10 +213,8 @@ static int pick_index(mdc_coll c, size_t bytes, const mdc_group *g) {
     if (memo && memo->gen == settings_gen && memo->bytes == bytes) return memo->pick;
     mdc_cost_params m;
     int host = !strcmp(mdc_coll_get_pick(), "host");
-    if (host)
-        mdc_coll_host_params(mdc_group_size(g), &m);
-    else
-        mdc_coll_group_params(g, &m);
+    if (host) mdc_coll_host_params(mdc_group_size(g), &m);
+    else mdc_coll_group_params(g, &m);
     int best = 0;
     double bc = HUGE_VAL;
     for (int i = 0; i < n; i++) {
@@ -257,8 +263,8 @@ mdc_status mdc_i_check_group(const char *what, const mdc_group *g) {
     return MDC_OK;
 }
 
-mdc_status mdc_i_check_count(const char *what, const mdc_group *g, const char *arg, size_t count,
-                             mdc_dtype t, size_t times) {
+mdc_status mdc_i_check_count(const char *what, const mdc_group *g, const char *arg, size_t count, mdc_dtype t,
+                             size_t times) {
     size_t esz = mdc_dtype_size(t);
     size_t limit = (size_t)PTRDIFF_MAX / (esz ? esz : 1) / (times ? times : 1);
     if (count > limit)
@@ -273,15 +279,15 @@ mdc_status mdc_i_check_dtype_op(const char *what, const mdc_group *g, mdc_dtype 
     if (op != -1 && (unsigned)op >= MDC_OP_COUNT)
         return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: unknown op %d", what, world_of(g), op);
     if (t >= MDC_EXACT && op != -1 && op != MDC_SUM) /* exact types only add */
-        return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: op %s is not defined on dtype %s (only sum)", what,
-                        world_of(g), mdc_op_name((mdc_op)op), mdc_dtype_name(t));
+        return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: op %s is not defined on dtype %s (only sum)", what, world_of(g),
+                        mdc_op_name((mdc_op)op), mdc_dtype_name(t));
     return MDC_OK;
 }
 
 mdc_status mdc_i_check_root(const char *what, const mdc_group *g, int root) {
     if (root < 0 || root >= mdc_group_size(g))
-        return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: root %d outside the group's 0..%d", what,
-                        world_of(g), root, mdc_group_size(g) - 1);
+        return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: root %d outside the group's 0..%d", what, world_of(g), root,
+                        mdc_group_size(g) - 1);
     return MDC_OK;
 }
 

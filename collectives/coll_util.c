@@ -35,8 +35,8 @@ size_t mdc_i_env_bytes(const char *name, size_t dflt, size_t hi) {
     if (*v >= '0' && *v <= '9' && (*end == 'k' || *end == 'K')) shift = 10, end++;
     else if (*v >= '0' && *v <= '9' && (*end == 'm' || *end == 'M')) shift = 20, end++;
     if (*v < '0' || *v > '9' || *end || errno || x > (hi >> shift)) {
-        fprintf(stderr, "minidc: %s='%s' is not a byte count in 0..%zu (k, M suffixes); using %zu\n",
-                name, v, hi, dflt);
+        fprintf(stderr, "minidc: %s='%s' is not a byte count in 0..%zu (k, M suffixes); using %zu\n", name, v, hi,
+                dflt);
         return dflt;
     }
     return (size_t)(x << shift);
@@ -123,9 +123,8 @@ void mdc_i_scratch_release(void) {
     pthread_mutex_unlock(&slots_lock);
 }
 
-mdc_status mdc_i_xchg_copy(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                           size_t rbytes, int src, int tag, void *cdst, const void *csrc,
-                           size_t cbytes) {
+mdc_status mdc_i_xchg_copy(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src,
+                           int tag, void *cdst, const void *csrc, size_t cbytes) {
     mdc_request *r[2] = {NULL, NULL};
     mdc_status st = MDC_OK;
     if (rbytes) st = mdc_irecv(rbuf, rbytes, src, tag, g, &r[0]);
@@ -137,15 +136,15 @@ mdc_status mdc_i_xchg_copy(mdc_group *g, const void *sbuf, size_t sbytes, int ds
     return mdc_waitall(r, 2);
 }
 
-mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                      size_t rbytes, int src, int tag) {
+mdc_status mdc_i_xchg(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src,
+                      int tag) {
     return mdc_i_xchg_copy(g, sbuf, sbytes, dst, rbuf, rbytes, src, tag, NULL, NULL, 0);
 }
 
 /* Elements [from, to) of an exchange-and-reduce step: out = in OP own (or own OP in); `in`
  * holds the incoming elements from `from` on (a piece's slot, or the scratch at that offset). */
-static void reduce_range(void *out, const void *in, const void *own, size_t from, size_t to,
-                         int incoming_left, mdc_dtype t, mdc_op op) {
+static void reduce_range(void *out, const void *in, const void *own, size_t from, size_t to, int incoming_left,
+                         mdc_dtype t, mdc_op op) {
     size_t esz = mdc_dtype_size(t);
     const char *b = (const char *)own + from * esz;
     mdc_i_reduce3((char *)out + from * esz, incoming_left ? in : b, incoming_left ? b : in, to - from, t, op);
@@ -169,9 +168,8 @@ static size_t piece_bytes(size_t bytes, size_t esz) {
     return least > slice ? least : slice;
 }
 
-mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *tmp,
-                             size_t rcount, int src, const void *own, void *out, int incoming_left,
-                             mdc_dtype t, mdc_op op, int tag) {
+mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int dst, void *tmp, size_t rcount, int src,
+                             const void *own, void *out, int incoming_left, mdc_dtype t, mdc_op op, int tag) {
     size_t esz = mdc_dtype_size(t), rbytes = rcount * esz;
     size_t slice = piece_bytes(rbytes, esz), sslice = piece_bytes(sbytes, esz);
     mdc_request *r[2] = {NULL, NULL};
@@ -195,7 +193,7 @@ mdc_status mdc_i_xchg_reduce(mdc_group *g, const void *sbuf, size_t sbytes, int 
         st = sslice ? mdc_i_isend_sliced(sbuf, sbytes, sslice, dst, tag, g, &r[1])
                     : mdc_isend(sbuf, sbytes, dst, tag, g, &r[1]);
     if (st) return st; /* as mdc_i_xchg: a posted receive stays with MPI */
-    size_t done = 0; /* elements reduced so far */
+    size_t done = 0;   /* elements reduced so far */
     for (int k = 0; early && k < mdc_i_request_pieces(r[0]); k++) {
         if ((st = mdc_i_wait_piece(r[0], k))) {
             mdc_i_abandon(r, 2);

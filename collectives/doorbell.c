@@ -47,9 +47,9 @@
 #include "minidc/collectives.h"
 #include "../device/platform.h"
 
-#define DOOR_MAGIC 0x6d646364u   /* "mdcd" */
-#define DOOR_MAX_RANKS 1024      /* two 1024 x 1024 counter matrices: 8 MiB of /dev/shm */
-#define DOOR_SLEEP_US 1000       /* longest sleep without a ring (MINIDC_DOOR_SLEEP_US) */
+#define DOOR_MAGIC 0x6d646364u /* "mdcd" */
+#define DOOR_MAX_RANKS 1024    /* two 1024 x 1024 counter matrices: 8 MiB of /dev/shm */
+#define DOOR_SLEEP_US 1000     /* longest sleep without a ring (MINIDC_DOOR_SLEEP_US) */
 #define LINE 64
 
 typedef struct {
@@ -158,10 +158,8 @@ int mdc_i_door_open(int world_rank, int world_size, int local_ranks, int want) {
      * launched through a wrapper that did not exec has another parent: it gets a segment of
      * its own, sees no registered peers, and never sleeps on them; its name goes at exit. */
     snprintf(D.name, sizeof D.name, "%s", name);
-    if (__atomic_add_fetch(&D.hdr->registered, 1, __ATOMIC_SEQ_CST) == (uint32_t)world_size)
-        shm_unlink(name);
-    else
-        atexit(unlink_name);
+    if (__atomic_add_fetch(&D.hdr->registered, 1, __ATOMIC_SEQ_CST) == (uint32_t)world_size) shm_unlink(name);
+    else atexit(unlink_name);
     D.state = 1;
     return 1;
 }

@@ -15,8 +15,7 @@ static size_t span_bytes(const size_t *off, const size_t *len, int a, int b) {
     return off[b - 1] + len[b - 1] - off[a];
 }
 
-mdc_status mdc_i_binomial_gather(mdc_group *g, int root, void *base, const size_t *off,
-                                 const size_t *len, int tag) {
+mdc_status mdc_i_binomial_gather(mdc_group *g, int root, void *base, const size_t *off, const size_t *len, int tag) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
     char *b = base;
     mdc_request *reqs[32];
@@ -74,8 +73,7 @@ static mdc_status gather_root(mdc_group *g, int root, char *recvbuf, const void 
     return st ? st : st2;
 }
 
-mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
-                               int root, mdc_group *g) {
+mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
     size_t bs = count * mdc_dtype_size(t);
     if (bs == 0) return MDC_OK;
@@ -100,18 +98,17 @@ mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count,
 static mdc_status schedule(mdc_schedule *s) {
     int m = mdc_i_largest_subtree(s->p);
     size_t bs = s->count * mdc_dtype_size(s->t);
-    mdc_i_sched_formula(s, (double)m * (double)bs, "m/p n  (m = %d: the root's largest subtree; the root "
-                        "receives (p-1)/p n)", m);
+    mdc_i_sched_formula(s, (double)m * (double)bs,
+                        "m/p n  (m = %d: the root's largest subtree; the root "
+                        "receives (p-1)/p n)",
+                        m);
     return mdc_i_sched_binomial_blocks(s, 0);
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return x->lg * x->a + x->f * x->n * x->b;
-}
+static double cost(const mdc_i_cost_in *x) { return x->lg * x->a + x->f * x->n * x->b; }
 
 const mdc_i_algo mdc_i_algo_gather_binomial = {
-    .info = {"binomial", "mdc_gather_binomial",
-             "binomial tree to the root, subtrees concatenated",
+    .info = {"binomial", "mdc_gather_binomial", "binomial tree to the root, subtrees concatenated",
              "lg p a + (p-1)/p n b"},
     .coll = MDC_COLL_GATHER,
     .cost = cost,

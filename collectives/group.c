@@ -14,22 +14,21 @@ struct mdc_group {
     mdc_transport *t;
     int n, me, tag_space;
     int *ranks;
-    int nodes, per_node;                   /* mdc_i_node_layout, computed at creation */
-    mdc_i_pick_memo memo[MDC_COLL_COUNT];  /* the dispatcher's last picks */
-    unsigned long long calls;              /* collectives called on it (coll_check.c) */
+    int nodes, per_node;                  /* mdc_i_node_layout, computed at creation */
+    mdc_i_pick_memo memo[MDC_COLL_COUNT]; /* the dispatcher's last picks */
+    unsigned long long calls;             /* collectives called on it (coll_check.c) */
 };
 
 unsigned long long mdc_i_group_next_call(mdc_group *g) { return ++g->calls; }
 
-mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_ranks, int n,
-                            int tag_space) {
+mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_ranks, int n, int tag_space) {
     *out = NULL;
     if (!t) return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: no transport");
     int size = mdc_transport_size(t), rank = mdc_transport_rank(t);
     if (n < 1 || !world_ranks) return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: empty group");
     if (tag_space < 0 || tag_space >= MDC_MAX_TAG_SPACES)
-        return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: tag space %d outside 0..%d",
-                        tag_space, MDC_MAX_TAG_SPACES - 1);
+        return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: tag space %d outside 0..%d", tag_space,
+                        MDC_MAX_TAG_SPACES - 1);
     int me = -1;
     for (int i = 0; i < n; i++) {
         if (world_ranks[i] < 0 || world_ranks[i] >= size)
@@ -37,12 +36,10 @@ mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_
                             rank, i, world_ranks[i], size - 1);
         for (int j = 0; j < i; j++)
             if (world_ranks[j] == world_ranks[i])
-                return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: world rank %d listed twice",
-                                world_ranks[i]);
+                return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: world rank %d listed twice", world_ranks[i]);
         if (world_ranks[i] == rank) me = i;
     }
-    if (me < 0)
-        return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: rank %d is not a member", rank);
+    if (me < 0) return mdc_fail(MDC_ERR_INVALID, "mdc_group_create: rank %d is not a member", rank);
     mdc_group *g = calloc(1, sizeof *g);
     int *ranks = malloc((size_t)n * sizeof *ranks);
     if (!g || !ranks) {

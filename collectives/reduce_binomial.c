@@ -9,8 +9,8 @@
  * Cost: lg p (alpha + n beta + n gamma). */
 #include "schedule_build.h"
 
-mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *acc,
-                                 size_t count, mdc_dtype t, mdc_op op, int tag) {
+mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *acc, size_t count, mdc_dtype t,
+                                 mdc_op op, int tag) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
     size_t esz = mdc_dtype_size(t), bytes = count * esz;
     char *tmp = NULL, *own = NULL;
@@ -35,13 +35,13 @@ mdc_status mdc_i_binomial_reduce(mdc_group *g, int root, const void *src, void *
     return st;
 }
 
-mdc_status mdc_reduce_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
-                               mdc_op op, int root, mdc_group *g) {
+mdc_status mdc_reduce_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root,
+                               mdc_group *g) {
     int me = mdc_group_rank(g), p = mdc_group_size(g);
     if (count == 0) return MDC_OK;
     if (sendbuf == MDC_IN_PLACE || sendbuf == recvbuf) sendbuf = recvbuf; /* root's data in recvbuf */
-    mdc_status st = mdc_i_binomial_reduce(g, root, sendbuf, me == root ? recvbuf : NULL, count, t,
-                                          op, MDC_I_TAG(MDC_COLL_REDUCE, 0));
+    mdc_status st = mdc_i_binomial_reduce(g, root, sendbuf, me == root ? recvbuf : NULL, count, t, op,
+                                          MDC_I_TAG(MDC_COLL_REDUCE, 0));
     if (!st && me == root) mdc_reduce_finish(recvbuf, count, t, op, p);
     return st;
 }
@@ -55,13 +55,10 @@ static mdc_status schedule(mdc_schedule *s) {
     return mdc_i_sched_binomial_reduce(s, &step, s->root, s->count, "");
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return x->lg * (x->a + x->n * x->b + x->n * x->g);
-}
+static double cost(const mdc_i_cost_in *x) { return x->lg * (x->a + x->n * x->b + x->n * x->g); }
 
 const mdc_i_algo mdc_i_algo_reduce_binomial = {
-    .info = {"binomial", "mdc_reduce_binomial",
-             "binomial tree to the root, whole buffer per step",
+    .info = {"binomial", "mdc_reduce_binomial", "binomial tree to the root, whole buffer per step",
              "lg p (a + n b + n g)"},
     .coll = MDC_COLL_REDUCE,
     .cost = cost,

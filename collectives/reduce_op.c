@@ -15,13 +15,13 @@
 #include "coll_internal.h"
 
 static const size_t dtype_size[MDC_DTYPE_END] = {
-    [MDC_F32] = 4, [MDC_F64] = 8, [MDC_F16] = 2, [MDC_BF16] = 2, [MDC_I32] = 4, [MDC_I64] = 8, [MDC_U8] = 1,
-    [MDC_EXACT] = sizeof(mdc_exact), [MDC_EXACT_F64] = 8,
+    [MDC_F32] = 4,       [MDC_F64] = 8, [MDC_F16] = 2, [MDC_BF16] = 2,
+    [MDC_I32] = 4,       [MDC_I64] = 8, [MDC_U8] = 1,  [MDC_EXACT] = sizeof(mdc_exact),
+    [MDC_EXACT_F64] = 8,
 };
 static const char *const dtype_names[MDC_DTYPE_END] = {
-    [MDC_F32] = "f32", [MDC_F64] = "f64", [MDC_F16] = "f16", [MDC_BF16] = "bf16",
-    [MDC_I32] = "i32", [MDC_I64] = "i64", [MDC_U8] = "u8", [MDC_EXACT] = "exact",
-    [MDC_EXACT_F64] = "exact64",
+    [MDC_F32] = "f32", [MDC_F64] = "f64", [MDC_F16] = "f16",     [MDC_BF16] = "bf16",         [MDC_I32] = "i32",
+    [MDC_I64] = "i64", [MDC_U8] = "u8",   [MDC_EXACT] = "exact", [MDC_EXACT_F64] = "exact64",
 };
 static const char *const op_names[MDC_OP_COUNT] = {
     [MDC_SUM] = "sum", [MDC_PROD] = "prod", [MDC_MIN] = "min", [MDC_MAX] = "max", [MDC_AVG] = "avg",
@@ -88,57 +88,69 @@ int mdc_op_parse(const char *s) {
 
 /* Three loops per (type, op) so the compiler can vectorise without alias checks: out == a,
  * out == b, and three separate arrays (callers never pass partially overlapping arrays). */
-#define LOOPS(T, EXPR)                                                                  \
-    do {                                                                                \
-        if (out == a) {                                                                 \
-            T *o = out;                                                                 \
-            const T *restrict y = b;                                                    \
-            for (size_t i = 0; i < n; i++) { T l = o[i], r = y[i]; o[i] = (T)(EXPR); }   \
-        } else if (out == b) {                                                          \
-            T *o = out;                                                                 \
-            const T *restrict x = a;                                                    \
-            for (size_t i = 0; i < n; i++) { T l = x[i], r = o[i]; o[i] = (T)(EXPR); }   \
-        } else {                                                                        \
-            T *restrict o = out;                                                        \
-            const T *restrict x = a, *restrict y = b;                                   \
-            for (size_t i = 0; i < n; i++) { T l = x[i], r = y[i]; o[i] = (T)(EXPR); }   \
-        }                                                                               \
+#define LOOPS(T, EXPR)                                \
+    do {                                              \
+        if (out == a) {                               \
+            T *o = out;                               \
+            const T *restrict y = b;                  \
+            for (size_t i = 0; i < n; i++) {          \
+                T l = o[i], r = y[i];                 \
+                o[i] = (T)(EXPR);                     \
+            }                                         \
+        } else if (out == b) {                        \
+            T *o = out;                               \
+            const T *restrict x = a;                  \
+            for (size_t i = 0; i < n; i++) {          \
+                T l = x[i], r = o[i];                 \
+                o[i] = (T)(EXPR);                     \
+            }                                         \
+        } else {                                      \
+            T *restrict o = out;                      \
+            const T *restrict x = a, *restrict y = b; \
+            for (size_t i = 0; i < n; i++) {          \
+                T l = x[i], r = y[i];                 \
+                o[i] = (T)(EXPR);                     \
+            }                                         \
+        }                                             \
     } while (0)
 
-#define FLOAT_OPS(T)                                          \
-    switch (op) {                                             \
-    case MDC_SUM: case MDC_AVG: LOOPS(T, OP_SUM(l, r)); break; \
-    case MDC_PROD: LOOPS(T, OP_PROD(l, r)); break;            \
-    case MDC_MIN: LOOPS(T, OP_MIN(l, r)); break;              \
-    case MDC_MAX: LOOPS(T, OP_MAX(l, r)); break;              \
-    default: break;                                           \
+#define FLOAT_OPS(T)                               \
+    switch (op) {                                  \
+    case MDC_SUM:                                  \
+    case MDC_AVG: LOOPS(T, OP_SUM(l, r)); break;   \
+    case MDC_PROD: LOOPS(T, OP_PROD(l, r)); break; \
+    case MDC_MIN: LOOPS(T, OP_MIN(l, r)); break;   \
+    case MDC_MAX: LOOPS(T, OP_MAX(l, r)); break;   \
+    default: break;                                \
     }
-#define INT_OPS(T, U)                                               \
-    switch (op) {                                                   \
-    case MDC_SUM: case MDC_AVG: LOOPS(T, OP_USUM(U, l, r)); break;  \
-    case MDC_PROD: LOOPS(T, OP_UPROD(U, l, r)); break;              \
-    case MDC_MIN: LOOPS(T, OP_MIN(l, r)); break;                    \
-    case MDC_MAX: LOOPS(T, OP_MAX(l, r)); break;                    \
-    default: break;                                                 \
+#define INT_OPS(T, U)                                  \
+    switch (op) {                                      \
+    case MDC_SUM:                                      \
+    case MDC_AVG: LOOPS(T, OP_USUM(U, l, r)); break;   \
+    case MDC_PROD: LOOPS(T, OP_UPROD(U, l, r)); break; \
+    case MDC_MIN: LOOPS(T, OP_MIN(l, r)); break;       \
+    case MDC_MAX: LOOPS(T, OP_MAX(l, r)); break;       \
+    default: break;                                    \
     }
 
 /* f16/bf16: widen, reduce in f32, round to nearest-even. */
-#define HALF_LOOP(TO32, FROM32, EXPR)                                                      \
-    do {                                                                                   \
-        uint16_t *o = out;                                                                 \
-        const uint16_t *x = a, *y = b;                                                     \
-        for (size_t i = 0; i < n; i++) {                                                   \
-            float l = TO32(x[i]), r = TO32(y[i]);                                          \
-            o[i] = FROM32(EXPR);                                                           \
-        }                                                                                  \
+#define HALF_LOOP(TO32, FROM32, EXPR)             \
+    do {                                          \
+        uint16_t *o = out;                        \
+        const uint16_t *x = a, *y = b;            \
+        for (size_t i = 0; i < n; i++) {          \
+            float l = TO32(x[i]), r = TO32(y[i]); \
+            o[i] = FROM32(EXPR);                  \
+        }                                         \
     } while (0)
-#define HALF_OPS(TO32, FROM32)                                               \
-    switch (op) {                                                            \
-    case MDC_SUM: case MDC_AVG: HALF_LOOP(TO32, FROM32, OP_SUM(l, r)); break; \
-    case MDC_PROD: HALF_LOOP(TO32, FROM32, OP_PROD(l, r)); break;            \
-    case MDC_MIN: HALF_LOOP(TO32, FROM32, OP_MIN(l, r)); break;              \
-    case MDC_MAX: HALF_LOOP(TO32, FROM32, OP_MAX(l, r)); break;              \
-    default: break;                                                          \
+#define HALF_OPS(TO32, FROM32)                                    \
+    switch (op) {                                                 \
+    case MDC_SUM:                                                 \
+    case MDC_AVG: HALF_LOOP(TO32, FROM32, OP_SUM(l, r)); break;   \
+    case MDC_PROD: HALF_LOOP(TO32, FROM32, OP_PROD(l, r)); break; \
+    case MDC_MIN: HALF_LOOP(TO32, FROM32, OP_MIN(l, r)); break;   \
+    case MDC_MAX: HALF_LOOP(TO32, FROM32, OP_MAX(l, r)); break;   \
+    default: break;                                               \
     }
 
 void mdc_i_reduce3(void *out, const void *a, const void *b, size_t n, mdc_dtype t, mdc_op op) {
@@ -176,13 +188,36 @@ void mdc_reduce_finish(void *buf, size_t count, mdc_dtype t, mdc_op op, int n) {
     if (op != MDC_AVG || n <= 1 || count == 0) return;
     size_t i;
     switch (t) {
-    case MDC_F32: { float *x = buf; float d = (float)n; for (i = 0; i < count; i++) x[i] /= d; } break;
-    case MDC_F64: { double *x = buf; double d = n; for (i = 0; i < count; i++) x[i] /= d; } break;
-    case MDC_F16: { uint16_t *x = buf; for (i = 0; i < count; i++) x[i] = mdc_f32_to_f16(mdc_f16_to_f32(x[i]) / (float)n); } break;
-    case MDC_BF16: { uint16_t *x = buf; for (i = 0; i < count; i++) x[i] = mdc_f32_to_bf16(mdc_bf16_to_f32(x[i]) / (float)n); } break;
-    case MDC_I32: { int32_t *x = buf; for (i = 0; i < count; i++) x[i] /= n; } break;
-    case MDC_I64: { int64_t *x = buf; for (i = 0; i < count; i++) x[i] /= n; } break;
-    case MDC_U8: { uint8_t *x = buf; for (i = 0; i < count; i++) x[i] = (uint8_t)(x[i] / n); } break;
+    case MDC_F32: {
+        float *x = buf;
+        float d = (float)n;
+        for (i = 0; i < count; i++) x[i] /= d;
+    } break;
+    case MDC_F64: {
+        double *x = buf;
+        double d = n;
+        for (i = 0; i < count; i++) x[i] /= d;
+    } break;
+    case MDC_F16: {
+        uint16_t *x = buf;
+        for (i = 0; i < count; i++) x[i] = mdc_f32_to_f16(mdc_f16_to_f32(x[i]) / (float)n);
+    } break;
+    case MDC_BF16: {
+        uint16_t *x = buf;
+        for (i = 0; i < count; i++) x[i] = mdc_f32_to_bf16(mdc_bf16_to_f32(x[i]) / (float)n);
+    } break;
+    case MDC_I32: {
+        int32_t *x = buf;
+        for (i = 0; i < count; i++) x[i] /= n;
+    } break;
+    case MDC_I64: {
+        int64_t *x = buf;
+        for (i = 0; i < count; i++) x[i] /= n;
+    } break;
+    case MDC_U8: {
+        uint8_t *x = buf;
+        for (i = 0; i < count; i++) x[i] = (uint8_t)(x[i] / n);
+    } break;
     default: break;
     }
 }

@@ -10,8 +10,8 @@
  * Cost: (p - 1 + lg p) alpha + 2(p-1)/p n beta + (p-1)/p n gamma. */
 #include "schedule_build.h"
 
-mdc_status mdc_reduce_rs_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
-                                mdc_op op, int root, mdc_group *g) {
+mdc_status mdc_reduce_rs_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root,
+                                mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
     size_t esz = mdc_dtype_size(t);
     if (count == 0) return MDC_OK;
@@ -56,8 +56,10 @@ static mdc_status schedule(mdc_schedule *s) {
     int p = s->p, step = 0;
     size_t esz = mdc_dtype_size(s->t), n = s->count * esz;
     int m = mdc_i_largest_subtree(p);
-    mdc_i_sched_formula(s, (double)(p - 1 + m) / p * (double)n, "(p-1+m)/p n  (ring (p-1)/p n, then the gather's "
-                        "largest subtree, m = %d blocks)", m);
+    mdc_i_sched_formula(s, (double)(p - 1 + m) / p * (double)n,
+                        "(p-1+m)/p n  (ring (p-1)/p n, then the gather's "
+                        "largest subtree, m = %d blocks)",
+                        m);
     if (!s->count) return MDC_OK;
     size_t *off;
     int *mem;
@@ -65,8 +67,10 @@ static mdc_status schedule(mdc_schedule *s) {
     size_t *len = off + p;
     mdc_status st = mdc_i_sched_ring_rs(s, &step, mem, p, off, len, "");
     if (!st) st = mdc_i_sched_binomial_gather(s, &step, s->root, off, len, 1, "");
-    snprintf(s->note, sizeof s->note, "block j (balanced) belongs to rank root + j = (%d + j) mod %d; "
-             "the ring runs in that order", s->root, p);
+    snprintf(s->note, sizeof s->note,
+             "block j (balanced) belongs to rank root + j = (%d + j) mod %d; "
+             "the ring runs in that order",
+             s->root, p);
     free(off);
     free(mem);
     return st;
@@ -77,8 +81,7 @@ static double cost(const mdc_i_cost_in *x) {
 }
 
 const mdc_i_algo mdc_i_algo_reduce_rs_gather = {
-    .info = {"rs_gather", "mdc_reduce_rs_gather",
-             "ring reduce-scatter + binomial gather to the root (Rabenseifner)",
+    .info = {"rs_gather", "mdc_reduce_rs_gather", "ring reduce-scatter + binomial gather to the root (Rabenseifner)",
              "(p-1 + lg p) a + 2(p-1)/p n b + (p-1)/p n g"},
     .coll = MDC_COLL_REDUCE,
     .cost = cost,

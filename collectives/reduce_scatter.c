@@ -2,8 +2,8 @@
  * run. The equal-block form runs the per-rank-count algorithms with counts[i] = count. */
 #include "coll_registry.h"
 
-static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const size_t *counts,
-                      mdc_dtype t, mdc_op op, mdc_group *g) {
+static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op,
+                      mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t total = 0;
     mdc_status st;
@@ -22,8 +22,8 @@ static mdc_status run(const char *w, const void *sendbuf, void *recvbuf, const s
     return mdc_i_after(g, a->run.reduce_scatter(sendbuf, recvbuf, counts, t, op, g));
 }
 
-mdc_status mdc_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t,
-                               mdc_op op, mdc_group *g) {
+mdc_status mdc_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op,
+                               mdc_group *g) {
     const char *w = "mdc_reduce_scatterv";
     mdc_status st;
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, (int)op)) ||
@@ -32,8 +32,7 @@ mdc_status mdc_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t 
     return run(w, sendbuf, recvbuf, counts, t, op, g);
 }
 
-mdc_status mdc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
-                              mdc_group *g) {
+mdc_status mdc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g) {
     const char *w = "mdc_reduce_scatter";
     mdc_status st;
     if ((st = mdc_i_check_group(w, g)) || (st = mdc_i_check_dtype_op(w, g, t, (int)op)) ||

@@ -25,8 +25,8 @@ static int first_step_into_place(const size_t *counts, const size_t *off, int p,
     return first;
 }
 
-mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const size_t *counts,
-                                       mdc_dtype t, mdc_op op, mdc_group *g) {
+mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op,
+                                       mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t), mine = counts[me] * esz;
     int inplace = sendbuf == MDC_IN_PLACE || sendbuf == recvbuf;
@@ -47,15 +47,14 @@ mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const
     int first = inplace ? first_step_into_place(counts, off, p, me, mine) : 1;
     /* Scratch: the incoming block, and while the result waits for its place a second one, so
      * that a step reduces into the block it received and the next receives into the other. */
-    if ((st = mdc_i_alloc((void **)&rtmp, (first > 1 ? 2 : 1) * mine, "reduce_scatter pairwise")))
-        goto done;
+    if ((st = mdc_i_alloc((void **)&rtmp, (first > 1 ? 2 : 1) * mine, "reduce_scatter pairwise"))) goto done;
     char *rbuf = rtmp, *spare = rtmp + (first > 1 ? mine : 0);
     const char *acc = src + off[me]; /* the running result; before step 1 the own block */
     for (int s = 1; s < p && !st; s++) {
         int dst = (me + s) % p, from = mdc_i_mod(me - s, p);
         char *out = s >= first ? (char *)recvbuf : rbuf;
-        st = mdc_i_xchg_reduce(g, src + off[dst], counts[dst] * esz, dst, rbuf, counts[me], from, acc, out, 0, t,
-                               op, MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 16));
+        st = mdc_i_xchg_reduce(g, src + off[dst], counts[dst] * esz, dst, rbuf, counts[me], from, acc, out, 0, t, op,
+                               MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 16));
         acc = out;
         if (out == rbuf) rbuf = rbuf == rtmp ? spare : rtmp;
     }
@@ -84,8 +83,8 @@ static mdc_status schedule(mdc_schedule *s) {
         for (int r = 0; r < p && !st; r++) {
             int dst = (r + k) % p;
             if (!s->counts[dst]) continue;
-            st = mdc_i_sched_add(s, k - 1, r, dst, s->counts[dst] * esz, MDC_SCHED_OWN_OP_IN, off[dst],
-                                 s->counts[dst], "block %d", dst);
+            st = mdc_i_sched_add(s, k - 1, r, dst, s->counts[dst] * esz, MDC_SCHED_OWN_OP_IN, off[dst], s->counts[dst],
+                                 "block %d", dst);
         }
     }
     free(off);
@@ -93,13 +92,10 @@ static mdc_status schedule(mdc_schedule *s) {
 }
 
 /* The ring's cost: the same messages and bytes. */
-static double cost(const mdc_i_cost_in *x) {
-    return (x->P - 1) * x->a + x->f * x->n * (x->b + x->g);
-}
+static double cost(const mdc_i_cost_in *x) { return (x->P - 1) * x->a + x->f * x->n * (x->b + x->g); }
 
 const mdc_i_algo mdc_i_algo_reduce_scatter_pairwise = {
-    .info = {"pairwise", "mdc_reduce_scatter_pairwise",
-             "p-1 steps: send block r+s to r+s, receive from r-s",
+    .info = {"pairwise", "mdc_reduce_scatter_pairwise", "p-1 steps: send block r+s to r+s, receive from r-s",
              "(p-1) a + (p-1)/p n (b + g)"},
     .coll = MDC_COLL_REDUCE_SCATTER,
     /* On the host's clock the tie with the ring goes here: pairwise sends inputs, so no step

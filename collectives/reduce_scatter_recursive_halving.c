@@ -11,8 +11,8 @@
  *   copied out; c = 2/3 gamma); a non-power of two adds 2 alpha + n beta + n gamma. */
 #include "schedule_build.h"
 
-mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *src, void *work,
-                            void *tmp, const size_t *bnd, mdc_dtype t, mdc_op op, int tag) {
+mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *src, void *work, void *tmp,
+                            const size_t *bnd, mdc_dtype t, mdc_op op, int tag) {
     size_t esz = mdc_dtype_size(t);
     const char *cur = src;
     char *w = work;
@@ -23,8 +23,8 @@ mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *s
         size_t k0 = bnd[keep], kn = bnd[keep + mask] - k0;
         size_t g0 = bnd[give], gn = bnd[give + mask] - g0;
         /* The lower new rank's data is the left operand. */
-        mdc_status st = mdc_i_xchg_reduce(g, cur + g0 * esz, gn * esz, peer, tmp, kn, peer,
-                                          cur + k0 * esz, w + k0 * esz, nr > pnr, t, op, tag);
+        mdc_status st = mdc_i_xchg_reduce(g, cur + g0 * esz, gn * esz, peer, tmp, kn, peer, cur + k0 * esz,
+                                          w + k0 * esz, nr > pnr, t, op, tag);
         if (st) return st;
         cur = w;
         lo = keep;
@@ -32,9 +32,8 @@ mdc_status mdc_i_halving_rs(mdc_group *g, int rem, int p2, int nr, const void *s
     return MDC_OK;
 }
 
-mdc_status mdc_reduce_scatter_recursive_halving(const void *sendbuf, void *recvbuf,
-                                                const size_t *counts, mdc_dtype t, mdc_op op,
-                                                mdc_group *g) {
+mdc_status mdc_reduce_scatter_recursive_halving(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t,
+                                                mdc_op op, mdc_group *g) {
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t esz = mdc_dtype_size(t);
@@ -88,10 +87,10 @@ static mdc_status schedule(mdc_schedule *s) {
     int p = s->p, p2 = mdc_i_pow2_floor(p), rem = p - p2, step = 0;
     size_t esz = mdc_dtype_size(s->t), total = mdc_i_sched_total(s);
     if (rem) /* no rank both folds and halves: the folding ones send the most */
-        mdc_i_sched_formula(s, (double)(total * esz), "n  (the even ranks below 2(p-p2) fold all of it; the rest "
+        mdc_i_sched_formula(s, (double)(total * esz),
+                            "n  (the even ranks below 2(p-p2) fold all of it; the rest "
                             "(p-1)/p n)");
-    else
-        mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
+    else mdc_i_sched_formula(s, (double)(p - 1) / p * (double)(total * esz), "(p-1)/p n");
     if (!total || p == 1) return MDC_OK;
     size_t *off;
     MDC_I_TRY(mdc_i_sched_offsets(s, 1, p2 + 1, &off));
@@ -120,8 +119,7 @@ static double cost(const mdc_i_cost_in *x) {
 
 const mdc_i_algo mdc_i_algo_reduce_scatter_recursive_halving = {
     .info = {"recursive_halving", "mdc_reduce_scatter_recursive_halving",
-             "lg p steps, halving the range exchanged (fold for p != 2^k)",
-             "lg p a + (p-1)/p n (b + g) + n/p c"},
+             "lg p steps, halving the range exchanged (fold for p != 2^k)", "lg p a + (p-1)/p n (b + g) + n/p c"},
     .coll = MDC_COLL_REDUCE_SCATTER,
     .cost = cost,
     .schedule = schedule,

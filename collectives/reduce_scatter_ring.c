@@ -10,9 +10,8 @@
  * Cost: (p-1) alpha + (p-1)/p n (beta + gamma), n = the full input (all blocks). */
 #include "schedule_build.h"
 
-mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const void *src,
-                         void *work, void *dst, const size_t *off, const size_t *len,
-                         mdc_dtype t, mdc_op op, int tag) {
+mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const void *src, void *work, void *dst,
+                         const size_t *off, const size_t *len, mdc_dtype t, mdc_op op, int tag) {
     size_t esz = mdc_dtype_size(t);
     const char *s = src;
     if (n == 1) {
@@ -52,8 +51,8 @@ mdc_status mdc_i_ring_rs(mdc_group *g, const int *mem, int n, int pos, const voi
     return st;
 }
 
-mdc_status mdc_reduce_scatter_ring(const void *sendbuf, void *recvbuf, const size_t *counts,
-                                   mdc_dtype t, mdc_op op, mdc_group *g) {
+mdc_status mdc_reduce_scatter_ring(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op,
+                                   mdc_group *g) {
     if (sendbuf == MDC_IN_PLACE) sendbuf = recvbuf;
     int p = mdc_group_size(g), me = mdc_group_rank(g);
     size_t *off = malloc(sizeof(size_t) * (size_t)p);
@@ -64,8 +63,9 @@ mdc_status mdc_reduce_scatter_ring(const void *sendbuf, void *recvbuf, const siz
         o += counts[i];
     }
     mdc_status st = MDC_OK;
-    if (o) st = mdc_i_ring_rs(g, NULL, p, me, sendbuf, NULL, recvbuf, off, counts, t, op,
-                              MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 0));
+    if (o)
+        st = mdc_i_ring_rs(g, NULL, p, me, sendbuf, NULL, recvbuf, off, counts, t, op,
+                           MDC_I_TAG(MDC_COLL_REDUCE_SCATTER, 0));
     if (!st) mdc_reduce_finish(recvbuf, counts[me], t, op, p);
     free(off);
     return st;
@@ -86,14 +86,11 @@ static mdc_status schedule(mdc_schedule *s) {
 }
 
 /* Reduces straight into place: no copy. */
-static double cost(const mdc_i_cost_in *x) {
-    return (x->P - 1) * x->a + x->f * x->n * (x->b + x->g);
-}
+static double cost(const mdc_i_cost_in *x) { return (x->P - 1) * x->a + x->f * x->n * (x->b + x->g); }
 
 const mdc_i_algo mdc_i_algo_reduce_scatter_ring = {
     .info = {"ring", "mdc_reduce_scatter_ring",
-             "p-1 steps around the ring, NCCL order (block c starts at c+1, ends at c)",
-             "(p-1) a + (p-1)/p n (b + g)"},
+             "p-1 steps around the ring, NCCL order (block c starts at c+1, ends at c)", "(p-1) a + (p-1)/p n (b + g)"},
     .coll = MDC_COLL_REDUCE_SCATTER,
     .cost = cost,
     .schedule = schedule,

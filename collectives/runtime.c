@@ -9,7 +9,7 @@
 #include "minidc/runtime.h"
 #include "../device/platform.h"
 
-#define TAG_HOST 4094   /* tags of tag space 0 used by the runtime itself */
+#define TAG_HOST 4094 /* tags of tag space 0 used by the runtime itself */
 #define TAG_REPORT 4095
 
 /* A device-less transport and world group: messages between ranks that are not charged to
@@ -163,18 +163,19 @@ static void summarize(const mdc_device *dev, rank_summary *s) {
 
 static void print_table(FILE *f, const mdc_runtime *rt, const rank_summary *all, double tokens) {
     const mdc_device_spec *sp = mdc_device_get_spec(rt->dev);
-    fprintf(f, "device report: %d rank(s), device %s, emulate %s, energy table %s\n", rt->size,
-            sp->name,
-            rt->opts.emulate == MDC_EMULATE_OFF ? "off" : rt->opts.emulate == MDC_EMULATE_THROTTLE ? "throttle" : "account",
+    fprintf(f, "device report: %d rank(s), device %s, emulate %s, energy table %s\n", rt->size, sp->name,
+            rt->opts.emulate == MDC_EMULATE_OFF        ? "off"
+            : rt->opts.emulate == MDC_EMULATE_THROTTLE ? "throttle"
+                                                       : "account",
             mdc_device_get_energy_table(rt->dev)->name);
-    fprintf(f, "%4s %12s %11s %11s %11s %11s %12s %12s%s\n", "rank", "virtual ms", "compute ms",
-            "memory ms", "comm ms", "idle ms", "peak HBM MiB", "energy J", tokens > 0 ? "      J/token" : "");
+    fprintf(f, "%4s %12s %11s %11s %11s %11s %12s %12s%s\n", "rank", "virtual ms", "compute ms", "memory ms", "comm ms",
+            "idle ms", "peak HBM MiB", "energy J", tokens > 0 ? "      J/token" : "");
     double max_now = 0, sum_e = 0;
     size_t max_peak = 0;
     for (int r = 0; r < rt->size; r++) {
         const rank_summary *s = &all[r];
-        fprintf(f, "%4d %12.4f %11.4f %11.4f %11.4f %11.4f %12.3f %12.6g", r, s->c.now * 1e3,
-                s->c.t_compute * 1e3, s->c.t_memory * 1e3, s->c.t_comm * 1e3, s->c.t_idle * 1e3,
+        fprintf(f, "%4d %12.4f %11.4f %11.4f %11.4f %11.4f %12.3f %12.6g", r, s->c.now * 1e3, s->c.t_compute * 1e3,
+                s->c.t_memory * 1e3, s->c.t_comm * 1e3, s->c.t_idle * 1e3,
                 (double)s->peak[MDC_MEM_COUNT] / (1024.0 * 1024.0), s->e.total);
         if (tokens > 0) fprintf(f, " %12.6g", s->e.total / tokens);
         fprintf(f, "\n");
@@ -246,7 +247,8 @@ mdc_status mdc_runtime_report(mdc_runtime *rt, FILE *f, double tokens) {
             memcpy(&pk[(size_t)r * (MDC_MEM_COUNT + 1)], all[r].peak, sizeof all[r].peak);
         }
         if (!st)
-            st = mdc_device_report_json(rt->opts.report_path, cs, es, pk, rt->size, rt->dev, tokens, rt->report_schemes);
+            st = mdc_device_report_json(rt->opts.report_path, cs, es, pk, rt->size, rt->dev, tokens,
+                                        rt->report_schemes);
         free(cs);
         free(es);
         free(pk);

@@ -11,8 +11,7 @@
  * Cost: lg p alpha + (p-1)/p n beta, n = the root's full buffer. */
 #include "schedule_build.h"
 
-mdc_status mdc_i_binomial_scatter(mdc_group *g, int root, void *base, const size_t *off,
-                                  const size_t *len, int tag) {
+mdc_status mdc_i_binomial_scatter(mdc_group *g, int root, void *base, const size_t *off, const size_t *len, int tag) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
     char *b = base;
     int top = mdc_i_pow2_floor(p);
@@ -72,8 +71,7 @@ static mdc_status scatter_root(mdc_group *g, int root, const char *sendbuf, void
     return st ? st : st2;
 }
 
-mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
-                                int root, mdc_group *g) {
+mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g), rel = mdc_i_mod(me - root, p);
     size_t bs = count * mdc_dtype_size(t);
     if (bs == 0) return MDC_OK;
@@ -101,14 +99,10 @@ static mdc_status schedule(mdc_schedule *s) {
     return mdc_i_sched_binomial_blocks(s, 1);
 }
 
-static double cost(const mdc_i_cost_in *x) {
-    return x->lg * x->a + x->f * x->n * x->b;
-}
+static double cost(const mdc_i_cost_in *x) { return x->lg * x->a + x->f * x->n * x->b; }
 
 const mdc_i_algo mdc_i_algo_scatter_binomial = {
-    .info = {"binomial", "mdc_scatter_binomial",
-             "binomial tree from the root, subtrees split",
-             "lg p a + (p-1)/p n b"},
+    .info = {"binomial", "mdc_scatter_binomial", "binomial tree from the root, subtrees split", "lg p a + (p-1)/p n b"},
     .coll = MDC_COLL_SCATTER,
     .cost = cost,
     .schedule = schedule,

@@ -13,10 +13,11 @@ int mdc_coll_is_reduction(mdc_coll c) {
     return c == MDC_COLL_ALLREDUCE || c == MDC_COLL_REDUCE_SCATTER || c == MDC_COLL_REDUCE;
 }
 
-mdc_status mdc_schedule_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce,
-                            size_t off, size_t len, const char *what) {
+mdc_status mdc_schedule_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce, size_t off,
+                            size_t len, const char *what) {
     if (s->nmsgs == MDC_SCHEDULE_MAX_MSGS)
-        return mdc_fail(MDC_ERR_INVALID, "%s %s on %d ranks: more than %zu messages, too many to "
+        return mdc_fail(MDC_ERR_INVALID,
+                        "%s %s on %d ranks: more than %zu messages, too many to "
                         "list (fewer ranks, a smaller count or a larger ring chunk)",
                         mdc_coll_name(s->coll), s->algo, s->p, MDC_SCHEDULE_MAX_MSGS);
     if (s->nmsgs == s->cap) {
@@ -43,7 +44,7 @@ mdc_status mdc_schedule_step(mdc_schedule *s, int step) {
     if (step >= s->phase_cap) {
         int cap = s->phase_cap ? s->phase_cap : 16;
         while (cap <= step) cap *= 2;
-        char (*ph)[80] = realloc(s->phase, (size_t)cap * sizeof *ph);
+        char(*ph)[80] = realloc(s->phase, (size_t)cap * sizeof *ph);
         if (!ph) return mdc_fail(MDC_ERR_OOM_HOST, "schedule of %d steps", step + 1);
         s->phase = ph;
         s->phase_cap = cap;
@@ -163,13 +164,11 @@ static int is_compound(const char *e) { return strchr(e, ' ') && !(e[0] == 'm' &
 static char *combine(mdc_op op, const char *l, const char *r) {
     dstr d = {0};
     int rc;
-    if (op == MDC_MIN || op == MDC_MAX)
-        rc = dstr_put(&d, "%s(%s, %s)", op == MDC_MIN ? "min" : "max", l, r);
+    if (op == MDC_MIN || op == MDC_MAX) rc = dstr_put(&d, "%s(%s, %s)", op == MDC_MIN ? "min" : "max", l, r);
     else {
         const char *sym = op == MDC_PROD ? "*" : "+";
         int pl = is_compound(l), pr = is_compound(r);
-        rc = dstr_put(&d, "%s%s%s %s %s%s%s", pl ? "(" : "", l, pl ? ")" : "", sym, pr ? "(" : "", r,
-                      pr ? ")" : "");
+        rc = dstr_put(&d, "%s%s%s %s %s%s%s", pl ? "(" : "", l, pl ? ")" : "", sym, pr ? "(" : "", r, pr ? ")" : "");
     }
     if (rc) {
         free(d.s);
@@ -186,11 +185,10 @@ static int cmp_step(const void *a, const void *b) {
 
 mdc_status mdc_schedule_expr(const mdc_schedule *s, int rank, size_t elem, char *buf, size_t len) {
     if (!mdc_coll_is_reduction(s->coll))
-        return mdc_fail(MDC_ERR_INVALID, "%s is not a reduction: no summation expression",
-                        mdc_coll_name(s->coll));
+        return mdc_fail(MDC_ERR_INVALID, "%s is not a reduction: no summation expression", mdc_coll_name(s->coll));
     if (rank < 0 || rank >= s->p || elem >= s->vec)
-        return mdc_fail(MDC_ERR_INVALID, "element %zu of rank %d: outside %zu elements x %d ranks",
-                        elem, rank, s->vec, s->p);
+        return mdc_fail(MDC_ERR_INVALID, "element %zu of rank %d: outside %zu elements x %d ranks", elem, rank, s->vec,
+                        s->p);
     int p = s->p;
     mdc_status st = MDC_OK;
     char **cur = calloc((size_t)p, sizeof *cur), **old = calloc((size_t)p, sizeof *old);

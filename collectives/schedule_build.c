@@ -10,8 +10,8 @@
 
 /* ---- message helpers ----------------------------------------------------------------------- */
 
-mdc_status mdc_i_sched_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce,
-                           size_t off, size_t len, const char *fmt, ...) {
+mdc_status mdc_i_sched_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce, size_t off,
+                           size_t len, const char *fmt, ...) {
     char what[64];
     va_list ap;
     va_start(ap, fmt);
@@ -87,8 +87,8 @@ const char *mdc_i_sched_blocks_text(char *buf, size_t len, int a, int b) {
 /* Ring reduce-scatter over members mem[0..n) (NULL = the group), blocks off/len in elements:
  * step k: member pos sends block (pos - k - 1) to pos + 1, which reduces incoming OP own.
  * Empty blocks are not sent. Returns the next free step in *step. */
-mdc_status mdc_i_sched_ring_rs(mdc_schedule *s, int *step, const int *mem, int n, const size_t *off,
-                               const size_t *len, const char *label) {
+mdc_status mdc_i_sched_ring_rs(mdc_schedule *s, int *step, const int *mem, int n, const size_t *off, const size_t *len,
+                               const char *label) {
     size_t esz = mdc_dtype_size(s->t);
     for (int k = 0; k < n - 1; k++) {
         mdc_i_sched_phase(s, *step + k, "%sreduce-scatter %d/%d", label, k + 1, n - 1);
@@ -96,9 +96,8 @@ mdc_status mdc_i_sched_ring_rs(mdc_schedule *s, int *step, const int *mem, int n
             int b = mdc_i_mod(pos - k - 1, n);
             if (!len[b]) continue;
             int src = mem ? mem[pos] : pos, dst = mem ? mem[(pos + 1) % n] : (pos + 1) % n;
-            MDC_I_TRY(mdc_i_sched_add(s, *step + k, src, dst, len[b] * esz, MDC_SCHED_IN_OP_OWN, off[b],
-                                      len[b], "%s %d [%zu,%zu)",
-                                      s->coll == MDC_COLL_ALLREDUCE ? "chunk" : "block", b, off[b],
+            MDC_I_TRY(mdc_i_sched_add(s, *step + k, src, dst, len[b] * esz, MDC_SCHED_IN_OP_OWN, off[b], len[b],
+                                      "%s %d [%zu,%zu)", s->coll == MDC_COLL_ALLREDUCE ? "chunk" : "block", b, off[b],
                                       off[b] + len[b]));
         }
     }
@@ -108,8 +107,8 @@ mdc_status mdc_i_sched_ring_rs(mdc_schedule *s, int *step, const int *mem, int n
 
 /* Ring allgather: step k: member pos sends block (pos - k) to pos + 1. Blocks in elements
  * (el = 1: off/len are elements of the logical vector, carried along) or bytes (el = 0). */
-mdc_status mdc_i_sched_ring_ag(mdc_schedule *s, int *step, const int *mem, int n, const size_t *off,
-                               const size_t *len, int el, const char *label, const char *bname) {
+mdc_status mdc_i_sched_ring_ag(mdc_schedule *s, int *step, const int *mem, int n, const size_t *off, const size_t *len,
+                               int el, const char *label, const char *bname) {
     size_t esz = el ? mdc_dtype_size(s->t) : 1;
     for (int k = 0; k < n - 1; k++) {
         mdc_i_sched_phase(s, *step + k, "%sallgather %d/%d", label, k + 1, n - 1);
@@ -118,11 +117,11 @@ mdc_status mdc_i_sched_ring_ag(mdc_schedule *s, int *step, const int *mem, int n
             if (!len[b]) continue;
             int src = mem ? mem[pos] : pos, dst = mem ? mem[(pos + 1) % n] : (pos + 1) % n;
             if (el)
-                MDC_I_TRY(mdc_i_sched_add(s, *step + k, src, dst, len[b] * esz, MDC_SCHED_STORE, off[b],
-                                          len[b], "%s %d [%zu,%zu)", bname, b, off[b], off[b] + len[b]));
+                MDC_I_TRY(mdc_i_sched_add(s, *step + k, src, dst, len[b] * esz, MDC_SCHED_STORE, off[b], len[b],
+                                          "%s %d [%zu,%zu)", bname, b, off[b], off[b] + len[b]));
             else
-                MDC_I_TRY(mdc_i_sched_add(s, *step + k, src, dst, len[b], MDC_SCHED_STORE, 0, 0, "%s %d",
-                                          bname, mem ? mem[b] : b));
+                MDC_I_TRY(mdc_i_sched_add(s, *step + k, src, dst, len[b], MDC_SCHED_STORE, 0, 0, "%s %d", bname,
+                                          mem ? mem[b] : b));
         }
     }
     *step += n > 1 ? n - 1 : 0;
@@ -143,9 +142,8 @@ mdc_status mdc_i_sched_binomial_bcast(mdc_schedule *s, int *step, int root, size
         for (int rel = 0; rel < p; rel++) {
             int mask = rel ? (rel & -rel) : top;
             if (d >= mask || rel + d >= p) continue;
-            MDC_I_TRY(mdc_i_sched_add(s, *step + k, mdc_i_mod(rel + root, p), mdc_i_mod(rel + d + root, p),
-                                      bytes, MDC_SCHED_STORE, 0, len, "%s",
-                                      len ? "the result" : "the whole buffer"));
+            MDC_I_TRY(mdc_i_sched_add(s, *step + k, mdc_i_mod(rel + root, p), mdc_i_mod(rel + d + root, p), bytes,
+                                      MDC_SCHED_STORE, 0, len, "%s", len ? "the result" : "the whole buffer"));
         }
     }
     *step += rounds;
@@ -165,8 +163,8 @@ mdc_status mdc_i_sched_binomial_reduce(mdc_schedule *s, int *step, int root, siz
             int last = mdc_i_mod((rel + d < p ? rel + d : p) - 1 + root, p);
             int from = mdc_i_mod(rel + root, p), to = mdc_i_mod(rel - d + root, p);
             if (last == from)
-                MDC_I_TRY(mdc_i_sched_add(s, *step + k, from, to, count * esz, MDC_SCHED_OWN_OP_IN, 0, count,
-                                          "x%d", last));
+                MDC_I_TRY(
+                    mdc_i_sched_add(s, *step + k, from, to, count * esz, MDC_SCHED_OWN_OP_IN, 0, count, "x%d", last));
             else
                 MDC_I_TRY(mdc_i_sched_add(s, *step + k, from, to, count * esz, MDC_SCHED_OWN_OP_IN, 0, count,
                                           "partial of ranks %d..%d", from, last));
@@ -178,12 +176,10 @@ mdc_status mdc_i_sched_binomial_reduce(mdc_schedule *s, int *step, int root, siz
 
 /* Binomial scatter / gather of blocks off/len (bytes, in relative order) on the tree rooted
  * at root; subtree of rel = [rel, rel + lowbit(rel)) clipped to p. Empty messages skipped. */
-static size_t span(const size_t *off, const size_t *len, int a, int b) {
-    return off[b - 1] + len[b - 1] - off[a];
-}
+static size_t span(const size_t *off, const size_t *len, int a, int b) { return off[b - 1] + len[b - 1] - off[a]; }
 
-mdc_status mdc_i_sched_binomial_scatter(mdc_schedule *s, int *step, int root, const size_t *off,
-                                        const size_t *len, const char *label) {
+mdc_status mdc_i_sched_binomial_scatter(mdc_schedule *s, int *step, int root, const size_t *off, const size_t *len,
+                                        const char *label) {
     char txt[48];
     int p = s->p, top = mdc_i_pow2_floor(p);
     if (top < p) top *= 2;
@@ -207,8 +203,8 @@ mdc_status mdc_i_sched_binomial_scatter(mdc_schedule *s, int *step, int root, co
 }
 
 /* el: off/len are elements of the logical vector (carried along; bytes = elements x size). */
-mdc_status mdc_i_sched_binomial_gather(mdc_schedule *s, int *step, int root, const size_t *off,
-                                       const size_t *len, int el, const char *label) {
+mdc_status mdc_i_sched_binomial_gather(mdc_schedule *s, int *step, int root, const size_t *off, const size_t *len,
+                                       int el, const char *label) {
     char txt[48];
     int p = s->p, rounds = mdc_i_lg_ceil(p);
     size_t esz = el ? mdc_dtype_size(s->t) : 1;
@@ -247,8 +243,7 @@ mdc_status mdc_i_sched_binomial_blocks(mdc_schedule *s, int scatter) {
 
 /* Recursive halving among p2 new ranks (elements; bnd has p2 + 1 entries): distance p2/2 ... 1;
  * each keeps the half holding its own range, sends the other half, reduces lower OP higher. */
-mdc_status mdc_i_sched_halving_rs(mdc_schedule *s, int *step, int rem, int p2, const size_t *bnd,
-                                  const char *label) {
+mdc_status mdc_i_sched_halving_rs(mdc_schedule *s, int *step, int rem, int p2, const size_t *bnd, const char *label) {
     size_t esz = mdc_dtype_size(s->t);
     int k = 0;
     for (int mask = p2 / 2; mask >= 1; mask >>= 1, k++) {
@@ -259,8 +254,8 @@ mdc_status mdc_i_sched_halving_rs(mdc_schedule *s, int *step, int rem, int p2, c
             size_t g0 = bnd[give], gn = bnd[give + mask] - g0;
             if (!gn) continue;
             MDC_I_TRY(mdc_i_sched_add(s, *step + k, mdc_i_oldrank(nr, rem), mdc_i_oldrank(pnr, rem), gn * esz,
-                                      pnr < nr ? MDC_SCHED_OWN_OP_IN : MDC_SCHED_IN_OP_OWN, g0, gn, "[%zu,%zu)",
-                                      g0, g0 + gn));
+                                      pnr < nr ? MDC_SCHED_OWN_OP_IN : MDC_SCHED_IN_OP_OWN, g0, gn, "[%zu,%zu)", g0,
+                                      g0 + gn));
         }
     }
     *step += k;
@@ -281,8 +276,8 @@ mdc_status mdc_i_sched_doubling_ag(mdc_schedule *s, int *step, int rem, int p2, 
             if (!bn) continue;
             int from = mdc_i_oldrank(nr, rem), to = mdc_i_oldrank(nr ^ mask, rem);
             if (el)
-                MDC_I_TRY(mdc_i_sched_add(s, *step + k, from, to, bn * esz, MDC_SCHED_STORE, b0, bn, "[%zu,%zu)",
-                                          b0, b0 + bn));
+                MDC_I_TRY(mdc_i_sched_add(s, *step + k, from, to, bn * esz, MDC_SCHED_STORE, b0, bn, "[%zu,%zu)", b0,
+                                          b0 + bn));
             else
                 MDC_I_TRY(mdc_i_sched_add(s, *step + k, from, to, bn, MDC_SCHED_STORE, 0, 0, "blocks of ranks %d..%d",
                                           mdc_i_first_old(mylo, rem), mdc_i_first_old(mylo + mask, rem) - 1));
@@ -299,8 +294,8 @@ mdc_status mdc_i_sched_fold_in(mdc_schedule *s, int *step, int rem, size_t n_el)
     if (!rem) return MDC_OK;
     mdc_i_sched_phase(s, *step, "fold: even ranks below 2 x %d hand their vector to the odd one", rem);
     for (int i = 0; i < rem; i++)
-        MDC_I_TRY(mdc_i_sched_add(s, *step, 2 * i, 2 * i + 1, n_el * esz, MDC_SCHED_IN_OP_OWN, 0, n_el,
-                                  "the whole vector"));
+        MDC_I_TRY(
+            mdc_i_sched_add(s, *step, 2 * i, 2 * i + 1, n_el * esz, MDC_SCHED_IN_OP_OWN, 0, n_el, "the whole vector"));
     (*step)++;
     return MDC_OK;
 }
@@ -317,21 +312,21 @@ mdc_status mdc_i_sched_fold_out(mdc_schedule *s, int *step, int rem, size_t n_el
 
 /* ---- entry point ---------------------------------------------------------------------------- */
 
-mdc_status mdc_schedule_build(mdc_schedule *s, mdc_coll c, const char *algo, int p, size_t count,
-                              const size_t *counts, mdc_dtype t, mdc_op op, int root,
-                              size_t chunk_bytes, int ranks_per_node) {
+mdc_status mdc_schedule_build(mdc_schedule *s, mdc_coll c, const char *algo, int p, size_t count, const size_t *counts,
+                              mdc_dtype t, mdc_op op, int root, size_t chunk_bytes, int ranks_per_node) {
     memset(s, 0, sizeof *s);
     if ((unsigned)c >= MDC_COLL_COUNT) return mdc_fail(MDC_ERR_INVALID, "collective %d unknown", (int)c);
     if (p < 1) return mdc_fail(MDC_ERR_INVALID, "schedule: %d ranks (need at least 1)", p);
     if ((unsigned)t >= MDC_DTYPE_END || (unsigned)op >= MDC_OP_COUNT)
         return mdc_fail(MDC_ERR_INVALID, "schedule: bad dtype or op");
     if (t >= MDC_EXACT && op != MDC_SUM && mdc_coll_is_reduction(c))
-        return mdc_fail(MDC_ERR_INVALID, "schedule: op %s is not defined on dtype %s (only sum)",
-                        mdc_op_name(op), mdc_dtype_name(t));
+        return mdc_fail(MDC_ERR_INVALID, "schedule: op %s is not defined on dtype %s (only sum)", mdc_op_name(op),
+                        mdc_dtype_name(t));
     if (root < 0 || root >= p) return mdc_fail(MDC_ERR_INVALID, "root %d outside 0..%d", root, p - 1);
     const mdc_i_algo *b = mdc_i_algo_named(c, algo);
-    if (!b) return mdc_fail(MDC_ERR_INVALID, "%s has no algorithm '%s' (minidc explain %s --list)",
-                            mdc_coll_name(c), algo ? algo : "(null)", mdc_coll_name(c));
+    if (!b)
+        return mdc_fail(MDC_ERR_INVALID, "%s has no algorithm '%s' (minidc explain %s --list)", mdc_coll_name(c),
+                        algo ? algo : "(null)", mdc_coll_name(c));
     s->coll = c;
     snprintf(s->algo, sizeof s->algo, "%s", algo);
     s->p = p;
@@ -346,15 +341,16 @@ mdc_status mdc_schedule_build(mdc_schedule *s, mdc_coll c, const char *algo, int
     for (int i = 0; i < p; i++) s->counts[i] = counts ? counts[i] : count;
     s->vec = c == MDC_COLL_REDUCE_SCATTER                      ? mdc_i_sched_total(s)
              : c == MDC_COLL_ALLREDUCE || c == MDC_COLL_REDUCE ? count
-                                                                : 0;
+                                                               : 0;
     mdc_status st = b->schedule(s);
     if (st) {
         mdc_schedule_free(s);
         return st;
     }
-    size_t total = c == MDC_COLL_ALLTOALL || c == MDC_COLL_BCAST || c == MDC_COLL_GATHER ||
-                   c == MDC_COLL_SCATTER || c == MDC_COLL_ALLREDUCE || c == MDC_COLL_REDUCE ? count
-                                                                                            : mdc_i_sched_total(s);
+    size_t total = c == MDC_COLL_ALLTOALL || c == MDC_COLL_BCAST || c == MDC_COLL_GATHER || c == MDC_COLL_SCATTER ||
+                           c == MDC_COLL_ALLREDUCE || c == MDC_COLL_REDUCE
+                       ? count
+                       : mdc_i_sched_total(s);
     if (total == 0 && c != MDC_COLL_BARRIER) { /* every dispatcher returns at once */
         s->nmsgs = 0;
         s->nsteps = 0;

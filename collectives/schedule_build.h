@@ -14,15 +14,15 @@
 #include "coll_registry.h"
 
 /* Returns from the calling function when x fails. */
-#define MDC_I_TRY(x)                    \
-    do {                                \
-        mdc_status try_st_ = (x);       \
-        if (try_st_) return try_st_;    \
+#define MDC_I_TRY(x)                 \
+    do {                             \
+        mdc_status try_st_ = (x);    \
+        if (try_st_) return try_st_; \
     } while (0)
 
 /* mdc_schedule_add with `what` formatted. */
-mdc_status mdc_i_sched_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce,
-                           size_t off, size_t len, const char *fmt, ...) __attribute__((format(printf, 9, 10)));
+mdc_status mdc_i_sched_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce, size_t off,
+                           size_t len, const char *fmt, ...) __attribute__((format(printf, 9, 10)));
 /* Labels step `step` (creating it); out of memory leaves it unlabelled, and the step's
  * mdc_i_sched_add then fails. */
 void mdc_i_sched_phase(mdc_schedule *s, int step, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -47,11 +47,11 @@ const char *mdc_i_sched_blocks_text(char *buf, size_t len, int a, int b);
  * Blocks are elements of the logical vector, except where `el` says bytes (el = 0). */
 
 /* Ring reduce-scatter: step k: member pos sends block pos-k-1 to pos+1 (incoming OP own). */
-mdc_status mdc_i_sched_ring_rs(mdc_schedule *s, int *step, const int *mem, int n, const size_t *off,
-                               const size_t *len, const char *label);
+mdc_status mdc_i_sched_ring_rs(mdc_schedule *s, int *step, const int *mem, int n, const size_t *off, const size_t *len,
+                               const char *label);
 /* Ring allgather: step k: member pos sends block pos-k to pos+1; bname names the blocks. */
-mdc_status mdc_i_sched_ring_ag(mdc_schedule *s, int *step, const int *mem, int n, const size_t *off,
-                               const size_t *len, int el, const char *label, const char *bname);
+mdc_status mdc_i_sched_ring_ag(mdc_schedule *s, int *step, const int *mem, int n, const size_t *off, const size_t *len,
+                               int el, const char *label, const char *bname);
 /* Binomial broadcast of `bytes` from root, largest subtree first; len > 0: the message carries
  * elements [0, len) of the logical vector (the result of a reduction). */
 mdc_status mdc_i_sched_binomial_bcast(mdc_schedule *s, int *step, int root, size_t bytes, size_t len,
@@ -60,16 +60,15 @@ mdc_status mdc_i_sched_binomial_bcast(mdc_schedule *s, int *step, int root, size
 mdc_status mdc_i_sched_binomial_reduce(mdc_schedule *s, int *step, int root, size_t count, const char *label);
 /* Binomial scatter / gather of blocks off/len in relative rank order (bytes; gather: el = 1 for
  * elements of the logical vector). */
-mdc_status mdc_i_sched_binomial_scatter(mdc_schedule *s, int *step, int root, const size_t *off,
-                                        const size_t *len, const char *label);
-mdc_status mdc_i_sched_binomial_gather(mdc_schedule *s, int *step, int root, const size_t *off,
-                                       const size_t *len, int el, const char *label);
+mdc_status mdc_i_sched_binomial_scatter(mdc_schedule *s, int *step, int root, const size_t *off, const size_t *len,
+                                        const char *label);
+mdc_status mdc_i_sched_binomial_gather(mdc_schedule *s, int *step, int root, const size_t *off, const size_t *len,
+                                       int el, const char *label);
 /* The binomial scatter (scatter = 1) or gather of p blocks of s->count elements at s->root. */
 mdc_status mdc_i_sched_binomial_blocks(mdc_schedule *s, int scatter);
 /* Recursive halving / doubling among the p2 new ranks of a fold with rem pairs (bnd: p2 + 1
  * boundaries; halving in elements, doubling in elements (el = 1) or bytes). */
-mdc_status mdc_i_sched_halving_rs(mdc_schedule *s, int *step, int rem, int p2, const size_t *bnd,
-                                  const char *label);
+mdc_status mdc_i_sched_halving_rs(mdc_schedule *s, int *step, int rem, int p2, const size_t *bnd, const char *label);
 mdc_status mdc_i_sched_doubling_ag(mdc_schedule *s, int *step, int rem, int p2, const size_t *bnd, int el,
                                    const char *label);
 /* The fold of rem pairs: even ranks 2i hand their n_el elements to 2i+1 (fold_in, reduced), and

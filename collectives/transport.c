@@ -93,14 +93,12 @@ static void wait_policy(mdc_transport *t) {
     door_map(t, lr, !own_core);
 }
 
-mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_device *dev,
-                                int gpus_per_node) {
+mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_device *dev, int gpus_per_node) {
     *out = NULL;
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) return mdc_fail(MDC_ERR_MPI, "mdc_transport_create: MPI is not initialized");
-    if (gpus_per_node < 1)
-        return mdc_fail(MDC_ERR_INVALID, "--gpus-per-node must be >= 1 (got %d)", gpus_per_node);
+    if (gpus_per_node < 1) return mdc_fail(MDC_ERR_INVALID, "--gpus-per-node must be >= 1 (got %d)", gpus_per_node);
     mdc_transport *t = calloc(1, sizeof *t);
     if (!t) return mdc_fail(MDC_ERR_OOM_HOST, "transport");
     t->comm = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
@@ -113,8 +111,7 @@ mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_d
     long tag_ub = flag && ub ? *ub : 32767;
     if (tag_ub < (long)TAG_REGION + 1) {
         free(t);
-        return mdc_fail(MDC_ERR_MPI, "MPI_TAG_UB is %ld; minidc needs at least %d", tag_ub,
-                        TAG_REGION + 1);
+        return mdc_fail(MDC_ERR_MPI, "MPI_TAG_UB is %ld; minidc needs at least %d", tag_ub, TAG_REGION + 1);
     }
     /* minidc's tags sit at the top of the tag range, away from an application's own. */
     t->tag_base = (int)(tag_ub - TAG_REGION);
@@ -166,8 +163,7 @@ void mdc_transport_abort_peers(mdc_transport *t, const char *why) {
         if (r == t->rank) continue;
         MPI_Request req;
         /* Best effort: the message is small (eager), we do not wait for it to be received. */
-        if (MPI_Isend(msg, (int)strlen(msg) + 1, MPI_CHAR, r, t->tag_base + TAG_REGION, t->comm,
-                      &req) == MPI_SUCCESS)
+        if (MPI_Isend(msg, (int)strlen(msg) + 1, MPI_CHAR, r, t->tag_base + TAG_REGION, t->comm, &req) == MPI_SUCCESS)
             MPI_Request_free(&req);
     }
     mdc_i_door_ring_all(); /* a sleeping peer should see the message now, not in a while */
@@ -175,18 +171,17 @@ void mdc_transport_abort_peers(mdc_transport *t, const char *why) {
 
 /* ---- point-to-point -------------------------------------------------------------------- */
 
-static mdc_status check_p2p(const void *buf, size_t bytes, int peer, int tag, const mdc_group *g,
-                            const char *what) {
+static mdc_status check_p2p(const void *buf, size_t bytes, int peer, int tag, const mdc_group *g, const char *what) {
     if (!g) return mdc_fail(MDC_ERR_INVALID, "%s: NULL group", what);
     int n = mdc_group_size(g);
     if (peer < 0 || peer >= n)
-        return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: peer %d outside group of %d", what,
-                        mdc_group_transport(g)->rank, peer, n);
+        return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: peer %d outside group of %d", what, mdc_group_transport(g)->rank,
+                        peer, n);
     if (tag < 0 || tag >= TAGS_PER_SPACE)
         return mdc_fail(MDC_ERR_INVALID, "%s: tag %d outside 0..%d", what, tag, TAGS_PER_SPACE - 1);
     if (!buf && bytes)
-        return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: NULL buffer with %zu bytes", what,
-                        mdc_group_transport(g)->rank, bytes);
+        return mdc_fail(MDC_ERR_INVALID, "%s: rank %d: NULL buffer with %zu bytes", what, mdc_group_transport(g)->rank,
+                        bytes);
     return MDC_OK;
 }
 
@@ -272,8 +267,8 @@ static size_t piece_len(const mdc_request *r, int i) {
 
 /* Posts the receive of piece i into its place (mdc_i_piece_data: its slot with a window). */
 static int post_recv_piece(mdc_request *r, int i) {
-    return MPI_Irecv(mdc_i_piece_data(r, i), (int)piece_len(r, i), MPI_BYTE, r->peer_world, r->mpi_tag,
-                     r->t->comm, &r->mreq[r->hdr + i]);
+    return MPI_Irecv(mdc_i_piece_data(r, i), (int)piece_len(r, i), MPI_BYTE, r->peer_world, r->mpi_tag, r->t->comm,
+                     &r->mreq[r->hdr + i]);
 }
 
 /* Posts the MPI operations of a request: either one packed message, or the header (when
@@ -300,8 +295,8 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
             }
             rc = MPI_Isend(src, (int)total, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[0]);
         } else {
-            rc = MPI_Irecv(stamps ? (void *)r->pack : payload, (int)total, MPI_BYTE, r->peer_world,
-                           tag, t->comm, &r->mreq[0]);
+            rc = MPI_Irecv(stamps ? (void *)r->pack : payload, (int)total, MPI_BYTE, r->peer_world, tag, t->comm,
+                           &r->mreq[0]);
         }
         r->nmreq = 1;
     } else {
@@ -311,8 +306,7 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
             r->ph.bytes = r->bytes;
             if (r->is_send)
                 rc = MPI_Isend(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
-            else
-                rc = MPI_Irecv(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
+            else rc = MPI_Irecv(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
         }
         int first = r->window && r->window < r->npieces ? r->window : r->npieces; /* posted now */
         r->mpi_tag = tag;
@@ -325,8 +319,8 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
         r->nmreq = k + r->npieces;
     }
     if (rc != MPI_SUCCESS)
-        return mdc_fail(MDC_ERR_MPI, "rank %d: MPI %s to/from rank %d failed", t->rank,
-                        r->is_send ? "Isend" : "Irecv", r->peer_world);
+        return mdc_fail(MDC_ERR_MPI, "rank %d: MPI %s to/from rank %d failed", t->rank, r->is_send ? "Isend" : "Irecv",
+                        r->peer_world);
     if (r->is_send) mdc_i_door_posted(r->door_peer, r->nmreq);
     return MDC_OK;
 }
@@ -352,8 +346,8 @@ static mdc_status isend(const void *buf, size_t bytes, size_t slice, int peer, i
     return MDC_OK;
 }
 
-static mdc_status irecv(void *buf, size_t bytes, size_t slice, int window, int peer, int tag,
-                        mdc_group *g, mdc_request **req) {
+static mdc_status irecv(void *buf, size_t bytes, size_t slice, int window, int peer, int tag, mdc_group *g,
+                        mdc_request **req) {
     *req = NULL;
     mdc_status st = check_p2p(buf, bytes, peer, tag, g, "mdc_irecv");
     if (st) return st;
@@ -378,16 +372,16 @@ mdc_status mdc_isend(const void *buf, size_t bytes, int peer, int tag, mdc_group
 mdc_status mdc_irecv(void *buf, size_t bytes, int peer, int tag, mdc_group *g, mdc_request **req) {
     return irecv(buf, bytes, 0, 0, peer, tag, g, req);
 }
-mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int peer, int tag,
-                              mdc_group *g, mdc_request **req) {
+mdc_status mdc_i_isend_sliced(const void *buf, size_t bytes, size_t slice, int peer, int tag, mdc_group *g,
+                              mdc_request **req) {
     return isend(buf, bytes, slice ? slice : 1, peer, tag, g, req);
 }
-mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, int tag,
-                              mdc_group *g, mdc_request **req) {
+mdc_status mdc_i_irecv_sliced(void *buf, size_t bytes, size_t slice, int peer, int tag, mdc_group *g,
+                              mdc_request **req) {
     return irecv(buf, bytes, slice ? slice : 1, 0, peer, tag, g, req);
 }
-mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int window, int peer, int tag,
-                              mdc_group *g, mdc_request **req) {
+mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int window, int peer, int tag, mdc_group *g,
+                              mdc_request **req) {
     if (window < 1)
         return mdc_fail(MDC_ERR_INVALID, "rank %d: mdc_i_irecv_window from group rank %d with %d slots",
                         g ? mdc_transport_rank(mdc_group_transport(g)) : -1, peer, window);
@@ -404,10 +398,8 @@ static mdc_status request_finish(mdc_request *r) {
     }
     if (!r->is_send && r->hdr) r->stamp = r->ph.stamp;
     if (t->dev) {
-        if (r->is_send)
-            mdc_dev_msg_sent(t->dev, r->stamp.done);
-        else
-            mdc_dev_msg_arrive(t->dev, r->stamp, (double)r->bytes, r->link);
+        if (r->is_send) mdc_dev_msg_sent(t->dev, r->stamp.done);
+        else mdc_dev_msg_arrive(t->dev, r->stamp, (double)r->bytes, r->link);
     }
     request_free(r);
     return st;
@@ -443,8 +435,10 @@ static size_t header_bytes(const mdc_request *r) {
 }
 
 static mdc_status size_mismatch(const mdc_request *r, size_t got) {
-    return mdc_fail(MDC_ERR_MISMATCH, "rank %d: expected %zu bytes from rank %d, got %zu "
-                    "(sizes differ between ranks?)", r->t->rank, r->bytes, r->peer_world, got);
+    return mdc_fail(MDC_ERR_MISMATCH,
+                    "rank %d: expected %zu bytes from rank %d, got %zu "
+                    "(sizes differ between ranks?)",
+                    r->t->rank, r->bytes, r->peer_world, got);
 }
 
 /* Receive in pieces: waits for the header and checks the size it announces. */
@@ -477,8 +471,8 @@ mdc_status mdc_i_wait_piece(mdc_request *r, int k) {
     /* A window: pieces before k are done with, so their slots take the next pieces. */
     while (r->window && r->posted < r->npieces && r->posted < k + r->window) {
         if (post_recv_piece(r, r->posted) != MPI_SUCCESS)
-            return mdc_fail(MDC_ERR_MPI, "rank %d: MPI Irecv of piece %d from rank %d failed", r->t->rank,
-                            r->posted, r->peer_world);
+            return mdc_fail(MDC_ERR_MPI, "rank %d: MPI Irecv of piece %d from rank %d failed", r->t->rank, r->posted,
+                            r->peer_world);
         r->posted++;
     }
     if (k >= r->posted)
@@ -498,9 +492,11 @@ mdc_status mdc_waitall(mdc_request **reqs, int n) {
      * with the requests left as they are. */
     for (int i = 0; i < n; i++)
         if (reqs[i] && reqs[i]->posted < reqs[i]->npieces)
-            return mdc_fail(MDC_ERR_INVALID, "rank %d: a receive from rank %d waited on whole with %d of "
-                            "its %d pieces still to be waited on one by one", reqs[i]->t->rank,
-                            reqs[i]->peer_world, reqs[i]->npieces - reqs[i]->posted, reqs[i]->npieces);
+            return mdc_fail(MDC_ERR_INVALID,
+                            "rank %d: a receive from rank %d waited on whole with %d of "
+                            "its %d pieces still to be waited on one by one",
+                            reqs[i]->t->rank, reqs[i]->peer_world, reqs[i]->npieces - reqs[i]->posted,
+                            reqs[i]->npieces);
     mdc_transport *t = NULL;
     int total = 0;
     for (int i = 0; i < n; i++)
@@ -581,8 +577,8 @@ mdc_status mdc_recv(void *buf, size_t bytes, int peer, int tag, mdc_group *g) {
     return st ? st : mdc_waitall(&r, 1);
 }
 
-mdc_status mdc_sendrecv(const void *sendbuf, size_t sendbytes, int dst, void *recvbuf,
-                        size_t recvbytes, int src, int tag, mdc_group *g) {
+mdc_status mdc_sendrecv(const void *sendbuf, size_t sendbytes, int dst, void *recvbuf, size_t recvbytes, int src,
+                        int tag, mdc_group *g) {
     mdc_request *r[2] = {NULL, NULL};
     mdc_status st = mdc_irecv(recvbuf, recvbytes, src, tag, g, &r[0]);
     if (!st) st = mdc_isend(sendbuf, sendbytes, dst, tag, g, &r[1]);

@@ -20,13 +20,17 @@ void mdc_i_fault_init(mdc_transport *t) {
     /* a fault that never fires would pass its test for nothing: a value that cannot fire is said */
     if (sscanf(c, "%ld:%ld%n", &cr, &cn, &used) != 2 || c[used] || cr < 0 || cn < 1) {
         if (t->rank == 0)
-            fprintf(stderr, "minidc: MINIDC_FAULT_CORRUPT='%s' is not RANK:N (a rank and the send to corrupt, "
-                    "N >= 1): no message is corrupted\n", c);
+            fprintf(stderr,
+                    "minidc: MINIDC_FAULT_CORRUPT='%s' is not RANK:N (a rank and the send to corrupt, "
+                    "N >= 1): no message is corrupted\n",
+                    c);
         return;
     }
     if (cr >= t->size && t->rank == 0)
-        fprintf(stderr, "minidc: MINIDC_FAULT_CORRUPT='%s': rank %ld is not in the job (ranks 0..%d): no message is "
-                "corrupted\n", c, cr, t->size - 1);
+        fprintf(stderr,
+                "minidc: MINIDC_FAULT_CORRUPT='%s': rank %ld is not in the job (ranks 0..%d): no message is "
+                "corrupted\n",
+                c, cr, t->size - 1);
     if (cr == t->rank) t->corrupt_at = cn;
 }
 

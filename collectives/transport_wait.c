@@ -82,13 +82,14 @@ static mdc_status waited_for(const mdc_transport *t, const MPI_Request *all, mdc
         int pid, s = mdc_i_door_peer_state(r->state_peer, &pid);
         if (s >= 0)
             snprintf(state, sizeof state, "; rank %d (pid %d) %s", r->peer_world, pid,
-                     s == 0 ? "is running (busy, or itself waiting on another rank)"
+                     s == 0   ? "is running (busy, or itself waiting on another rank)"
                      : s == 1 ? "is stopped (SIGSTOP or a debugger)"
-                     : s == 2 ? "has exited" : "is running or stopped (this system does not tell which)");
+                     : s == 2 ? "has exited"
+                              : "is running or stopped (this system does not tell which)");
         mdc_i_door_others(state, sizeof state, r->state_peer);
         return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: %s for rank %d to %s %zu bytes (tag %d)%s", t->rank, head,
-                        r->peer_world, r->is_send ? "take" : "send", r->bytes, (r->mpi_tag - t->tag_base) % TAGS_PER_SPACE,
-                        state);
+                        r->peer_world, r->is_send ? "take" : "send", r->bytes,
+                        (r->mpi_tag - t->tag_base) % TAGS_PER_SPACE, state);
     }
     return mdc_fail(MDC_ERR_TIMEOUT, "rank %d: %s for a peer", t->rank, head);
 }
@@ -99,9 +100,11 @@ static mdc_status peers_alive(const mdc_transport *t, const MPI_Request *all, md
         if (all[i] == MPI_REQUEST_NULL) continue;
         int pid;
         if (mdc_i_door_peer_state(own[i]->state_peer, &pid) == 2)
-            return mdc_fail(MDC_ERR_PEER, "rank %d: rank %d (pid %d) has exited while this rank waited for it to %s %zu "
-                            "bytes (tag %d)", t->rank, own[i]->peer_world, pid, own[i]->is_send ? "take" : "send",
-                            own[i]->bytes, (own[i]->mpi_tag - t->tag_base) % TAGS_PER_SPACE);
+            return mdc_fail(MDC_ERR_PEER,
+                            "rank %d: rank %d (pid %d) has exited while this rank waited for it to %s %zu "
+                            "bytes (tag %d)",
+                            t->rank, own[i]->peer_world, pid, own[i]->is_send ? "take" : "send", own[i]->bytes,
+                            (own[i]->mpi_tag - t->tag_base) % TAGS_PER_SPACE);
     }
     return MDC_OK;
 }
@@ -129,8 +132,10 @@ mdc_status mdc_i_wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status 
     for (;;) {
         int outc = 0;
         if (MPI_Testsome(n, all, &outc, idx, got) != MPI_SUCCESS) {
-            st = mdc_fail(MDC_ERR_MISMATCH, "rank %d: a message did not match its receive "
-                          "(sizes differ between ranks?)", t->rank);
+            st = mdc_fail(MDC_ERR_MISMATCH,
+                          "rank %d: a message did not match its receive "
+                          "(sizes differ between ranks?)",
+                          t->rank);
             goto done;
         }
         if (outc == MPI_UNDEFINED) break; /* nothing was pending */
@@ -142,7 +147,7 @@ mdc_status mdc_i_wait_mpi(mdc_transport *t, MPI_Request *all, int n, MPI_Status 
         for (int i = 0; i < n && !left; i++) left = all[i] != MPI_REQUEST_NULL;
         if (!left) break;
         double waited = mdc_wall_time() - start;
-        if (waited < t->spin_s) continue; /* busy poll: this rank's core is its own */
+        if (waited < t->spin_s) continue;        /* busy poll: this rank's core is its own */
         if (pauses > 64 && (pauses & 15) == 0) { /* a short wait never probes for aborts */
             if (t->aborted || peer_aborted(t)) {
                 st = MDC_ERR_PEER;
@@ -173,4 +178,3 @@ done:
     if (got != st_stack) free(got);
     return st;
 }
-

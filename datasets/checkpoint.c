@@ -23,8 +23,10 @@ static mdc_status get_u64(const mdc_tensorfile *tf, const char *label, const cha
     const char *v = mdc_tensorfile_get_meta(tf, key);
     if (!v) return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ has no '%s'", label, key);
     if (!mdc_i_parse_u64(v, out))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: checkpoint __metadata__ '%s' = '%.40s' is not a plain non-negative "
-                        "integer (decimal digits only, no sign, space or leading zero)", label, key, v);
+        return mdc_fail(MDC_ERR_FORMAT,
+                        "%s: checkpoint __metadata__ '%s' = '%.40s' is not a plain non-negative "
+                        "integer (decimal digits only, no sign, space or leading zero)",
+                        label, key, v);
     return MDC_OK;
 }
 
@@ -65,8 +67,8 @@ mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_st
 
 /* Copies the "adam.X.<name>" tensors into the moment allocation `dst`; every value must be
  * finite, and >= 0 if `nonneg` (the second moment). */
-static mdc_status load_moment(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *prefix,
-                              float *dst, int nonneg) {
+static mdc_status load_moment(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *prefix, float *dst,
+                              int nonneg) {
     const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
     for (int k = 0; k < mdc_gpt2_tensor_count(cfg); k++) {
         mdc_param_tensor p;
@@ -92,13 +94,16 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
     int version = mdc_i_checkpoint_format(tf);
     const char *fmt = mdc_tensorfile_get_meta(tf, "minidc.format");
     if (version == 1)
-        return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: a checkpoint-1 file: it predates the checksum of the checkpoint's "
+        return mdc_fail(MDC_ERR_UNSUPPORTED,
+                        "%s: a checkpoint-1 file: it predates the checksum of the checkpoint's "
                         "metadata (step, seed, data position), so an edit to them cannot be detected; resume from a "
                         "checkpoint saved by this minidc (the file still loads as weights: minidc forward --weights)",
                         label);
     if (version != 2)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: not a minidc checkpoint (__metadata__ minidc.format is %s%s%s; this "
-                        "minidc reads checkpoint-2)", label, fmt ? "'" : "", fmt ? fmt : "missing", fmt ? "'" : "");
+        return mdc_fail(MDC_ERR_FORMAT,
+                        "%s: not a minidc checkpoint (__metadata__ minidc.format is %s%s%s; this "
+                        "minidc reads checkpoint-2)",
+                        label, fmt ? "'" : "", fmt ? fmt : "missing", fmt ? "'" : "");
     const mdc_gpt2_config *mc = mdc_gpt2_get_config(m);
     mdc_gpt2_config fc;
     mdc_status st = mdc_gpt2_config_from_weights(tf, label, 0, &fc);
@@ -106,8 +111,12 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
     const struct {
         const char *name;
         int file, model;
-    } f[] = {{"n_vocab", fc.V, mc->V}, {"n_ctx", fc.T, mc->T}, {"n_layer", fc.L, mc->L},
-             {"n_head", fc.H, mc->H}, {"n_embd", fc.C, mc->C}, {"experts (--experts)", fc.E, mc->E},
+    } f[] = {{"n_vocab", fc.V, mc->V},
+             {"n_ctx", fc.T, mc->T},
+             {"n_layer", fc.L, mc->L},
+             {"n_head", fc.H, mc->H},
+             {"n_embd", fc.C, mc->C},
+             {"experts (--experts)", fc.E, mc->E},
              {"MoE blocks every (--moe-every)", fc.E ? moe_period(&fc) : 0, mc->E ? moe_period(mc) : 0},
              {"moe_topk (--topk)", fc.E ? fc.topk : 0, mc->E ? mc->topk : 0}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
@@ -115,9 +124,16 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
             return mdc_fail(MDC_ERR_MISMATCH, "%s: checkpoint %s = %d but the model has %d", label, f[i].name,
                             f[i].file, f[i].model);
     uint64_t adam_step;
-    const struct { const char *key; uint64_t *dst; } state[] = {
-        {"step", &s->step}, {"data_position", &s->data_position}, {"seed", &s->seed}, {"adam_step", &adam_step},
-        {"seed_set", &s->seed_set}, {"global_batch", &s->global_batch}, {"data_sequences", &s->data_sequences}};
+    const struct {
+        const char *key;
+        uint64_t *dst;
+    } state[] = {{"step", &s->step},
+                 {"data_position", &s->data_position},
+                 {"seed", &s->seed},
+                 {"adam_step", &adam_step},
+                 {"seed_set", &s->seed_set},
+                 {"global_batch", &s->global_batch},
+                 {"data_sequences", &s->data_sequences}};
     for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
         if ((st = get_u64(tf, label, state[i].key, state[i].dst))) return st;
     if (s->step > MAX_COUNT)
@@ -133,8 +149,9 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
     /* the data stream's position in sequences and in batches of the saving run must agree (the
      * stream cycles epochs, so a position is never "past the data"; generated data stores 0) */
     if (s->data_sequences && s->data_position != s->data_sequences / s->global_batch)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: data_position %llu contradicts data_sequences %llu / global_batch %llu = %llu",
-                        label, (unsigned long long)s->data_position, (unsigned long long)s->data_sequences,
+        return mdc_fail(MDC_ERR_FORMAT,
+                        "%s: data_position %llu contradicts data_sequences %llu / global_batch %llu = %llu", label,
+                        (unsigned long long)s->data_position, (unsigned long long)s->data_sequences,
                         (unsigned long long)s->global_batch, (unsigned long long)(s->data_sequences / s->global_batch));
     if ((st = mdc_i_weights_load(m, tf, label, "adam."))) return st;
     if (adam_step == 0) /* no step taken: moments that are not all zero contradict it */
@@ -144,12 +161,16 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
             const float *x = t->data;
             for (size_t j = 0; j < t->numel; j++)
                 if (x[j] != 0)
-                    return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step 0 but tensor '%s' holds a non-zero moment at "
-                                    "element %zu (%g)", label, t->name, j, x[j]);
+                    return mdc_fail(MDC_ERR_FORMAT,
+                                    "%s: adam_step 0 but tensor '%s' holds a non-zero moment at "
+                                    "element %zu (%g)",
+                                    label, t->name, j, x[j]);
         }
     if (adam_step != s->step) /* every step of a run is one AdamW step */
-        return mdc_fail(MDC_ERR_FORMAT, "%s: adam_step %llu contradicts step %llu (both count the optimizer steps "
-                        "taken)", label, (unsigned long long)adam_step, (unsigned long long)s->step);
+        return mdc_fail(MDC_ERR_FORMAT,
+                        "%s: adam_step %llu contradicts step %llu (both count the optimizer steps "
+                        "taken)",
+                        label, (unsigned long long)adam_step, (unsigned long long)s->step);
     if (adam_step > 0) {
         if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
         if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;

@@ -90,14 +90,18 @@ static mdc_status verify_meta(const mdc_tensorfile *tf, const char *label) {
         const char *k = tf->meta_keys[i], *v = tf->meta_values[i];
         if (!strncmp(k, META_SUM, strlen(META_SUM))) {
             if (!mdc_tensorfile_get_meta(tf, k + strlen(META_SUM)))
-                return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ '%s' is missing but its checksum '%s' is there: the "
-                                "field was removed after the file was saved", label, k + strlen(META_SUM), k);
+                return mdc_fail(MDC_ERR_FORMAT,
+                                "%s: __metadata__ '%s' is missing but its checksum '%s' is there: the "
+                                "field was removed after the file was saved",
+                                label, k + strlen(META_SUM), k);
             continue;
         }
         if (!strncmp(k, SUM, strlen(SUM))) {
             if (!mdc_tensorfile_find(tf, k + strlen(SUM)))
-                return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ '%s' is the checksum of a tensor '%s' the file does "
-                                "not have", label, k, k + strlen(SUM));
+                return mdc_fail(MDC_ERR_FORMAT,
+                                "%s: __metadata__ '%s' is the checksum of a tensor '%s' the file does "
+                                "not have",
+                                label, k, k + strlen(SUM));
             continue;
         }
         snprintf(key, sizeof key, META_SUM "%s", k);
@@ -105,12 +109,15 @@ static mdc_status verify_meta(const mdc_tensorfile *tf, const char *label) {
         mdc_status st = meta_digest(k, v, val);
         if (st) return st;
         if (!want)
-            return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ '%s' has no checksum ('%.80s'): it was added after the "
-                            "file was saved", label, k, key);
+            return mdc_fail(MDC_ERR_FORMAT,
+                            "%s: __metadata__ '%s' has no checksum ('%.80s'): it was added after the "
+                            "file was saved",
+                            label, k, key);
         if (strcmp(val, want))
-            return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ '%s' = '%.80s' does not match its checksum (%s in the "
-                            "file, %s computed): the file was damaged or edited after it was saved", label, k, v, want,
-                            val);
+            return mdc_fail(MDC_ERR_FORMAT,
+                            "%s: __metadata__ '%s' = '%.80s' does not match its checksum (%s in the "
+                            "file, %s computed): the file was damaged or edited after it was saved",
+                            label, k, v, want, val);
     }
     return MDC_OK;
 }
@@ -118,9 +125,10 @@ static mdc_status verify_meta(const mdc_tensorfile *tf, const char *label) {
 mdc_status mdc_checkpoint_verify(const mdc_tensorfile *tf, const char *label) {
     int fmt = mdc_i_checkpoint_format(tf);
     if (fmt < 0)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ minidc.format '%s' is a checkpoint format this minidc does "
-                        "not know (it reads checkpoint-2 and checkpoint-1)", label,
-                        mdc_tensorfile_get_meta(tf, "minidc.format"));
+        return mdc_fail(MDC_ERR_FORMAT,
+                        "%s: __metadata__ minidc.format '%s' is a checkpoint format this minidc does "
+                        "not know (it reads checkpoint-2 and checkpoint-1)",
+                        label, mdc_tensorfile_get_meta(tf, "minidc.format"));
     if (fmt == 0) return MDC_OK;
     mdc_status st = fmt == 2 ? verify_meta(tf, label) : MDC_OK;
     for (int i = 0; !st && i < tf->count; i++) {
@@ -129,14 +137,17 @@ mdc_status mdc_checkpoint_verify(const mdc_tensorfile *tf, const char *label) {
         snprintf(key, sizeof key, SUM "%s", t->name);
         const char *want = mdc_tensorfile_get_meta(tf, key);
         if (!want && fmt == 2)
-            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' has no checksum ('%.80s'): the file was changed after it "
-                            "was saved", label, t->name, key);
+            return mdc_fail(MDC_ERR_FORMAT,
+                            "%s: tensor '%s' has no checksum ('%.80s'): the file was changed after it "
+                            "was saved",
+                            label, t->name, key);
         if (!want) continue;
         tensor_digest(t, val);
         if (strcmp(val, want))
-            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' does not match its checksum (%s in the file, %s "
-                            "computed): the file was changed or mixed from two writers after it was saved", label,
-                            t->name, want, val);
+            return mdc_fail(MDC_ERR_FORMAT,
+                            "%s: tensor '%s' does not match its checksum (%s in the file, %s "
+                            "computed): the file was changed or mixed from two writers after it was saved",
+                            label, t->name, want, val);
     }
     return st;
 }

@@ -40,7 +40,8 @@ static void globals_free(globals *gs) {
 
 static void shape_text(int ndim, const int64_t *shape, char *buf, size_t cap) {
     size_t o = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < ndim && o < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    for (int i = 0; i < ndim && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
@@ -50,13 +51,18 @@ static global_t *global_get(globals *gs, const char *name, int ndim, const int64
         global_t *g = &gs->g[i];
         if (strcmp(g->name, name)) continue;
         int same = g->ndim == ndim && g->sum == sum && !memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim);
-        if (!same) *st = mdc_fail(MDC_ERR_MISMATCH, "dump: %s: the pieces in %s and %s disagree on its shape or kind", name, g->file, file);
+        if (!same)
+            *st = mdc_fail(MDC_ERR_MISMATCH, "dump: %s: the pieces in %s and %s disagree on its shape or kind", name,
+                           g->file, file);
         return same ? g : NULL;
     }
     if (gs->n == gs->cap) {
         int cap = gs->cap ? 2 * gs->cap : 64;
         global_t *p = realloc(gs->g, sizeof *p * (size_t)cap);
-        if (!p) { *st = mdc_fail(MDC_ERR_OOM_HOST, "dump: the tensor table"); return NULL; }
+        if (!p) {
+            *st = mdc_fail(MDC_ERR_OOM_HOST, "dump: the tensor table");
+            return NULL;
+        }
         gs->g = p, gs->cap = cap;
     }
     size_t numel, bytes;
@@ -70,9 +76,10 @@ static global_t *global_get(globals *gs, const char *name, int ndim, const int64
     if (2 * numel > gs->total - gs->claimed) {
         char sh[192];
         shape_text(ndim, shape, sh, sizeof sh);
-        *st = mdc_fail(MDC_ERR_FORMAT, "dump: %s: tensor %s: its global tensor %s of shape %s needs %zu bytes of "
-                       "pieces (%zu elements, 2 bytes at least), but the dump's %d file(s) hold %zu bytes%s", file,
-                       entry, name, sh, 2 * numel, numel, gs->files, gs->total,
+        *st = mdc_fail(MDC_ERR_FORMAT,
+                       "dump: %s: tensor %s: its global tensor %s of shape %s needs %zu bytes of "
+                       "pieces (%zu elements, 2 bytes at least), but the dump's %d file(s) hold %zu bytes%s",
+                       file, entry, name, sh, 2 * numel, numel, gs->files, gs->total,
                        gs->claimed ? " in all, part of them claimed by the tensors before it" : "");
         return NULL;
     }
@@ -96,9 +103,11 @@ static global_t *global_get(globals *gs, const char *name, int ndim, const int64
 /* Element k of g as "[i, j, k]". */
 static const char *coords(const global_t *g, size_t k, char *buf, size_t cap) {
     int64_t idx[3];
-    for (int i = g->ndim - 1; i >= 0; i--) idx[i] = g->shape[i] ? (int64_t)(k % (size_t)g->shape[i]) : 0, k /= g->shape[i] ? (size_t)g->shape[i] : 1;
+    for (int i = g->ndim - 1; i >= 0; i--)
+        idx[i] = g->shape[i] ? (int64_t)(k % (size_t)g->shape[i]) : 0, k /= g->shape[i] ? (size_t)g->shape[i] : 1;
     size_t o = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < g->ndim && o < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)idx[i]);
+    for (int i = 0; i < g->ndim && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)idx[i]);
     if (o < cap) snprintf(buf + o, cap - o, "]");
     return buf;
 }
@@ -141,23 +150,27 @@ static mdc_status place(global_t *g, const float *x, const int64_t *ls, dim_runs
     for (int i = nd - 2; i >= 0; i--) gst[i] = gst[i + 1] * g->shape[i + 1], lst[i] = lst[i + 1] * ls[i + 1];
     int idx[3] = {0, 0, 0}, n[3] = {1, 1, 1};
     for (int i = 0; i < nd; i++) n[i] = d[i].n;
-    for (int i = 0; i < nd; i++) if (!n[i]) return MDC_OK; /* an empty piece */
+    for (int i = 0; i < nd; i++)
+        if (!n[i]) return MDC_OK; /* an empty piece */
     for (;;) {
         /* the block of runs idx: every element in it */
         int64_t len[3] = {1, 1, 1}, l0 = 0, g0 = 0;
-        for (int i = 0; i < nd; i++) len[i] = d[i].r[idx[i]][2], l0 += d[i].r[idx[i]][0] * lst[i], g0 += d[i].r[idx[i]][1] * gst[i];
+        for (int i = 0; i < nd; i++)
+            len[i] = d[i].r[idx[i]][2], l0 += d[i].r[idx[i]][0] * lst[i], g0 += d[i].r[idx[i]][1] * gst[i];
         for (int64_t a = 0; a < len[0]; a++)
             for (int64_t b = 0; b < (nd > 1 ? len[1] : 1); b++)
                 for (int64_t c = 0; c < (nd > 2 ? len[2] : 1); c++) {
-                    int64_t li = l0 + a * lst[0] + b * lst[1] + c * lst[2], gi = g0 + a * gst[0] + b * gst[1] + c * gst[2];
+                    int64_t li = l0 + a * lst[0] + b * lst[1] + c * lst[2],
+                            gi = g0 + a * gst[0] + b * gst[1] + c * gst[2];
                     float v = x[li];
                     if (g->sum) {
                         g->data[gi] += v;
                     } else if (g->have[gi] && memcmp(&g->data[gi], &v, sizeof v)) {
                         char at[96];
-                        return mdc_fail(MDC_ERR_MISMATCH, "dump: %s: the copies of element %s differ: %.9g in %s, %.9g "
-                                        "in %s (replicas that should be equal are not)", g->name,
-                                        coords(g, (size_t)gi, at, sizeof at), g->data[gi], g->file, v, file);
+                        return mdc_fail(MDC_ERR_MISMATCH,
+                                        "dump: %s: the copies of element %s differ: %.9g in %s, %.9g "
+                                        "in %s (replicas that should be equal are not)",
+                                        g->name, coords(g, (size_t)gi, at, sizeof at), g->data[gi], g->file, v, file);
                     } else {
                         g->data[gi] = v;
                     }
@@ -182,28 +195,36 @@ static mdc_status add_piece(globals *gs, const mdc_tensor *t, const char *json, 
     const cJSON *mp = cJSON_GetObjectItemCaseSensitive(j, "map"), *sm = cJSON_GetObjectItemCaseSensitive(j, "sum");
     const cJSON *od = cJSON_GetObjectItemCaseSensitive(j, "order");
     int nd = t->ndim;
-    const char *bad = !cJSON_IsObject(j) ? "it is not a JSON object"
-                      : !cJSON_IsString(gn) || !gn->valuestring[0] ? "\"global\" is not a name"
-                      : !is_float(t->dtype) ? "the piece is not floating-point"
-                      : nd < 1 || nd > 3 ? "the piece has not 1 to 3 dimensions"
+    const char *bad = !cJSON_IsObject(j)                                   ? "it is not a JSON object"
+                      : !cJSON_IsString(gn) || !gn->valuestring[0]         ? "\"global\" is not a name"
+                      : !is_float(t->dtype)                                ? "the piece is not floating-point"
+                      : nd < 1 || nd > 3                                   ? "the piece has not 1 to 3 dimensions"
                       : !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != nd ? "\"shape\" has not one size per dimension"
-                      : !cJSON_IsArray(mp) || cJSON_GetArraySize(mp) != nd ? "\"map\" has not one list of runs per dimension"
+                      : !cJSON_IsArray(mp) || cJSON_GetArraySize(mp) != nd
+                          ? "\"map\" has not one list of runs per dimension"
                       : !cJSON_IsNumber(sm) || (sm->valuedouble != 0 && sm->valuedouble != 1) ? "\"sum\" is not 0 or 1"
-                      : !cJSON_IsNumber(od) || !(fabs(od->valuedouble) <= 4.6e18) || od->valuedouble != floor(od->valuedouble)
-                          ? "\"order\" is not an integer" : NULL;
+                      : !cJSON_IsNumber(od) || !(fabs(od->valuedouble) <= 4.6e18) ||
+                              od->valuedouble != floor(od->valuedouble)
+                          ? "\"order\" is not an integer"
+                          : NULL;
     int64_t shape[3] = {0, 0, 0};
     for (int i = 0; !bad && i < nd; i++) {
         const cJSON *v = cJSON_GetArrayItem(sh, i);
-        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble >= 1e12 || v->valuedouble != floor(v->valuedouble))
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble >= 1e12 ||
+            v->valuedouble != floor(v->valuedouble))
             bad = "\"shape\" holds a size that is not an integer in [0, 1e12)";
         else shape[i] = (int64_t)v->valuedouble;
     }
     static dim_runs d[3]; /* large: kept off the stack */
     for (int i = 0; !bad && i < nd; i++) bad = read_runs(cJSON_GetArrayItem(mp, i), &d[i], t->shape[i], shape[i]);
-    if (bad) st = mdc_fail(MDC_ERR_FORMAT, "dump: %s: tensor %s: its dump entry is not a valid piece: %s", file, t->name, bad);
+    if (bad)
+        st = mdc_fail(MDC_ERR_FORMAT, "dump: %s: tensor %s: its dump entry is not a valid piece: %s", file, t->name,
+                      bad);
     float *x = NULL;
     global_t *g = NULL;
-    if (!st) g = global_get(gs, gn->valuestring, nd, shape, sm->valuedouble != 0, (int64_t)od->valuedouble, file, t->name, &st);
+    if (!st)
+        g = global_get(gs, gn->valuestring, nd, shape, sm->valuedouble != 0, (int64_t)od->valuedouble, file, t->name,
+                       &st);
     if (g && g->dtype == MDC_TD_F32 && (t->dtype == MDC_TD_BF16 || t->dtype == MDC_TD_F16)) g->dtype = t->dtype;
     if (!st && !(x = malloc(sizeof(float) * (t->numel ? t->numel : 1))))
         st = mdc_fail(MDC_ERR_OOM_HOST, "dump: %s: tensor %s: %zu elements", file, t->name, t->numel);
@@ -235,11 +256,17 @@ static mdc_status list_dir(const char *path, char ***out, int *n, size_t *bytes)
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             char **p = realloc(*out, sizeof *p * (size_t)cap);
-            if (!p) { st = mdc_fail(MDC_ERR_OOM_HOST, "dump: listing %s", path); break; }
+            if (!p) {
+                st = mdc_fail(MDC_ERR_OOM_HOST, "dump: listing %s", path);
+                break;
+            }
             *out = p;
         }
         size_t len = strlen(path) + k + 2;
-        if (!((*out)[*n] = malloc(len))) { st = mdc_fail(MDC_ERR_OOM_HOST, "dump: listing %s", path); break; }
+        if (!((*out)[*n] = malloc(len))) {
+            st = mdc_fail(MDC_ERR_OOM_HOST, "dump: listing %s", path);
+            break;
+        }
         snprintf((*out)[(*n)++], len, "%s/%s", path, e->d_name);
         struct stat sb;
         if (stat((*out)[*n - 1], &sb)) st = mdc_fail(MDC_ERR_IO, "dump: %s: %s", (*out)[*n - 1], strerror(errno));
@@ -281,19 +308,25 @@ static mdc_status check_rank(const mdc_tensorfile *tf, char **fl, int f, char *r
     int r, n;
     if (f == 0) snprintf(run, cap, "%s", rid ? rid : "");
     else if (strcmp(run, rid ? rid : ""))
-        return mdc_fail(MDC_ERR_MISMATCH, "dump: %s is from another run than %s (dump.run %s, not %s): a dump "
-                        "directory holds one run", fl[f], fl[0], rid ? rid : "none", run);
+        return mdc_fail(MDC_ERR_MISMATCH,
+                        "dump: %s is from another run than %s (dump.run %s, not %s): a dump "
+                        "directory holds one run",
+                        fl[f], fl[0], rid ? rid : "none", run);
     if (parse_rank(rk, &r, &n))
-        return mdc_fail(MDC_ERR_FORMAT, "dump: %s: __metadata__ field dump.rank is %s%.40s%s, not \"R of N\" with 0 <= "
-                        "R < N", fl[f], rk ? "\"" : "", rk ? rk : "missing", rk ? "\"" : "");
+        return mdc_fail(MDC_ERR_FORMAT,
+                        "dump: %s: __metadata__ field dump.rank is %s%.40s%s, not \"R of N\" with 0 <= "
+                        "R < N",
+                        fl[f], rk ? "\"" : "", rk ? rk : "missing", rk ? "\"" : "");
     if (f && n != *size)
         return mdc_fail(MDC_ERR_MISMATCH, "dump: %s says rank %d of %d, %s of %d: a dump directory holds one run",
                         fl[f], r, n, fl[0], *size);
     ranks[f] = r, steps[f] = step_of(tf), *size = n;
     for (int g = 0; g < f && steps[f] >= 0; g++) /* a file without entries adds nothing */
         if (ranks[g] == r && steps[g] == steps[f])
-            return mdc_fail(MDC_ERR_MISMATCH, "dump: two files claim rank %d of %d for step %ld: %s and %s (was one "
-                            "rank's file copied over another's?)", r, n, steps[f], fl[g], fl[f]);
+            return mdc_fail(MDC_ERR_MISMATCH,
+                            "dump: two files claim rank %d of %d for step %ld: %s and %s (was one "
+                            "rank's file copied over another's?)",
+                            r, n, steps[f], fl[g], fl[f]);
     return MDC_OK;
 }
 
@@ -321,13 +354,16 @@ mdc_status mdc_dump_read(const char *path, mdc_tensorfile **out) {
             return MDC_OK;
         }
         if (!fmt || strcmp(fmt, MDC_DUMP_FORMAT))
-            st = mdc_fail(MDC_ERR_FORMAT, "dump: %s is not a rank file of a dump (__metadata__ dump.format \"%s\")", fl[f],
-                          MDC_DUMP_FORMAT);
+            st = mdc_fail(MDC_ERR_FORMAT, "dump: %s is not a rank file of a dump (__metadata__ dump.format \"%s\")",
+                          fl[f], MDC_DUMP_FORMAT);
         else st = check_rank(tf, fl, f, run, sizeof run, ranks, steps, &size);
         for (int i = 0; !st && i < tf->count; i++) {
             size_t kn = strlen(tf->tensors[i].name) + 6;
             char *key = malloc(kn);
-            if (!key) { st = mdc_fail(MDC_ERR_OOM_HOST, "dump: %s: a name of %zu bytes", fl[f], kn); break; }
+            if (!key) {
+                st = mdc_fail(MDC_ERR_OOM_HOST, "dump: %s: a name of %zu bytes", fl[f], kn);
+                break;
+            }
             snprintf(key, kn, "dump:%s", tf->tensors[i].name);
             const char *j = mdc_tensorfile_get_meta(tf, key);
             free(key);
@@ -344,11 +380,15 @@ mdc_status mdc_dump_read(const char *path, mdc_tensorfile **out) {
         for (size_t k = g->numel; k-- > 0;)
             if (!g->have[k]) miss++, first = k;
         char at[96];
-        if (miss) st = mdc_fail(MDC_ERR_MISMATCH, "dump: %s: %zu of its %zu elements are in no piece (the first: %s); "
-                                "is a rank's file missing?", g->name, miss, g->numel, coords(g, first, at, sizeof at));
+        if (miss)
+            st = mdc_fail(MDC_ERR_MISMATCH,
+                          "dump: %s: %zu of its %zu elements are in no piece (the first: %s); "
+                          "is a rank's file missing?",
+                          g->name, miss, g->numel, coords(g, first, at, sizeof at));
     }
     if (!st) st = mdc_tensorfile_new(out);
-    for (int i = 0; !st && i < gs.n; i++) st = mdc_tensorfile_add_f32(*out, gs.g[i].name, gs.g[i].dtype, gs.g[i].ndim, gs.g[i].shape, gs.g[i].data);
+    for (int i = 0; !st && i < gs.n; i++)
+        st = mdc_tensorfile_add_f32(*out, gs.g[i].name, gs.g[i].dtype, gs.g[i].ndim, gs.g[i].shape, gs.g[i].data);
     if (st) mdc_tensorfile_free(*out), *out = NULL;
     globals_free(&gs);
     for (int f = 0; isdir && f < nf; f++) free(files[f]);

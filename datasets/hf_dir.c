@@ -62,9 +62,13 @@ static mdc_status int_field(const config_src *c, const char *key, int required, 
 
 /* transformers' attribute_map: a GPT-2 config that also states hidden_size sets n_embd from it */
 static mdc_status aliases(const config_src *c, const mdc_hf_config *h) {
-    const struct { const char *alias, *key; int v; } a[] = {
-        {"hidden_size", "n_embd", h->n_embd}, {"max_position_embeddings", "n_positions", h->n_positions},
-        {"num_attention_heads", "n_head", h->n_head}, {"num_hidden_layers", "n_layer", h->n_layer}};
+    const struct {
+        const char *alias, *key;
+        int v;
+    } a[] = {{"hidden_size", "n_embd", h->n_embd},
+             {"max_position_embeddings", "n_positions", h->n_positions},
+             {"num_attention_heads", "n_head", h->n_head},
+             {"num_hidden_layers", "n_layer", h->n_layer}};
     for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
         int v = 0;
         mdc_status st = int_field(c, a[k].alias, 0, &v);
@@ -81,35 +85,40 @@ static mdc_status aliases(const config_src *c, const mdc_hf_config *h) {
 static mdc_status math_settings(const config_src *c, const mdc_hf_config *h) {
     char buf[64];
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, "layer_norm_epsilon");
-    if (v && !cJSON_IsNumber(v))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: \"layer_norm_epsilon\" is not a number", c->path);
+    if (v && !cJSON_IsNumber(v)) return mdc_fail(MDC_ERR_FORMAT, "%s: \"layer_norm_epsilon\" is not a number", c->path);
     if (v && v->valuedouble != 1e-5)
         return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"layer_norm_epsilon\" is %s; minidc's LayerNorm uses 1e-5", c->path,
                         raw(c, "layer_norm_epsilon", buf, sizeof buf));
     v = cJSON_GetObjectItemCaseSensitive(c->root, "activation_function");
     const char *act = cJSON_IsString(v) ? v->valuestring : "";
     if (v && strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh"))
-        return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"activation_function\" is %s; minidc's MLP computes \"gelu_new\" "
-                        "(\"gelu_pytorch_tanh\" is the same tanh formula and accepted too)", c->path,
-                        raw(c, "activation_function", buf, sizeof buf));
+        return mdc_fail(MDC_ERR_UNSUPPORTED,
+                        "%s: \"activation_function\" is %s; minidc's MLP computes \"gelu_new\" "
+                        "(\"gelu_pytorch_tanh\" is the same tanh formula and accepted too)",
+                        c->path, raw(c, "activation_function", buf, sizeof buf));
     v = cJSON_GetObjectItemCaseSensitive(c->root, "n_inner");
     if (v && !cJSON_IsNull(v)) {
         int inner = 0;
         mdc_status st = int_field(c, "n_inner", 1, &inner);
         if (st) return st;
         if (inner != 4 * h->n_embd)
-            return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"n_inner\" is %d; minidc's MLP is 4 * n_embd = %d wide (null "
-                            "or %d)", c->path, inner, 4 * h->n_embd, 4 * h->n_embd);
+            return mdc_fail(MDC_ERR_UNSUPPORTED,
+                            "%s: \"n_inner\" is %d; minidc's MLP is 4 * n_embd = %d wide (null "
+                            "or %d)",
+                            c->path, inner, 4 * h->n_embd, 4 * h->n_embd);
     }
     int ctx = 0;
     mdc_status st = int_field(c, "n_ctx", 0, &ctx); /* a legacy key transformers ignores; still a size */
     if (st) return st;
-    static const struct { const char *key; int want; const char *why; } flags[] = {
-        {"scale_attn_weights", 1, "it divides the attention scores by sqrt(head size)"},
-        {"scale_attn_by_inverse_layer_idx", 0, "it does not divide the attention scores by layer + 1"},
-        {"reorder_and_upcast_attn", 0, "its attention has one order of operations, in fp32"},
-        {"tie_word_embeddings", 1, "its LM head is the token embedding wte"},
-        {"add_cross_attention", 0, "its blocks have no cross-attention"}};
+    static const struct {
+        const char *key;
+        int want;
+        const char *why;
+    } flags[] = {{"scale_attn_weights", 1, "it divides the attention scores by sqrt(head size)"},
+                 {"scale_attn_by_inverse_layer_idx", 0, "it does not divide the attention scores by layer + 1"},
+                 {"reorder_and_upcast_attn", 0, "its attention has one order of operations, in fp32"},
+                 {"tie_word_embeddings", 1, "its LM head is the token embedding wte"},
+                 {"add_cross_attention", 0, "its blocks have no cross-attention"}};
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
         v = cJSON_GetObjectItemCaseSensitive(c->root, flags[k].key);
         if (v && !(flags[k].want ? cJSON_IsTrue(v) : cJSON_IsFalse(v)))
@@ -119,12 +128,16 @@ static mdc_status math_settings(const config_src *c, const mdc_hf_config *h) {
     }
     v = cJSON_GetObjectItemCaseSensitive(c->root, "pruned_heads");
     if (v && !(cJSON_IsObject(v) && !v->child))
-        return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"pruned_heads\" is %s; minidc supports only {} (every head of every "
-                        "layer)", c->path, raw(c, "pruned_heads", buf, sizeof buf));
+        return mdc_fail(MDC_ERR_UNSUPPORTED,
+                        "%s: \"pruned_heads\" is %s; minidc supports only {} (every head of every "
+                        "layer)",
+                        c->path, raw(c, "pruned_heads", buf, sizeof buf));
     v = cJSON_GetObjectItemCaseSensitive(c->root, "quantization_config");
     if (v && !cJSON_IsNull(v))
-        return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"quantization_config\" is given; minidc reads unquantized weights "
-                        "(leave it out)", c->path);
+        return mdc_fail(MDC_ERR_UNSUPPORTED,
+                        "%s: \"quantization_config\" is given; minidc reads unquantized weights "
+                        "(leave it out)",
+                        c->path);
     return MDC_OK;
 }
 
@@ -167,17 +180,22 @@ mdc_status mdc_hf_read_dir(const char *dir, int heads, mdc_tensorfile **tf, mdc_
     mdc_status st = read_config(cpath, &c);
     if (st) return st;
     if (heads > 0 && heads != c.n_head)
-        return mdc_fail(MDC_ERR_INVALID, "--heads %d contradicts %s's n_head %d (leave --heads out)", heads, cpath, c.n_head);
+        return mdc_fail(MDC_ERR_INVALID, "--heads %d contradicts %s's n_head %d (leave --heads out)", heads, cpath,
+                        c.n_head);
     if ((st = mdc_safetensors_read(wpath, tf))) return st;
     st = mdc_checkpoint_verify(*tf, wpath);
     if (!st) st = mdc_gpt2_config_from_weights(*tf, wpath, c.n_head, cfg);
-    const struct { const char *key; int said, shapes; } sizes[] = {
-        {"n_layer", c.n_layer, cfg->L}, {"n_embd", c.n_embd, cfg->C}, {"vocab_size", c.vocab_size, cfg->V},
-        {"n_positions", c.n_positions, cfg->T}};
+    const struct {
+        const char *key;
+        int said, shapes;
+    } sizes[] = {{"n_layer", c.n_layer, cfg->L},
+                 {"n_embd", c.n_embd, cfg->C},
+                 {"vocab_size", c.vocab_size, cfg->V},
+                 {"n_positions", c.n_positions, cfg->T}};
     for (size_t i = 0; !st && i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i].said != sizes[i].shapes)
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: \"%s\" is %d but %s's tensors have %d", cpath, sizes[i].key, sizes[i].said,
-                          wpath, sizes[i].shapes);
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: \"%s\" is %d but %s's tensors have %d", cpath, sizes[i].key,
+                          sizes[i].said, wpath, sizes[i].shapes);
     if (st) {
         mdc_tensorfile_free(*tf);
         *tf = NULL;

@@ -116,9 +116,10 @@ static mdc_status duplicates(scanner *sc, entry *e, int n) {
     char k[200], p[320];
     show_key(k, sizeof k, e[best].key);
     path(sc, sc->depth - 1, p, sizeof p);
-    return mdc_fail(MDC_ERR_FORMAT, "%s: the key \"%s\" is given twice%s%s (at bytes %zu and %zu): Python's json, and "
-                    "so transformers, takes the last, cJSON the first; give it once", sc->label, k, p[0] ? " in " : "",
-                    p, e[best - 1].kat, e[best].kat);
+    return mdc_fail(MDC_ERR_FORMAT,
+                    "%s: the key \"%s\" is given twice%s%s (at bytes %zu and %zu): Python's json, and "
+                    "so transformers, takes the last, cJSON the first; give it once",
+                    sc->label, k, p[0] ? " in " : "", p, e[best - 1].kat, e[best].kat);
 }
 
 static mdc_status object(scanner *sc) {

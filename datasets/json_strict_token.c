@@ -24,8 +24,10 @@ mdc_status mdc_i_json_ws(scanner *sc) {
         unsigned c = sc->s[sc->i];
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
         if (c < 0x20)
-            return mdc_i_json_fail(sc, sc->i, "a control byte 0x%02x used as whitespace (JSON's whitespace is "
-                                   "space, tab, LF and CR)", c);
+            return mdc_i_json_fail(sc, sc->i,
+                                   "a control byte 0x%02x used as whitespace (JSON's whitespace is "
+                                   "space, tab, LF and CR)",
+                                   c);
         break;
     }
     return MDC_OK;
@@ -63,8 +65,10 @@ static int hex4(const scanner *sc, size_t i, unsigned *out) {
     unsigned v = 0;
     for (size_t k = i; k < i + 4; k++) {
         if (k >= sc->n) return 0;
-        unsigned c = sc->s[k], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                   : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 16;
+        unsigned c = sc->s[k], d = c >= '0' && c <= '9'   ? c - '0'
+                                   : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                   : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                          : 16;
         if (d > 15) return 0;
         v = v * 16 + d;
     }
@@ -137,8 +141,10 @@ mdc_status mdc_i_json_string(scanner *sc, char **out, size_t *outlen) {
             sc->i++;
             break;
         } else if (c < 0x20)
-            st = mdc_i_json_fail(sc, i, "a control byte 0x%02x inside a string (JSON writes it escaped: \\n, \\t, "
-                                 "\\u00XX)", c);
+            st = mdc_i_json_fail(sc, i,
+                                 "a control byte 0x%02x inside a string (JSON writes it escaped: \\n, \\t, "
+                                 "\\u00XX)",
+                                 c);
         else if (c == '\\') st = escape(sc, u, &k), bytes = u;
         else if (!(k = utf8_len(sc->s + i, sc->n - i)))
             st = mdc_i_json_fail(sc, i, "invalid UTF-8 (byte 0x%02x; JSON text is UTF-8)", c);

@@ -8,15 +8,14 @@
 #include "minidc/splitmix.h"
 
 struct mdc_loader {
-    mdc_shard shard;        /* tokens copied in (no vocabulary) */
+    mdc_shard shard; /* tokens copied in (no vocabulary) */
     mdc_loader_config cfg;
-    uint64_t windows;       /* S = (N - 1) / T */
-    uint64_t seqs;          /* global sequences consumed */
-    uint64_t *perm;         /* permutation of epoch perm_epoch (shuffle only) */
+    uint64_t windows; /* S = (N - 1) / T */
+    uint64_t seqs;    /* global sequences consumed */
+    uint64_t *perm;   /* permutation of epoch perm_epoch (shuffle only) */
     uint64_t perm_epoch;
     int have_perm;
 };
-
 
 /* Fisher-Yates from a counter-based stream of (seed, epoch): the same on every rank. */
 static void make_perm(mdc_loader *ld, uint64_t epoch) {
@@ -34,8 +33,8 @@ static void make_perm(mdc_loader *ld, uint64_t epoch) {
 mdc_status mdc_loader_from_shard(mdc_loader **out, const mdc_shard *s, const mdc_loader_config *cfg) {
     *out = NULL;
     if (cfg->batch <= 0 || cfg->seq_len <= 0)
-        return mdc_fail(MDC_ERR_INVALID, "loader: batch %d and sequence length %d must be positive",
-                        cfg->batch, cfg->seq_len);
+        return mdc_fail(MDC_ERR_INVALID, "loader: batch %d and sequence length %d must be positive", cfg->batch,
+                        cfg->seq_len);
     if (cfg->nranks <= 0 || cfg->rank < 0 || cfg->rank >= cfg->nranks)
         return mdc_fail(MDC_ERR_INVALID, "loader: rank %d of %d", cfg->rank, cfg->nranks);
     if (cfg->batch % cfg->nranks)

@@ -87,8 +87,7 @@ static mdc_status descr_dtype(const char *label, const char *d, mdc_tdtype *out)
             *out = map[i].dt;
             return MDC_OK;
         }
-    return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: descr '%s' is not one of f8 f4 f2 i8 i4 i2 i1 u8 u4 u2 u1 b1",
-                    label, d);
+    return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: descr '%s' is not one of f8 f4 f2 i8 i4 i2 i1 u8 u4 u2 u1 b1", label, d);
 }
 
 /* Parses the header dict into dtype and shape. */
@@ -104,7 +103,8 @@ static mdc_status parse_header(lexer *lx, mdc_tensor *t) {
         if (!strcmp(key, "descr")) {
             if (have_descr++) return mdc_fail(MDC_ERR_FORMAT, "%s: header: 'descr' given twice", label);
             if (!read_str(lx, descr, sizeof descr))
-                return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: header: 'descr' is not a simple type string (structured dtype?)", label);
+                return mdc_fail(MDC_ERR_UNSUPPORTED,
+                                "%s: header: 'descr' is not a simple type string (structured dtype?)", label);
         } else if (!strcmp(key, "fortran_order")) {
             if (have_fortran++) return mdc_fail(MDC_ERR_FORMAT, "%s: header: 'fortran_order' given twice", label);
             if (read_word(lx, "True")) fortran = 1;
@@ -116,9 +116,11 @@ static mdc_status parse_header(lexer *lx, mdc_tensor *t) {
             t->ndim = 0;
             while (!eat(lx, ')')) {
                 if (t->ndim == MDC_TENSOR_MAX_DIMS)
-                    return mdc_fail(MDC_ERR_FORMAT, "%s: header: shape has more than %d dims", label, MDC_TENSOR_MAX_DIMS);
+                    return mdc_fail(MDC_ERR_FORMAT, "%s: header: shape has more than %d dims", label,
+                                    MDC_TENSOR_MAX_DIMS);
                 if (!read_uint(lx, &t->shape[t->ndim]))
-                    return mdc_fail(MDC_ERR_FORMAT, "%s: header: shape[%d] is not a non-negative integer", label, t->ndim);
+                    return mdc_fail(MDC_ERR_FORMAT, "%s: header: shape[%d] is not a non-negative integer", label,
+                                    t->ndim);
                 t->ndim++;
                 if (!eat(lx, ',')) {
                     if (!eat(lx, ')')) return mdc_fail(MDC_ERR_FORMAT, "%s: header: shape tuple not closed", label);
@@ -137,7 +139,9 @@ static mdc_status parse_header(lexer *lx, mdc_tensor *t) {
     if (lx->p != lx->end) return mdc_fail(MDC_ERR_FORMAT, "%s: header: bytes after the dict", label);
     if (!have_descr || !have_fortran || !have_shape)
         return mdc_fail(MDC_ERR_FORMAT, "%s: header: missing '%s'", label,
-                        !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
+                        !have_descr     ? "descr"
+                        : !have_fortran ? "fortran_order"
+                                        : "shape");
     mdc_status st = descr_dtype(label, descr, &t->dtype);
     if (st) return st;
     if (fortran && t->ndim > 1) {
@@ -177,13 +181,13 @@ static mdc_status parse_source(mdc_source *s, mdc_tensor *out) {
         hstart = 12;
         hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
     } else {
-        st = mdc_fail(MDC_ERR_UNSUPPORTED, "%s: .npy format version %d.%d (1.0, 2.0, 3.0 supported)",
-                      label, major, pre[7]);
+        st = mdc_fail(MDC_ERR_UNSUPPORTED, "%s: .npy format version %d.%d (1.0, 2.0, 3.0 supported)", label, major,
+                      pre[7]);
         goto done;
     }
     if (hlen > NPY_MAX_HEADER || hlen > s->size - hstart) {
-        st = mdc_fail(MDC_ERR_FORMAT, "%s: header length %zu exceeds the file (%zu bytes) or %u", label,
-                      hlen, s->size, NPY_MAX_HEADER);
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: header length %zu exceeds the file (%zu bytes) or %u", label, hlen, s->size,
+                      NPY_MAX_HEADER);
         goto done;
     }
     hdr = malloc(hlen + 1);
@@ -197,8 +201,8 @@ static mdc_status parse_source(mdc_source *s, mdc_tensor *out) {
     if ((st = parse_header(&lx, &t))) goto done;
     size_t data_len = s->size - hstart - hlen;
     if (data_len != t.nbytes) {
-        st = mdc_fail(MDC_ERR_FORMAT, "%s: shape x %s is %zu bytes but the file has %zu data bytes",
-                      label, mdc_tdtype_name(t.dtype), t.nbytes, data_len);
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: shape x %s is %zu bytes but the file has %zu data bytes", label,
+                      mdc_tdtype_name(t.dtype), t.nbytes, data_len);
         goto done;
     }
     t.name = strdup(label);

@@ -18,7 +18,7 @@
 #include "source.h"
 
 typedef struct {
-    const char *name;           /* points into the cJSON tree */
+    const char *name; /* points into the cJSON tree */
     mdc_tdtype dtype;
     int ndim;
     int64_t shape[MDC_TENSOR_MAX_DIMS];
@@ -55,51 +55,46 @@ static mdc_status parse_entry(const char *label, const cJSON *j, entry *e) {
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': header entry is not an object", label, name);
     const cJSON *dt = NULL, *shape = NULL, *offs = NULL;
     for (const cJSON *k = j->child; k; k = k->next) {
-        const cJSON **slot = !strcmp(k->string, "dtype") ? &dt
-                             : !strcmp(k->string, "shape") ? &shape
-                             : !strcmp(k->string, "data_offsets") ? &offs : NULL;
-        if (!slot)
-            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': unknown field '%s'", label, name, k->string);
-        if (*slot)
-            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': field '%s' given twice", label, name, k->string);
+        const cJSON **slot = !strcmp(k->string, "dtype")          ? &dt
+                             : !strcmp(k->string, "shape")        ? &shape
+                             : !strcmp(k->string, "data_offsets") ? &offs
+                                                                  : NULL;
+        if (!slot) return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': unknown field '%s'", label, name, k->string);
+        if (*slot) return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': field '%s' given twice", label, name, k->string);
         *slot = k;
     }
     if (!dt || !shape || !offs)
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': missing field '%s'", label, name,
-                        !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+                        !dt      ? "dtype"
+                        : !shape ? "shape"
+                                 : "data_offsets");
     if (!cJSON_IsString(dt) || mdc_tdtype_from_name(dt->valuestring, &e->dtype) != MDC_OK)
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': unknown dtype %s%s%s", label, name,
                         cJSON_IsString(dt) ? "'" : "", cJSON_IsString(dt) ? dt->valuestring : "(not a string)",
                         cJSON_IsString(dt) ? "'" : "");
-    if (!cJSON_IsArray(shape))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape is not an array", label, name);
+    if (!cJSON_IsArray(shape)) return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape is not an array", label, name);
     int nd = cJSON_GetArraySize(shape);
     if (nd > MDC_TENSOR_MAX_DIMS)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': %d dims, more than %d", label, name, nd,
-                        MDC_TENSOR_MAX_DIMS);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': %d dims, more than %d", label, name, nd, MDC_TENSOR_MAX_DIMS);
     e->ndim = 0;
     for (const cJSON *d = shape->child; d; d = d->next) {
         uint64_t v;
         if (!json_uint(d, &v))
-            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape[%d] is not a non-negative integer",
-                            label, name, e->ndim);
+            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape[%d] is not a non-negative integer", label, name,
+                            e->ndim);
         e->shape[e->ndim++] = (int64_t)v;
     }
     if (mdc_shape_bytes(e->ndim, e->shape, mdc_tdtype_size(e->dtype), &e->numel, &e->nbytes))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape too large (element count overflows)",
-                        label, name);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape too large (element count overflows)", label, name);
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(offs->child, &e->begin) ||
         !json_uint(offs->child->next, &e->end))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': data_offsets is not [begin, end] of integers",
-                        label, name);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': data_offsets is not [begin, end] of integers", label, name);
     if (e->end < e->begin)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': data_offsets end %llu < begin %llu", label,
-                        name, (unsigned long long)e->end, (unsigned long long)e->begin);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': data_offsets end %llu < begin %llu", label, name,
+                        (unsigned long long)e->end, (unsigned long long)e->begin);
     if (e->end - e->begin != e->nbytes)
-        return mdc_fail(MDC_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets span %llu bytes but shape x %s is %zu bytes",
-                        label, name, (unsigned long long)(e->end - e->begin), mdc_tdtype_name(e->dtype),
-                        e->nbytes);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': data_offsets span %llu bytes but shape x %s is %zu bytes",
+                        label, name, (unsigned long long)(e->end - e->begin), mdc_tdtype_name(e->dtype), e->nbytes);
     return MDC_OK;
 }
 
@@ -136,8 +131,8 @@ static mdc_status parse_source(mdc_source *s, mdc_tensorfile **out) {
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lenb[i];
     if (hlen < 2 || hlen > MDC_SAFETENSORS_MAX_HEADER || hlen > s->size - 8) {
-        st = mdc_fail(MDC_ERR_FORMAT, "%s: header length %llu is not in [2, min(%u, file size %zu - 8)]",
-                      label, (unsigned long long)hlen, MDC_SAFETENSORS_MAX_HEADER, s->size);
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: header length %llu is not in [2, min(%u, file size %zu - 8)]", label,
+                      (unsigned long long)hlen, MDC_SAFETENSORS_MAX_HEADER, s->size);
         goto done;
     }
     hdr = malloc(hlen + 1);
@@ -160,14 +155,14 @@ static mdc_status parse_source(mdc_source *s, mdc_tensorfile **out) {
     if (!root || !cJSON_IsObject(root)) {
         const char *at = cJSON_GetErrorPtr();
         long pos = (at && at >= hdr && at <= hdr + hlen) ? (long)(at - hdr) : -1;
-        st = mdc_fail(MDC_ERR_FORMAT, "%s: header is not a JSON object (error near byte %ld of %llu)",
-                      label, pos, (unsigned long long)hlen);
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: header is not a JSON object (error near byte %ld of %llu)", label, pos,
+                      (unsigned long long)hlen);
         goto done;
     }
     for (const char *p = end; p && p < hdr + hlen; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: header has bytes after the JSON object (at byte %ld)",
-                          label, (long)(p - hdr));
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: header has bytes after the JSON object (at byte %ld)", label,
+                          (long)(p - hdr));
             goto done;
         }
     if ((st = mdc_tensorfile_new(&tf))) goto done;
@@ -203,8 +198,8 @@ static mdc_status parse_source(mdc_source *s, mdc_tensorfile **out) {
     uint64_t data_len = s->size - 8 - hlen, expect = 0;
     for (int i = 0; i < n; i++) {
         if (es[i].begin != expect) {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': data_offsets begin %llu, expected %llu (%s)",
-                          label, es[i].name, (unsigned long long)es[i].begin, (unsigned long long)expect,
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': data_offsets begin %llu, expected %llu (%s)", label,
+                          es[i].name, (unsigned long long)es[i].begin, (unsigned long long)expect,
                           es[i].begin < expect ? "overlaps the previous tensor" : "gap before it");
             goto done;
         }

@@ -34,8 +34,8 @@ static mdc_status read_header(mdc_source *src, mdc_shard *out) {
     const char *path = src->label;
     unsigned char h[MDC_SHARD_HEADER_BYTES];
     if (src->size < MDC_SHARD_HEADER_BYTES)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: %zu bytes, shorter than the %d-byte token-shard header", path,
-                        src->size, MDC_SHARD_HEADER_BYTES);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: %zu bytes, shorter than the %d-byte token-shard header", path, src->size,
+                        MDC_SHARD_HEADER_BYTES);
     mdc_status st = mdc_source_read(src, 0, sizeof h, h);
     if (st) return st;
     if (memcmp(h, MDC_SHARD_MAGIC, 8))
@@ -48,13 +48,12 @@ static mdc_status read_header(mdc_source *src, mdc_shard *out) {
     if (width != 2 && width != 4)
         return mdc_fail(MDC_ERR_FORMAT, "%s: field 'token width' is %u (2 or 4)", path, width);
     if (vocab == 0 || (width == 2 && vocab > 65536))
-        return mdc_fail(MDC_ERR_FORMAT, "%s: field 'vocab size' is %u (1..%u for %u-byte tokens)", path,
-                        vocab, width == 2 ? 65536u : 0xffffffffu, width);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: field 'vocab size' is %u (1..%u for %u-byte tokens)", path, vocab,
+                        width == 2 ? 65536u : 0xffffffffu, width);
     if (reserved != 0) return mdc_fail(MDC_ERR_FORMAT, "%s: reserved header field is %u, not 0", path, reserved);
-    if (count > (SIZE_MAX - MDC_SHARD_HEADER_BYTES) / width ||
-        MDC_SHARD_HEADER_BYTES + count * width != src->size)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: header says %llu tokens x %u bytes but the file has %zu data bytes",
-                        path, (unsigned long long)count, width, src->size - MDC_SHARD_HEADER_BYTES);
+    if (count > (SIZE_MAX - MDC_SHARD_HEADER_BYTES) / width || MDC_SHARD_HEADER_BYTES + count * width != src->size)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: header says %llu tokens x %u bytes but the file has %zu data bytes", path,
+                        (unsigned long long)count, width, src->size - MDC_SHARD_HEADER_BYTES);
     memset(out, 0, sizeof *out);
     out->count = (size_t)count;
     out->vocab_size = vocab;
@@ -101,8 +100,7 @@ mdc_status mdc_vocab_read(const char *path, char ***vocab, uint32_t *n) {
         }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
     const cJSON *toks = cJSON_GetObjectItemCaseSensitive(root, "tokens");
-    if (!cJSON_IsObject(root) || !cJSON_IsString(type) || strcmp(type->valuestring, "char") ||
-        !cJSON_IsArray(toks)) {
+    if (!cJSON_IsObject(root) || !cJSON_IsString(type) || strcmp(type->valuestring, "char") || !cJSON_IsArray(toks)) {
         st = mdc_fail(MDC_ERR_FORMAT, "%s: not a vocabulary: expected {\"type\": \"char\", \"tokens\": [...]}", path);
         goto done;
     }
@@ -167,8 +165,7 @@ mdc_status mdc_shard_read(const char *path, mdc_shard *out) {
     for (size_t i = 0; i < s.count; i++) {
         uint32_t t = s.width == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8) : le32(raw + 4 * i);
         if (t >= s.vocab_size) {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: token %zu is %u, not below the vocab size %u", path, i, t,
-                          s.vocab_size);
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: token %zu is %u, not below the vocab size %u", path, i, t, s.vocab_size);
             goto done;
         }
         s.tokens[i] = t;
@@ -187,8 +184,8 @@ mdc_status mdc_shard_read(const char *path, mdc_shard *out) {
         uint32_t vs = s.vocab_size;
         s.vocab_size = n;
         if (n != vs) {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: %u tokens in the vocabulary but the shard says vocab size %u",
-                          vpath, n, vs);
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: %u tokens in the vocabulary but the shard says vocab size %u", vpath, n,
+                          vs);
             goto done;
         }
     }
@@ -206,8 +203,7 @@ static mdc_status write_vocab(const char *path, const mdc_shard *s) {
     mdc_status st = MDC_OK;
     char *json = NULL;
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
-    if (!root || !cJSON_AddStringToObject(root, "type", "char") ||
-        !(arr = cJSON_AddArrayToObject(root, "tokens"))) {
+    if (!root || !cJSON_AddStringToObject(root, "type", "char") || !(arr = cJSON_AddArrayToObject(root, "tokens"))) {
         st = mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
         goto done;
     }
@@ -239,8 +235,8 @@ mdc_status mdc_shard_write(const char *path, const mdc_shard *s) {
         return mdc_fail(MDC_ERR_INVALID, "%s: token width %d cannot hold vocab size %u", path, width, s->vocab_size);
     for (size_t i = 0; i < s->count; i++)
         if (s->tokens[i] >= s->vocab_size)
-            return mdc_fail(MDC_ERR_INVALID, "%s: token %zu is %u, not below the vocab size %u", path, i,
-                            s->tokens[i], s->vocab_size);
+            return mdc_fail(MDC_ERR_INVALID, "%s: token %zu is %u, not below the vocab size %u", path, i, s->tokens[i],
+                            s->vocab_size);
     unsigned char h[MDC_SHARD_HEADER_BYTES] = {0};
     memcpy(h, MDC_SHARD_MAGIC, 8);
     put32(h + 8, MDC_SHARD_VERSION);
@@ -293,14 +289,24 @@ static int32_t utf8_next(const unsigned char *t, size_t len, size_t *i) {
 }
 
 static void utf8_put(uint32_t cp, char *out) {
-    if (cp < 0x80) { out[0] = (char)cp; out[1] = 0; }
-    else if (cp < 0x800) { out[0] = (char)(0xC0 | cp >> 6); out[1] = (char)(0x80 | (cp & 0x3F)); out[2] = 0; }
-    else if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | cp >> 12); out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F)); out[3] = 0;
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = 0;
+    } else if (cp < 0x800) {
+        out[0] = (char)(0xC0 | cp >> 6);
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        out[2] = 0;
+    } else if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | cp >> 12);
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        out[3] = 0;
     } else {
-        out[0] = (char)(0xF0 | cp >> 18); out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        out[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F)); out[4] = 0;
+        out[0] = (char)(0xF0 | cp >> 18);
+        out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[3] = (char)(0x80 | (cp & 0x3F));
+        out[4] = 0;
     }
 }
 
@@ -347,7 +353,8 @@ mdc_status mdc_tokenize_chars(const unsigned char *text, size_t len, const char 
         uint32_t lo = 0, hi = nv;
         while (hi - lo > 1) {
             uint32_t mid = (lo + hi) / 2;
-            if (sorted[mid] <= s.tokens[i]) lo = mid; else hi = mid;
+            if (sorted[mid] <= s.tokens[i]) lo = mid;
+            else hi = mid;
         }
         s.tokens[i] = lo;
     }

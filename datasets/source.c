@@ -37,8 +37,8 @@ void mdc_source_close(mdc_source *s) {
 /* Copies [off, off+n) into dst; MDC_ERR_FORMAT if the range is not inside the source. */
 mdc_status mdc_source_read(mdc_source *s, size_t off, size_t n, void *dst) {
     if (off > s->size || n > s->size - off)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: read of %zu bytes at offset %zu past the end (%zu bytes)",
-                        s->label, n, off, s->size);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: read of %zu bytes at offset %zu past the end (%zu bytes)", s->label, n,
+                        off, s->size);
     if (n == 0) return MDC_OK;
     if (!s->f) {
         memcpy(dst, s->buf + off, n);
@@ -48,4 +48,3 @@ mdc_status mdc_source_read(mdc_source *s, size_t off, size_t n, void *dst) {
         return mdc_fail(MDC_ERR_IO, "%s: read of %zu bytes at offset %zu failed", s->label, n, off);
     return MDC_OK;
 }
-

@@ -11,9 +11,9 @@
 #include "minidc/status.h"
 
 typedef struct {
-    const char *label;          /* path or caller's label, for errors */
-    FILE *f;                    /* file source, or NULL */
-    const unsigned char *buf;   /* memory source */
+    const char *label;        /* path or caller's label, for errors */
+    FILE *f;                  /* file source, or NULL */
+    const unsigned char *buf; /* memory source */
     size_t size;
 } mdc_source;
 

@@ -151,7 +151,7 @@ static int gen_grammar(text *t, rng *r, double *nats) {
 
 typedef struct {
     mdc_task_info info;
-    const char *charset;    /* every character the task can emit */
+    const char *charset; /* every character the task can emit */
     int (*gen)(text *t, rng *r, double *nats);
 } task;
 
@@ -160,21 +160,19 @@ static const task tasks[] = {
     {{"reverse", "reverse 1-8 letters a-h after '=': \"abc=cba\\n\""}, "\n=" COPY_ALPHABET, gen_reverse},
     {{"add", "modular addition of digits, (a+b) mod 10: \"3+9=2\\n\""}, "\n+=0123456789", gen_add},
     {{"grammar", "sentences of a small stochastic grammar: \"a red fox sees the cat.\\n\""},
-     "\n .abcdefghiklnorstuwxy", gen_grammar},
+     "\n .abcdefghiklnorstuwxy",
+     gen_grammar},
 };
 
 int mdc_task_count(void) { return (int)(sizeof tasks / sizeof tasks[0]); }
 
-const mdc_task_info *mdc_task_at(int i) {
-    return (i >= 0 && i < mdc_task_count()) ? &tasks[i].info : NULL;
-}
+const mdc_task_info *mdc_task_at(int i) { return (i >= 0 && i < mdc_task_count()) ? &tasks[i].info : NULL; }
 
 static int cmp_char(const void *a, const void *b) {
     return (int)*(const unsigned char *)a - (int)*(const unsigned char *)b;
 }
 
-mdc_status mdc_task_generate(const char *name, uint64_t seed, size_t ntokens, mdc_shard *out,
-                             double *floor_nats) {
+mdc_status mdc_task_generate(const char *name, uint64_t seed, size_t ntokens, mdc_shard *out, double *floor_nats) {
     const task *tk = NULL;
     memset(out, 0, sizeof *out);
     for (int i = 0; i < mdc_task_count(); i++)
@@ -182,14 +180,15 @@ mdc_status mdc_task_generate(const char *name, uint64_t seed, size_t ntokens, md
     if (!tk) return mdc_fail(MDC_ERR_INVALID, "unknown task '%s' (tasks: copy, reverse, add, grammar)", name);
     if (ntokens == 0) return mdc_fail(MDC_ERR_INVALID, "task '%s': 0 tokens requested", name);
     if ((uint64_t)ntokens > TASK_MAX_TOKENS)
-        return mdc_fail(MDC_ERR_INVALID, "--tokens: %zu tokens requested for task '%s', at most %llu",
-                        ntokens, name, (unsigned long long)TASK_MAX_TOKENS);
+        return mdc_fail(MDC_ERR_INVALID, "--tokens: %zu tokens requested for task '%s', at most %llu", ntokens, name,
+                        (unsigned long long)TASK_MAX_TOKENS);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double need = (double)ntokens * TASK_BYTES_PER_TOKEN, phys = (double)pages * (double)page;
     if (pages > 0 && page > 0 && need > phys)
-        return mdc_fail(MDC_ERR_INVALID, "--tokens: %zu tokens of task '%s' need about %.1f GiB of "
-                        "host memory, more than this machine's %.1f GiB", ntokens, name,
-                        need / 1073741824.0, phys / 1073741824.0);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--tokens: %zu tokens of task '%s' need about %.1f GiB of "
+                        "host memory, more than this machine's %.1f GiB",
+                        ntokens, name, need / 1073741824.0, phys / 1073741824.0);
     mdc_status st = MDC_OK;
     mdc_shard s = {0};
     text t = {0};

@@ -13,20 +13,15 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[MDC_TD_COUNT] = {
-    [MDC_TD_F32] = {"F32", 4},  [MDC_TD_F16] = {"F16", 2},  [MDC_TD_BF16] = {"BF16", 2},
-    [MDC_TD_F64] = {"F64", 8},  [MDC_TD_I64] = {"I64", 8},  [MDC_TD_I32] = {"I32", 4},
-    [MDC_TD_I16] = {"I16", 2},  [MDC_TD_I8] = {"I8", 1},    [MDC_TD_U64] = {"U64", 8},
-    [MDC_TD_U32] = {"U32", 4},  [MDC_TD_U16] = {"U16", 2},  [MDC_TD_U8] = {"U8", 1},
+    [MDC_TD_F32] = {"F32", 4},   [MDC_TD_F16] = {"F16", 2}, [MDC_TD_BF16] = {"BF16", 2}, [MDC_TD_F64] = {"F64", 8},
+    [MDC_TD_I64] = {"I64", 8},   [MDC_TD_I32] = {"I32", 4}, [MDC_TD_I16] = {"I16", 2},   [MDC_TD_I8] = {"I8", 1},
+    [MDC_TD_U64] = {"U64", 8},   [MDC_TD_U32] = {"U32", 4}, [MDC_TD_U16] = {"U16", 2},   [MDC_TD_U8] = {"U8", 1},
     [MDC_TD_BOOL] = {"BOOL", 1},
 };
 
-const char *mdc_tdtype_name(mdc_tdtype dt) {
-    return ((int)dt >= 0 && dt < MDC_TD_COUNT) ? dtypes[dt].name : "?";
-}
+const char *mdc_tdtype_name(mdc_tdtype dt) { return ((int)dt >= 0 && dt < MDC_TD_COUNT) ? dtypes[dt].name : "?"; }
 
-size_t mdc_tdtype_size(mdc_tdtype dt) {
-    return ((int)dt >= 0 && dt < MDC_TD_COUNT) ? dtypes[dt].size : 0;
-}
+size_t mdc_tdtype_size(mdc_tdtype dt) { return ((int)dt >= 0 && dt < MDC_TD_COUNT) ? dtypes[dt].size : 0; }
 
 mdc_status mdc_tdtype_from_name(const char *name, mdc_tdtype *out) {
     for (int i = 0; i < MDC_TD_COUNT; i++)
@@ -37,8 +32,7 @@ mdc_status mdc_tdtype_from_name(const char *name, mdc_tdtype *out) {
     return MDC_ERR_FORMAT;
 }
 
-mdc_status mdc_shape_bytes(int ndim, const int64_t *shape, size_t elem_size, size_t *numel,
-                           size_t *nbytes) {
+mdc_status mdc_shape_bytes(int ndim, const int64_t *shape, size_t elem_size, size_t *numel, size_t *nbytes) {
     const uint64_t limit = (uint64_t)1 << 53; /* exact in a JSON double, far above any host */
     if (ndim < 0 || ndim > MDC_TENSOR_MAX_DIMS || elem_size == 0) return MDC_ERR_FORMAT;
     uint64_t n = 1;
@@ -57,8 +51,7 @@ mdc_status mdc_shape_bytes(int ndim, const int64_t *shape, size_t elem_size, siz
     }
     if (zero) n = 0;
     uint64_t b;
-    if (__builtin_mul_overflow(n, (uint64_t)elem_size, &b) || b > limit || b > SIZE_MAX)
-        return MDC_ERR_FORMAT;
+    if (__builtin_mul_overflow(n, (uint64_t)elem_size, &b) || b > limit || b > SIZE_MAX) return MDC_ERR_FORMAT;
     *numel = (size_t)n;
     *nbytes = (size_t)b;
     return MDC_OK;
@@ -72,8 +65,7 @@ void mdc_tensor_clear(mdc_tensor *t) {
 }
 
 mdc_status mdc_tensor_to_f32(const mdc_tensor *t, float *dst, size_t n) {
-    if (t->numel != n)
-        return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
+    if (t->numel != n) return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
     switch (t->dtype) {
     case MDC_TD_F32: memcpy(dst, t->data, n * 4); return MDC_OK;
     case MDC_TD_F16:
@@ -86,21 +78,35 @@ mdc_status mdc_tensor_to_f32(const mdc_tensor *t, float *dst, size_t n) {
         for (size_t i = 0; i < n; i++) dst[i] = (float)((const double *)t->data)[i];
         return MDC_OK;
     default:
-        return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': dtype %s is not a floating-point type",
-                        t->name, mdc_tdtype_name(t->dtype));
+        return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': dtype %s is not a floating-point type", t->name,
+                        mdc_tdtype_name(t->dtype));
     }
 }
 
 mdc_status mdc_tensor_to_i32(const mdc_tensor *t, int32_t *dst, size_t n) {
-    if (t->numel != n)
-        return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
+    if (t->numel != n) return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': %zu elements, expected %zu", t->name, t->numel, n);
     const unsigned char *p = t->data;
     for (size_t i = 0; i < n; i++) {
         int64_t v;
         switch (t->dtype) {
-        case MDC_TD_I64: { int64_t x; memcpy(&x, p + 8 * i, 8); v = x; break; }
-        case MDC_TD_I32: { int32_t x; memcpy(&x, p + 4 * i, 4); v = x; break; }
-        case MDC_TD_I16: { int16_t x; memcpy(&x, p + 2 * i, 2); v = x; break; }
+        case MDC_TD_I64: {
+            int64_t x;
+            memcpy(&x, p + 8 * i, 8);
+            v = x;
+            break;
+        }
+        case MDC_TD_I32: {
+            int32_t x;
+            memcpy(&x, p + 4 * i, 4);
+            v = x;
+            break;
+        }
+        case MDC_TD_I16: {
+            int16_t x;
+            memcpy(&x, p + 2 * i, 2);
+            v = x;
+            break;
+        }
         case MDC_TD_I8: v = (int8_t)p[i]; break;
         case MDC_TD_U64: {
             uint64_t x;
@@ -108,16 +114,26 @@ mdc_status mdc_tensor_to_i32(const mdc_tensor *t, int32_t *dst, size_t n) {
             v = x > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)x;
             break;
         }
-        case MDC_TD_U32: { uint32_t x; memcpy(&x, p + 4 * i, 4); v = x; break; }
-        case MDC_TD_U16: { uint16_t x; memcpy(&x, p + 2 * i, 2); v = x; break; }
+        case MDC_TD_U32: {
+            uint32_t x;
+            memcpy(&x, p + 4 * i, 4);
+            v = x;
+            break;
+        }
+        case MDC_TD_U16: {
+            uint16_t x;
+            memcpy(&x, p + 2 * i, 2);
+            v = x;
+            break;
+        }
         case MDC_TD_U8: v = p[i]; break;
         default:
-            return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': dtype %s is not an integer type",
-                            t->name, mdc_tdtype_name(t->dtype));
+            return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': dtype %s is not an integer type", t->name,
+                            mdc_tdtype_name(t->dtype));
         }
         if (v < INT32_MIN || v > INT32_MAX)
-            return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': element %zu = %lld does not fit in int32",
-                            t->name, i, (long long)v);
+            return mdc_fail(MDC_ERR_FORMAT, "tensor '%s': element %zu = %lld does not fit in int32", t->name, i,
+                            (long long)v);
         dst[i] = (int32_t)v;
     }
     return MDC_OK;
@@ -148,8 +164,8 @@ const mdc_tensor *mdc_tensorfile_find(const mdc_tensorfile *tf, const char *name
 }
 
 /* Appends a tensor with the given header and an allocated, zeroed buffer; returns it. */
-static mdc_status add_empty(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
-                            const int64_t *shape, mdc_tensor **out) {
+static mdc_status add_empty(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim, const int64_t *shape,
+                            mdc_tensor **out) {
     mdc_tensor t = {0};
     if (!name || !*name) return mdc_fail(MDC_ERR_INVALID, "tensor name is empty");
     if (mdc_tensorfile_find(tf, name)) return mdc_fail(MDC_ERR_INVALID, "tensor '%s' added twice", name);
@@ -177,16 +193,16 @@ static mdc_status add_empty(mdc_tensorfile *tf, const char *name, mdc_tdtype dt,
     return MDC_OK;
 }
 
-mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
-                              const int64_t *shape, const void *data) {
+mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim, const int64_t *shape,
+                              const void *data) {
     mdc_tensor *t = NULL;
     mdc_status st = add_empty(tf, name, dt, ndim, shape, &t);
     if (st == MDC_OK && data && t->nbytes) memcpy(t->data, data, t->nbytes);
     return st;
 }
 
-mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
-                                  const int64_t *shape, const float *data) {
+mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim, const int64_t *shape,
+                                  const float *data) {
     if (dt != MDC_TD_F32 && dt != MDC_TD_F16 && dt != MDC_TD_BF16)
         return mdc_fail(MDC_ERR_INVALID, "tensor '%s': cannot store floats as %s", name, mdc_tdtype_name(dt));
     mdc_tensor *t = NULL;
@@ -253,8 +269,7 @@ mdc_status mdc_read_file(const char *path, size_t max_bytes, unsigned char **out
         goto done;
     }
     if ((uint64_t)sb.st_size > max_bytes) {
-        st = mdc_fail(MDC_ERR_IO, "%s: %lld bytes, more than the limit of %zu", path,
-                      (long long)sb.st_size, max_bytes);
+        st = mdc_fail(MDC_ERR_IO, "%s: %lld bytes, more than the limit of %zu", path, (long long)sb.st_size, max_bytes);
         goto done;
     }
     size_t n = (size_t)sb.st_size;

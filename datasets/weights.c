@@ -60,10 +60,15 @@ static mdc_status check_values(const char *label, const mdc_tensor *t, const flo
         if (isfinite(x[i]) && !(nonneg && x[i] < 0)) continue;
         const char *conv = t->dtype == MDC_TD_F32 ? "" : " as float32";
         if (isfinite(x[i]))
-            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': element %zu is %.9g (AdamW's second moment v "
-                            "cannot be negative)", label, t->name, i, x[i]);
+            return mdc_fail(MDC_ERR_FORMAT,
+                            "%s: tensor '%s': element %zu is %.9g (AdamW's second moment v "
+                            "cannot be negative)",
+                            label, t->name, i, x[i]);
         return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': element %zu is %s%s", label, t->name, i,
-                        isnan(x[i]) ? "nan" : x[i] > 0 ? "inf" : "-inf", conv);
+                        isnan(x[i]) ? "nan"
+                        : x[i] > 0  ? "inf"
+                                    : "-inf",
+                        conv);
     }
     return MDC_OK;
 }
@@ -78,8 +83,8 @@ mdc_status mdc_i_weights_to_f32(const char *label, const mdc_tensor *t, const md
         char a[96], b[96];
         shape_str(a, sizeof a, t->ndim, t->shape);
         shape_str(b, sizeof b, p->ndim, want);
-        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape %s in the file, the model expects %s", label,
-                        t->name, a, b);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': shape %s in the file, the model expects %s", label, t->name,
+                        a, b);
     }
     mdc_status st = mdc_tensor_to_f32(t, dst, p->numel);
     if (st) return mdc_fail(st, "%s: %s", label, mdc_detail());
@@ -130,8 +135,9 @@ static mdc_status moe_from_names(const mdc_tensorfile *tf, const char *label, md
     }
     if (!E && !count) return MDC_OK;
     if (!E || first != 0)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: %s", label, !E ? "routers but no h.N.mlp.experts.J tensors"
-                                                             : "the first MoE block (with h.N.mlp.router.weight) is not h.0");
+        return mdc_fail(MDC_ERR_FORMAT, "%s: %s", label,
+                        !E ? "routers but no h.N.mlp.experts.J tensors"
+                           : "the first MoE block (with h.N.mlp.router.weight) is not h.0");
     cfg->E = E, cfg->moe_every = every ? every : cfg->L;
     if (count != (cfg->L + cfg->moe_every - 1) / cfg->moe_every)
         return mdc_fail(MDC_ERR_FORMAT, "%s: %d routers do not make every %d-th block of %d a MoE block", label, count,
@@ -145,13 +151,12 @@ static mdc_status moe_from_names(const mdc_tensorfile *tf, const char *label, md
     return MDC_OK;
 }
 
-mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *label, int heads,
-                                        mdc_gpt2_config *cfg) {
+mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *label, int heads, mdc_gpt2_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     const mdc_tensor *wte = find_canon(tf, "wte"), *wpe = find_canon(tf, "wpe");
     if (!wte || !wpe)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: no tensor '%s' (GPT-2 weights need wte.weight and wpe.weight)",
-                        label, !wte ? "wte.weight" : "wpe.weight");
+        return mdc_fail(MDC_ERR_FORMAT, "%s: no tensor '%s' (GPT-2 weights need wte.weight and wpe.weight)", label,
+                        !wte ? "wte.weight" : "wpe.weight");
     if (wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1] || wte->shape[0] > 1 << 30 ||
         wpe->shape[0] > 1 << 30 || wte->shape[1] > 1 << 30) {
         char a[64], b[64];
@@ -183,13 +188,17 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
             return mdc_fail(MDC_ERR_FORMAT, "%s: __metadata__ n_head '%s' is not a positive integer", label,
                             mdc_tensorfile_get_meta(tf, "n_head"));
         if (r == 0)
-            return mdc_fail(MDC_ERR_INVALID, "%s: the number of heads is not in the file's __metadata__ "
-                            "(n_head): give --heads", label);
+            return mdc_fail(MDC_ERR_INVALID,
+                            "%s: the number of heads is not in the file's __metadata__ "
+                            "(n_head): give --heads",
+                            label);
     }
     cfg->H = (int)h;
     /* sizes the __metadata__ states must agree with the tensors' shapes */
-    const struct { const char *key; int shapes; } said[] = {
-        {"n_vocab", cfg->V}, {"n_ctx", cfg->T}, {"n_layer", cfg->L}, {"n_embd", cfg->C}};
+    const struct {
+        const char *key;
+        int shapes;
+    } said[] = {{"n_vocab", cfg->V}, {"n_ctx", cfg->T}, {"n_layer", cfg->L}, {"n_embd", cfg->C}};
     for (size_t i = 0; i < sizeof said / sizeof said[0]; i++) {
         long long x;
         int r = parse_int_meta(tf, said[i].key, &x);
@@ -198,8 +207,9 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
                             said[i].key, mdc_tensorfile_get_meta(tf, said[i].key), said[i].shapes);
     }
     mdc_status st = mdc_gpt2_config_check(cfg);
-    if (st) return mdc_fail(st, "%s: inferred V=%d T=%d L=%d H=%d C=%d: %s", label, cfg->V, cfg->T, cfg->L,
-                            cfg->H, cfg->C, mdc_detail());
+    if (st)
+        return mdc_fail(st, "%s: inferred V=%d T=%d L=%d H=%d C=%d: %s", label, cfg->V, cfg->T, cfg->L, cfg->H, cfg->C,
+                        mdc_detail());
     /* every tensor of that model, with its shape, before anyone allocates it: a small file that
      * names h.199 must not cost a 200-layer model's memory to be refused */
     for (int i = 0; i < mdc_gpt2_tensor_count(cfg); i++) {
@@ -222,9 +232,10 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double need = 16.0 * (double)mdc_gpt2_param_floats(cfg), have = pages > 0 && page > 0 ? (double)pages * page : 0;
     if (have > 0 && need > have)
-        return mdc_fail(MDC_ERR_OOM_HOST, "%s: a model of %zu parameters needs %.1f GiB for its parameters, gradients "
-                        "and AdamW state; this host has %.1f GiB", label, mdc_gpt2_param_count(cfg), need / 1073741824.0,
-                        have / 1073741824.0);
+        return mdc_fail(MDC_ERR_OOM_HOST,
+                        "%s: a model of %zu parameters needs %.1f GiB for its parameters, gradients "
+                        "and AdamW state; this host has %.1f GiB",
+                        label, mdc_gpt2_param_count(cfg), need / 1073741824.0, have / 1073741824.0);
     return MDC_OK;
 }
 
@@ -234,7 +245,8 @@ static mdc_status load_bias(mdc_gpt2 *m, const mdc_tensor *t, const char *label,
     const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
     int b = mdc_gpt2_moe_index(cfg, l);
     if (b < 0)
-        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': block %d is not a MoE block of this model", label, t->name, l);
+        return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s': block %d is not a MoE block of this model", label, t->name,
+                        l);
     mdc_param_tensor p = {.ndim = 1, .shape = {cfg->E, 0}, .numel = (size_t)cfg->E};
     return mdc_i_weights_to_f32(label, t, &p, mdc_gpt2_moe_bias(m) + (size_t)b * cfg->E, 0);
 }
@@ -267,13 +279,13 @@ mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
         }
         int k = mdc_gpt2_tensor_find(cfg, c);
         if (k < 0) {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' is not a parameter of GPT-2 with L=%d", label,
-                          t->name, cfg->L);
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' is not a parameter of GPT-2 with L=%d", label, t->name,
+                          cfg->L);
             goto done;
         }
         if (src[k]) {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' given twice (as '%s' and '%s')", label, c,
-                          src[k]->name, t->name);
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' given twice (as '%s' and '%s')", label, c, src[k]->name,
+                          t->name);
             goto done;
         }
         src[k] = t;
@@ -306,8 +318,10 @@ mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
         }
         if (lm_head->numel != p.numel || mdc_tensor_to_f32(lm_head, tmp, p.numel) ||
             memcmp(tmp, params + p.offset, p.numel * sizeof *tmp)) {
-            st = mdc_fail(MDC_ERR_UNSUPPORTED, "%s: tensor '%s' differs from wte: the model ties the LM head "
-                          "to the token embedding", label, lm_head->name);
+            st = mdc_fail(MDC_ERR_UNSUPPORTED,
+                          "%s: tensor '%s' differs from wte: the model ties the LM head "
+                          "to the token embedding",
+                          label, lm_head->name);
             goto done;
         }
     }
@@ -339,8 +353,8 @@ mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *
     const struct {
         const char *key;
         int v;
-    } kv[] = {{"n_vocab", cfg->V}, {"n_ctx", cfg->T}, {"n_layer", cfg->L}, {"n_head", cfg->H}, {"n_embd", cfg->C},
-              {"moe_topk", cfg->topk}};
+    } kv[] = {{"n_vocab", cfg->V}, {"n_ctx", cfg->T},  {"n_layer", cfg->L},
+              {"n_head", cfg->H},  {"n_embd", cfg->C}, {"moe_topk", cfg->topk}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0] - !cfg->E; i++) {
         char v[32];
         snprintf(v, sizeof v, "%d", kv[i].v);

@@ -48,15 +48,18 @@ mdc_status mdc_atomic_open(mdc_atomic *a, const char *path) {
     struct stat s;
     if (lstat(path, &s) == 0 && S_ISLNK(s.st_mode)) { /* write through the link to its target */
         a->dest = realpath(path, NULL);
-        if (!a->dest) return mdc_fail(MDC_ERR_IO, "%s: a symbolic link whose target cannot be resolved: %s", path,
-                                      strerror(errno));
+        if (!a->dest)
+            return mdc_fail(MDC_ERR_IO, "%s: a symbolic link whose target cannot be resolved: %s", path,
+                            strerror(errno));
     } else {
         a->dest = strdup(path);
         if (!a->dest) return mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
     }
     if (stat(a->dest, &s) == 0 && !S_ISREG(s.st_mode)) {
-        mdc_status st = mdc_fail(MDC_ERR_IO, "%s is not a regular file (a directory, device or FIFO): minidc does "
-                                 "not replace it", path);
+        mdc_status st = mdc_fail(MDC_ERR_IO,
+                                 "%s is not a regular file (a directory, device or FIFO): minidc does "
+                                 "not replace it",
+                                 path);
         mdc_atomic_abort(a);
         return st;
     }

@@ -38,23 +38,22 @@ struct mdc_device {
     alloc_hdr *allocs;
     double egress_free[MDC_LINK_COUNT];
     mdc_dev_counters c;
-    mdc_dev_trace *trace;  /* NULL: not recording (device/trace.c) */
+    mdc_dev_trace *trace; /* NULL: not recording (device/trace.c) */
 };
 
 _Static_assert(sizeof(alloc_hdr) <= ALIGN, "allocation header must fit in the alignment");
 
 static const char *const cat_names[MDC_MEM_COUNT] = {
-    [MDC_MEM_PARAMS] = "parameters", [MDC_MEM_GRADS] = "gradients",
-    [MDC_MEM_OPTIM] = "optimizer", [MDC_MEM_ACTS] = "activations",
-    [MDC_MEM_COMM] = "comm buffers", [MDC_MEM_OTHER] = "other",
+    [MDC_MEM_PARAMS] = "parameters", [MDC_MEM_GRADS] = "gradients",   [MDC_MEM_OPTIM] = "optimizer",
+    [MDC_MEM_ACTS] = "activations",  [MDC_MEM_COMM] = "comm buffers", [MDC_MEM_OTHER] = "other",
 };
 static const char *const link_names[MDC_LINK_COUNT] = {
-    [MDC_LINK_NVLINK] = "nvlink", [MDC_LINK_NET] = "network", [MDC_LINK_PCIE] = "pcie",
+    [MDC_LINK_NVLINK] = "nvlink",
+    [MDC_LINK_NET] = "network",
+    [MDC_LINK_PCIE] = "pcie",
 };
 
-const char *mdc_mem_category_name(mdc_mem_category c) {
-    return (unsigned)c < MDC_MEM_COUNT ? cat_names[c] : "total";
-}
+const char *mdc_mem_category_name(mdc_mem_category c) { return (unsigned)c < MDC_MEM_COUNT ? cat_names[c] : "total"; }
 const char *mdc_link_name(mdc_link l) { return (unsigned)l < MDC_LINK_COUNT ? link_names[l] : "?"; }
 
 double mdc_wall_time(void) {
@@ -83,29 +82,29 @@ void mdc_wait_wall(double seconds) {
     }
 }
 
-mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
-                                  const mdc_energy_table *table, double hbm_scale,
-                                  mdc_emulate_mode mode, double time_scale, int rank) {
+mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec, const mdc_energy_table *table,
+                                  double hbm_scale, mdc_emulate_mode mode, double time_scale, int rank) {
     *out = NULL;
     if (!spec || !table) return mdc_fail(MDC_ERR_INVALID, "mdc_device_create_spec: NULL spec or table");
-    if (!(hbm_scale > 0))
-        return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be > 0 (got %g)", hbm_scale);
+    if (!(hbm_scale > 0)) return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be > 0 (got %g)", hbm_scale);
     /* bounded: at 1e6 a virtual millisecond already waits 17 minutes of wall time */
     if (!(time_scale > 0) || !(time_scale <= 1e6))
         return mdc_fail(MDC_ERR_INVALID, "--time-scale %g: must be in (0, 1e6] wall seconds per virtual second",
                         time_scale);
-    if (!isfinite(hbm_scale))
-        return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be finite (got %g)", hbm_scale);
+    if (!isfinite(hbm_scale)) return mdc_fail(MDC_ERR_INVALID, "--hbm-scale must be finite (got %g)", hbm_scale);
     /* Every divisor of the clock must be a positive finite number. */
-    const struct { const char *name; double v; } must[] = {
-        {"hbm_bytes", spec->hbm_bytes}, {"hbm_bw", spec->hbm_bw}, {"flops_fp32", spec->flops_fp32},
+    const struct {
+        const char *name;
+        double v;
+    } must[] = {
+        {"hbm_bytes", spec->hbm_bytes},   {"hbm_bw", spec->hbm_bw},       {"flops_fp32", spec->flops_fp32},
         {"flops_bf16", spec->flops_bf16}, {"nvlink_bw", spec->nvlink_bw}, {"net_bw", spec->net_bw},
         {"pcie_bw", spec->pcie_bw},
     };
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (!(must[i].v > 0) || !isfinite(must[i].v))
-            return mdc_fail(MDC_ERR_INVALID, "device '%s': %s must be > 0 and finite (got %g)",
-                            spec->name, must[i].name, must[i].v);
+            return mdc_fail(MDC_ERR_INVALID, "device '%s': %s must be > 0 and finite (got %g)", spec->name,
+                            must[i].name, must[i].v);
     const double lat[] = {spec->nvlink_latency, spec->net_latency, spec->launch_overhead};
     for (int i = 0; i < 3; i++)
         if (!(lat[i] >= 0) || !isfinite(lat[i]))
@@ -144,8 +143,7 @@ static void fmt_bytes(char *buf, size_t n, double b) {
     else snprintf(buf, n, "%.0f B", b);
 }
 
-mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_category cat,
-                         const char *name) {
+mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_category cat, const char *name) {
     *out = NULL;
     if ((unsigned)cat >= MDC_MEM_COUNT)
         return mdc_fail(MDC_ERR_INVALID, "mdc_dev_alloc: bad category %d for '%s'", (int)cat, name ? name : "?");
@@ -161,12 +159,14 @@ mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_cate
                         "rank %d: out of memory on emulated device %s: tried to allocate %s "
                         "(%zu bytes) for tensor '%s' (%s); %s in use (%zu bytes), %s capacity "
                         "(%.0f bytes), %s free, peak %s",
-                        dev->rank, dev->spec.name, req, bytes, name ? name : "?", cat_names[cat],
-                        used, total, cap, dev->capacity, fr, pk);
+                        dev->rank, dev->spec.name, req, bytes, name ? name : "?", cat_names[cat], used, total, cap,
+                        dev->capacity, fr, pk);
     }
     size_t padded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     alloc_hdr *h = aligned_alloc(ALIGN, ALIGN + (padded ? padded : ALIGN));
-    if (!h) return mdc_fail(MDC_ERR_OOM_HOST, "rank %d: host malloc of %zu bytes for '%s' failed", dev->rank, bytes, name ? name : "?");
+    if (!h)
+        return mdc_fail(MDC_ERR_OOM_HOST, "rank %d: host malloc of %zu bytes for '%s' failed", dev->rank, bytes,
+                        name ? name : "?");
     memset(h, 0, ALIGN + padded);
     h->bytes = bytes;
     h->cat = cat;

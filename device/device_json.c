@@ -22,12 +22,17 @@ typedef struct {
  * to 1e300 s or infinity, and throttle mode would wait forever; 1e9 stacks overflow the bus
  * width). Lower bounds of rates are 1 MB/s and 1 MFLOP/s; upper bounds are orders of magnitude
  * past any announced part (vr300: 1 TiB, 32 TB/s, 9 PFLOP/s, 16 stacks of 2048 bits, 3600 W). */
-#define D(k, lo, hi, u) {#k, offsetof(mdc_device_spec, k), 'd', 0, lo, hi, u}
-#define Z(k, lo, hi, u) {#k, offsetof(mdc_device_spec, k), 'z', 0, lo, hi, u}
-#define I(k, lo, hi, u) {#k, offsetof(mdc_device_spec, k), 'i', 0, lo, hi, u}
-#define S(k) {#k, offsetof(mdc_device_spec, k), 's', sizeof(((mdc_device_spec *)0)->k), 0, 0, NULL}
+#define D(k, lo, hi, u) \
+    { #k, offsetof(mdc_device_spec, k), 'd', 0, lo, hi, u }
+#define Z(k, lo, hi, u) \
+    { #k, offsetof(mdc_device_spec, k), 'z', 0, lo, hi, u }
+#define I(k, lo, hi, u) \
+    { #k, offsetof(mdc_device_spec, k), 'i', 0, lo, hi, u }
+#define S(k) \
+    { #k, offsetof(mdc_device_spec, k), 's', sizeof(((mdc_device_spec *)0)->k), 0, 0, NULL }
 static const field spec_fields[] = {
-    S(name), S(description),
+    S(name),
+    S(description),
     D(hbm_bytes, 1e6, 1e16, "bytes"),
     D(hbm_bw, 1e6, 1e16, "bytes/s"),
     I(hbm_bus_bits_per_stack, 1, 65536, "bits"),
@@ -49,10 +54,17 @@ static const field spec_fields[] = {
 #undef I
 #undef S
 /* Energies: the largest published figure is ~2600 pJ per 64-bit DRAM read; 1 uJ is far past. */
-#define D(k) {#k, offsetof(mdc_energy_table, k), 'z', 0, 0, 1e6, "pJ"}
+#define D(k) \
+    { #k, offsetof(mdc_energy_table, k), 'z', 0, 0, 1e6, "pJ" }
 static const field table_fields[] = {
-    D(pj_int_op), D(pj_fp_op), D(pj_sram_64b), D(pj_dram_64b), D(pj_hbm_bit), D(pj_nvlink_bit),
-    D(pj_net_bit), D(pj_pcie_bit),
+    D(pj_int_op),
+    D(pj_fp_op),
+    D(pj_sram_64b),
+    D(pj_dram_64b),
+    D(pj_hbm_bit),
+    D(pj_nvlink_bit),
+    D(pj_net_bit),
+    D(pj_pcie_bit),
     {"name", offsetof(mdc_energy_table, name), 's', sizeof(((mdc_energy_table *)0)->name), 0, 0, NULL},
     {"source", offsetof(mdc_energy_table, source), 's', sizeof(((mdc_energy_table *)0)->source), 0, 0, NULL},
 };
@@ -100,12 +112,13 @@ static mdc_status read_text(const char *path, char **out) {
 }
 
 /* Fills `dst` from the JSON object. All fields required unless `optional_strings`. */
-static mdc_status load_fields(const char *path, const char *text, void *dst, const field *fs,
-                              int nf, int optional_strings) {
+static mdc_status load_fields(const char *path, const char *text, void *dst, const field *fs, int nf,
+                              int optional_strings) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
-    if (!root) return mdc_fail(MDC_ERR_FORMAT, "%s: not valid JSON (near byte %ld)", path,
-                               (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
+    if (!root)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: not valid JSON (near byte %ld)", path,
+                        (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
     mdc_status st = MDC_OK;
     for (const char *p = end; p && *p; p++) /* only white space may follow the object */
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
@@ -144,8 +157,7 @@ static mdc_status load_fields(const char *path, const char *text, void *dst, con
                 goto done;
             }
             if (strlen(v->valuestring) >= f->size) {
-                st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' longer than %zu characters", path,
-                              f->key, f->size - 1);
+                st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' longer than %zu characters", path, f->key, f->size - 1);
                 goto done;
             }
             snprintf(p, f->size, "%s", v->valuestring);
@@ -173,8 +185,10 @@ static mdc_status load_fields(const char *path, const char *text, void *dst, con
             goto done;
         }
         if (x < f->lo || x > f->hi) {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: field '%s' = %g %s is out of range (a real device "
-                          "has %g..%g %s)", path, f->key, x, f->unit, f->lo, f->hi, f->unit);
+            st = mdc_fail(MDC_ERR_FORMAT,
+                          "%s: field '%s' = %g %s is out of range (a real device "
+                          "has %g..%g %s)",
+                          path, f->key, x, f->unit, f->lo, f->hi, f->unit);
             goto done;
         }
         if (f->kind == 'i') {

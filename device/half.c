@@ -17,7 +17,7 @@ static float float_of(uint32_t u) {
 uint16_t mdc_f32_to_bf16(float f) {
     uint32_t u = bits_of(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    u += 0x7fffu + ((u >> 16) & 1u);                                             /* round to nearest, ties to even */
     return (uint16_t)(u >> 16);
 }
 
@@ -28,8 +28,8 @@ uint16_t mdc_f32_to_f16(float f) {
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7fffffffu;
     if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: infinity */
-    if (a < 0x38800000u) { /* result is subnormal or zero in f16 */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                       /* rounds to >= 65520: infinity */
+    if (a < 0x38800000u) {                          /* result is subnormal or zero in f16 */
         if (a < 0x33000000u) return (uint16_t)sign; /* below half the smallest subnormal */
         uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
         /* a = m * 2^(e-150) with the implicit bit in m; in units of 2^-24 that is

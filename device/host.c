@@ -20,7 +20,7 @@
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static mdc_device_spec host;
-static int host_set;         /* host holds a measured or installed spec */
+static int host_set; /* host holds a measured or installed spec */
 static mdc_status host_st = MDC_OK;
 static char host_err[256]; /* why measuring failed */
 
@@ -62,8 +62,8 @@ static double measure_sgemm(void) {
         openblas_set_num_threads(2);
         for (int rep = 0; rep < 4; rep++) { /* the first run warms up threads and caches */
             double t0 = mdc_wall_time();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a,
-                        (int)n, b, (int)n, 0.0f, c, (int)n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n,
+                        0.0f, c, (int)n);
             double t = mdc_wall_time() - t0;
             double f = 2.0 * (double)n * (double)n * (double)n / t;
             if (rep > 0 && t > 0 && f > best) best = f;
@@ -87,8 +87,10 @@ static void measure(void) {
     double bw = measure_copy(), fl = measure_sgemm();
     if (pages <= 0 || page <= 0 || !(bw > 0) || !(fl > 0)) {
         host_st = MDC_ERR_UNSUPPORTED;
-        snprintf(host_err, sizeof host_err, "--device host: could not measure this machine "
-                 "(pages %ld, copy %.3g B/s, sgemm %.3g FLOP/s)", pages, bw, fl);
+        snprintf(host_err, sizeof host_err,
+                 "--device host: could not measure this machine "
+                 "(pages %ld, copy %.3g B/s, sgemm %.3g FLOP/s)",
+                 pages, bw, fl);
         return;
     }
     s.hbm_bytes = (double)pages * (double)page;
@@ -97,17 +99,17 @@ static void measure(void) {
     s.hbm_bus_bits_per_stack = 64; /* one DIMM channel */
     s.hbm_stacks = 2;              /* assumed: two channels */
     s.flops_fp32 = fl;
-    s.flops_bf16 = fl;             /* assumed: no faster 16-bit path used */
+    s.flops_bf16 = fl; /* assumed: no faster 16-bit path used */
     s.sram_bytes = llc > 0 ? (double)llc : 32.0 * 1024 * 1024;
-    s.nvlink_bw = bw / 2;          /* ranks on one host talk through shared memory: one copy */
+    s.nvlink_bw = bw / 2; /* ranks on one host talk through shared memory: one copy */
     s.nvlink_latency = 1e-6;
-    s.net_bw = 1.25e9;             /* assumed: 10 Gb/s Ethernet */
+    s.net_bw = 1.25e9; /* assumed: 10 Gb/s Ethernet */
     s.net_latency = 20e-6;
-    s.pcie_bw = bw / 2;            /* host "device" copies are memcpy */
+    s.pcie_bw = bw / 2; /* host "device" copies are memcpy */
     s.launch_overhead = 1e-6;
     s.tdp_watts = 65;
-    s.assumed = MDC_SPEC_HBM_BUS | MDC_SPEC_FLOPS_BF16 | MDC_SPEC_NVLINK | MDC_SPEC_NET |
-                MDC_SPEC_PCIE | MDC_SPEC_TDP | MDC_SPEC_LATENCY | (llc > 0 ? 0 : MDC_SPEC_SRAM);
+    s.assumed = MDC_SPEC_HBM_BUS | MDC_SPEC_FLOPS_BF16 | MDC_SPEC_NVLINK | MDC_SPEC_NET | MDC_SPEC_PCIE | MDC_SPEC_TDP |
+                MDC_SPEC_LATENCY | (llc > 0 ? 0 : MDC_SPEC_SRAM);
     host = s;
     host_set = 1;
 }

@@ -28,8 +28,8 @@ static int parse_double(const char *opt, const char *v, double *out) {
 
 int mdc_device_options_parse(mdc_device_options *o, int argc, char **argv, int *i) {
     const char *a = argv[*i];
-    static const char *const names[] = {"--device", "--device-file", "--hbm-scale", "--emulate",
-                                        "--time-scale", "--energy-table", "--report", "--gpus-per-node"};
+    static const char *const names[] = {"--device",     "--device-file",  "--hbm-scale", "--emulate",
+                                        "--time-scale", "--energy-table", "--report",    "--gpus-per-node"};
     int k = -1;
     for (int j = 0; j < 8; j++)
         if (!strcmp(a, names[j])) k = j;
@@ -41,11 +41,13 @@ int mdc_device_options_parse(mdc_device_options *o, int argc, char **argv, int *
     const char *v = argv[++*i];
     ++*i;
     /* String options must fit their buffers: a silently cut path would name another file. */
-    size_t room = k == 0 ? sizeof o->device : k == 1 ? sizeof o->device_file
-                : k == 5 ? sizeof o->energy_table : k == 6 ? sizeof o->report_path : 0;
+    size_t room = k == 0   ? sizeof o->device
+                  : k == 1 ? sizeof o->device_file
+                  : k == 5 ? sizeof o->energy_table
+                  : k == 6 ? sizeof o->report_path
+                           : 0;
     if (room && (strlen(v) >= room || !v[0])) {
-        mdc_fail(MDC_ERR_INVALID, "%s: value %s (at most %zu characters)", a,
-                 v[0] ? "too long" : "is empty", room - 1);
+        mdc_fail(MDC_ERR_INVALID, "%s: value %s (at most %zu characters)", a, v[0] ? "too long" : "is empty", room - 1);
         return -1;
     }
     switch (k) {
@@ -106,8 +108,7 @@ mdc_status mdc_device_create(mdc_device **out, const mdc_device_options *o, int 
     size_t n = strlen(o->energy_table);
     if (n > 5 && !strcmp(o->energy_table + n - 5, ".json"))
         st = mdc_energy_table_from_json_file(o->energy_table, &table);
-    else
-        st = mdc_energy_table_find(o->energy_table, &table);
+    else st = mdc_energy_table_find(o->energy_table, &table);
     if (st) return st;
     return mdc_device_create_spec(out, &spec, &table, o->hbm_scale, o->emulate, o->time_scale, rank);
 }

@@ -77,7 +77,9 @@ int mdc_plat_proc_state(pid_t pid) {
     if (!read_stat(pid, buf, sizeof buf)) return MDC_PLAT_GONE;
     const char *c = strrchr(buf, ')'); /* "pid (comm) S ...": the state follows the name */
     if (!c || !c[1] || !c[2]) return MDC_PLAT_RUNNING;
-    return c[2] == 'T' || c[2] == 't' ? MDC_PLAT_STOPPED : c[2] == 'Z' || c[2] == 'X' ? MDC_PLAT_GONE : MDC_PLAT_RUNNING;
+    return c[2] == 'T' || c[2] == 't'   ? MDC_PLAT_STOPPED
+           : c[2] == 'Z' || c[2] == 'X' ? MDC_PLAT_GONE
+                                        : MDC_PLAT_RUNNING;
 }
 
 unsigned long long mdc_plat_proc_start(pid_t pid) {
@@ -85,8 +87,8 @@ unsigned long long mdc_plat_proc_start(pid_t pid) {
     unsigned long long st = 0;
     if (pid <= 0 || !read_stat(pid, buf, sizeof buf)) return 0;
     char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                    &st) == 1)
+    if (p &&
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &st) == 1)
         return st;
     return 0;
 }

@@ -18,47 +18,42 @@
 #define ASSUMED_ALL (MDC_SPEC_NET | MDC_SPEC_LATENCY)
 
 static const mdc_device_spec presets[] = {
-    {"a100-40", "NVIDIA A100 SXM4 40GB", 40 * GiB, 1.555 * TB, 1024, 5, "HBM2", 19.5 * TF, 312 * TF,
-     40 * MiB, 300 * GB, 2 * US, 25 * GB, 5 * US, 32 * GB, 4 * US, 400,
-     ASSUMED_ALL},
-    {"a100-80", "NVIDIA A100 SXM4 80GB", 80 * GiB, 2.039 * TB, 1024, 5, "HBM2e", 19.5 * TF, 312 * TF,
-     40 * MiB, 300 * GB, 2 * US, 25 * GB, 5 * US, 32 * GB, 4 * US, 400,
-     ASSUMED_ALL},
-    {"h100", "NVIDIA H100 SXM5 80GB", 80 * GiB, 3.35 * TB, 1024, 5, "HBM3", 67 * TF, 989 * TF,
-     50 * MiB, 450 * GB, 2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 700,
-     ASSUMED_ALL},
-    {"h200", "NVIDIA H200 SXM 141GB", 141 * GiB, 4.8 * TB, 1024, 6, "HBM3e", 67 * TF, 989 * TF,
-     50 * MiB, 450 * GB, 2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 700,
-     ASSUMED_ALL},
-    {"b200", "NVIDIA B200 (HGX) 192GB", 192 * GiB, 8 * TB, 1024, 8, "HBM3e", 80 * TF, 2250 * TF,
-     126 * MiB, 900 * GB, 2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 1000,
-     ASSUMED_ALL | MDC_SPEC_SRAM | MDC_SPEC_PCIE},
+    {"a100-40", "NVIDIA A100 SXM4 40GB", 40 * GiB, 1.555 * TB, 1024, 5, "HBM2", 19.5 * TF, 312 * TF, 40 * MiB, 300 * GB,
+     2 * US, 25 * GB, 5 * US, 32 * GB, 4 * US, 400, ASSUMED_ALL},
+    {"a100-80", "NVIDIA A100 SXM4 80GB", 80 * GiB, 2.039 * TB, 1024, 5, "HBM2e", 19.5 * TF, 312 * TF, 40 * MiB,
+     300 * GB, 2 * US, 25 * GB, 5 * US, 32 * GB, 4 * US, 400, ASSUMED_ALL},
+    {"h100", "NVIDIA H100 SXM5 80GB", 80 * GiB, 3.35 * TB, 1024, 5, "HBM3", 67 * TF, 989 * TF, 50 * MiB, 450 * GB,
+     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 700, ASSUMED_ALL},
+    {"h200", "NVIDIA H200 SXM 141GB", 141 * GiB, 4.8 * TB, 1024, 6, "HBM3e", 67 * TF, 989 * TF, 50 * MiB, 450 * GB,
+     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 700, ASSUMED_ALL},
+    {"b200", "NVIDIA B200 (HGX) 192GB", 192 * GiB, 8 * TB, 1024, 8, "HBM3e", 80 * TF, 2250 * TF, 126 * MiB, 900 * GB,
+     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 1000, ASSUMED_ALL | MDC_SPEC_SRAM | MDC_SPEC_PCIE},
     {"gb300", "NVIDIA Blackwell Ultra (GB300) 288GB", 288 * GiB, 8 * TB, 1024, 8, "HBM3e", 75 * TF, 2250 * TF,
      126 * MiB, 900 * GB, 2 * US, 100 * GB, 5 * US, 128 * GB, 4 * US, 1400,
      ASSUMED_ALL | MDC_SPEC_SRAM | MDC_SPEC_PCIE},
     {"vr200", "NVIDIA Vera Rubin (announced) 288GB", 288 * GiB, 13 * TB, 2048, 8, "HBM4", 150 * TF, 4500 * TF,
      126 * MiB, 1800 * GB, 2 * US, 200 * GB, 5 * US, 128 * GB, 4 * US, 1800,
-     ASSUMED_ALL | MDC_SPEC_HBM_BW | MDC_SPEC_HBM_BUS | MDC_SPEC_SRAM | MDC_SPEC_PCIE |
-         MDC_SPEC_FLOPS_FP32 | MDC_SPEC_FLOPS_BF16 | MDC_SPEC_TDP},
+     ASSUMED_ALL | MDC_SPEC_HBM_BW | MDC_SPEC_HBM_BUS | MDC_SPEC_SRAM | MDC_SPEC_PCIE | MDC_SPEC_FLOPS_FP32 |
+         MDC_SPEC_FLOPS_BF16 | MDC_SPEC_TDP},
     {"vr300", "NVIDIA Rubin Ultra (announced) ~1TB", 1024 * GiB, 32 * TB, 2048, 16, "HBM4e", 300 * TF, 9000 * TF,
      252 * MiB, 1800 * GB, 2 * US, 200 * GB, 5 * US, 128 * GB, 4 * US, 3600,
-     ASSUMED_ALL | MDC_SPEC_HBM_BYTES | MDC_SPEC_HBM_BW | MDC_SPEC_HBM_BUS | MDC_SPEC_SRAM |
-         MDC_SPEC_PCIE | MDC_SPEC_FLOPS_FP32 | MDC_SPEC_FLOPS_BF16 | MDC_SPEC_TDP | MDC_SPEC_NVLINK},
+     ASSUMED_ALL | MDC_SPEC_HBM_BYTES | MDC_SPEC_HBM_BW | MDC_SPEC_HBM_BUS | MDC_SPEC_SRAM | MDC_SPEC_PCIE |
+         MDC_SPEC_FLOPS_FP32 | MDC_SPEC_FLOPS_BF16 | MDC_SPEC_TDP | MDC_SPEC_NVLINK},
 };
 
 int mdc_preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }
-const mdc_device_spec *mdc_preset_at(int i) {
-    return i >= 0 && i < mdc_preset_count() ? &presets[i] : NULL;
-}
+const mdc_device_spec *mdc_preset_at(int i) { return i >= 0 && i < mdc_preset_count() ? &presets[i] : NULL; }
 
 /* pJ figures; see docs/devices.md for each source. */
 static const mdc_energy_table tables[] = {
-    {"default", "source document: INT op 1, FP op 20, 64b SRAM 26, 64b LPDRAM 1200 pJ; "
-                "HBM2 3.97 pJ/bit (O'Connor MICRO'17); NVLink-C2C 1.3 pJ/bit (NVIDIA); "
-                "network 10, PCIe 5 pJ/bit assumed",
+    {"default",
+     "source document: INT op 1, FP op 20, 64b SRAM 26, 64b LPDRAM 1200 pJ; "
+     "HBM2 3.97 pJ/bit (O'Connor MICRO'17); NVLink-C2C 1.3 pJ/bit (NVIDIA); "
+     "network 10, PCIe 5 pJ/bit assumed",
      1.0, 20.0, 26.0, 1200.0, 3.97, 1.3, 10.0, 5.0},
-    {"horowitz45", "Horowitz ISSCC 2014, 45 nm: fp32 op (add 0.9 + mult 3.7)/2, int add 0.1, "
-                   "64b read 32KB SRAM 20, DRAM 1300 pJ; HBM and links as default",
+    {"horowitz45",
+     "Horowitz ISSCC 2014, 45 nm: fp32 op (add 0.9 + mult 3.7)/2, int add 0.1, "
+     "64b read 32KB SRAM 20, DRAM 1300 pJ; HBM and links as default",
      0.1, 2.3, 20.0, 1300.0, 3.97, 1.3, 10.0, 5.0},
 };
 
@@ -73,7 +68,8 @@ mdc_status mdc_energy_table_find(const char *name, mdc_energy_table *out) {
             *out = tables[i];
             return MDC_OK;
         }
-    return mdc_fail(MDC_ERR_INVALID, "--energy-table: unknown table '%s' (known: default, horowitz45, or a .json file)", name);
+    return mdc_fail(MDC_ERR_INVALID, "--energy-table: unknown table '%s' (known: default, horowitz45, or a .json file)",
+                    name);
 }
 
 mdc_status mdc_preset_find(const char *name, mdc_device_spec *out) {
@@ -83,5 +79,7 @@ mdc_status mdc_preset_find(const char *name, mdc_device_spec *out) {
             *out = presets[i];
             return MDC_OK;
         }
-    return mdc_fail(MDC_ERR_INVALID, "--device: unknown preset '%s' (known: a100-40 a100-80 h100 h200 b200 gb300 vr200 vr300 host)", name);
+    return mdc_fail(MDC_ERR_INVALID,
+                    "--device: unknown preset '%s' (known: a100-40 a100-80 h100 h200 b200 gb300 vr200 vr300 host)",
+                    name);
 }

@@ -36,14 +36,15 @@ void mdc_device_report(const mdc_device *dev, FILE *f, double tokens) {
     mdc_dev_get_counters(dev, &c);
     mdc_dev_energy(dev, &e);
     char a[32], b[32], d[32];
-    fprintf(f, "rank %d: device %s (%s), emulate %s, energy table %s\n", mdc_device_rank(dev),
-            s->name, s->description, mode_name(mdc_device_mode(dev)), t->name);
-    if (mdc_device_mode(dev) == MDC_EMULATE_OFF)
-        fprintf(f, "  (--emulate off: nothing was accounted)\n");
+    fprintf(f, "rank %d: device %s (%s), emulate %s, energy table %s\n", mdc_device_rank(dev), s->name, s->description,
+            mode_name(mdc_device_mode(dev)), t->name);
+    if (mdc_device_mode(dev) == MDC_EMULATE_OFF) fprintf(f, "  (--emulate off: nothing was accounted)\n");
     fprintf(f, "  virtual time   %12s = compute + memory + communication + idle\n", fmt_time(a, sizeof a, c.now));
-    fprintf(f, "    compute      %12s %5.1f%%  flop-bound kernels: flops / peak (%.4g TFLOP/s fp32, %.4g bf16) + %s launch\n",
-            fmt_time(a, sizeof a, c.t_compute), pct(c.t_compute, c.now), s->flops_fp32 / 1e12,
-            s->flops_bf16 / 1e12, fmt_time(b, sizeof b, s->launch_overhead));
+    fprintf(
+        f,
+        "    compute      %12s %5.1f%%  flop-bound kernels: flops / peak (%.4g TFLOP/s fp32, %.4g bf16) + %s launch\n",
+        fmt_time(a, sizeof a, c.t_compute), pct(c.t_compute, c.now), s->flops_fp32 / 1e12, s->flops_bf16 / 1e12,
+        fmt_time(b, sizeof b, s->launch_overhead));
     fprintf(f, "    memory       %12s %5.1f%%  memory-bound kernels: HBM bytes / %.4g TB/s + launch\n",
             fmt_time(a, sizeof a, c.t_memory), pct(c.t_memory, c.now), s->hbm_bw / 1e12);
     fprintf(f, "    communication%12s %5.1f%%  copies and messages: latency + bytes / link bandwidth\n",
@@ -53,9 +54,9 @@ void mdc_device_report(const mdc_device *dev, FILE *f, double tokens) {
     if (c.t_overlap > 0)
         fprintf(f, "    overlap      %12s         communication a scheme hid under compute (part of the above)\n",
                 fmt_time(a, sizeof a, c.t_overlap));
-    fprintf(f, "  work           %.0f kernels, %.4g FLOP, %.4g int ops, HBM %s, SRAM %s, host DRAM %s\n",
-            c.kernels, c.flops, c.int_ops, fmt_bytes(a, sizeof a, c.hbm_bytes),
-            fmt_bytes(b, sizeof b, c.sram_bytes), fmt_bytes(d, sizeof d, c.host_bytes));
+    fprintf(f, "  work           %.0f kernels, %.4g FLOP, %.4g int ops, HBM %s, SRAM %s, host DRAM %s\n", c.kernels,
+            c.flops, c.int_ops, fmt_bytes(a, sizeof a, c.hbm_bytes), fmt_bytes(b, sizeof b, c.sram_bytes),
+            fmt_bytes(d, sizeof d, c.host_bytes));
     fprintf(f, "  messages       %.0f sent (%s), %.0f received (%s); link bytes:", c.messages_sent,
             fmt_bytes(a, sizeof a, c.bytes_sent), c.messages_recv, fmt_bytes(b, sizeof b, c.bytes_recv));
     for (int l = 0; l < MDC_LINK_COUNT; l++)
@@ -63,8 +64,8 @@ void mdc_device_report(const mdc_device *dev, FILE *f, double tokens) {
     fprintf(f, "\n");
     double cap = mdc_device_capacity(dev);
     double peak = (double)mdc_dev_mem_peak(dev, MDC_MEM_COUNT);
-    fprintf(f, "  HBM            peak %s of %s capacity (%.1f%%), in use now %s\n",
-            fmt_bytes(a, sizeof a, peak), fmt_bytes(b, sizeof b, cap), pct(peak, cap),
+    fprintf(f, "  HBM            peak %s of %s capacity (%.1f%%), in use now %s\n", fmt_bytes(a, sizeof a, peak),
+            fmt_bytes(b, sizeof b, cap), pct(peak, cap),
             fmt_bytes(d, sizeof d, (double)mdc_dev_mem_in_use(dev, MDC_MEM_COUNT)));
     for (int k = 0; k < MDC_MEM_COUNT; k++) {
         size_t pk = mdc_dev_mem_peak(dev, (mdc_mem_category)k);
@@ -77,17 +78,17 @@ void mdc_device_report(const mdc_device *dev, FILE *f, double tokens) {
     fprintf(f, "    int ops      %12.6g  = %.6g ops x %g pJ\n", e.int_ops, c.int_ops, t->pj_int_op);
     fprintf(f, "    SRAM         %12.6g  = %.6g B / 8 x %g pJ per 64-bit read\n", e.sram, c.sram_bytes, t->pj_sram_64b);
     fprintf(f, "    HBM          %12.6g  = %.6g B x 8 x %g pJ/bit\n", e.hbm, c.hbm_bytes, t->pj_hbm_bit);
-    fprintf(f, "    host DRAM    %12.6g  = %.6g B / 8 x %g pJ per 64-bit read\n", e.host_dram, c.host_bytes, t->pj_dram_64b);
+    fprintf(f, "    host DRAM    %12.6g  = %.6g B / 8 x %g pJ per 64-bit read\n", e.host_dram, c.host_bytes,
+            t->pj_dram_64b);
     const double pj_link[MDC_LINK_COUNT] = {t->pj_nvlink_bit, t->pj_net_bit, t->pj_pcie_bit};
     for (int l = 0; l < MDC_LINK_COUNT; l++)
-        fprintf(f, "    %-12s %12.6g  = %.6g B sent x 8 x %g pJ/bit\n", mdc_link_name((mdc_link)l),
-                e.link[l], c.link_bytes[l], pj_link[l]);
+        fprintf(f, "    %-12s %12.6g  = %.6g B sent x 8 x %g pJ/bit\n", mdc_link_name((mdc_link)l), e.link[l],
+                c.link_bytes[l], pj_link[l]);
     fprintf(f, "    total        %12.6g", e.total);
     if (c.now > 0)
         fprintf(f, "  average power = total / virtual time = %.4g W (TDP %g W)", e.total / c.now, s->tdp_watts);
     fprintf(f, "\n");
-    if (tokens > 0)
-        fprintf(f, "  energy/token   %12.6g J = %.6g J / %.0f tokens\n", e.total / tokens, e.total, tokens);
+    if (tokens > 0) fprintf(f, "  energy/token   %12.6g J = %.6g J / %.0f tokens\n", e.total / tokens, e.total, tokens);
 }
 
 /* Adds a number printed with 17 significant digits, so it reads back bit for bit (cJSON's own
@@ -137,8 +138,8 @@ static cJSON *table_json(const mdc_energy_table *t) {
 }
 
 /* Builds the JSON tree; NULL if cJSON ran out of memory. */
-static cJSON *report_tree(const mdc_dev_counters *cs, const mdc_energy *es, const size_t *peaks,
-                          int nranks, const mdc_device *dev0, double tokens) {
+static cJSON *report_tree(const mdc_dev_counters *cs, const mdc_energy *es, const size_t *peaks, int nranks,
+                          const mdc_device *dev0, double tokens) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
     cJSON_AddStringToObject(root, "format", "minidc-device-report-1");
@@ -179,16 +180,14 @@ static cJSON *report_tree(const mdc_dev_counters *cs, const mdc_energy *es, cons
             add_num(w, key, c->link_bytes[l]);
         }
         cJSON *p = cJSON_AddObjectToObject(o, "peak_hbm_bytes");
-        for (int k = 0; k <= MDC_MEM_COUNT; k++)
-            add_num(p, mdc_mem_category_name((mdc_mem_category)k), (double)pk[k]);
+        for (int k = 0; k <= MDC_MEM_COUNT; k++) add_num(p, mdc_mem_category_name((mdc_mem_category)k), (double)pk[k]);
         cJSON *ej = cJSON_AddObjectToObject(o, "energy_j");
         add_num(ej, "fp", e->fp);
         add_num(ej, "int", e->int_ops);
         add_num(ej, "sram", e->sram);
         add_num(ej, "hbm", e->hbm);
         add_num(ej, "host_dram", e->host_dram);
-        for (int l = 0; l < MDC_LINK_COUNT; l++)
-            add_num(ej, mdc_link_name((mdc_link)l), e->link[l]);
+        for (int l = 0; l < MDC_LINK_COUNT; l++) add_num(ej, mdc_link_name((mdc_link)l), e->link[l]);
         add_num(ej, "total", e->total);
         if (tokens > 0) add_num(o, "energy_per_token_j", e->total / tokens);
         cJSON_AddItemToArray(ranks, o);
@@ -203,9 +202,9 @@ static cJSON *report_tree(const mdc_dev_counters *cs, const mdc_energy *es, cons
     return root;
 }
 
-mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters,
-                                  const mdc_energy *energies, const size_t *peak_bytes,
-                                  int nranks, const mdc_device *dev0, double tokens, const char *schemes) {
+mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters, const mdc_energy *energies,
+                                  const size_t *peak_bytes, int nranks, const mdc_device *dev0, double tokens,
+                                  const char *schemes) {
     if (!path || !counters || !energies || !peak_bytes || !dev0 || nranks < 1)
         return mdc_fail(MDC_ERR_INVALID, "mdc_device_report_json: NULL argument or no ranks");
     mdc_status st = MDC_OK;

@@ -36,7 +36,10 @@ void mdc_i_trace_add(mdc_dev_trace *t, int kind, const char *name, double t0, do
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 4096;
         event *e = cap <= MAX_EVENTS ? realloc(t->ev, cap * sizeof *e) : NULL;
-        if (!e) { t->dropped++; return; } /* bounded: counted, said in the file */
+        if (!e) {
+            t->dropped++;
+            return;
+        } /* bounded: counted, said in the file */
         t->ev = e, t->cap = cap;
     }
     double w = mdc_wall_time();
@@ -67,21 +70,26 @@ char *mdc_i_trace_json(const mdc_dev_trace *t, int rank) {
     PUT("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"wall time\"}}", rank);
     for (size_t i = 0; i < t->n && o < cap; i++) {
         const event *e = &t->ev[i];
-        const char *nm = e->kind == MDC_TRACE_COLL || (e->kind == MDC_TRACE_KERNEL && e->name) ? e->name : kind_name[e->kind];
+        const char *nm = e->kind == MDC_TRACE_COLL || (e->kind == MDC_TRACE_KERNEL && e->name) ? e->name
+                                                                                               : kind_name[e->kind];
         if (e->kind == MDC_TRACE_KERNEL && !strncmp(nm, "mdc_", 4)) nm += 4;
         const char *an = e->kind == MDC_TRACE_KERNEL ? "flops" : e->kind == MDC_TRACE_COLL ? "count" : "bytes";
         for (int tid = 0; tid < 2; tid++) {
             double ts = tid ? e->w0 : e->t0, te = tid ? e->w1 : e->t1;
             if (e->kind == MDC_TRACE_COLL)
-                PUT(",{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%d,"
-                    "\"args\":{\"%s\":%.0f}}", nm, (tid ? te : ts) * 1e6, rank, tid, an, e->a);
+                PUT(",{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%"
+                    "d,"
+                    "\"args\":{\"%s\":%.0f}}",
+                    nm, (tid ? te : ts) * 1e6, rank, tid, an, e->a);
             else
                 PUT(",{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
-                    "\"args\":{\"%s\":%.0f}}", nm, kind_name[e->kind], ts * 1e6, (te - ts) * 1e6, rank, tid, an, e->a);
+                    "\"args\":{\"%s\":%.0f}}",
+                    nm, kind_name[e->kind], ts * 1e6, (te - ts) * 1e6, rank, tid, an, e->a);
         }
     }
     if (t->dropped && o < cap)
-        PUT(",{\"name\":\"trace full: %zu events not recorded\",\"ph\":\"i\",\"s\":\"p\",\"ts\":0,\"pid\":%d,\"tid\":0}",
+        PUT(",{\"name\":\"trace full: %zu events not "
+            "recorded\",\"ph\":\"i\",\"s\":\"p\",\"ts\":0,\"pid\":%d,\"tid\":0}",
             t->dropped, rank);
 #undef PUT
     if (o >= cap) { /* cannot happen with the per-event bound above; never a cut object */

@@ -8,9 +8,7 @@
 #include "internal.h"
 
 /* The send buffer as minidc spells in place. */
-static const void *minidc_send(const void *sendbuf) {
-    return sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf;
-}
+static const void *minidc_send(const void *sendbuf) { return sendbuf == MPI_IN_PLACE ? MDC_IN_PLACE : sendbuf; }
 
 static int comm_size(MPI_Comm comm) {
     int n = 0;
@@ -34,23 +32,20 @@ static mdc_group *reducing(int f, MPI_Datatype type, MPI_Op op, MPI_Comm comm, i
     return ip_group_of(comm, f);
 }
 
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
-                  MPI_Comm comm) {
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
     const int f = F_ALLREDUCE;
     ip_args a = {comm, f, MPI_SUCCESS};
     ip_reduction_as r;
     mdc_group *g;
     ip_check_count(&a, "count", count);
     if (ip_check_alias(&a, sendbuf, recvbuf, count)) return a.rc;
-    if (!(g = reducing(f, type, op, comm, &r)))
-        return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+    if (!(g = reducing(f, type, op, comm, &r))) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     size_t n = (size_t)count * (size_t)r.mult;
     ip_note_used(f, n * mdc_dtype_size(r.dt), g, &r);
     IP_RUN(comm, f, mdc_allreduce(minidc_send(sendbuf), recvbuf, n, r.dt, r.op, g));
 }
 
-int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
-               int root, MPI_Comm comm) {
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
     const int f = F_REDUCE;
     ip_args a = {comm, f, MPI_SUCCESS};
     ip_reduction_as r;
@@ -58,8 +53,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     if (ip_not_ours(comm, f)) return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     ip_check_count(&a, "count", count);
     if (ip_check_root(&a, root)) return a.rc;
-    if (!(g = reducing(f, type, op, comm, &r)))
-        return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+    if (!(g = reducing(f, type, op, comm, &r))) return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     size_t n = (size_t)count * (size_t)r.mult;
     if (comm_rank(comm) == root && ip_check_alias(&a, sendbuf, recvbuf, count)) {
         /* the root alone can see it: the others send their contributions anyway (as under
@@ -75,8 +69,8 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     IP_RUN(comm, f, mdc_reduce(minidc_send(sendbuf), recvbuf, n, r.dt, r.op, root, g));
 }
 
-int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
-                             MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
     const int f = F_RSB;
     ip_args a = {comm, f, MPI_SUCCESS};
     ip_reduction_as r;
@@ -90,8 +84,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     IP_RUN(comm, f, mdc_reduce_scatter(minidc_send(sendbuf), recvbuf, n, r.dt, r.op, g));
 }
 
-int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
-                       MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm) {
     const int f = F_RS;
     ip_args a = {comm, f, MPI_SUCCESS};
     ip_reduction_as r;
@@ -125,8 +119,8 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
  * (MPI_Allgather, MPI_Alltoall; the send side is not read in place): the checks, the group
  * (*g; NULL: the call goes to MPICH), the block's bytes (*b) and the send side's size against
  * it. Returns MPI_SUCCESS or the error, reported. */
-static int equal_blocks(int f, const void *sendbuf, int scount, MPI_Datatype stype, const void *recvbuf,
-                        int rcount, MPI_Datatype rtype, MPI_Comm comm, mdc_group **g, size_t *b) {
+static int equal_blocks(int f, const void *sendbuf, int scount, MPI_Datatype stype, const void *recvbuf, int rcount,
+                        MPI_Datatype rtype, MPI_Comm comm, mdc_group **g, size_t *b) {
     ip_args a = {comm, f, MPI_SUCCESS};
     int inplace = sendbuf == MPI_IN_PLACE;
     *g = NULL;
@@ -157,8 +151,8 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
     int packed = ip_plain_size(type) == 0, at_root = root == mdc_group_rank(g);
     /* A derived type: the root packs its buffer, the others receive into scratch. */
     char *sp, *rp;
-    if ((rc = ip_stage(comm, f, packed && at_root, buf, (size_t)count, type, b, &sp, packed && !at_root,
-                       (size_t)count, type, b, &rp)))
+    if ((rc = ip_stage(comm, f, packed && at_root, buf, (size_t)count, type, b, &sp, packed && !at_root, (size_t)count,
+                       type, b, &rp)))
         return rc;
     ip_note_used(f, b, g, NULL);
     mdc_status st;
@@ -166,8 +160,8 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
     return ip_unstage(comm, f, st, buf, (size_t)count, type, sp, rp, b);
 }
 
-int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
-                  MPI_Datatype rtype, MPI_Comm comm) {
+int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype,
+                  MPI_Comm comm) {
     const int f = F_ALLGATHER;
     mdc_group *g;
     size_t b;
@@ -190,8 +184,8 @@ int MPI_Allgather(const void *sendbuf, int scount, MPI_Datatype stype, void *rec
     return ip_unstage(comm, f, st, recvbuf, (size_t)rcount * (size_t)n, rtype, sp, rp, all);
 }
 
-int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
-                   const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
+int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, const int rcounts[],
+                   const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLGATHERV;
     ip_args a = {comm, f, MPI_SUCCESS};
     int inplace = sendbuf == MPI_IN_PLACE, rc;
@@ -220,15 +214,14 @@ int MPI_Allgatherv(const void *sendbuf, int scount, MPI_Datatype stype, void *re
     char *sp, *rp;
     /* The receive side unpacks block by block: checked per block here (stage's count 0). */
     if ((!rplain && (rc = ip_v_packable(comm, f, rtype, rcounts, n, c))) ||
-        (rc = ip_stage(comm, f, opack, own, (size_t)(inplace ? rcounts[me] : scount), otype, mine, &sp,
-                       !rplain, 0, rtype, total, &rp))) {
+        (rc = ip_stage(comm, f, opack, own, (size_t)(inplace ? rcounts[me] : scount), otype, mine, &sp, !rplain, 0,
+                       rtype, total, &rp))) {
         free(c);
         return rc;
     }
     ip_note_used(f, total, g, NULL);
     mdc_status st;
-    IP_SERVE(st, mdc_allgatherv(sp ? sp : minidc_send(sendbuf), rp ? rp : base, c, c + n,
-                                MDC_U8, g));
+    IP_SERVE(st, mdc_allgatherv(sp ? sp : minidc_send(sendbuf), rp ? rp : base, c, c + n, MDC_U8, g));
     rc = st == MDC_OK ? MPI_SUCCESS : ip_failed(comm, f, st);
     if (rc == MPI_SUCCESS && rp) rc = ip_v_pack(comm, f, recvbuf, rtype, rcounts, displs, n, rp, c, c + n, 1);
     free(c);
@@ -266,8 +259,8 @@ static int gather_drain(const void *sendbuf, int scount, MPI_Datatype stype, int
 
 /* Rooted: the root's side (recvbuf of gather, sendbuf of scatter) is significant only at the
  * root, so only the root reads it; every rank knows the block size from its own side. */
-int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
-               MPI_Datatype rtype, int root, MPI_Comm comm) {
+int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype,
+               int root, MPI_Comm comm) {
     const int f = F_GATHER;
     ip_args a = {comm, f, MPI_SUCCESS};
     mdc_group *g;
@@ -282,8 +275,7 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     if (at_root) ip_check_type(&a, "recvtype", rtype, rcount);
     if (at_root) ip_check_alias(&a, sendbuf, recvbuf, rcount);
     if (a.rc) return drain ? gather_drain(sendbuf, scount, stype, root, comm, a.rc) : a.rc;
-    if (!(g = ip_group_of(comm, f)))
-        return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    if (!(g = ip_group_of(comm, f))) return PMPI_Gather(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     int n = mdc_group_size(g), rplain = !at_root || ip_plain_size(rtype) > 0;
     size_t sb = inplace ? 0 : (size_t)scount * ip_type_size(stype);
     size_t b = at_root ? (size_t)rcount * ip_type_size(rtype) : sb, all = b * (size_t)n;
@@ -292,8 +284,8 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
     const void *own = inplace ? ip_elem(recvbuf, rtype, (long long)root * rcount) : sendbuf;
     int opack = inplace ? !rplain : ip_plain_size(stype) == 0;
     char *sp, *rp;
-    if ((rc = ip_stage(comm, f, opack, own, (size_t)(inplace ? rcount : scount), inplace ? rtype : stype,
-                       b, &sp, !rplain, (size_t)rcount * (size_t)n, rtype, all, &rp)))
+    if ((rc = ip_stage(comm, f, opack, own, (size_t)(inplace ? rcount : scount), inplace ? rtype : stype, b, &sp,
+                       !rplain, (size_t)rcount * (size_t)n, rtype, all, &rp)))
         return rc;
     ip_note_used(f, all, g, NULL);
     mdc_status st;
@@ -309,16 +301,18 @@ int MPI_Gather(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbu
 static int scatter_refused(MPI_Comm comm, int rc) {
     int wr = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
-    fprintf(stderr, "minidc interposer: rank %d: MPI_Scatter: the root refused the call after the other ranks "
+    fprintf(stderr,
+            "minidc interposer: rank %d: MPI_Scatter: the root refused the call after the other ranks "
             "entered it; they cannot be told, and would take the root's next blocks for this call's: stopping the "
-            "job\n", wr);
+            "job\n",
+            wr);
     fflush(stderr);
     PMPI_Abort(comm, rc);
     return rc;
 }
 
-int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
-                MPI_Datatype rtype, int root, MPI_Comm comm) {
+int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype,
+                int root, MPI_Comm comm) {
     const int f = F_SCATTER;
     ip_args a = {comm, f, MPI_SUCCESS};
     mdc_group *g;
@@ -332,8 +326,7 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
     if (at_root) ip_check_count(&a, "sendcount", scount);
     if (at_root) ip_check_type(&a, "sendtype", stype, scount);
     if (a.rc) return at_root && own_ok ? scatter_refused(comm, a.rc) : a.rc;
-    if (!(g = ip_group_of(comm, f)))
-        return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
+    if (!(g = ip_group_of(comm, f))) return PMPI_Scatter(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm);
     int n = mdc_group_size(g);
     size_t rb = inplace ? 0 : (size_t)rcount * ip_type_size(rtype);
     size_t b = at_root ? (size_t)scount * ip_type_size(stype) : rb, all = b * (size_t)n;
@@ -347,24 +340,23 @@ int MPI_Scatter(const void *sendbuf, int scount, MPI_Datatype stype, void *recvb
         rbuf = aside, rpack = 0;
     }
     char *sp, *rp;
-    if ((rc = ip_stage(comm, f, spack, sendbuf, (size_t)scount * (size_t)n, stype, all, &sp, rpack,
-                       (size_t)rcount, rtype, b, &rp))) {
+    if ((rc = ip_stage(comm, f, spack, sendbuf, (size_t)scount * (size_t)n, stype, all, &sp, rpack, (size_t)rcount,
+                       rtype, b, &rp))) {
         free(aside);
         return rc;
     }
     ip_note_used(f, all, g, NULL);
     /* minidc's in place for scatter is recvbuf == MDC_IN_PLACE at the root (MPI's meaning). */
     mdc_status st;
-    IP_SERVE(st, mdc_scatter(sp ? sp : sendbuf, inplace ? (void *)MDC_IN_PLACE : rp ? rp : rbuf, b,
-                             MDC_U8, root, g));
+    IP_SERVE(st, mdc_scatter(sp ? sp : sendbuf, inplace ? (void *)MDC_IN_PLACE : rp ? rp : rbuf, b, MDC_U8, root, g));
     rc = ip_unstage(comm, f, st, rbuf, (size_t)rcount, rtype, sp, rp, b);
     int aliased = aside != NULL;
     free(aside);
     return aliased && rc == MPI_SUCCESS ? a.rc : rc;
 }
 
-int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount,
-                 MPI_Datatype rtype, MPI_Comm comm) {
+int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype,
+                 MPI_Comm comm) {
     const int f = F_ALLTOALL;
     mdc_group *g;
     size_t b;
@@ -375,9 +367,8 @@ int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recv
     /* In place with a derived type: the whole buffer is packed as the send side. */
     int spack = inplace ? !rplain : ip_plain_size(stype) == 0;
     char *sp, *rp;
-    if ((rc = ip_stage(comm, f, spack, inplace ? recvbuf : sendbuf,
-                       (size_t)(inplace ? rcount : scount) * (size_t)n, inplace ? rtype : stype, all, &sp,
-                       !rplain, (size_t)rcount * (size_t)n, rtype, all, &rp)))
+    if ((rc = ip_stage(comm, f, spack, inplace ? recvbuf : sendbuf, (size_t)(inplace ? rcount : scount) * (size_t)n,
+                       inplace ? rtype : stype, all, &sp, !rplain, (size_t)rcount * (size_t)n, rtype, all, &rp)))
         return rc;
     ip_note_used(f, all, g, NULL);
     mdc_status st;
@@ -385,9 +376,8 @@ int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recv
     return ip_unstage(comm, f, st, recvbuf, (size_t)rcount * (size_t)n, rtype, sp, rp, all);
 }
 
-int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
-                  void *recvbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
-                  MPI_Comm comm) {
+int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *recvbuf,
+                  const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm) {
     const int f = F_ALLTOALLV;
     ip_args a = {comm, f, MPI_SUCCESS};
     int inplace = sendbuf == MPI_IN_PLACE, rc;
@@ -420,8 +410,8 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
     char *sp = NULL, *rp = NULL;
     if ((!splain && ((rc = ip_v_packable(comm, f, st_, sc, n, c)) || !(sp = ip_scratch(comm, f, stotal, &rc)) ||
                      (rc = ip_v_pack(comm, f, (void *)sbuf, st_, sc, sd, n, sp, c, c + n, 0)))) ||
-        (!rplain && ((rc = ip_v_packable(comm, f, rtype, rcounts, n, c + 2 * n)) ||
-                     !(rp = ip_scratch(comm, f, rtotal, &rc))))) {
+        (!rplain &&
+         ((rc = ip_v_packable(comm, f, rtype, rcounts, n, c + 2 * n)) || !(rp = ip_scratch(comm, f, rtotal, &rc))))) {
         free(sp);
         free(rp);
         free(c);
@@ -429,8 +419,10 @@ int MPI_Alltoallv(const void *sendbuf, const int scounts[], const int sdispls[],
     }
     ip_note_used(f, rtotal, g, NULL);
     mdc_status st;
-    IP_SERVE(st, mdc_alltoallv(minidc_inplace ? MDC_IN_PLACE : sp ? sp : sbase, c, c + n,
-                               rp ? rp : rbase, c + 2 * n, c + 3 * n, MDC_U8, g));
+    IP_SERVE(st, mdc_alltoallv(minidc_inplace ? MDC_IN_PLACE
+                               : sp           ? sp
+                                              : sbase,
+                               c, c + n, rp ? rp : rbase, c + 2 * n, c + 3 * n, MDC_U8, g));
     rc = st == MDC_OK ? MPI_SUCCESS : ip_failed(comm, f, st);
     if (rc == MPI_SUCCESS && rp)
         rc = ip_v_pack(comm, f, recvbuf, rtype, rcounts, rdispls, n, rp, c + 2 * n, c + 3 * n, 1);

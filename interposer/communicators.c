@@ -98,8 +98,7 @@ mdc_group *ip_group_of(MPI_Comm comm, int f) {
     PMPI_Comm_set_errhandler(c->dup, MPI_ERRORS_RETURN);
     /* Every rank reaches here together (first collective on comm), and creating the
      * transport and group is local, so a failure below is the same everywhere. */
-    if (mdc_transport_create(&c->t, &c->dup, NULL, 1) != MDC_OK ||
-        mdc_group_world(&c->g, c->t) != MDC_OK) {
+    if (mdc_transport_create(&c->t, &c->dup, NULL, 1) != MDC_OK || mdc_group_world(&c->g, c->t) != MDC_OK) {
         ip_fallback(f, "%s", mdc_detail());
         mdc_transport_free(c->t);
         PMPI_Comm_free(&c->dup);

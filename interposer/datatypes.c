@@ -22,8 +22,7 @@
 size_t ip_plain_size(MPI_Datatype t) {
     if (t == MPI_DATATYPE_NULL) return 0;
     int ni, na, nd, comb;
-    if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS || comb != MPI_COMBINER_NAMED)
-        return 0;
+    if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS || comb != MPI_COMBINER_NAMED) return 0;
     int size = 0;
     MPI_Aint lb, extent;
     PMPI_Type_size(t, &size);
@@ -59,19 +58,17 @@ static int is_one_of(MPI_Datatype t, const MPI_Datatype *list, int n) {
 }
 
 static reducible reduce_dtype(MPI_Datatype t) {
-    static const MPI_Datatype floats[] = {MPI_FLOAT, MPI_DOUBLE, MPI_REAL, MPI_DOUBLE_PRECISION,
-                                          MPI_REAL4, MPI_REAL8};
-    static const MPI_Datatype ints[] = {MPI_INT, MPI_LONG, MPI_LONG_LONG, MPI_LONG_LONG_INT,
-                                        MPI_INT32_T, MPI_INT64_T, MPI_INTEGER, MPI_INTEGER4,
-                                        MPI_INTEGER8, MPI_AINT, MPI_OFFSET, MPI_COUNT};
+    static const MPI_Datatype floats[] = {MPI_FLOAT, MPI_DOUBLE, MPI_REAL, MPI_DOUBLE_PRECISION, MPI_REAL4, MPI_REAL8};
+    static const MPI_Datatype ints[] = {MPI_INT,      MPI_LONG,    MPI_LONG_LONG, MPI_LONG_LONG_INT,
+                                        MPI_INT32_T,  MPI_INT64_T, MPI_INTEGER,   MPI_INTEGER4,
+                                        MPI_INTEGER8, MPI_AINT,    MPI_OFFSET,    MPI_COUNT};
     static const MPI_Datatype u8s[] = {MPI_UINT8_T, MPI_UNSIGNED_CHAR};
-    static const MPI_Datatype wraps[] = {MPI_SIGNED_CHAR, MPI_INT8_T, MPI_INTEGER1, MPI_UNSIGNED,
-                                         MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG, MPI_UINT32_T,
-                                         MPI_UINT64_T};
-    static const MPI_Datatype complexes[] = {MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX,
-                                             MPI_COMPLEX, MPI_DOUBLE_COMPLEX, MPI_COMPLEX8,
-                                             MPI_COMPLEX16, MPI_CXX_FLOAT_COMPLEX,
-                                             MPI_CXX_DOUBLE_COMPLEX};
+    static const MPI_Datatype wraps[] = {MPI_SIGNED_CHAR, MPI_INT8_T,        MPI_INTEGER1,
+                                         MPI_UNSIGNED,    MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG,
+                                         MPI_UINT32_T,    MPI_UINT64_T};
+    static const MPI_Datatype complexes[] = {MPI_C_FLOAT_COMPLEX,   MPI_C_DOUBLE_COMPLEX,  MPI_COMPLEX,
+                                             MPI_DOUBLE_COMPLEX,    MPI_COMPLEX8,          MPI_COMPLEX16,
+                                             MPI_CXX_FLOAT_COMPLEX, MPI_CXX_DOUBLE_COMPLEX};
 #define N_(a) ((int)(sizeof(a) / sizeof(a[0])))
     reducible r = {-1, 1, 0};
     size_t s = ip_plain_size(t);
@@ -113,12 +110,17 @@ int ip_reduction_ok(int f, MPI_Datatype type, MPI_Op op, mdc_dtype *dt, mdc_op *
         PMPI_Type_get_name(type, name, &len);
         if (!len) snprintf(name, sizeof name, "(derived, unnamed)");
     }
-    if (d.dt < 0) return ip_fallback(f, "datatype %s is not one minidc reduces (floating point, "
-                                        "integers of 1, 4 or 8 bytes, complex)", name);
+    if (d.dt < 0)
+        return ip_fallback(f,
+                           "datatype %s is not one minidc reduces (floating point, "
+                           "integers of 1, 4 or 8 bytes, complex)",
+                           name);
     if (o < 0) return ip_fallback(f, "not a predefined op minidc has (sum, prod, min, max)");
     if (!(d.ops & (1u << o)))
-        return ip_fallback(f, "%s of %s (minidc does sum and prod of unsigned and 1-byte signed "
-                              "integers, sum of complex)", mdc_op_name((mdc_op)o), name);
+        return ip_fallback(f,
+                           "%s of %s (minidc does sum and prod of unsigned and 1-byte signed "
+                           "integers, sum of complex)",
+                           mdc_op_name((mdc_op)o), name);
     *dt = (mdc_dtype)d.dt;
     *mop = (mdc_op)o;
     *mult = d.mult;
@@ -146,20 +148,22 @@ char *ip_scratch(MPI_Comm comm, int f, size_t bytes, int *rc) {
 /* MPI's pack counts are ints, so larger derived-type buffers are refused, clearly. */
 static int too_large(MPI_Comm comm, int f, size_t count, size_t bytes) {
     if (count <= INT_MAX && bytes <= INT_MAX) return MPI_SUCCESS;
-    return ip_report(comm, f, MPI_ERR_COUNT, "%zu bytes of a derived datatype (minidc packs at "
-                     "most 2 GiB per buffer)", bytes);
+    return ip_report(comm, f, MPI_ERR_COUNT,
+                     "%zu bytes of a derived datatype (minidc packs at "
+                     "most 2 GiB per buffer)",
+                     bytes);
 }
 
 /* Packs `count` elements of `t` at `buf` into `out` (`bytes` = their signature bytes), or the
  * reverse. */
-static int pack(MPI_Comm comm, int f, const void *buf, size_t count, MPI_Datatype t, void *out,
-                size_t bytes, int unpack) {
+static int pack(MPI_Comm comm, int f, const void *buf, size_t count, MPI_Datatype t, void *out, size_t bytes,
+                int unpack) {
     if (!bytes) return MPI_SUCCESS;
     int rc = too_large(comm, f, count, bytes);
     if (rc) return rc;
     int pos = 0;
     rc = unpack ? PMPI_Unpack(out, (int)bytes, &pos, (void *)buf, (int)count, t, comm)
-               : PMPI_Pack(buf, (int)count, t, out, (int)bytes, &pos, comm);
+                : PMPI_Pack(buf, (int)count, t, out, (int)bytes, &pos, comm);
     if (rc != MPI_SUCCESS)
         return ip_report(comm, f, rc, "PMPI_%s of a derived datatype failed", unpack ? "Unpack" : "Pack");
     return MPI_SUCCESS;
@@ -178,31 +182,27 @@ static int packable(MPI_Comm comm, int f, MPI_Datatype t, size_t count, size_t b
     char none[1] = {0};
     int pos = 0;
     rc = PMPI_Pack(none, 0, t, none, 0, &pos, comm);
-    if (rc != MPI_SUCCESS)
-        return ip_report(comm, f, rc, "the derived datatype cannot be packed (not committed?)");
+    if (rc != MPI_SUCCESS) return ip_report(comm, f, rc, "the derived datatype cannot be packed (not committed?)");
     return MPI_SUCCESS;
 }
 
-void *ip_elem(const void *buf, MPI_Datatype t, long long i) {
-    return (char *)buf + (MPI_Aint)i * type_extent(t);
-}
+void *ip_elem(const void *buf, MPI_Datatype t, long long i) { return (char *)buf + (MPI_Aint)i * type_extent(t); }
 
 /* The program's error: the type signatures must match. */
 int ip_size_mismatch(MPI_Comm comm, int f, size_t sent, size_t block) {
-    return ip_report(comm, f, MPI_ERR_TRUNCATE, "this rank sends %zu bytes but receives blocks of %zu "
-                     "(send and receive type signatures must match)", sent, block);
+    return ip_report(comm, f, MPI_ERR_TRUNCATE,
+                     "this rank sends %zu bytes but receives blocks of %zu "
+                     "(send and receive type signatures must match)",
+                     sent, block);
 }
 
-int ip_stage(MPI_Comm comm, int f, int spack, const void *sbuf, size_t scount, MPI_Datatype stype,
-             size_t sbytes, char **sp, int rpack, size_t rcount, MPI_Datatype rtype, size_t rbytes,
-             char **rp) {
+int ip_stage(MPI_Comm comm, int f, int spack, const void *sbuf, size_t scount, MPI_Datatype stype, size_t sbytes,
+             char **sp, int rpack, size_t rcount, MPI_Datatype rtype, size_t rbytes, char **rp) {
     int rc = MPI_SUCCESS;
     *sp = *rp = NULL;
-    if ((spack && ((rc = packable(comm, f, stype, scount, sbytes)) ||
-                   !(*sp = ip_scratch(comm, f, sbytes, &rc)) ||
+    if ((spack && ((rc = packable(comm, f, stype, scount, sbytes)) || !(*sp = ip_scratch(comm, f, sbytes, &rc)) ||
                    (rc = pack(comm, f, sbuf, scount, stype, *sp, sbytes, 0)))) ||
-        (rpack && ((rc = packable(comm, f, rtype, rcount, rbytes)) ||
-                   !(*rp = ip_scratch(comm, f, rbytes, &rc))))) {
+        (rpack && ((rc = packable(comm, f, rtype, rcount, rbytes)) || !(*rp = ip_scratch(comm, f, rbytes, &rc))))) {
         free(*sp);
         free(*rp);
         *sp = *rp = NULL;
@@ -210,8 +210,8 @@ int ip_stage(MPI_Comm comm, int f, int spack, const void *sbuf, size_t scount, M
     return rc;
 }
 
-int ip_unstage(MPI_Comm comm, int f, mdc_status st, void *recvbuf, size_t rcount, MPI_Datatype rtype,
-               char *sp, char *rp, size_t rbytes) {
+int ip_unstage(MPI_Comm comm, int f, mdc_status st, void *recvbuf, size_t rcount, MPI_Datatype rtype, char *sp,
+               char *rp, size_t rbytes) {
     int rc = st == MDC_OK ? MPI_SUCCESS : ip_failed(comm, f, st);
     if (rc == MPI_SUCCESS && rp) rc = pack(comm, f, recvbuf, rcount, rtype, rp, rbytes, 1);
     free(sp);
@@ -219,8 +219,8 @@ int ip_unstage(MPI_Comm comm, int f, mdc_status st, void *recvbuf, size_t rcount
     return rc;
 }
 
-char *ip_v_layout(void *buf, MPI_Datatype t, int plain, const int counts[], const int displs[], int n,
-                  size_t *len, size_t *off, size_t *total) {
+char *ip_v_layout(void *buf, MPI_Datatype t, int plain, const int counts[], const int displs[], int n, size_t *len,
+                  size_t *off, size_t *total) {
     size_t s = ip_type_size(t);
     long long low = 0;
     for (int i = 0; plain && i < n; i++)
@@ -240,11 +240,10 @@ int ip_v_packable(MPI_Comm comm, int f, MPI_Datatype t, const int counts[], int 
     return rc;
 }
 
-int ip_v_pack(MPI_Comm comm, int f, void *buf, MPI_Datatype t, const int counts[], const int displs[],
-              int n, char *pk, const size_t *len, const size_t *off, int unpack) {
+int ip_v_pack(MPI_Comm comm, int f, void *buf, MPI_Datatype t, const int counts[], const int displs[], int n, char *pk,
+              const size_t *len, const size_t *off, int unpack) {
     int rc = MPI_SUCCESS;
     for (int i = 0; i < n && !rc; i++)
         rc = pack(comm, f, ip_elem(buf, t, displs[i]), (size_t)counts[i], t, pk + off[i], len[i], unpack);
     return rc;
 }
-

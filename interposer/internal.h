@@ -23,8 +23,21 @@
 #pragma GCC visibility push(hidden)
 
 /* The intercepted collectives, by index: what reports name and what the dispatcher picks for. */
-enum { F_ALLREDUCE, F_RSB, F_RS, F_ALLGATHER, F_ALLGATHERV, F_BCAST, F_REDUCE, F_GATHER,
-       F_SCATTER, F_ALLTOALL, F_ALLTOALLV, F_BARRIER, F_COUNT };
+enum {
+    F_ALLREDUCE,
+    F_RSB,
+    F_RS,
+    F_ALLGATHER,
+    F_ALLGATHERV,
+    F_BCAST,
+    F_REDUCE,
+    F_GATHER,
+    F_SCATTER,
+    F_ALLTOALL,
+    F_ALLTOALLV,
+    F_BARRIER,
+    F_COUNT
+};
 
 /* ---- reports.c: what the library says -------------------------------------------------- */
 
@@ -84,18 +97,18 @@ void ip_world_returns(void);
 void ip_world_restore(void);
 
 /* Runs a minidc call (an expression giving mdc_status) with world returning errors. */
-#define IP_SERVE(st, call)   \
-    do {                     \
-        ip_world_returns();  \
-        (st) = (call);       \
-        ip_world_restore();  \
+#define IP_SERVE(st, call)  \
+    do {                    \
+        ip_world_returns(); \
+        (st) = (call);      \
+        ip_world_restore(); \
     } while (0)
 
 /* IP_SERVE, then returns from the entry point: MPI_SUCCESS or the failure, reported. */
-#define IP_RUN(comm, f, call)                                          \
-    do {                                                               \
-        mdc_status st_;                                                \
-        IP_SERVE(st_, call);                                           \
+#define IP_RUN(comm, f, call)                                         \
+    do {                                                              \
+        mdc_status st_;                                               \
+        IP_SERVE(st_, call);                                          \
         return st_ == MDC_OK ? MPI_SUCCESS : ip_failed(comm, f, st_); \
     } while (0)
 
@@ -119,25 +132,24 @@ char *ip_scratch(MPI_Comm comm, int f, size_t bytes, int *rc);
  * `sbytes` bytes) and room for the receive side (when rpack: `rcount` elements of `rtype`,
  * `rbytes` bytes, unpacked after the call, so checked now). Returns MPI_SUCCESS, or the error
  * already reported, with nothing left allocated. */
-int ip_stage(MPI_Comm comm, int f, int spack, const void *sbuf, size_t scount, MPI_Datatype stype,
-             size_t sbytes, char **sp, int rpack, size_t rcount, MPI_Datatype rtype, size_t rbytes,
-             char **rp);
+int ip_stage(MPI_Comm comm, int f, int spack, const void *sbuf, size_t scount, MPI_Datatype stype, size_t sbytes,
+             char **sp, int rpack, size_t rcount, MPI_Datatype rtype, size_t rbytes, char **rp);
 /* Ends a staged call: reports a minidc failure, or unpacks the receive scratch (`rcount`
  * elements of `rtype` into recvbuf); frees the scratch. */
-int ip_unstage(MPI_Comm comm, int f, mdc_status st, void *recvbuf, size_t rcount, MPI_Datatype rtype,
-               char *sp, char *rp, size_t rbytes);
+int ip_unstage(MPI_Comm comm, int f, mdc_status st, void *recvbuf, size_t rcount, MPI_Datatype rtype, char *sp,
+               char *rp, size_t rbytes);
 
 /* Byte offsets of the blocks of a v-collective (counts[i] elements at element displacement
  * displs[i]) for minidc: in place in the caller's buffer for a plain type (from the lowest
  * block, returned as the base), else one after another in scratch (base NULL: the caller
  * allocates `*total` bytes). len/off get n entries each. */
-char *ip_v_layout(void *buf, MPI_Datatype t, int plain, const int counts[], const int displs[], int n,
-                  size_t *len, size_t *off, size_t *total);
+char *ip_v_layout(void *buf, MPI_Datatype t, int plain, const int counts[], const int displs[], int n, size_t *len,
+                  size_t *off, size_t *total);
 /* Whether each block of a v-collective can be packed (each block is one pack call). */
 int ip_v_packable(MPI_Comm comm, int f, MPI_Datatype t, const int counts[], int n, const size_t *len);
 /* Packs (or unpacks) the blocks of a v-collective between the caller's buffer and scratch. */
-int ip_v_pack(MPI_Comm comm, int f, void *buf, MPI_Datatype t, const int counts[], const int displs[],
-              int n, char *pk, const size_t *len, const size_t *off, int unpack);
+int ip_v_pack(MPI_Comm comm, int f, void *buf, MPI_Datatype t, const int counts[], const int displs[], int n, char *pk,
+              const size_t *len, const size_t *off, int unpack);
 
 #pragma GCC visibility pop
 

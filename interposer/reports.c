@@ -9,14 +9,16 @@
 
 #include "internal.h"
 
-static const char *const fname[F_COUNT] = {
-    "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter", "MPI_Allgather",
-    "MPI_Allgatherv", "MPI_Bcast", "MPI_Reduce", "MPI_Gather", "MPI_Scatter", "MPI_Alltoall",
-    "MPI_Alltoallv", "MPI_Barrier"};
-static const mdc_coll fcoll[F_COUNT] = {
-    MDC_COLL_ALLREDUCE, MDC_COLL_REDUCE_SCATTER, MDC_COLL_REDUCE_SCATTER, MDC_COLL_ALLGATHER,
-    MDC_COLL_ALLGATHER, MDC_COLL_BCAST, MDC_COLL_REDUCE, MDC_COLL_GATHER, MDC_COLL_SCATTER,
-    MDC_COLL_ALLTOALL, MDC_COLL_ALLTOALLV, MDC_COLL_BARRIER};
+static const char *const fname[F_COUNT] = {"MPI_Allreduce",      "MPI_Reduce_scatter_block",
+                                           "MPI_Reduce_scatter", "MPI_Allgather",
+                                           "MPI_Allgatherv",     "MPI_Bcast",
+                                           "MPI_Reduce",         "MPI_Gather",
+                                           "MPI_Scatter",        "MPI_Alltoall",
+                                           "MPI_Alltoallv",      "MPI_Barrier"};
+static const mdc_coll fcoll[F_COUNT] = {MDC_COLL_ALLREDUCE, MDC_COLL_REDUCE_SCATTER, MDC_COLL_REDUCE_SCATTER,
+                                        MDC_COLL_ALLGATHER, MDC_COLL_ALLGATHER,      MDC_COLL_BCAST,
+                                        MDC_COLL_REDUCE,    MDC_COLL_GATHER,         MDC_COLL_SCATTER,
+                                        MDC_COLL_ALLTOALL,  MDC_COLL_ALLTOALLV,      MDC_COLL_BARRIER};
 static unsigned char said_used[F_COUNT], said_fallback[F_COUNT];
 static int verbose = -1;
 
@@ -47,13 +49,11 @@ void ip_note_used(int f, size_t bytes, const mdc_group *g, const ip_reduction_as
         int len = 0;
         PMPI_Type_get_name(r->type, name, &len);
         if (r->mult > 1)
-            snprintf(how, sizeof how, ", %s %s as %d x %s", name, mdc_op_name(r->op), r->mult,
-                     mdc_dtype_name(r->dt));
-        else
-            snprintf(how, sizeof how, ", %s %s as %s", name, mdc_op_name(r->op), mdc_dtype_name(r->dt));
+            snprintf(how, sizeof how, ", %s %s as %d x %s", name, mdc_op_name(r->op), r->mult, mdc_dtype_name(r->dt));
+        else snprintf(how, sizeof how, ", %s %s as %s", name, mdc_op_name(r->op), mdc_dtype_name(r->dt));
     }
-    fprintf(stderr, "minidc interposer: rank %d: %s runs on minidc (%s, %zu bytes, %d ranks%s)\n",
-            world_rank(), fname[f], mdc_coll_choose(fcoll[f], bytes, g), bytes, mdc_group_size(g), how);
+    fprintf(stderr, "minidc interposer: rank %d: %s runs on minidc (%s, %zu bytes, %d ranks%s)\n", world_rank(),
+            fname[f], mdc_coll_choose(fcoll[f], bytes, g), bytes, mdc_group_size(g), how);
 }
 
 int ip_fallback(int f, const char *fmt, ...) {
@@ -65,8 +65,7 @@ int ip_fallback(int f, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(why, sizeof why, fmt, ap);
         va_end(ap);
-        fprintf(stderr, "minidc interposer: rank %d: %s falls through to MPICH: %s\n", world_rank(),
-                fname[f], why);
+        fprintf(stderr, "minidc interposer: rank %d: %s falls through to MPICH: %s\n", world_rank(), fname[f], why);
     }
     return 0;
 }
@@ -92,8 +91,7 @@ int ip_failed(MPI_Comm comm, int f, mdc_status st) {
  * MPI_Allreduce count trips an assertion inside its memcpy), so it is reported here, on the
  * communicator's error handler, as MPI_ERR_COUNT. */
 int ip_check_count(ip_args *a, const char *what, int count) {
-    if (!a->rc && count < 0)
-        a->rc = ip_report(a->comm, a->f, MPI_ERR_COUNT, "%s is %d, a negative count", what, count);
+    if (!a->rc && count < 0) a->rc = ip_report(a->comm, a->f, MPI_ERR_COUNT, "%s is %d, a negative count", what, count);
     return a->rc;
 }
 
@@ -110,8 +108,7 @@ int ip_check_root(ip_args *a, int root) {
     int size = 0;
     PMPI_Comm_size(a->comm, &size);
     if (root < 0 || root >= size)
-        a->rc = ip_report(a->comm, a->f, MPI_ERR_ROOT, "root %d is not a rank of the %d-rank communicator",
-                          root, size);
+        a->rc = ip_report(a->comm, a->f, MPI_ERR_ROOT, "root %d is not a rank of the %d-rank communicator", root, size);
     return a->rc;
 }
 

@@ -9,9 +9,8 @@
 #include "internal.h"
 #include "minidc/numerics.h"
 
-void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const float *grads,
-                      size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      float grad_scale, int t) {
+void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const float *grads, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     float bc1 = 1.0f - mdc_powf_int(beta1, t), bc2 = 1.0f - mdc_powf_int(beta2, t);
     float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * weight_decay;
     long nn = (long)n;
@@ -19,7 +18,7 @@ void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const 
     for (long i = 0; i < nn; i++) {
         float g = grads[i] * grad_scale;
         float p = params[i] * decay;
-        float mi = m[i] * beta1 + (1.0f - beta1) * g;   /* torch: m.lerp_(g, 1 - beta1) */
+        float mi = m[i] * beta1 + (1.0f - beta1) * g; /* torch: m.lerp_(g, 1 - beta1) */
         float vi = v[i] * beta2 + (1.0f - beta2) * g * g;
         m[i] = mi;
         v[i] = vi;

@@ -30,8 +30,8 @@ static double causal(int T) { return 0.5 * (double)T * (T + 1); }
 
 static int dropping(const mdc_dropout *drop) { return drop && drop->p > 0.0f; }
 
-void mdc_attention_forward_drop(mdc_device *dev, float *out, float *att, const float *qkv,
-                                const mdc_dropout *drop, int B, int T, int C, int NH) {
+void mdc_attention_forward_drop(mdc_device *dev, float *out, float *att, const float *qkv, const mdc_dropout *drop,
+                                int B, int T, int C, int NH) {
     mdc_kernels_init();
     int hs = C / NH, C3 = 3 * C, dr = dropping(drop);
     float scale = 1.0f / sqrtf((float)hs);
@@ -45,8 +45,7 @@ void mdc_attention_forward_drop(mdc_device *dev, float *out, float *att, const f
             float *P = att + (size_t)bh * T * T, *o = out + (size_t)b * T * C + h * hs;
             for (int i0 = 0; i0 < T; i0 += TILE) {
                 int i1 = i0 + TILE < T ? i0 + TILE : T, rows = i1 - i0;
-                mdc_k_sgemm1(0, 1, rows, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, 0.0f,
-                             P + (size_t)i0 * T, T);
+                mdc_k_sgemm1(0, 1, rows, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, 0.0f, P + (size_t)i0 * T, T);
                 for (int t = i0; t < i1; t++) {
                     float *p = P + (size_t)t * T;
                     float mx = p[0];
@@ -80,14 +79,12 @@ void mdc_attention_forward_drop(mdc_device *dev, float *out, float *att, const f
     mdc_k_charge(dev, n * (4.0 * hs + 5 + dr) * pc, n * 4 * (4.0 * T * hs + (4 + 2 * dr) * pc));
 }
 
-void mdc_attention_forward(mdc_device *dev, float *out, float *att, const float *qkv, int B, int T,
-                           int C, int NH) {
+void mdc_attention_forward(mdc_device *dev, float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
     mdc_attention_forward_drop(dev, out, att, qkv, NULL, B, T, C, NH);
 }
 
-void mdc_attention_backward_drop(mdc_device *dev, float *dqkv, float *scratch, const float *dout,
-                                 const float *qkv, const float *att, const mdc_dropout *drop, int B, int T,
-                                 int C, int NH) {
+void mdc_attention_backward_drop(mdc_device *dev, float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                 const float *att, const mdc_dropout *drop, int B, int T, int C, int NH) {
     mdc_kernels_init();
     int hs = C / NH, C3 = 3 * C, dr = dropping(drop);
     float scale = 1.0f / sqrtf((float)hs);
@@ -105,8 +102,7 @@ void mdc_attention_backward_drop(mdc_device *dev, float *dqkv, float *scratch, c
             float *dS = scratch + (size_t)bh * T * T;
             for (int i0 = 0; i0 < T; i0 += TILE) {
                 int i1 = i0 + TILE < T ? i0 + TILE : T, rows = i1 - i0;
-                mdc_k_sgemm1(0, 1, rows, i1, hs, 1.0f, dO + (size_t)i0 * C, C, v, C3, 0.0f,
-                             dS + (size_t)i0 * T, T);
+                mdc_k_sgemm1(0, 1, rows, i1, hs, 1.0f, dO + (size_t)i0 * C, C, v, C3, 0.0f, dS + (size_t)i0 * T, T);
                 for (int t = i0; t < i1; t++) {
                     const float *p = P + (size_t)t * T;
                     float *d = dS + (size_t)t * T;
@@ -116,8 +112,7 @@ void mdc_attention_backward_drop(mdc_device *dev, float *dqkv, float *scratch, c
                     for (int s = 0; s <= t; s++) d[s] = p[s] * (d[s] - dot);
                     for (int s = t + 1; s < i1; s++) d[s] = 0;
                 }
-                mdc_k_sgemm1(0, 0, rows, hs, i1, scale, dS + (size_t)i0 * T, T, k, C3, 1.0f,
-                             dq + (size_t)i0 * C3, C3);
+                mdc_k_sgemm1(0, 0, rows, hs, i1, scale, dS + (size_t)i0 * T, T, k, C3, 1.0f, dq + (size_t)i0 * C3, C3);
             }
             for (int j0 = 0; j0 < T; j0 += TILE) {
                 int j1 = j0 + TILE < T ? j0 + TILE : T, cols = j1 - j0;
@@ -132,10 +127,10 @@ void mdc_attention_backward_drop(mdc_device *dev, float *dqkv, float *scratch, c
                     }
                     A = Pd, lda = TILE;
                 }
-                mdc_k_sgemm1(1, 0, cols, hs, T - j0, 1.0f, A, lda, dO + (size_t)j0 * C, C, 1.0f,
-                             dv + (size_t)j0 * C3, C3);
-                mdc_k_sgemm1(1, 0, cols, hs, T - j0, scale, dS + (size_t)j0 * T + j0, T,
-                             q + (size_t)j0 * C3, C3, 1.0f, dk + (size_t)j0 * C3, C3);
+                mdc_k_sgemm1(1, 0, cols, hs, T - j0, 1.0f, A, lda, dO + (size_t)j0 * C, C, 1.0f, dv + (size_t)j0 * C3,
+                             C3);
+                mdc_k_sgemm1(1, 0, cols, hs, T - j0, scale, dS + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3, 1.0f,
+                             dk + (size_t)j0 * C3, C3);
             }
         }
         free(Pd);
@@ -144,7 +139,7 @@ void mdc_attention_backward_drop(mdc_device *dev, float *dqkv, float *scratch, c
     mdc_k_charge(dev, n * (8.0 * hs + 4 + 2 * dr) * pc, n * 4 * (10.0 * T * hs + (7 + 2 * dr) * pc));
 }
 
-void mdc_attention_backward(mdc_device *dev, float *dqkv, float *scratch, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int C, int NH) {
+void mdc_attention_backward(mdc_device *dev, float *dqkv, float *scratch, const float *dout, const float *qkv,
+                            const float *att, int B, int T, int C, int NH) {
     mdc_attention_backward_drop(dev, dqkv, scratch, dout, qkv, att, NULL, B, T, C, NH);
 }

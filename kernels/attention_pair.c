@@ -62,8 +62,8 @@ void mdc_attn_pair_forward(mdc_device *dev, const mdc_attn_pair *p) {
                 int rows = i0 + TILE < p->nq ? TILE : p->nq - i0, last = visible(p, p->qpos0 + i0 + rows - 1);
                 for (int j0 = 0; j0 < last; j0 += TILE) {
                     int cols = j0 + TILE < last ? TILE : last - j0;
-                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * p->q_ld, p->q_ld, k + (size_t)j0 * p->kv_ld,
-                                 p->kv_ld, 0.0f, S, TILE);
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * p->q_ld, p->q_ld,
+                                 k + (size_t)j0 * p->kv_ld, p->kv_ld, 0.0f, S, TILE);
                     for (int r = 0; r < rows; r++) {
                         int t = p->qpos0 + i0 + r, ns = visible(p, t) - j0;
                         ns = ns < 0 ? 0 : ns > cols ? cols : ns;
@@ -170,8 +170,8 @@ void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
                 int rows = i0 + TILE < p->nq ? TILE : p->nq - i0, last = visible(p, p->qpos0 + i0 + rows - 1);
                 for (int j0 = 0; j0 < last; j0 += TILE) {
                     int cols = j0 + TILE < last ? TILE : last - j0;
-                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * p->q_ld, p->q_ld, k + (size_t)j0 * p->kv_ld,
-                                 p->kv_ld, 0.0f, P, TILE);
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * p->q_ld, p->q_ld,
+                                 k + (size_t)j0 * p->kv_ld, p->kv_ld, 0.0f, P, TILE);
                     for (int r = 0; r < rows; r++) {
                         int t = p->qpos0 + i0 + r, ns = visible(p, t) - j0;
                         ns = ns < 0 ? 0 : ns > cols ? cols : ns;
@@ -185,10 +185,10 @@ void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
                             for (int c = ns; c < cols; c++) d[c] = 0;
                         }
                     }
-                    mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, dr ? Pd : P, TILE, dO + (size_t)i0 * p->o_ld, p->o_ld, 1.0f,
-                                 dv + (size_t)j0 * p->kv_ld, p->kv_ld);
-                    mdc_k_sgemm1(0, 1, rows, cols, hs, 1.0f, dO + (size_t)i0 * p->o_ld, p->o_ld, v + (size_t)j0 * p->kv_ld,
-                                 p->kv_ld, 0.0f, dS, TILE);
+                    mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, dr ? Pd : P, TILE, dO + (size_t)i0 * p->o_ld, p->o_ld,
+                                 1.0f, dv + (size_t)j0 * p->kv_ld, p->kv_ld);
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, 1.0f, dO + (size_t)i0 * p->o_ld, p->o_ld,
+                                 v + (size_t)j0 * p->kv_ld, p->kv_ld, 0.0f, dS, TILE);
                     for (int r = 0; r < rows; r++) {
                         float *pr = P + r * TILE, *d = dS + r * TILE, Dt = D[i0 + r];
                         if (dr) {

@@ -70,8 +70,8 @@ void mdc_attention_forward_tiled_drop(mdc_device *dev, float *out, float *lse, c
                 }
                 for (int j0 = 0; j0 < i1; j0 += TILE) {
                     int j1 = j0 + TILE < i1 ? j0 + TILE : i1, cols = j1 - j0;
-                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * C3, C3,
-                                 k + (size_t)j0 * C3, C3, 0.0f, S, TILE);
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * C3, C3, k + (size_t)j0 * C3, C3, 0.0f, S,
+                                 TILE);
                     for (int r = 0; r < rows; r++) {
                         int t = i0 + r, ns = t - j0 + 1 < cols ? t - j0 + 1 : cols; /* valid keys */
                         float *s = S + r * TILE;
@@ -94,8 +94,8 @@ void mdc_attention_forward_tiled_drop(mdc_device *dev, float *out, float *lse, c
                             for (int x = 0; x < hs; x++) orow[x] *= corr;
                         }
                     }
-                    mdc_k_sgemm1(0, 0, rows, hs, cols, 1.0f, S, TILE, v + (size_t)j0 * C3, C3, 1.0f,
-                                 o + (size_t)i0 * C, C);
+                    mdc_k_sgemm1(0, 0, rows, hs, cols, 1.0f, S, TILE, v + (size_t)j0 * C3, C3, 1.0f, o + (size_t)i0 * C,
+                                 C);
                 }
                 for (int r = 0; r < rows; r++) {
                     float inv = 1.0f / l[r], *orow = o + (size_t)(i0 + r) * C;
@@ -110,14 +110,14 @@ void mdc_attention_forward_tiled_drop(mdc_device *dev, float *out, float *lse, c
     mdc_k_charge(dev, n * (4.0 * hs + 5 + dr) * causal(T), n * fwd_bytes(T, hs));
 }
 
-void mdc_attention_forward_tiled(mdc_device *dev, float *out, float *lse, const float *qkv, int B,
-                                 int T, int C, int NH) {
+void mdc_attention_forward_tiled(mdc_device *dev, float *out, float *lse, const float *qkv, int B, int T, int C,
+                                 int NH) {
     mdc_attention_forward_tiled_drop(dev, out, lse, qkv, NULL, B, T, C, NH);
 }
 
 void mdc_attention_backward_tiled_drop(mdc_device *dev, float *dqkv, const float *dout, const float *out,
-                                       const float *qkv, const float *lse, const mdc_dropout *drop, int B,
-                                       int T, int C, int NH) {
+                                       const float *qkv, const float *lse, const mdc_dropout *drop, int B, int T, int C,
+                                       int NH) {
     mdc_kernels_init();
     int hs = C / NH, C3 = 3 * C, dr = dropping(drop);
     float scale = 1.0f / sqrtf((float)hs);
@@ -143,8 +143,8 @@ void mdc_attention_backward_tiled_drop(mdc_device *dev, float *dqkv, const float
                 int j1 = j0 + TILE < T ? j0 + TILE : T, cols = j1 - j0;
                 for (int i0 = j0; i0 < T; i0 += TILE) {
                     int i1 = i0 + TILE < T ? i0 + TILE : T, rows = i1 - i0;
-                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * C3, C3,
-                                 k + (size_t)j0 * C3, C3, 0.0f, P, TILE);
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, scale, q + (size_t)i0 * C3, C3, k + (size_t)j0 * C3, C3, 0.0f, P,
+                                 TILE);
                     for (int r = 0; r < rows; r++) {
                         int t = i0 + r, ns = t - j0 + 1 < cols ? t - j0 + 1 : cols;
                         float *p = P + r * TILE, lt = ls[t];
@@ -159,8 +159,8 @@ void mdc_attention_backward_tiled_drop(mdc_device *dev, float *dqkv, const float
                     }
                     mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, dr ? Pd : P, TILE, dO + (size_t)i0 * C, C, 1.0f,
                                  dv + (size_t)j0 * C3, C3);
-                    mdc_k_sgemm1(0, 1, rows, cols, hs, 1.0f, dO + (size_t)i0 * C, C,
-                                 v + (size_t)j0 * C3, C3, 0.0f, dS, TILE);
+                    mdc_k_sgemm1(0, 1, rows, cols, hs, 1.0f, dO + (size_t)i0 * C, C, v + (size_t)j0 * C3, C3, 0.0f, dS,
+                                 TILE);
                     for (int r = 0; r < rows; r++) {
                         float *p = P + r * TILE, *d = dS + r * TILE, Dt = D[i0 + r];
                         if (dr) {
@@ -182,7 +182,7 @@ void mdc_attention_backward_tiled_drop(mdc_device *dev, float *dqkv, const float
     mdc_k_charge(dev, n * ((10.0 * hs + 4 + 2 * dr) * pc + 2.0 * T * hs), n * bwd_bytes(T, hs));
 }
 
-void mdc_attention_backward_tiled(mdc_device *dev, float *dqkv, const float *dout, const float *out,
-                                  const float *qkv, const float *lse, int B, int T, int C, int NH) {
+void mdc_attention_backward_tiled(mdc_device *dev, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                  const float *lse, int B, int T, int C, int NH) {
     mdc_attention_backward_tiled_drop(dev, dqkv, dout, out, qkv, lse, NULL, B, T, C, NH);
 }

@@ -55,24 +55,24 @@ static int block_count(int dim) {
     return dim >= 128 ? 2 : 1;
 }
 
-void mdc_k_sgemm1(int transA, int transB, int M, int N, int K, float alpha, const float *A,
-                  int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+void mdc_k_sgemm1(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                  int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { /* cblas would scale C by beta; match that */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
         return;
     }
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+                A, lda, B, ldb, beta, C, ldc);
 }
 
 /* K much larger than M and N (the LM head's dinp = dlogits @ wte, K = Vp): splitting M or N
  * would re-pack a K-long operand per block, so K is cut into KSPLIT fixed chunks whose
  * partial products are added in chunk order. */
 enum { KSPLIT = 4 };
-static int ksplit(int transA, int transB, int M, int N, int K, float alpha, const float *A,
-                  int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+static int ksplit(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                  int ldb, float beta, float *C, int ldc) {
     size_t mn = (size_t)M * N;
     float *part = malloc(sizeof(float) * mn * (KSPLIT - 1));
     if (!part) return 0;
@@ -97,11 +97,10 @@ static int ksplit(int transA, int transB, int M, int N, int K, float alpha, cons
     return 1;
 }
 
-void mdc_k_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
-                 int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+void mdc_k_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc) {
     mdc_kernels_init();
-    if (K >= 8 * (M > N ? M : N) && K >= 4096 &&
-        ksplit(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+    if (K >= 8 * (M > N ? M : N) && K >= 4096 && ksplit(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
     int split_rows = M >= N;
     int dim = split_rows ? M : N;

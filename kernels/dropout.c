@@ -33,7 +33,9 @@ static uint64_t stream(const mdc_dropout *d, int site) {
 /* p in [0, 1): floor(p 2^32) < 2^32 (exact in double) */
 static uint64_t threshold(const mdc_dropout *d) { return (uint64_t)((double)d->p * 4294967296.0); }
 
-static inline int kept(uint64_t k, uint64_t thr, uint64_t idx) { return (mdc_mix64_finalize(k + (idx + 1) * GOLDEN) >> 32) >= thr; }
+static inline int kept(uint64_t k, uint64_t thr, uint64_t idx) {
+    return (mdc_mix64_finalize(k + (idx + 1) * GOLDEN) >> 32) >= thr;
+}
 
 static uint64_t res_index(const mdc_dropout *d, int row, int pos, int chan) {
     return ((uint64_t)row * (uint64_t)d->T + (uint64_t)pos) * (uint64_t)d->C + (uint64_t)chan;
@@ -52,8 +54,8 @@ int mdc_dropout_keep_attn(const mdc_dropout *d, int row, int head, int qpos, int
     return kept(stream(d, MDC_DROP_ATTN), threshold(d), attn_index(d, row, head, qpos, kpos));
 }
 
-void mdc_dropout_attn_apply(const mdc_dropout *d, float *dst, const float *src, int row, int head, int qpos,
-                            int kpos0, int n) {
+void mdc_dropout_attn_apply(const mdc_dropout *d, float *dst, const float *src, int row, int head, int qpos, int kpos0,
+                            int n) {
     uint64_t k = stream(d, MDC_DROP_ATTN), thr = threshold(d), i0 = attn_index(d, row, head, qpos, kpos0);
     float s = 1.0f / (1.0f - d->p);
     for (int c = 0; c < n; c++) dst[c] = kept(k, thr, i0 + (uint64_t)c) ? src[c] * s : 0.0f;

@@ -14,8 +14,8 @@
 
 #include "internal.h"
 
-void mdc_encoder_forward(mdc_device *dev, float *out, const int *inp, const float *wte,
-                         const float *wpe, int B, int T, int C) {
+void mdc_encoder_forward(mdc_device *dev, float *out, const int *inp, const float *wte, const float *wpe, int B, int T,
+                         int C) {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         const float *e = wte + (size_t)inp[bt] * C, *p = wpe + (size_t)(bt % T) * C;
@@ -26,8 +26,8 @@ void mdc_encoder_forward(mdc_device *dev, float *out, const int *inp, const floa
     mdc_k_charge(dev, n * C, 4.0 * (n + 3.0 * n * C));
 }
 
-void mdc_encoder_backward(mdc_device *dev, float *dwte, float *dwpe, const float *dout,
-                          const int *inp, int B, int T, int C) {
+void mdc_encoder_backward(mdc_device *dev, float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T,
+                          int C) {
     mdc_embed_shard_backward(dev, dwte, dwpe, dout, inp, 0, INT_MAX, NULL, B, T, C); /* every row is this shard's */
 }
 

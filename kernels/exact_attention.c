@@ -105,7 +105,9 @@ void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t
                     float m = p->m[si], l = 0;
                     for (int c = 0; c < n; c++) e[c] = mdc_k_exp(e[c] - m);
                     for (int c = 0; c < n; c++) l = l + e[c];
-                    if (dr) mdc_dropout_attn_apply(p->drop, e, e, p->drop->row0 + b, p->drop->head0 + h, t, p->kpos0 + j0, n);
+                    if (dr)
+                        mdc_dropout_attn_apply(p->drop, e, e, p->drop->row0 + b, p->drop->head0 + h, t, p->kpos0 + j0,
+                                               n);
                     memset(acc, 0, sizeof(float) * hs);
                     for (int c = 0; c < n; c++) {
                         const float *vr = v + (size_t)(j0 + c) * p->kv_ld;
@@ -195,7 +197,8 @@ void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, s
                     int i0 = qb * blk - p->qpos0, i1 = i0 + blk;
                     i0 = i0 < 0 ? 0 : i0, i1 = i1 > p->nq ? p->nq : i1;
                     if (visible(p, p->qpos0 + i1 - 1) <= j0) continue; /* no visible pair in the tile */
-                    if (!transposed) transpose(k, (size_t)p->kv_ld, j0, j1, hs, kt), transpose(v, (size_t)p->kv_ld, j0, j1, hs, vt);
+                    if (!transposed)
+                        transpose(k, (size_t)p->kv_ld, j0, j1, hs, kt), transpose(v, (size_t)p->kv_ld, j0, j1, hs, vt);
                     transposed = 1;
                     tile(p, b, h, i0, i1, j0, j1, kt, vt, scale, P, Pd, dS);
                     for (int i = i0; i < i1; i++) { /* dQ_i's share of this key block */

@@ -42,8 +42,8 @@ typedef float v8f __attribute__((vector_size(32)));
  * A(k, i) = A[k ska + i sia]. C is M x N, row stride N. Ap: scratch of K * (M + TR) floats
  * (A packed by groups of TR rows, zero rows past M). Column blocks outside, row groups inside,
  * so a K x TC strip of B is reused from L1 by every row group. */
-CLONES static void block_gemm(float *C, float *Ap, const float *A, size_t ska, size_t sia, const float *Bm,
-                              size_t ldb, int M, int N, int K) {
+CLONES static void block_gemm(float *C, float *Ap, const float *A, size_t ska, size_t sia, const float *Bm, size_t ldb,
+                              int M, int N, int K) {
     int G = (M + TR - 1) / TR;
     for (int g = 0; g < G; g++)
         for (int k = 0; k < K; k++)
@@ -176,15 +176,16 @@ void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, cons
         return;
     }
     /* the rows are the tokens: A(k, i) = A[i lda + k] */
-    if (tiled_blocks(xs, 0, A, 1, (size_t)lda, packed ? packed : W, packed ? (size_t)OUT : (size_t)ldw, n, OUT, K, kblk))
+    if (tiled_blocks(xs, 0, A, 1, (size_t)lda, packed ? packed : W, packed ? (size_t)OUT : (size_t)ldw, n, OUT, K,
+                     kblk))
         xs->oom = 1;
     free(packed);
     double N = n, k = K, o = OUT;
     charge(dev, N * k * o, (double)(K / kblk) * N * o, 4 * (N * k + k * o));
 }
 
-void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout,
-                           const float *inp, const float *mean, const float *rstd, int n, int C, int blk) {
+void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout, const float *inp,
+                           const float *mean, const float *rstd, int n, int C, int blk) {
     int nb = n / blk, ok = 1;
 #pragma omp parallel
     {
@@ -198,8 +199,8 @@ void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t of
             if (!tmp) continue;
             size_t r0 = (size_t)b * blk;
             memset(tmp, 0, 2 * (size_t)C * sizeof(float));
-            mdc_layernorm_backward(NULL, NULL, tmp, tmp + C, dout + r0 * C, inp + r0 * C, NULL, mean + r0, rstd + r0, blk,
-                                   C);
+            mdc_layernorm_backward(NULL, NULL, tmp, tmp + C, dout + r0 * C, inp + r0 * C, NULL, mean + r0, rstd + r0,
+                                   blk, C);
 #pragma omp critical(mdc_x_layernorm)
             { /* the same elements from every block: one thread at a time (any order: exact) */
                 mdc_xsum_add(xs, offw, tmp, (size_t)C);
@@ -213,8 +214,8 @@ void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t of
     mdc_k_charge(dev, 7.0 * n * C, 4.0 * (2.0 * n * C + 2.0 * n));
 }
 
-void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp,
-                 int lo, int rows, const int *pos, int B, int T, int C) {
+void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp, int lo,
+                 int rows, const int *pos, int B, int T, int C) {
     /* one float per token and channel: the order of the tokens cannot matter */
     for (int bt = 0; bt < B * T; bt++) {
         int r = inp[bt] - lo;
@@ -224,7 +225,8 @@ void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, co
 #pragma omp parallel for schedule(static)
         for (int t = 0; t < T; t++)
             for (int b = 0; b < B; b++)
-                mdc_xsum_add(xs, (size_t)off_wpe + (size_t)(pos ? pos[t] : t) * C, dout + ((size_t)b * T + t) * C, (size_t)C);
+                mdc_xsum_add(xs, (size_t)off_wpe + (size_t)(pos ? pos[t] : t) * C, dout + ((size_t)b * T + t) * C,
+                             (size_t)C);
     charge(dev, 0, 2.0 * B * T * C, 4.0 * B * T * C);
 }
 

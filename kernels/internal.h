@@ -23,10 +23,10 @@
 #include "minidc/kernels.h"
 
 /* Charges a kernel if there is a device (a macro: the trace names it by the calling kernel). */
-#define mdc_k_charge(dev, flops, bytes)                                          \
-    do {                                                                         \
-        mdc_device *k_dev_ = (dev);                                              \
-        if (k_dev_) mdc_dev_kernel(k_dev_, (flops), (bytes), MDC_PREC_FP32);     \
+#define mdc_k_charge(dev, flops, bytes)                                      \
+    do {                                                                     \
+        mdc_device *k_dev_ = (dev);                                          \
+        if (k_dev_) mdc_dev_kernel(k_dev_, (flops), (bytes), MDC_PREC_FP32); \
     } while (0)
 
 /* C(M,N) = alpha op(A) op(B) + beta C, row-major, split into blocks along the larger of M
@@ -34,12 +34,12 @@
  * thread count: OpenBLAS's result for an element depends on the block it is computed in);
  * the blocks run in parallel under OpenMP, each a single-threaded cblas_sgemm. Called from
  * inside a parallel region it runs the same blocks serially. */
-void mdc_k_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
-                 int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void mdc_k_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc);
 
 /* Same, one cblas_sgemm call (for callers that already parallelize, e.g. per head). */
-void mdc_k_sgemm1(int transA, int transB, int M, int N, int K, float alpha, const float *A,
-                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void mdc_k_sgemm1(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                  int ldb, float beta, float *C, int ldc);
 
 /* exp(x) to about 1 ulp for x in [-87, 88.3] (0 below -87.3, exp(88.3) above up to
  * MDC_K_EXP_MAX, where expf overflows: inf beyond it), written so the compiler vectorizes it:
@@ -52,14 +52,15 @@ static inline float mdc_k_exp(float x) {
      * the default -ftrapping-math, where it leaves x < c as a branch. NaN is replaced by 0
      * before the int conversion below (converting NaN to int32 is undefined behaviour) and
      * put back at the end; every other x is clamped, so n + 127 is in [1, 254]. */
-    float xc = __builtin_isless(x, -87.0f) ? -87.0f
+    float xc = __builtin_isless(x, -87.0f)     ? -87.0f
                : __builtin_isgreater(x, 88.3f) ? 88.3f
-               : __builtin_isunordered(x, x) ? 0.0f : x;
+               : __builtin_isunordered(x, x)   ? 0.0f
+                                               : x;
     const float big = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float n = (xc * 1.44269504088896341f + big) - big;
-    float r = xc - n * 0.693145751953125f;  /* ln2 high part (exact product) */
-    r = r - n * 1.42860682030941723e-6f;    /* ln2 low part */
-    float p = 1.9841269841e-4f;             /* 1/7! */
+    float r = xc - n * 0.693145751953125f; /* ln2 high part (exact product) */
+    r = r - n * 1.42860682030941723e-6f;   /* ln2 low part */
+    float p = 1.9841269841e-4f;            /* 1/7! */
     p = p * r + 1.3888888889e-3f;
     p = p * r + 8.3333333333e-3f;
     p = p * r + 4.1666666667e-2f;

@@ -11,8 +11,8 @@
  * so the sums do not depend on the thread count. */
 #include "internal.h"
 
-void mdc_layernorm_forward(mdc_device *dev, float *out, float *mean, float *rstd, const float *inp,
-                           const float *weight, const float *bias, int N, int C) {
+void mdc_layernorm_forward(mdc_device *dev, float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                           const float *bias, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C;
@@ -33,9 +33,8 @@ void mdc_layernorm_forward(mdc_device *dev, float *out, float *mean, float *rstd
     mdc_k_charge(dev, 8.0 * N * C, 4.0 * (2.0 * N * C + 2.0 * C + 2.0 * N));
 }
 
-void mdc_layernorm_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias,
-                            const float *dout, const float *inp, const float *weight,
-                            const float *mean, const float *rstd, int N, int C) {
+void mdc_layernorm_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, const float *mean, const float *rstd, int N, int C) {
     enum { CB = 64 };
     int ncb = (C + CB - 1) / CB;
 #pragma omp parallel

@@ -23,15 +23,17 @@ static void fill_bias(float *out, const float *res, const float *bias, int N, in
     for (int i = 0; i < N; i++) {
         float *o = out + (size_t)i * OC;
         const float *r = res ? res + (size_t)i * OC : NULL;
-        if (r && bias) for (int j = 0; j < OC; j++) o[j] = r[j] + bias[j];
-        else if (r) { if (o != r) memcpy(o, r, sizeof(float) * OC); }
-        else if (bias) memcpy(o, bias, sizeof(float) * OC);
+        if (r && bias)
+            for (int j = 0; j < OC; j++) o[j] = r[j] + bias[j];
+        else if (r) {
+            if (o != r) memcpy(o, r, sizeof(float) * OC);
+        } else if (bias) memcpy(o, bias, sizeof(float) * OC);
         else memset(o, 0, sizeof(float) * OC);
     }
 }
 
-void mdc_matmul_forward(mdc_device *dev, float *out, const float *inp, const float *weight,
-                        const float *bias, int N, int C, int OC) {
+void mdc_matmul_forward(mdc_device *dev, float *out, const float *inp, const float *weight, const float *bias, int N,
+                        int C, int OC) {
     if (bias) {
         fill_bias(out, NULL, bias, N, OC);
         mdc_k_sgemm(0, 0, N, OC, C, 1.0f, inp, C, weight, OC, 1.0f, out, OC);
@@ -67,8 +69,8 @@ static void bias_backward(float *dbias, const float *dout, int N, int OC) {
     }
 }
 
-void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias,
-                         const float *dout, const float *inp, const float *weight, int N, int C, int OC) {
+void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC) {
     double n = N, c = C, oc = OC;
     double flops = dweight ? 2 * n * c * oc : 0, bytes = dweight ? 4 * (n * oc + n * c + 2 * c * oc) : 0;
     if (dinp) {
@@ -85,15 +87,14 @@ void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *db
     mdc_k_charge(dev, flops, bytes);
 }
 
-void mdc_lmhead_forward(mdc_device *dev, float *logits, const float *inp, const float *wte, int N,
-                        int C, int Vp) {
+void mdc_lmhead_forward(mdc_device *dev, float *logits, const float *inp, const float *wte, int N, int C, int Vp) {
     mdc_k_sgemm(0, 1, N, Vp, C, 1.0f, inp, C, wte, C, 0.0f, logits, Vp);
     double n = N, c = C, v = Vp;
     mdc_k_charge(dev, 2 * n * c * v, 4 * (n * c + v * c + n * v));
 }
 
-void mdc_lmhead_backward(mdc_device *dev, float *dinp, float *dwte, const float *dlogits,
-                         const float *inp, const float *wte, int N, int C, int Vp) {
+void mdc_lmhead_backward(mdc_device *dev, float *dinp, float *dwte, const float *dlogits, const float *inp,
+                         const float *wte, int N, int C, int Vp) {
     mdc_k_sgemm(0, 0, N, C, Vp, 1.0f, dlogits, Vp, wte, C, 1.0f, dinp, C);
     mdc_k_sgemm(1, 0, Vp, C, N, 1.0f, dlogits, Vp, inp, C, 1.0f, dwte, C);
     double n = N, c = C, v = Vp;

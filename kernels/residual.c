@@ -24,8 +24,8 @@ void mdc_residual_backward(mdc_device *dev, float *da, float *db, const float *d
     mdc_k_charge(dev, 2.0 * (double)n, 20.0 * (double)n);
 }
 
-void mdc_residual_bias_forward(mdc_device *dev, float *out, const float *res, const float *y, const float *bias,
-                               int N, int C) {
+void mdc_residual_bias_forward(mdc_device *dev, float *out, const float *res, const float *y, const float *bias, int N,
+                               int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float *o = out + (size_t)i * C;

@@ -48,8 +48,8 @@ void mdc_softmax_forward(mdc_device *dev, float *probs, const float *logits, int
     mdc_k_charge(dev, 5.0 * N * V, 4.0 * ((double)N * V + (double)N * Vp));
 }
 
-void mdc_crossentropy_forward(mdc_device *dev, float *losses, float *lse, const float *logits,
-                              const int *targets, int N, int V, int Vp) {
+void mdc_crossentropy_forward(mdc_device *dev, float *losses, float *lse, const float *logits, const int *targets,
+                              int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = logits + (size_t)i * Vp;
@@ -61,8 +61,8 @@ void mdc_crossentropy_forward(mdc_device *dev, float *losses, float *lse, const 
     mdc_k_charge(dev, 4.0 * N * V + N, 4.0 * ((double)N * V + 3.0 * N));
 }
 
-void mdc_crossentropy_backward(mdc_device *dev, float *dlogits, const float *logits,
-                               const float *lse, const int *targets, float dloss, int N, int V, int Vp) {
+void mdc_crossentropy_backward(mdc_device *dev, float *dlogits, const float *logits, const float *lse,
+                               const int *targets, float dloss, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = logits + (size_t)i * Vp;

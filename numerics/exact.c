@@ -235,13 +235,13 @@ static int fast_f32(const mdc_exact *a, float *out) {
             M |= 1;
             break;
         }
-    int e = 32 * (k - 1) + MDC_EXACT_LSB;       /* value = M 2^e */
-    int top = 63 - __builtin_clzll(M) + e;       /* floor(log2 value) */
-    if (top > 126) return 0;                     /* may round to 2^128 or beyond */
-    uint32_t pb = (uint32_t)(e + 127) << 23;     /* 2^e, a normal float: e >= -117 */
+    int e = 32 * (k - 1) + MDC_EXACT_LSB;    /* value = M 2^e */
+    int top = 63 - __builtin_clzll(M) + e;   /* floor(log2 value) */
+    if (top > 126) return 0;                 /* may round to 2^128 or beyond */
+    uint32_t pb = (uint32_t)(e + 127) << 23; /* 2^e, a normal float: e >= -117 */
     float p2;
     memcpy(&p2, &pb, sizeof p2);
-    float f = (float)M * p2;                     /* M rounded once; the scaling is exact (normal) */
+    float f = (float)M * p2; /* M rounded once; the scaling is exact (normal) */
     *out = neg ? -f : f;
     return 1;
 }

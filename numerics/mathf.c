@@ -50,7 +50,7 @@ static double log_pos(double x) {
     double m = from_bits64((u & 0x000fffffffffffffull) | 0x3ff0000000000000ull); /* [1, 2) */
     if (m >= SQRT2) m *= 0.5, k++;
     double f = m - 1.0, s = f / (m + 1.0), z = s * s;
-    double w = 0.05263157894736842; /* 1/19 */
+    double w = 0.05263157894736842;   /* 1/19 */
     w = w * z + 0.058823529411764705; /* 1/17 */
     w = w * z + 0.06666666666666667;  /* 1/15 */
     w = w * z + 0.07692307692307693;  /* 1/13 */
@@ -111,8 +111,8 @@ float mdc_expf(float x) {
  * y^19/19! and y^18/18! below 1e-19 and 3e-18 (relative below 2^-57). */
 static double sin_q(double y) {
     double z = y * y;
-    double p = 2.8114572543455206e-15; /* 1/17! */
-    p = 7.647163731819816e-13 - p * z; /* 1/15! */
+    double p = 2.8114572543455206e-15;  /* 1/17! */
+    p = 7.647163731819816e-13 - p * z;  /* 1/15! */
     p = 1.6059043836821613e-10 - p * z; /* 1/13! */
     p = 2.505210838544172e-08 - p * z;  /* 1/11! */
     p = 2.7557319223985893e-06 - p * z; /* 1/9! */
@@ -123,7 +123,7 @@ static double sin_q(double y) {
 }
 static double cos_q(double y) {
     double z = y * y;
-    double p = 4.779477332387385e-14; /* 1/16! */
+    double p = 4.779477332387385e-14;   /* 1/16! */
     p = 1.1470745597729725e-11 - p * z; /* 1/14! */
     p = 2.08767569878681e-09 - p * z;   /* 1/12! */
     p = 2.755731922398589e-07 - p * z;  /* 1/10! */
@@ -135,15 +135,15 @@ static double cos_q(double y) {
 }
 
 double mdc_cospi2(double u) {
-    if (u - u != 0.0) return u != u ? u + u : nan64(); /* inf - inf and NaN - NaN are NaN */
+    if (u - u != 0.0) return u != u ? u + u : nan64();         /* inf - inf and NaN - NaN are NaN */
     double a = from_bits64(bits64(u) & 0x7fffffffffffffffull); /* cos is even */
-    if (a >= 4503599627370496.0) return 1.0;                    /* >= 2^52: an integer */
-    a -= (double)(int64_t)a;  /* the fraction, exactly: [0, 1) */
-    double v = a * 8.0;       /* exact: octants */
+    if (a >= 4503599627370496.0) return 1.0;                   /* >= 2^52: an integer */
+    a -= (double)(int64_t)a;                                   /* the fraction, exactly: [0, 1) */
+    double v = a * 8.0;                                        /* exact: octants */
     int o = (int)v;
     /* f exact; g exact where used (odd octants: v >= 1, so f is a multiple of 2^-52) */
     double f = v - (double)o, g = 1.0 - f;
-    const double q = 0.7853981633974483;   /* pi/4 */
+    const double q = 0.7853981633974483; /* pi/4 */
     /* cos(pi/4 (o + f)) by octant; 0.0 - t instead of -t so that cos(pi/2) is +0, not -0 */
     switch (o) {
     case 0: return cos_q(f * q);

@@ -12,26 +12,26 @@
 
 static int tu_failures;
 
-#define TU_CHECK(cond, ...)                                                        \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
+#define TU_CHECK(cond, ...)                                                          \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
             fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                          \
-            fprintf(stderr, "\n");                                                 \
-            tu_failures++;                                                         \
-        }                                                                          \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fprintf(stderr, "\n");                                                   \
+            tu_failures++;                                                           \
+        }                                                                            \
     } while (0)
 
 /* Exact equality of doubles computed by the code under test and by the test. */
 #define TU_EQ_DBL(a, b) TU_CHECK((a) == (b), "%.17g != %.17g", (double)(a), (double)(b))
-#define TU_NEAR(a, b, rel)                                                                 \
-    TU_CHECK(fabs((double)(a) - (double)(b)) <= (rel) * fmax(fabs((double)(a)), fabs((double)(b))), \
+#define TU_NEAR(a, b, rel)                                                                        \
+    TU_CHECK(fabs((double)(a) - (double)(b)) <= (rel)*fmax(fabs((double)(a)), fabs((double)(b))), \
              "%.17g vs %.17g (rel tol %g)", (double)(a), (double)(b), (double)(rel))
-#define TU_STATUS(expr, want)                                                              \
-    do {                                                                                   \
-        mdc_status tu_st_ = (expr);                                                        \
-        TU_CHECK(tu_st_ == (want), "%s gave %s (%s), expected %s", #expr, mdc_strerror(tu_st_), \
-                 mdc_detail(), mdc_strerror(want));                                        \
+#define TU_STATUS(expr, want)                                                                                 \
+    do {                                                                                                      \
+        mdc_status tu_st_ = (expr);                                                                           \
+        TU_CHECK(tu_st_ == (want), "%s gave %s (%s), expected %s", #expr, mdc_strerror(tu_st_), mdc_detail(), \
+                 mdc_strerror(want));                                                                         \
     } while (0)
 #define TU_CONTAINS(hay, needle) \
     TU_CHECK(strstr((hay), (needle)) != NULL, "'%s' does not contain '%s'", (hay), (needle))

@@ -69,8 +69,8 @@ static int block_calls(const bench_opts *o) { return o->alternate ? 1 : (o->iter
  * MPICH's after-effects to minidc and none of minidc's to MPICH. In blocks, each library's timed calls follow its own calls, as in an
  * application that calls one library. alternate (--order alternate): ours, theirs, ours, ...,
  * every call timed, each following the other library's. */
-static void time_calls(const bench_opts *o, bench_case *c, double *ours, double *theirs,
-                       size_t *wrong, mdc_status *st) {
+static void time_calls(const bench_opts *o, bench_case *c, double *ours, double *theirs, size_t *wrong,
+                       mdc_status *st) {
     double *t = calloc(2 * (size_t)o->iters, sizeof *t), *tm = t + o->iters;
     *ours = *theirs = 0;
     if (!t) {
@@ -225,24 +225,26 @@ int mdc_bench_coll(int argc, char **argv) {
         printf("# minidc bench %s: %d ranks, %s, op %s, algo %s%s, virtual device %s, "
                "time = median over iterations of max over ranks\n# order: %s\n# buffers: %s\n# reference: %s\n",
                o.def->name, p, mdc_dtype_name(o.t), mdc_op_name(o.op), algo,
-               o.algo ? "" : *forced_by ? forced_by : !strcmp(o.pick, "host") ? " (cost model on this host's links, --pick host)"
-                                                      : " (cost model on the device's links, --pick device)",
+               o.algo                    ? ""
+               : *forced_by              ? forced_by
+               : !strcmp(o.pick, "host") ? " (cost model on this host's links, --pick host)"
+                                         : " (cost model on the device's links, --pick device)",
                spec->name,
-               o.alternate ? "alternate (ours, MPICH's, ours, ...: every call follows the other library's)"
-                           : "blocks (iters/4 calls of one library, then of the other, each block after one untimed call)",
+               o.alternate
+                   ? "alternate (ours, MPICH's, ours, ...: every call follows the other library's)"
+                   : "blocks (iters/4 calls of one library, then of the other, each block after one untimed call)",
                !o.inplace ? "out of place (input in the send buffer)" : o.def->inplace_buffers, ver);
         if (o.def->rooted) printf("# root: %d\n", o.root);
         if (skip_mpich) printf("# no MPICH column: %s\n", skip_mpich);
-        printf("# busbw factor %.4g; ratio = MPICH time / minidc time (>1: minidc faster)\n",
-               o.def->busfactor(p));
+        printf("# busbw factor %.4g; ratio = MPICH time / minidc time (>1: minidc faster)\n", o.def->busfactor(p));
         printf("# floor = %.4g x the time for every rank to memcpy S bytes at once (the least any "
                "algorithm can take); best = mpich / floor, the ratio an algorithm at the floor would reach\n",
                o.def->floor_factor(p, o.inplace));
         printf("%12s %11s %5s %-19s %11s %8s %8s %7s %11s %7s %11s %10s %6s  %s\n", "bytes", "count", "type",
-               "algorithm", "time(us)", "algbw", "busbw", "#wrong", "mpich(us)", "ratio", "virt(us)",
-               "floor(us)", "best", "target");
-        printf("%12s %11s %5s %-19s %11s %8s %8s %7s %11s %7s %11s\n", "", "", "", "", "", "GB/s",
-               "GB/s", "", "", "", "");
+               "algorithm", "time(us)", "algbw", "busbw", "#wrong", "mpich(us)", "ratio", "virt(us)", "floor(us)",
+               "best", "target");
+        printf("%12s %11s %5s %-19s %11s %8s %8s %7s %11s %7s %11s\n", "", "", "", "", "", "GB/s", "GB/s", "", "", "",
+               "");
     }
     double last_busbw = 0, last_copy = 0;
     size_t last_bytes = 0, total_wrong = 0;
@@ -296,8 +298,8 @@ int mdc_bench_coll(int argc, char **argv) {
                          best > 0 && best < want ? " (beyond the floor)" : "");
             printf("%12zu %11zu %5s %-19s %11.1f %8.3f %8.3f %7llu %11s %7s %11.2f %10.1f %6s  %s\n", c.sbytes,
                    c.count * (per_block ? (size_t)p : 1), mdc_dtype_name(o.t),
-                   mdc_coll_choose(o.def->coll, c.sbytes, rt.world), t_ours * 1e6, algbw, busbw,
-                   wsum, mp, ra, vmax * 1e6, t_floor * 1e6, be, tg);
+                   mdc_coll_choose(o.def->coll, c.sbytes, rt.world), t_ours * 1e6, algbw, busbw, wsum, mp, ra,
+                   vmax * 1e6, t_floor * 1e6, be, tg);
             fflush(stdout);
             last_busbw = busbw;
             last_bytes = c.sbytes;
@@ -316,9 +318,9 @@ int mdc_bench_coll(int argc, char **argv) {
         mdc_wait_stats_get(&ws);
         if (ws.on)
             printf("# doorbells on (more ranks than cores): rank 0's waits slept %llu times, %llu ended by a ring, "
-                   "%llu ran out\n", ws.sleeps, ws.rung, ws.timed_out);
-        else
-            printf("# doorbells off (no more ranks than cores, or MINIDC_DOORBELL=0): waits poll and yield\n");
+                   "%llu ran out\n",
+                   ws.sleeps, ws.rung, ws.timed_out);
+        else printf("# doorbells off (no more ranks than cores, or MINIDC_DOORBELL=0): waits poll and yield\n");
         if (getenv("MINIDC_VERBOSE"))
             printf("# requests in flight on rank 0: high-water mark %zu over the run (bound 2p + 8 = %zu)\n",
                    mdc_transport_requests_hwm(mdc_group_transport(rt.world)), MDC_REQUESTS_BOUND(p));

@@ -30,15 +30,15 @@ typedef struct {
     int p, me;
     mdc_group *g;
     void *send, *recv;
-    size_t count;   /* per-call count argument (elements): the vector, or one block */
-    size_t sbytes;  /* S as nccl-tests counts it */
+    size_t count;  /* per-call count argument (elements): the vector, or one block */
+    size_t sbytes; /* S as nccl-tests counts it */
 } bench_case;
 
 struct bench_coll_def {
     const char *name; /* as `minidc bench` takes it */
     mdc_coll coll;
-    int per_block;    /* S is p blocks (count = S / p elements), else the vector */
-    int rooted;       /* takes --root, and is in place at the root only (MPI's meaning) */
+    int per_block;               /* S is p blocks (count = S / p elements), else the vector */
+    int rooted;                  /* takes --root, and is in place at the root only (MPI's meaning) */
     const char *inplace_buffers; /* the "# buffers:" header with --inplace */
     /* Fills the inputs of one call and poisons its outputs (0xff). */
     void (*prepare)(const bench_opts *o, bench_case *c);
@@ -48,7 +48,7 @@ struct bench_coll_def {
     int (*run_mpich)(const bench_opts *o, bench_case *c); /* an MPI error code */
     /* Why MPICH's column cannot be run with these options, or NULL. */
     const char *(*mpich_skip)(const bench_opts *o, int p);
-    double (*busfactor)(int p);           /* nccl-tests' busbw factor */
+    double (*busfactor)(int p); /* nccl-tests' busbw factor */
     /* The fraction of S that each rank must at least write into its memory by copying (the
      * floor column: no algorithm can take less time than every rank copying that much). */
     double (*floor_factor)(int p, int inplace);
@@ -57,8 +57,8 @@ struct bench_coll_def {
     double target_big2;
 };
 
-extern const bench_coll_def bench_coll_allreduce, bench_coll_reduce_scatter, bench_coll_allgather,
-    bench_coll_alltoall, bench_coll_broadcast, bench_coll_reduce, bench_coll_gather, bench_coll_scatter;
+extern const bench_coll_def bench_coll_allreduce, bench_coll_reduce_scatter, bench_coll_allgather, bench_coll_alltoall,
+    bench_coll_broadcast, bench_coll_reduce, bench_coll_gather, bench_coll_scatter;
 
 /* The "# buffers:" header in place, for the collectives in place everywhere / at the root. */
 #define BENCH_INPLACE_RECV "in place (MPI_IN_PLACE / MDC_IN_PLACE: the input in the receive buffer)"
@@ -76,8 +76,7 @@ void bench_coll_usage(FILE *f);
  * type: the exact answer does not depend on summation order). */
 void bench_coll_fill(const bench_opts *o, void *buf, size_t at, size_t n, int rank, size_t first);
 /* The elements of buf[at + i], i < n, that differ from rank's input element first + i. */
-size_t bench_coll_wrong_inputs(const bench_opts *o, const void *buf, size_t at, size_t n, int rank,
-                               size_t first);
+size_t bench_coll_wrong_inputs(const bench_opts *o, const void *buf, size_t at, size_t n, int rank, size_t first);
 /* The elements of buf[i], i < n, that differ from the reduction over the p ranks of element
  * first + i. */
 size_t bench_coll_wrong_reduced(const bench_opts *o, const void *buf, size_t n, int p, size_t first);
@@ -95,6 +94,9 @@ static inline int bench_coll_inplace_root(const bench_opts *o, const bench_case 
     return o->inplace && c->me == o->root;
 }
 static inline double bench_coll_nm1(int p) { return (double)(p - 1) / p; } /* (p-1)/p */
-static inline double bench_coll_one(int p) { (void)p; return 1.0; }
+static inline double bench_coll_one(int p) {
+    (void)p;
+    return 1.0;
+}
 
 #endif

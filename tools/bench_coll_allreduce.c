@@ -27,7 +27,14 @@ static double floor_factor(int p, int inplace) {
 }
 
 const bench_coll_def bench_coll_allreduce = {
-    .name = "allreduce", .coll = MDC_COLL_ALLREDUCE, .inplace_buffers = BENCH_INPLACE_RECV,
-    .prepare = prepare, .verify = verify, .run_minidc = run_minidc, .run_mpich = run_mpich,
-    .busfactor = busfactor, .floor_factor = floor_factor, .target_big2 = 1.5,
+    .name = "allreduce",
+    .coll = MDC_COLL_ALLREDUCE,
+    .inplace_buffers = BENCH_INPLACE_RECV,
+    .prepare = prepare,
+    .verify = verify,
+    .run_minidc = run_minidc,
+    .run_mpich = run_mpich,
+    .busfactor = busfactor,
+    .floor_factor = floor_factor,
+    .target_big2 = 1.5,
 };

@@ -30,7 +30,15 @@ static int run_mpich(const bench_opts *o, bench_case *c) {
 static double floor_factor(int p, int inplace) { return inplace ? bench_coll_nm1(p) : 1.0; }
 
 const bench_coll_def bench_coll_alltoall = {
-    .name = "alltoall", .coll = MDC_COLL_ALLTOALL, .per_block = 1, .inplace_buffers = BENCH_INPLACE_RECV,
-    .prepare = prepare, .verify = verify, .run_minidc = run_minidc, .run_mpich = run_mpich,
-    .busfactor = bench_coll_nm1, .floor_factor = floor_factor, .target_big2 = 1.0,
+    .name = "alltoall",
+    .coll = MDC_COLL_ALLTOALL,
+    .per_block = 1,
+    .inplace_buffers = BENCH_INPLACE_RECV,
+    .prepare = prepare,
+    .verify = verify,
+    .run_minidc = run_minidc,
+    .run_mpich = run_mpich,
+    .busfactor = bench_coll_nm1,
+    .floor_factor = floor_factor,
+    .target_big2 = 1.0,
 };

@@ -4,10 +4,8 @@
 #include "bench_coll.h"
 
 static void prepare(const bench_opts *o, bench_case *c) {
-    if (c->me == o->root)
-        bench_coll_fill(o, c->recv, 0, c->count, o->root, 0);
-    else
-        bench_coll_poison(o, c->recv, c->count);
+    if (c->me == o->root) bench_coll_fill(o, c->recv, 0, c->count, o->root, 0);
+    else bench_coll_poison(o, c->recv, c->count);
 }
 
 static size_t verify(const bench_opts *o, const bench_case *c) {
@@ -29,8 +27,15 @@ static double floor_factor(int p, int inplace) {
 }
 
 const bench_coll_def bench_coll_broadcast = {
-    .name = "broadcast", .coll = MDC_COLL_BCAST, .rooted = 1,
+    .name = "broadcast",
+    .coll = MDC_COLL_BCAST,
+    .rooted = 1,
     .inplace_buffers = "in place (a broadcast always is)",
-    .prepare = prepare, .verify = verify, .run_minidc = run_minidc, .run_mpich = run_mpich,
-    .busfactor = bench_coll_one, .floor_factor = floor_factor, .target_big2 = 1.0,
+    .prepare = prepare,
+    .verify = verify,
+    .run_minidc = run_minidc,
+    .run_mpich = run_mpich,
+    .busfactor = bench_coll_one,
+    .floor_factor = floor_factor,
+    .target_big2 = 1.0,
 };

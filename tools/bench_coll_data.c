@@ -45,8 +45,7 @@ void bench_coll_prepare_inputs(const bench_opts *o, bench_case *c, size_t in_ele
     }
 }
 
-size_t bench_coll_wrong_inputs(const bench_opts *o, const void *buf, size_t at, size_t n, int rank,
-                               size_t first) {
+size_t bench_coll_wrong_inputs(const bench_opts *o, const void *buf, size_t at, size_t n, int rank, size_t first) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += mdc_dtype_get(buf, o->t, at + i) != input_value(o, rank, first + i);
     return bad;

@@ -35,8 +35,15 @@ static int run_mpich(const bench_opts *o, bench_case *c) {
 static double floor_factor(int p, int inplace) { return (inplace ? bench_coll_nm1(p) : 1.0) / p; }
 
 const bench_coll_def bench_coll_gather = {
-    .name = "gather", .coll = MDC_COLL_GATHER, .per_block = 1, .rooted = 1,
+    .name = "gather",
+    .coll = MDC_COLL_GATHER,
+    .per_block = 1,
+    .rooted = 1,
     .inplace_buffers = BENCH_INPLACE_ROOT,
-    .prepare = prepare, .verify = verify, .run_minidc = run_minidc, .run_mpich = run_mpich,
-    .busfactor = bench_coll_nm1, .floor_factor = floor_factor,
+    .prepare = prepare,
+    .verify = verify,
+    .run_minidc = run_minidc,
+    .run_mpich = run_mpich,
+    .busfactor = bench_coll_nm1,
+    .floor_factor = floor_factor,
 };

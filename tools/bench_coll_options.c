@@ -11,7 +11,7 @@
 /* The collectives `minidc bench` runs, one definition each (tools/bench_coll_<name>.c). */
 static const bench_coll_def *const defs[] = {
     &bench_coll_allreduce, &bench_coll_reduce_scatter, &bench_coll_allgather, &bench_coll_alltoall,
-    &bench_coll_broadcast, &bench_coll_reduce, &bench_coll_gather, &bench_coll_scatter,
+    &bench_coll_broadcast, &bench_coll_reduce,         &bench_coll_gather,    &bench_coll_scatter,
 };
 
 /* A size of 1 byte to 1 TiB (0 would never grow by -f; a huge or non-finite one cannot be
@@ -85,8 +85,7 @@ int bench_coll_parse_args(bench_opts *o, int argc, char **argv, int say) {
         int bad = 0;
         if (!strcmp(a, "-b") && v) bad = parse_size(v, &o->minb), i++;
         else if (!strcmp(a, "-e") && v) bad = parse_size(v, &o->maxb), i++;
-        else if (!strcmp(a, "-f") && v)
-            bad = mdc_parse_double_range(a, v, 1, 1e6, &o->factor) || o->factor == 1, i++;
+        else if (!strcmp(a, "-f") && v) bad = mdc_parse_double_range(a, v, 1, 1e6, &o->factor) || o->factor == 1, i++;
         else if (!strcmp(a, "--algo") && v) o->algo = v, i++;
         else if (!strcmp(a, "--pick") && v) o->pick = v, bad = strcmp(v, "host") && strcmp(v, "device"), i++;
         else if (!strcmp(a, "--dtype") && v) {
@@ -100,7 +99,8 @@ int bench_coll_parse_args(bench_opts *o, int argc, char **argv, int say) {
             o->op = (mdc_op)(op < 0 ? 0 : op);
             i++;
         } else if (!strcmp(a, "--iters") && v) bad = mdc_parse_int(a, v, 1, 1000000, &o->iters) != MDC_OK, i++;
-        else if (!strcmp(a, "--order") && v) o->alternate = !strcmp(v, "alternate"), bad = !o->alternate && strcmp(v, "blocks"), i++;
+        else if (!strcmp(a, "--order") && v)
+            o->alternate = !strcmp(v, "alternate"), bad = !o->alternate && strcmp(v, "blocks"), i++;
         else if (!strcmp(a, "--check")) o->check = 1;
         else if (!strcmp(a, "--inplace")) o->inplace = 1;
         else if (!strcmp(a, "--root") && v) bad = mdc_parse_int(a, v, 0, 1 << 20, &o->root) != MDC_OK, i++;
@@ -111,8 +111,8 @@ int bench_coll_parse_args(bench_opts *o, int argc, char **argv, int say) {
         } else bad = 1;
         if (bad) {
             if (say) {
-                fprintf(stderr, "minidc bench %s: bad option or value: %s%s%s\n", o->def->name, a,
-                        v ? " " : "", v && strncmp(a, "--c", 3) ? v : "");
+                fprintf(stderr, "minidc bench %s: bad option or value: %s%s%s\n", o->def->name, a, v ? " " : "",
+                        v && strncmp(a, "--c", 3) ? v : "");
                 bench_coll_usage(stderr);
             }
             return 2;

@@ -51,7 +51,15 @@ static double floor_factor(int p, int inplace) {
 }
 
 const bench_coll_def bench_coll_reduce = {
-    .name = "reduce", .coll = MDC_COLL_REDUCE, .rooted = 1, .inplace_buffers = BENCH_INPLACE_ROOT,
-    .prepare = prepare, .verify = verify, .run_minidc = run_minidc, .run_mpich = run_mpich,
-    .mpich_skip = mpich_skip, .busfactor = bench_coll_one, .floor_factor = floor_factor,
+    .name = "reduce",
+    .coll = MDC_COLL_REDUCE,
+    .rooted = 1,
+    .inplace_buffers = BENCH_INPLACE_ROOT,
+    .prepare = prepare,
+    .verify = verify,
+    .run_minidc = run_minidc,
+    .run_mpich = run_mpich,
+    .mpich_skip = mpich_skip,
+    .busfactor = bench_coll_one,
+    .floor_factor = floor_factor,
 };

@@ -18,8 +18,8 @@ static mdc_status run_minidc(const bench_opts *o, bench_case *c) {
 }
 
 static int run_mpich(const bench_opts *o, bench_case *c) {
-    return MPI_Reduce_scatter_block(o->inplace ? MPI_IN_PLACE : c->send, c->recv, (int)c->count,
-                                    mdc_mpi_type(o->t), bench_coll_mpi_op(o), MPI_COMM_WORLD);
+    return MPI_Reduce_scatter_block(o->inplace ? MPI_IN_PLACE : c->send, c->recv, (int)c->count, mdc_mpi_type(o->t),
+                                    bench_coll_mpi_op(o), MPI_COMM_WORLD);
 }
 
 /* Each block's reduction tree has p-1 edges; the last combine writes the output. */
@@ -29,8 +29,15 @@ static double floor_factor(int p, int inplace) {
 }
 
 const bench_coll_def bench_coll_reduce_scatter = {
-    .name = "reduce_scatter", .coll = MDC_COLL_REDUCE_SCATTER, .per_block = 1,
+    .name = "reduce_scatter",
+    .coll = MDC_COLL_REDUCE_SCATTER,
+    .per_block = 1,
     .inplace_buffers = BENCH_INPLACE_RECV,
-    .prepare = prepare, .verify = verify, .run_minidc = run_minidc, .run_mpich = run_mpich,
-    .busfactor = bench_coll_nm1, .floor_factor = floor_factor, .target_big2 = 1.0,
+    .prepare = prepare,
+    .verify = verify,
+    .run_minidc = run_minidc,
+    .run_mpich = run_mpich,
+    .busfactor = bench_coll_nm1,
+    .floor_factor = floor_factor,
+    .target_big2 = 1.0,
 };

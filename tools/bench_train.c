@@ -95,10 +95,22 @@ int mdc_bench_train(int argc, char **argv) {
                    "cpu ms = process CPU time per step / threads: the step's cost when the cores are shared\n");
             return 0;
         }
-        if (!strcmp(a, "--sp")) { sp = 1; continue; }
-        if (!strcmp(a, "--exact")) { exact = 1; continue; }
-        if (!strcmp(a, "--adapt-threads")) { adapt = 1; continue; }
-        if (!v) { fprintf(stderr, "minidc bench train: %s needs a value\n", a); return 2; }
+        if (!strcmp(a, "--sp")) {
+            sp = 1;
+            continue;
+        }
+        if (!strcmp(a, "--exact")) {
+            exact = 1;
+            continue;
+        }
+        if (!strcmp(a, "--adapt-threads")) {
+            adapt = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "minidc bench train: %s needs a value\n", a);
+            return 2;
+        }
         int ok = 1;
         if (!strcmp(a, "--config")) config = v;
         else if (!strcmp(a, "--batch")) ok = mdc_arg_int("bench train", a, v, 1, MAX_BATCH, &B);
@@ -110,7 +122,10 @@ int mdc_bench_train(int argc, char **argv) {
         else if (!strcmp(a, "--exact-block")) ok = mdc_arg_int("bench train", a, v, 1, 1 << 20, &xblock);
         else if (!strcmp(a, "--torch-ms")) ok = arg_ms(a, v, &torch_ms);
         else if (!strcmp(a, "--torch-cpu-ms")) ok = arg_ms(a, v, &torch_cpu);
-        else { fprintf(stderr, "minidc bench train: unknown option '%s'\n", a); return 2; }
+        else {
+            fprintf(stderr, "minidc bench train: unknown option '%s'\n", a);
+            return 2;
+        }
         if (!ok) return 2;
         i++;
     }
@@ -139,7 +154,7 @@ int mdc_bench_train(int argc, char **argv) {
     double cpu_peak, peak = sgemm_peak(&cpu_peak, threads);
     if (!(peak > 0)) return oom("the sgemm peak test's matrices", 3 * sizeof(float) * 1536 * 1536);
     double rss0 = mdc_plat_rss_kib(0); /* OpenBLAS buffers and the program, before the model */
-    mdc_plat_rss_peak_reset(); /* forget the peak test's matrices */
+    mdc_plat_rss_peak_reset();         /* forget the peak test's matrices */
     mdc_runtime rt;
     memset(&rt, 0, sizeof rt);
     mdc_device *dev = NULL;
@@ -149,8 +164,8 @@ int mdc_bench_train(int argc, char **argv) {
         int one = 1;
         char *noargs[] = {argv[0], NULL}, **pa = noargs;
         if (!(st = mdc_runtime_init(&rt, &one, &pa)) && rt.size != tp * dp)
-            st = mdc_fail(MDC_ERR_INVALID, "--tp %d x --dp %d but the job has %d rank(s): run mpiexec.mpich -n %d", tp, dp,
-                          rt.size, tp * dp);
+            st = mdc_fail(MDC_ERR_INVALID, "--tp %d x --dp %d but the job has %d rank(s): run mpiexec.mpich -n %d", tp,
+                          dp, rt.size, tp * dp);
         dev = rt.dev;
         mdc_coll_prefer_ring();
     } else {
@@ -158,7 +173,9 @@ int mdc_bench_train(int argc, char **argv) {
         mdc_device_options_default(&o);
         st = mdc_device_create(&dev, &o, 0);
     }
-    mdc_trainer_config tc = {cfg, {tp, 1, 1, dp, 1}, sp, 0, 0, 0, B / dp, 1, T, 0, 0, 0, exact ? xblock : 0, NULL, NULL, 1, NULL, NULL, {0, 0, 0, 0, 0, 0}};
+    mdc_trainer_config tc = {
+        cfg,  {tp, 1, 1, dp, 1}, sp, 0, 0, 0, B / dp, 1, T, 0, 0, 0, exact ? xblock : 0, NULL, NULL, 1, NULL,
+        NULL, {0, 0, 0, 0, 0, 0}};
     if (!st) st = mdc_trainer_create(&tr, rt.tr, dev, &tc, 1);
     if (st) {
         fprintf(stderr, "minidc bench train: %s: %s\n", mdc_strerror(st), mdc_detail());
@@ -208,7 +225,7 @@ int mdc_bench_train(int argc, char **argv) {
                threads, tun.moves);
     mdc_dev_counters vc;
     mdc_dev_get_counters(dev, &vc);
-    double vms = (vc.now - v0) / steps * 1e3; /* virtual ms per step on the preset */
+    double vms = (vc.now - v0) / steps * 1e3;      /* virtual ms per step on the preset */
     double sent = (vc.bytes_sent - sent0) / steps; /* bytes this rank sent per step */
     qsort(ms, steps, sizeof(double), cmp_d);
     qsort(cms, steps, sizeof(double), cmp_d);
@@ -227,12 +244,13 @@ int mdc_bench_train(int argc, char **argv) {
         snprintf(mesh, sizeof mesh, " dp=%d tp=%d%s%s", dp, tp, sp ? "+sp" : "", exact ? " exact" : "");
     if (rt.rank == 0 && (tp > 1 || dp > 1))
         printf("%-6s B=%d T=%-4d%s minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  sent %.2f MB/step by rank 0  virtual %.3f "
-               "ms/step on %s\n", config, B, T, mesh, med, cmed, tok, sent / 1e6, vms, mdc_device_get_spec(dev)->name);
+               "ms/step on %s\n",
+               config, B, T, mesh, med, cmed, tok, sent / 1e6, vms, mdc_device_get_spec(dev)->name);
     else if (rt.rank == 0)
         printf("%-6s B=%d T=%-4d%s minidc %9.1f ms (cpu %8.1f) %9.0f tok/s  %6.1f GFLOP/step  MFU %5.1f%% of %.0f "
                "(cpu %5.1f%% of %.0f GFLOP/s)  %s  virtual %.3f ms/step on %s\n",
-               config, B, T, exact ? " exact" : "", med, cmed, tok, flops / 1e9, 100 * mfu, peak / 1e9, 100 * cmfu, cpu_peak / 1e9,
-               rss, vms, mdc_device_get_spec(dev)->name);
+               config, B, T, exact ? " exact" : "", med, cmed, tok, flops / 1e9, 100 * mfu, peak / 1e9, 100 * cmfu,
+               cpu_peak / 1e9, rss, vms, mdc_device_get_spec(dev)->name);
     if (torch_ms > 0 && rt.rank == 0) {
         double target = !strcmp(config, "tiny") ? 2.0 : !strcmp(config, "small") ? 1.5 : 1.2;
         double ratio = torch_ms / med;

@@ -71,8 +71,7 @@ static int printed(const char *cmd, mdc_status st) {
     return !st;
 }
 
-int mdc_arg_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
-               long long *out) {
+int mdc_arg_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out) {
     return printed(cmd, mdc_parse_ll(opt, v, lo, hi, out));
 }
 
@@ -86,8 +85,7 @@ int mdc_arg_size(const char *cmd, const char *opt, const char *v, size_t hi, siz
     /* strtoull accepts "-1" as a huge number: a sign is refused before it sees it. */
     unsigned long long x = v && *v != '-' && *v != '+' ? strtoull(v, &end, 10) : 0;
     if (!v || !end || errno || end == v || *end || x > hi) {
-        fprintf(stderr, "minidc %s: %s needs an integer in 0..%zu, got '%s'\n", cmd, opt, hi,
-                v ? v : "(nothing)");
+        fprintf(stderr, "minidc %s: %s needs an integer in 0..%zu, got '%s'\n", cmd, opt, hi, v ? v : "(nothing)");
         return 0;
     }
     *out = (size_t)x;
@@ -116,8 +114,7 @@ mdc_status mdc_adamw_check(const mdc_adamw_config *o) {
         return mdc_fail(MDC_ERR_INVALID, "--weight-decay %g must be a finite number >= 0", o->weight_decay);
     /* 0 turns clipping off (mdc_clip_scale); a negative value would too, silently: refused */
     if (!isfinite(o->grad_clip) || !(o->grad_clip >= 0))
-        return mdc_fail(MDC_ERR_INVALID, "--grad-clip %g must be a finite number >= 0 (0 = no clipping)",
-                        o->grad_clip);
+        return mdc_fail(MDC_ERR_INVALID, "--grad-clip %g must be a finite number >= 0 (0 = no clipping)", o->grad_clip);
     return MDC_OK;
 }
 
@@ -129,8 +126,10 @@ mdc_status mdc_check_output(const char *opt, const char *path) {
     if (stat(path, &s) == 0) {
         if (S_ISDIR(s.st_mode)) return mdc_fail(MDC_ERR_INVALID, "%s %s is a directory, not a file", opt, path);
         if (!S_ISREG(s.st_mode))
-            return mdc_fail(MDC_ERR_INVALID, "%s %s is not a regular file (a device, FIFO or socket): minidc writes "
-                            "its outputs as regular files only", opt, path);
+            return mdc_fail(MDC_ERR_INVALID,
+                            "%s %s is not a regular file (a device, FIFO or socket): minidc writes "
+                            "its outputs as regular files only",
+                            opt, path);
     }
     char *copy = strdup(path);
     if (!copy) return mdc_fail(MDC_ERR_OOM_HOST, "%s", opt);
@@ -148,8 +147,10 @@ mdc_status mdc_check_not_input(const char *out_opt, const char *out, const char 
     struct stat a, b;
     if (!out || !in || stat(out, &a) != 0 || stat(in, &b) != 0) return MDC_OK; /* a new file is no input */
     if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return mdc_fail(MDC_ERR_INVALID, "%s %s is the same file as %s %s: writing it would destroy an input of "
-                        "this run", out_opt, out, in_opt, in);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "%s %s is the same file as %s %s: writing it would destroy an input of "
+                        "this run",
+                        out_opt, out, in_opt, in);
     return MDC_OK;
 }
 
@@ -176,24 +177,27 @@ mdc_status mdc_exact_options(int *exact, int *block, const mdc_gpt2_config *cfg,
     if (local % *block) {
         int b = *block < local ? *block : local;
         while (local % b) b--; /* the largest block that fits */
-        return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a sequence each rank holds "
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--exact-block %d does not divide the %d positions of a sequence each rank holds "
                         "(--seq %d%s%s); use --exact-block %d (or another divisor of %d) on every mesh you compare",
                         *block, local, seq, cp > 1 ? " / --cp" : "", sp && tp > 1 ? " / --tp with --sp" : "", b, local);
     }
     if (tp > 0 && (cfg->Vp % tp || (cfg->Vp / tp) % MDC_EXACT_VOCAB_BLOCK))
-        return mdc_fail(MDC_ERR_INVALID, "--exact with --tp %d: the vocabulary shard %d / %d is not a multiple of exact "
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--exact with --tp %d: the vocabulary shard %d / %d is not a multiple of exact "
                         "mode's vocabulary block %d; pick a --vocab whose padded size is a multiple of %d",
                         tp, cfg->Vp, tp, MDC_EXACT_VOCAB_BLOCK, tp * MDC_EXACT_VOCAB_BLOCK);
     return MDC_OK;
 }
 
 void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out) {
-    fprintf(out, "exact mode: canonical blocks, summed exactly across blocks, micro-batches and ranks:\n"
-                 "  tokens (weight, bias, LayerNorm gradients): %d positions of one sequence (--exact-block %d)\n"
-                 "  contractions: attention output and q/k/v input gradients %d (one head), MLP %d (4C/H), "
-                 "vocabulary %d\n"
-                 "  attention: query and key blocks of %d positions, each row's maximum over every key first\n"
-                 "  embedding rows token by token; the loss and the squared gradient norm exactly\n",
+    fprintf(out,
+            "exact mode: canonical blocks, summed exactly across blocks, micro-batches and ranks:\n"
+            "  tokens (weight, bias, LayerNorm gradients): %d positions of one sequence (--exact-block %d)\n"
+            "  contractions: attention output and q/k/v input gradients %d (one head), MLP %d (4C/H), "
+            "vocabulary %d\n"
+            "  attention: query and key blocks of %d positions, each row's maximum over every key first\n"
+            "  embedding rows token by token; the loss and the squared gradient norm exactly\n",
             block, block, cfg->C / cfg->H, 4 * cfg->C / cfg->H, MDC_EXACT_VOCAB_BLOCK, block);
 }
 
@@ -222,8 +226,8 @@ int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, md
         c->o.renorm = 1, *used = 1;
         return 1;
     }
-    static const char *const names[] = {"--experts", "--topk", "--moe-every", "--capacity-factor", "--moe-drop",
-                                        "--moe-aux-loss", "--moe-z-loss", "--moe-bias-rate"};
+    static const char *const names[] = {"--experts",  "--topk",         "--moe-every",  "--capacity-factor",
+                                        "--moe-drop", "--moe-aux-loss", "--moe-z-loss", "--moe-bias-rate"};
     int which = -1;
     for (int i = 0; i < 8; i++)
         if (!strcmp(opt, names[i])) which = i;

@@ -7,8 +7,7 @@
 #include "minidc/model.h"
 
 /* Print "minidc CMD: <why>" on stderr and return 0 on a bad value, 1 on success. */
-int mdc_arg_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
-               long long *out);
+int mdc_arg_ll(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
 int mdc_arg_int(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out);
 int mdc_arg_size(const char *cmd, const char *opt, const char *v, size_t hi, size_t *out);
 int mdc_arg_double(const char *cmd, const char *opt, const char *v, double *out);

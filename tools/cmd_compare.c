@@ -89,9 +89,10 @@ static int names_build(names *ix, const mdc_tensorfile *tf, const char *path) {
     for (int i = 1; i < ix->n; i++) {
         const entry *a = &ix->e[i - 1], *b = &ix->e[i];
         if (cname_cmp(&a->k, &b->k)) continue;
-        fprintf(stderr, "minidc compare: %s: tensors '%s' and '%s' are one tensor under two names (both pair as "
-                "'%.*s%.*s': minidc's and Hugging Face's); keep one, so that no tensor is compared twice\n", path,
-                a->t->name, b->t->name, (int)a->k.npre, a->k.pre, (int)a->k.nbody, a->k.body);
+        fprintf(stderr,
+                "minidc compare: %s: tensors '%s' and '%s' are one tensor under two names (both pair as "
+                "'%.*s%.*s': minidc's and Hugging Face's); keep one, so that no tensor is compared twice\n",
+                path, a->t->name, b->t->name, (int)a->k.npre, a->k.pre, (int)a->k.nbody, a->k.body);
         return 2;
     }
     return 0;
@@ -185,7 +186,11 @@ static const char *int_text(const mdc_tensor *t, size_t i, char *buf, size_t cap
     const unsigned char *p = (const unsigned char *)t->data + i * mdc_tdtype_size(t->dtype);
     int64_t s = 0;
     uint64_t u = 0;
-    int8_t s8; int16_t s16; int32_t s32; uint16_t u16; uint32_t u32;
+    int8_t s8;
+    int16_t s16;
+    int32_t s32;
+    uint16_t u16;
+    uint32_t u32;
     switch (t->dtype) {
     case MDC_TD_I64: memcpy(&s, p, 8); break;
     case MDC_TD_I32: memcpy(&s32, p, 4), s = s32; break;
@@ -203,7 +208,8 @@ static const char *int_text(const mdc_tensor *t, size_t i, char *buf, size_t cap
 
 static void shape_text(const mdc_tensor *t, char *buf, size_t cap) {
     size_t o = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < t->ndim && o < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    for (int i = 0; i < t->ndim && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
@@ -262,13 +268,14 @@ static void pair(verdict *v, const char *label, const mdc_tensor *a, const mdc_t
     diff d;
     compare(a, b, rt, at, v->nan_equal, &d);
     if (!v->quiet)
-        printf("%-40s %-10s %-16s %12.4g %12.4g %10.0f %10zu%s\n", label, dt, sa, d.max_abs, d.mean_abs, d.max_ulp, d.bad,
-               d.bad ? "  DIFFERS" : "");
+        printf("%-40s %-10s %-16s %12.4g %12.4g %10.0f %10zu%s\n", label, dt, sa, d.max_abs, d.mean_abs, d.max_ulp,
+               d.bad, d.bad ? "  DIFFERS" : "");
     if (!d.bad) return;
     int digits = a->dtype == MDC_TD_F64 || b->dtype == MDC_TD_F64 ? 17 : 9;
-    const char *why = isnan(d.fa) && isnan(d.fb) ? "; NaN on both sides is equal only with --nan-equal"
+    const char *why = isnan(d.fa) && isnan(d.fb)           ? "; NaN on both sides is equal only with --nan-equal"
                       : !isfinite(d.fa) || !isfinite(d.fb) ? "; a NaN or an infinity against another value is "
-                                                             "outside every tolerance" : "";
+                                                             "outside every tolerance"
+                                                           : "";
     snprintf(w, sizeof w, "element %zu is %.*g in A, %.*g in B (rtol %g, atol %g%s); %zu of %zu outside", d.first_bad,
              digits, d.fa, digits, d.fb, rt, at, why, d.bad, a->numel);
     differs(v, label, w);
@@ -292,8 +299,14 @@ int mdc_cmd_compare(int argc, char **argv) {
                    "  tensor. Exit 0 equal within the tolerance, 1 not, 2 bad usage or an unreadable file.\n");
             return 0;
         }
-        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
-        if (!strcmp(a, "--nan-equal")) { nan_equal = 1; continue; }
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--nan-equal")) {
+            nan_equal = 1;
+            continue;
+        }
         if (!strcmp(a, "--rtol") || !strcmp(a, "--atol")) {
             double *dst = a[2] == 'r' ? &rtol : &atol;
             char *end;
@@ -332,7 +345,9 @@ int mdc_cmd_compare(int argc, char **argv) {
     int rc = names_build(&ia, A, pa);
     if (!rc) rc = names_build(&ib, B, pb);
     verdict v = {quiet, nan_equal, rtol, atol, 0, ""};
-    if (!rc && !quiet) printf("%-40s %-10s %-16s %12s %12s %10s %10s\n", "tensor (A's order)", "dtypes", "shape", "max |a-b|", "mean |a-b|", "max ULP", "outside");
+    if (!rc && !quiet)
+        printf("%-40s %-10s %-16s %12s %12s %10s %10s\n", "tensor (A's order)", "dtypes", "shape", "max |a-b|",
+               "mean |a-b|", "max ULP", "outside");
     int pairs = 0;
     for (int i = 0; i < A->count && !rc; i++) {
         const mdc_tensor *a = &A->tensors[i];

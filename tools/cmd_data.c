@@ -15,12 +15,11 @@
 #include "minidc/tensorfile.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: minidc data tokenize IN.txt OUT.bin\n"
-            "       minidc data generate TASK [--seed S] [--tokens N] OUT.bin\n"
-            "       minidc data info FILE.bin [--show K]\n"
-            "       minidc data tasks\n"
-            "Token shards and vocabularies: docs/datasets.md\n");
+    fprintf(f, "usage: minidc data tokenize IN.txt OUT.bin\n"
+               "       minidc data generate TASK [--seed S] [--tokens N] OUT.bin\n"
+               "       minidc data info FILE.bin [--show K]\n"
+               "       minidc data tasks\n"
+               "Token shards and vocabularies: docs/datasets.md\n");
 }
 
 static int fail(mdc_status st) {
@@ -58,7 +57,8 @@ static int cmd_generate(int argc, char **argv) {
             /* --tokens: at most 2^32, as datasets/tasks.c allows (the tokenizer's 4 GiB input). */
             int tok = !strcmp(argv[i], "--tokens");
             if (!mdc_arg_ll("data", argv[i], argv[i + 1], tok, tok ? 1LL << 32 : LLONG_MAX, &v)) return 2;
-            if (!strcmp(argv[i], "--seed")) seed = v; else ntok = v;
+            if (!strcmp(argv[i], "--seed")) seed = v;
+            else ntok = v;
             i++;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "minidc data generate: unknown option '%s'\n", argv[i]);
@@ -85,7 +85,8 @@ static int cmd_generate(int argc, char **argv) {
     st = mdc_shard_write(out, &s);
     if (!st)
         printf("%s: task %s, seed %lld, %zu tokens, vocab %u; entropy floor %.4f nats/token "
-               "(the loss of a model that solved it)\n", out, task, seed, s.count, s.vocab_size, floor_nats);
+               "(the loss of a model that solved it)\n",
+               out, task, seed, s.count, s.vocab_size, floor_nats);
     mdc_shard_clear(&s);
     return st ? fail(st) : 0;
 }

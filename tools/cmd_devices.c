@@ -18,21 +18,19 @@ static void table_row(const mdc_device_spec *s, double ref_bw) {
     snprintf(bus, sizeof bus, "%dx%d", s->hbm_bus_bits_per_stack, s->hbm_stacks);
     double x = s->hbm_bw / ref_bw;
     snprintf(ratio, sizeof ratio, x >= 0.95 ? "%.1fx" : "%.2gx", x);
-    printf("%-8s %8.0f%s %-6s %9s%s %7.4g%s %6s %7.4g%s %7.4g%s %6.0f%s %7.0f%s %6.0f%s %6.0f%s %5.0f%s\n",
-           s->name, s->hbm_bytes / GiB, mark(s, MDC_SPEC_HBM_BYTES), s->hbm_gen, bus,
-           mark(s, MDC_SPEC_HBM_BUS), s->hbm_bw / 1e12, mark(s, MDC_SPEC_HBM_BW), ratio,
-           s->flops_fp32 / 1e12, mark(s, MDC_SPEC_FLOPS_FP32), s->flops_bf16 / 1e12,
-           mark(s, MDC_SPEC_FLOPS_BF16), s->sram_bytes / MiB, mark(s, MDC_SPEC_SRAM),
-           2 * s->nvlink_bw / 1e9, mark(s, MDC_SPEC_NVLINK), s->net_bw / 1e9, mark(s, MDC_SPEC_NET),
-           s->pcie_bw / 1e9, mark(s, MDC_SPEC_PCIE), s->tdp_watts, mark(s, MDC_SPEC_TDP));
+    printf("%-8s %8.0f%s %-6s %9s%s %7.4g%s %6s %7.4g%s %7.4g%s %6.0f%s %7.0f%s %6.0f%s %6.0f%s %5.0f%s\n", s->name,
+           s->hbm_bytes / GiB, mark(s, MDC_SPEC_HBM_BYTES), s->hbm_gen, bus, mark(s, MDC_SPEC_HBM_BUS),
+           s->hbm_bw / 1e12, mark(s, MDC_SPEC_HBM_BW), ratio, s->flops_fp32 / 1e12, mark(s, MDC_SPEC_FLOPS_FP32),
+           s->flops_bf16 / 1e12, mark(s, MDC_SPEC_FLOPS_BF16), s->sram_bytes / MiB, mark(s, MDC_SPEC_SRAM),
+           2 * s->nvlink_bw / 1e9, mark(s, MDC_SPEC_NVLINK), s->net_bw / 1e9, mark(s, MDC_SPEC_NET), s->pcie_bw / 1e9,
+           mark(s, MDC_SPEC_PCIE), s->tdp_watts, mark(s, MDC_SPEC_TDP));
 }
 
 static int print_table(void) {
     mdc_device_spec ref, host;
     if (mdc_preset_find("a100-80", &ref)) return 1;
-    printf("%-8s %9s %-6s %10s %8s %6s %8s %8s %7s %8s %7s %7s %6s\n", "preset", "HBM GiB", "gen",
-           "bus bits", "HBM TB/s", "xA100", "FP32 TF", "BF16 TF", "SRAM MB", "NVL GB/s", "net GB/s",
-           "PCIe", "TDP W");
+    printf("%-8s %9s %-6s %10s %8s %6s %8s %8s %7s %8s %7s %7s %6s\n", "preset", "HBM GiB", "gen", "bus bits",
+           "HBM TB/s", "xA100", "FP32 TF", "BF16 TF", "SRAM MB", "NVL GB/s", "net GB/s", "PCIe", "TDP W");
     for (int i = 0; i < mdc_preset_count(); i++) table_row(mdc_preset_at(i), ref.hbm_bw);
     mdc_status st = mdc_host_spec(&host);
     if (st == MDC_OK) table_row(&host, ref.hbm_bw);
@@ -45,10 +43,11 @@ static int print_table(void) {
     return 0;
 }
 
-static void detail_line(const char *what, const char *value, const mdc_device_spec *s, unsigned bit,
-                        int measured) {
+static void detail_line(const char *what, const char *value, const mdc_device_spec *s, unsigned bit, int measured) {
     printf("  %-24s %-22s %s\n", what, value,
-           bit && (s->assumed & bit) ? "assumed (docs/devices.md)" : measured ? "measured" : "");
+           bit && (s->assumed & bit) ? "assumed (docs/devices.md)"
+           : measured                ? "measured"
+                                     : "");
 }
 
 static void print_detail(const mdc_device_spec *s, const char *origin) {
@@ -91,8 +90,8 @@ static void print_detail(const mdc_device_spec *s, const char *origin) {
     detail_line("TDP", v, s, MDC_SPEC_TDP, 0);
     printf("derived:\n");
     if (mdc_preset_find("a100-80", &ref) == MDC_OK)
-        printf("  HBM bandwidth / a100-80  %.3gx  = %.4g / %.4g TB/s\n", s->hbm_bw / ref.hbm_bw,
-               s->hbm_bw / 1e12, ref.hbm_bw / 1e12);
+        printf("  HBM bandwidth / a100-80  %.3gx  = %.4g / %.4g TB/s\n", s->hbm_bw / ref.hbm_bw, s->hbm_bw / 1e12,
+               ref.hbm_bw / 1e12);
     printf("  ridge point (bf16)       %.0f FLOP/byte = peak / HBM bandwidth: kernels below it are memory-bound\n",
            s->flops_bf16 / s->hbm_bw);
     printf("  ridge point (fp32)       %.1f FLOP/byte\n", s->flops_fp32 / s->hbm_bw);
@@ -100,13 +99,12 @@ static void print_detail(const mdc_device_spec *s, const char *origin) {
 }
 
 static int print_energy(void) {
-    printf("%-11s %7s %7s %9s %9s %9s %9s %9s %9s\n", "table", "int op", "fp op", "SRAM 64b",
-           "DRAM 64b", "HBM /bit", "NVL /bit", "net /bit", "PCIe/bit");
+    printf("%-11s %7s %7s %9s %9s %9s %9s %9s %9s\n", "table", "int op", "fp op", "SRAM 64b", "DRAM 64b", "HBM /bit",
+           "NVL /bit", "net /bit", "PCIe/bit");
     for (int i = 0; i < mdc_energy_table_count(); i++) {
         const mdc_energy_table *t = mdc_energy_table_at(i);
-        printf("%-11s %7.3g %7.3g %9.4g %9.4g %9.4g %9.4g %9.4g %9.4g\n", t->name, t->pj_int_op,
-               t->pj_fp_op, t->pj_sram_64b, t->pj_dram_64b, t->pj_hbm_bit, t->pj_nvlink_bit,
-               t->pj_net_bit, t->pj_pcie_bit);
+        printf("%-11s %7.3g %7.3g %9.4g %9.4g %9.4g %9.4g %9.4g %9.4g\n", t->name, t->pj_int_op, t->pj_fp_op,
+               t->pj_sram_64b, t->pj_dram_64b, t->pj_hbm_bit, t->pj_nvlink_bit, t->pj_net_bit, t->pj_pcie_bit);
     }
     printf("all figures in pJ. Sources:\n");
     for (int i = 0; i < mdc_energy_table_count(); i++) {
@@ -117,8 +115,8 @@ static int print_energy(void) {
     printf("why moving data costs more than computing (%s table):\n"
            "  one 64-bit DRAM read = %.0f pJ = %.0f FP ops; one 64-bit SRAM read = %.3g FP ops;\n"
            "  an fp32 value from HBM = 32 x %.3g pJ = %.4g pJ = %.3g FP ops\n",
-           d->name, d->pj_dram_64b, d->pj_dram_64b / d->pj_fp_op, d->pj_sram_64b / d->pj_fp_op,
-           d->pj_hbm_bit, 32 * d->pj_hbm_bit, 32 * d->pj_hbm_bit / d->pj_fp_op);
+           d->name, d->pj_dram_64b, d->pj_dram_64b / d->pj_fp_op, d->pj_sram_64b / d->pj_fp_op, d->pj_hbm_bit,
+           32 * d->pj_hbm_bit, 32 * d->pj_hbm_bit / d->pj_fp_op);
     return 0;
 }
 
@@ -140,9 +138,10 @@ int mdc_cmd_devices(int argc, char **argv) {
             energy = 1;
             continue;
         }
-        const char **dst = !strcmp(argv[i], "--device") ? &name
-                         : !strcmp(argv[i], "--device-file") ? &file
-                         : !strcmp(argv[i], "--energy-table") ? &table : NULL;
+        const char **dst = !strcmp(argv[i], "--device")         ? &name
+                           : !strcmp(argv[i], "--device-file")  ? &file
+                           : !strcmp(argv[i], "--energy-table") ? &table
+                                                                : NULL;
         if (!dst) {
             fprintf(stderr, "minidc devices: unknown option '%s' (minidc devices --help)\n", argv[i]);
             return 2;
@@ -179,8 +178,8 @@ int mdc_cmd_devices(int argc, char **argv) {
             return 1;
         }
         printf("%s: valid energy table '%s': int op %g, fp op %g, SRAM 64b %g, DRAM 64b %g pJ; "
-               "HBM %g, NVLink %g, network %g, PCIe %g pJ/bit\n", table, t.name, t.pj_int_op,
-               t.pj_fp_op, t.pj_sram_64b, t.pj_dram_64b, t.pj_hbm_bit, t.pj_nvlink_bit,
+               "HBM %g, NVLink %g, network %g, PCIe %g pJ/bit\n",
+               table, t.name, t.pj_int_op, t.pj_fp_op, t.pj_sram_64b, t.pj_dram_64b, t.pj_hbm_bit, t.pj_nvlink_bit,
                t.pj_net_bit, t.pj_pcie_bit);
     }
     if (energy) print_energy();

@@ -20,28 +20,27 @@
 #include "minidc/schedule.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: minidc explain COLL [--algo A] -n P --count K [options]\n"
-            "       minidc explain block --tp T [--sp] [sizes]   (one GPT-2 block, tensor parallel)\n"
-            "       minidc explain exact [--dp D]... [--exact-block N]   (one gradient element, exact mode)\n"
-            "       minidc explain pipeline [--schedule S] [-p P] [-m M] [--sweep-m]   (a pipeline schedule)\n"
-            "  COLL           allreduce reduce_scatter allgather bcast reduce gather scatter\n"
-            "                 alltoall alltoallv barrier\n"
-            "  --algo A       algorithm (default: the cost model's choice; --list shows them)\n"
-            "  -n P           ranks, 1..1024 (default 4)\n"
-            "  --count K      elements per rank: the vector (allreduce, bcast, reduce, gather,\n"
-            "                 scatter) or one block (reduce_scatter, allgather, alltoall); default 8\n"
-            "  --counts a,b,..  per-rank counts (reduce_scatter, allgather, alltoallv)\n"
-            "  --element I    print the summation expression of element I (reductions)\n"
-            "  --chunk BYTES  ring allreduce chunk size (default 0: one chunk per rank); the pipelined\n"
-            "                 broadcast's chunk (default 1 MiB)\n"
-            "  --root R       root of bcast, reduce, gather, scatter (default 0)\n"
-            "  --dtype T      f32 f64 f16 bf16 i32 i64 u8 exact (default f32; exact: sum only)\n"
-            "  --op OP        sum prod min max avg (default sum)\n"
-            "  --device NAME  preset whose links give alpha, beta, gamma (default h100)\n"
-            "  --gpus-per-node G  ranks per virtual node (default 8): NVLink inside, network across\n"
-            "  --summary      skip the step listing\n"
-            "  --list         list the algorithms of COLL with their cost formulas\n");
+    fprintf(f, "usage: minidc explain COLL [--algo A] -n P --count K [options]\n"
+               "       minidc explain block --tp T [--sp] [sizes]   (one GPT-2 block, tensor parallel)\n"
+               "       minidc explain exact [--dp D]... [--exact-block N]   (one gradient element, exact mode)\n"
+               "       minidc explain pipeline [--schedule S] [-p P] [-m M] [--sweep-m]   (a pipeline schedule)\n"
+               "  COLL           allreduce reduce_scatter allgather bcast reduce gather scatter\n"
+               "                 alltoall alltoallv barrier\n"
+               "  --algo A       algorithm (default: the cost model's choice; --list shows them)\n"
+               "  -n P           ranks, 1..1024 (default 4)\n"
+               "  --count K      elements per rank: the vector (allreduce, bcast, reduce, gather,\n"
+               "                 scatter) or one block (reduce_scatter, allgather, alltoall); default 8\n"
+               "  --counts a,b,..  per-rank counts (reduce_scatter, allgather, alltoallv)\n"
+               "  --element I    print the summation expression of element I (reductions)\n"
+               "  --chunk BYTES  ring allreduce chunk size (default 0: one chunk per rank); the pipelined\n"
+               "                 broadcast's chunk (default 1 MiB)\n"
+               "  --root R       root of bcast, reduce, gather, scatter (default 0)\n"
+               "  --dtype T      f32 f64 f16 bf16 i32 i64 u8 exact (default f32; exact: sum only)\n"
+               "  --op OP        sum prod min max avg (default sum)\n"
+               "  --device NAME  preset whose links give alpha, beta, gamma (default h100)\n"
+               "  --gpus-per-node G  ranks per virtual node (default 8): NVLink inside, network across\n"
+               "  --summary      skip the step listing\n"
+               "  --list         list the algorithms of COLL with their cost formulas\n");
 }
 
 /* Counts above this (2^40 elements, 4 TiB of f32 per rank) are refused: byte counts must not
@@ -125,8 +124,10 @@ static void print_steps(const mdc_schedule *s) {
 }
 
 int mdc_cmd_explain(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "block")) return mdc_explain_block(argc - 1, argv + 1); /* tools/explain_block.c */
-    if (argc >= 2 && !strcmp(argv[1], "exact")) return mdc_explain_exact(argc - 1, argv + 1); /* tools/explain_exact.c */
+    if (argc >= 2 && !strcmp(argv[1], "block"))
+        return mdc_explain_block(argc - 1, argv + 1); /* tools/explain_block.c */
+    if (argc >= 2 && !strcmp(argv[1], "exact"))
+        return mdc_explain_exact(argc - 1, argv + 1); /* tools/explain_exact.c */
     if (argc >= 2 && !strcmp(argv[1], "pipeline")) return mdc_explain_pipeline(argc - 1, argv + 1);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
@@ -187,13 +188,16 @@ int mdc_cmd_explain(int argc, char **argv) {
         fprintf(stderr, "minidc explain: %s\n", mdc_detail());
         return 2;
     }
-    mdc_cost_params m = {
-        .alpha = spec.nvlink_latency, .beta = 1.0 / spec.nvlink_bw, .gamma = 3.0 / spec.hbm_bw,
-        .alpha_inter = spec.net_latency, .beta_inter = 1.0 / spec.net_bw, .ranks_per_node = gpn};
+    mdc_cost_params m = {.alpha = spec.nvlink_latency,
+                         .beta = 1.0 / spec.nvlink_bw,
+                         .gamma = 3.0 / spec.hbm_bw,
+                         .alpha_inter = spec.net_latency,
+                         .beta_inter = 1.0 / spec.net_bw,
+                         .ranks_per_node = gpn};
     size_t *counts = NULL;
     if (counts_arg && parse_counts(counts_arg, p, &counts)) {
-        fprintf(stderr, "minidc explain: --counts needs %d integers in 0..%zu, comma separated, got '%s'\n",
-                p, MAX_COUNT, counts_arg);
+        fprintf(stderr, "minidc explain: --counts needs %d integers in 0..%zu, comma separated, got '%s'\n", p,
+                MAX_COUNT, counts_arg);
         return 2;
     }
     if (counts) {
@@ -222,8 +226,7 @@ int mdc_cmd_explain(int argc, char **argv) {
         }
     }
     mdc_schedule s;
-    mdc_status st = mdc_schedule_build(&s, c, algo, p, count, counts, (mdc_dtype)dt, (mdc_op)op,
-                                       root, chunk, gpn);
+    mdc_status st = mdc_schedule_build(&s, c, algo, p, count, counts, (mdc_dtype)dt, (mdc_op)op, root, chunk, gpn);
     free(counts);
     if (st) {
         fprintf(stderr, "minidc explain: %s: %s\n", mdc_strerror(st), mdc_detail());
@@ -235,9 +238,8 @@ int mdc_cmd_explain(int argc, char **argv) {
     char hb[32];
     human_bytes(hb, sizeof hb, (double)nb);
     printf("%s, algorithm %s%s (%s), %d ranks, %zu x %s per rank%s%s%s\n", mdc_coll_name(c), algo,
-           chosen ? " [the cost model's choice]" : "", inf ? inf->function : "?", p, count,
-           mdc_dtype_name(s.t), mdc_coll_is_reduction(c) ? ", op " : "",
-           mdc_coll_is_reduction(c) ? mdc_op_name(s.op) : "", "");
+           chosen ? " [the cost model's choice]" : "", inf ? inf->function : "?", p, count, mdc_dtype_name(s.t),
+           mdc_coll_is_reduction(c) ? ", op " : "", mdc_coll_is_reduction(c) ? mdc_op_name(s.op) : "", "");
     if (c == MDC_COLL_BCAST || c == MDC_COLL_REDUCE || c == MDC_COLL_GATHER || c == MDC_COLL_SCATTER)
         printf("root: rank %d\n", s.root);
     if (inf) printf("what it does: %s\n", inf->summary);
@@ -301,12 +303,10 @@ int mdc_cmd_explain(int argc, char **argv) {
                     for (int q = 0; q < prev_rank; q++) base += s.counts[q];
                 if (el - 1 == start) snprintf(idx, sizeof idx, "%zu", start - base);
                 else snprintf(idx, sizeof idx, "%zu..%zu", start - base, el - 1 - base);
-                if (c == MDC_COLL_REDUCE_SCATTER)
-                    printf("  rank %d: out[%s] = %s\n", prev_rank, idx, prev);
+                if (c == MDC_COLL_REDUCE_SCATTER) printf("  rank %d: out[%s] = %s\n", prev_rank, idx, prev);
                 else if (c == MDC_COLL_REDUCE)
                     printf("  out[%s] = %s   (at the root, rank %d)\n", idx, prev, prev_rank);
-                else
-                    printf("  out[%s] = %s\n", idx, prev);
+                else printf("  out[%s] = %s\n", idx, prev);
                 shown++;
                 start = el;
             }
@@ -341,7 +341,8 @@ int mdc_cmd_explain(int argc, char **argv) {
     snprintf(tb, sizeof tb, "%.4g GB/s", 1e-9 / m.beta);
     snprintf(tg, sizeof tg, "%.4g GB/s", 1e-9 / m.gamma);
     printf("\ncost on %s (alpha %s, beta = 1/(%s NVLink per direction), gamma = 1/(%s): 3 bytes "
-           "of HBM traffic per byte reduced", spec.name, ta, tb, tg);
+           "of HBM traffic per byte reduced",
+           spec.name, ta, tb, tg);
     if (p > gpn) {
         char ti[32];
         human_time(ti, sizeof ti, m.alpha_inter);

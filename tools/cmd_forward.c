@@ -65,8 +65,8 @@ static mdc_status read_ids(const char *path, int V, int **ids, int *B, int *T) {
     }
     if (t.numel == 0 || t.shape[0] > 1 << 20 || t.shape[t.ndim - 1] > 1 << 20) {
         st = t.numel == 0 ? mdc_fail(MDC_ERR_FORMAT, "%s: no token ids; need a non-empty (B,T)", path)
-                          : mdc_fail(MDC_ERR_FORMAT, "%s: %s %lld is more than minidc takes (at most 2^20)",
-                                     path, t.shape[t.ndim - 1] > 1 << 20 ? "length T" : "rows B",
+                          : mdc_fail(MDC_ERR_FORMAT, "%s: %s %lld is more than minidc takes (at most 2^20)", path,
+                                     t.shape[t.ndim - 1] > 1 << 20 ? "length T" : "rows B",
                                      (long long)(t.shape[t.ndim - 1] > 1 << 20 ? t.shape[t.ndim - 1] : t.shape[0]));
         goto done;
     }
@@ -80,8 +80,8 @@ static mdc_status read_ids(const char *path, int V, int **ids, int *B, int *T) {
     if ((st = mdc_tensor_to_i32(&t, *ids, t.numel))) goto done;
     for (size_t i = 0; i < t.numel; i++)
         if ((*ids)[i] < 0 || (*ids)[i] >= V) {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: id %d at index %zu is outside the vocabulary [0, %d)", path,
-                          (*ids)[i], i, V);
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: id %d at index %zu is outside the vocabulary [0, %d)", path, (*ids)[i],
+                          i, V);
             goto done;
         }
 done:
@@ -124,8 +124,12 @@ int mdc_cmd_forward(int argc, char **argv) {
         mdc_status ms;
         if (mdc_moe_option(&moe, a, v, &used, &ms)) {
             if (ms || moe.E >= 0 || moe.every >= 0 || moe.o.bias_rate > 0) {
-                fprintf(stderr, "minidc forward: %s\n", ms ? mdc_detail() : moe.o.bias_rate > 0 ? "--moe-bias-rate "
-                        "trains the routing bias (minidc train); forward uses the weights' e_score_correction_bias"
+                fprintf(
+                    stderr, "minidc forward: %s\n",
+                    ms ? mdc_detail()
+                    : moe.o.bias_rate > 0
+                        ? "--moe-bias-rate "
+                          "trains the routing bias (minidc train); forward uses the weights' e_score_correction_bias"
                         : "--experts and --moe-every come from the weights' names (h.N.mlp.experts.J.*)");
                 return 2;
             }
@@ -200,8 +204,8 @@ int mdc_cmd_forward(int argc, char **argv) {
     mdc_gpt2 *m = NULL;
     mdc_gpt2_config cfg;
     mdc_status st;
-#define TRY(expr)                   \
-    do {                            \
+#define TRY(expr)                     \
+    do {                              \
         if ((st = (expr))) goto fail; \
     } while (0)
     st = mdc_gpt2_read_weights(wpath, heads, &wt, &cfg);
@@ -212,8 +216,10 @@ int mdc_cmd_forward(int argc, char **argv) {
     if (st) goto fail;
     const char *wfmt = mdc_tensorfile_get_meta(wt, "minidc.format");
     if (wfmt && !strcmp(wfmt, "checkpoint-1")) /* its tensors' checksums were verified, not its metadata */
-        fprintf(stderr, "minidc forward: warning: %s is a checkpoint-1 file, older than the checksum of a "
-                "checkpoint's metadata: its __metadata__ (n_head, moe_topk) is not verified\n", wpath);
+        fprintf(stderr,
+                "minidc forward: warning: %s is a checkpoint-1 file, older than the checksum of a "
+                "checkpoint's metadata: its __metadata__ (n_head, moe_topk) is not verified\n",
+                wpath);
     mdc_moe_cli_apply(&moe, &cfg);
     if (mdc_gpt2_config_check(&cfg)) {
         fprintf(stderr, "minidc forward: %s\n", mdc_detail());
@@ -229,8 +235,8 @@ int mdc_cmd_forward(int argc, char **argv) {
         }
     }
     if (T > cfg.T) {
-        fprintf(stderr, "minidc forward: %s has sequences of %d tokens, longer than the context %d of %s\n",
-                xpath, T, cfg.T, wpath);
+        fprintf(stderr, "minidc forward: %s has sequences of %d tokens, longer than the context %d of %s\n", xpath, T,
+                cfg.T, wpath);
         rc = 2;
         goto done;
     }
@@ -265,7 +271,7 @@ int mdc_cmd_forward(int argc, char **argv) {
     mdc_gpt2_moe_stats(m, &s1);
     aux = (s1.aux_sum - s0.aux_sum) / plan.tokens, z = (s1.z_sum - s0.z_sum) / plan.tokens;
     if (exact) lsum = mdc_exact_to_f64(mdc_gpt2_exact_loss(m)); /* the exact sum of the losses */
-    if (y) loss = (float)(lsum / plan.tokens + aux + z); /* the objective: with the MoE blocks' aux losses */
+    if (y) loss = (float)(lsum / plan.tokens + aux + z);        /* the objective: with the MoE blocks' aux losses */
     TRY(mdc_tensorfile_new(&out));
     TRY(mdc_gpt2_set_config_meta(&cfg, out));
     /* logits without the padding columns */
@@ -317,12 +323,13 @@ int mdc_cmd_forward(int argc, char **argv) {
     if (dump) TRY(mdc_safetensors_write(dump, out));
     /* tokens: one forward at the start and one after each AdamW step */
     TRY(mdc_device_report_json_one(dopt.report_path, dev, (double)B * T * (steps + 1)));
-    printf("minidc forward: V=%d (padded %d) T=%d L=%d H=%d C=%d, batch %dx%d", cfg.V, cfg.Vp, cfg.T, cfg.L,
-           cfg.H, cfg.C, B, T);
+    printf("minidc forward: V=%d (padded %d) T=%d L=%d H=%d C=%d, batch %dx%d", cfg.V, cfg.Vp, cfg.T, cfg.L, cfg.H,
+           cfg.C, B, T);
     if (y) printf(", loss %.6f", loss);
     if (steps > 0) printf(", after %d AdamW steps %.6f", steps, step_loss[steps]);
     if (dump) printf("; %d tensors in %s", out->count, dump);
-    if (sites) printf("%s%d tensors at their sites in %s/step1-rank0.safetensors", dump ? ", " : "; ", sites->count, dump_dir);
+    if (sites)
+        printf("%s%d tensors at their sites in %s/step1-rank0.safetensors", dump ? ", " : "; ", sites->count, dump_dir);
     printf("\n");
     rc = 0;
     goto done;

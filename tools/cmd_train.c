@@ -47,11 +47,13 @@ int mdc_cmd_train(int argc, char **argv) {
     if ((st = mdc_train_validate(&o, rt.size, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
     const char *tune_env = getenv("MINIDC_TUNE_THREADS");
     if (tune_env && strcmp(tune_env, "0") && strcmp(tune_env, "1"))
-        mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "MINIDC_TUNE_THREADS '%s': 0 (a fixed thread count) or 1", tune_env), 1, 2);
+        mdc_runtime_die(
+            &rt, mdc_fail(MDC_ERR_INVALID, "MINIDC_TUNE_THREADS '%s': 0 (a fixed thread count) or 1", tune_env), 1, 2);
     /* every output is checked before the first step: a bad path must not cost the run */
     /* none may be an input or another output; --save may be --resume's file (it replaces it whole) */
     const char *report = rt.opts.report_path[0] ? rt.opts.report_path : NULL;
-    const char *outs[4] = {o.save, report, o.timeline, o.trace}, *out_opt[4] = {"--save", "--report", "--timeline", "--trace"};
+    const char *outs[4] = {o.save, report, o.timeline, o.trace},
+               *out_opt[4] = {"--save", "--report", "--timeline", "--trace"};
     for (int k = 0; k < 4 && !st; k++) {
         if (!outs[k]) continue;
         st = mdc_check_output(out_opt[k], outs[k]);
@@ -79,12 +81,30 @@ int mdc_cmd_train(int argc, char **argv) {
             mdc_runtime_die(&rt, mdc_fail(st, "--data: %s", why), 1, 1);
         }
         if (mdc_loader_vocab_size(ld) > (uint32_t)cfg.V)
-            mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--data %s: vocabulary %u is larger than the model's %d (--vocab)",
-                                          o.data, mdc_loader_vocab_size(ld), cfg.V), 1, 2);
+            mdc_runtime_die(&rt,
+                            mdc_fail(MDC_ERR_INVALID,
+                                     "--data %s: vocabulary %u is larger than the model's %d (--vocab)", o.data,
+                                     mdc_loader_vocab_size(ld), cfg.V),
+                            1, 2);
     }
-    mdc_trainer_config tc = {cfg, {o.tp, o.cp, o.ep, o.dp, o.pp}, o.sp, o.zero, o.prefetch,
-                             (size_t)(o.bucket_mb * 1048576.0), mb, o.accum, T, o.replicas, 1, (float)o.dropout,
-                             o.exact ? o.exact_block : 0, o.schedule, o.layout_n ? o.layout : NULL, o.vstages, o.cp_layout, o.cp_algo,
+    mdc_trainer_config tc = {cfg,
+                             {o.tp, o.cp, o.ep, o.dp, o.pp},
+                             o.sp,
+                             o.zero,
+                             o.prefetch,
+                             (size_t)(o.bucket_mb * 1048576.0),
+                             mb,
+                             o.accum,
+                             T,
+                             o.replicas,
+                             1,
+                             (float)o.dropout,
+                             o.exact ? o.exact_block : 0,
+                             o.schedule,
+                             o.layout_n ? o.layout : NULL,
+                             o.vstages,
+                             o.cp_layout,
+                             o.cp_algo,
                              o.moe.o};
     if (o.check_coll) mdc_coll_set_check(1);
     if (o.check_coll && r == 0)
@@ -92,8 +112,25 @@ int mdc_cmd_train(int argc, char **argv) {
                "measured bytes, not in their formulas\n");
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) die(&rt, st, 1);
     if (r == 0 && o.check) { /* the serial model of the same global batch, on its own device */
-        mdc_trainer_config sc = {cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, (float)o.dropout,
-                                 o.exact ? o.exact_block : 0, NULL, NULL, 1, NULL, NULL, o.moe.o};
+        mdc_trainer_config sc = {cfg,
+                                 {1, 1, 1, 1, 1},
+                                 0,
+                                 0,
+                                 0,
+                                 0,
+                                 B,
+                                 1,
+                                 T,
+                                 0,
+                                 0,
+                                 (float)o.dropout,
+                                 o.exact ? o.exact_block : 0,
+                                 NULL,
+                                 NULL,
+                                 1,
+                                 NULL,
+                                 NULL,
+                                 o.moe.o};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))
@@ -108,9 +145,12 @@ int mdc_cmd_train(int argc, char **argv) {
         /* the seed keys the data stream and the dropout masks: the checkpoint's continues the run */
         int known = ts.seed_set || ts.seed != 0; /* older files wrote 0 for "none" */
         if (known && o.seed_given && ts.seed != (uint64_t)o.seed && !o.force_seed)
-            mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--seed %d differs from the seed %llu of the checkpoint %s: "
-                                          "the run would not continue the same data and dropout masks (leave --seed "
-                                          "out, or add --force-seed)", o.seed, (unsigned long long)ts.seed, o.resume),
+            mdc_runtime_die(&rt,
+                            mdc_fail(MDC_ERR_INVALID,
+                                     "--seed %d differs from the seed %llu of the checkpoint %s: "
+                                     "the run would not continue the same data and dropout masks (leave --seed "
+                                     "out, or add --force-seed)",
+                                     o.seed, (unsigned long long)ts.seed, o.resume),
                             1, 2);
         if (!known || (o.seed_given && o.force_seed)) ts.seed = (uint64_t)o.seed;
         else if (ts.seed != (uint64_t)o.seed && r == 0)
@@ -137,10 +177,12 @@ int mdc_cmd_train(int argc, char **argv) {
         mdc_gpt2 *m = mdc_trainer_model(tr);
         size_t pb = mdc_gpt2_local_floats(m) * sizeof(float), ab = mdc_gpt2_acts_bytes(m, mb, T);
         printf("memory: params %.1f MiB + grads %.1f + AdamW %.1f + activations %.1f = %.1f MiB on %s (per rank, "
-               "before ZeRO sharding)%s\n", pb / 1048576.0, pb / 1048576.0, 2 * pb / 1048576.0, ab / 1048576.0,
-               (4 * pb + ab) / 1048576.0, mdc_device_get_spec(rt.dev)->name,
+               "before ZeRO sharding)%s\n",
+               pb / 1048576.0, pb / 1048576.0, 2 * pb / 1048576.0, ab / 1048576.0, (4 * pb + ab) / 1048576.0,
+               mdc_device_get_spec(rt.dev)->name,
                cfg.E ? "; the MoE blocks' routed rows, allocated by each forward as the routing decides, are not "
-                       "in it (the report's peak HBM has them)" : "");
+                       "in it (the report's peak HBM has them)"
+                     : "");
         printf("data: %s%s\n", o.data ? o.data : "generated repeat task (period 2..8, 32 symbols)",
                o.resume ? " (resumed)" : "");
         if (o.exact) mdc_exact_print_blocks(&cfg, o.exact_block, stdout);
@@ -150,8 +192,10 @@ int mdc_cmd_train(int argc, char **argv) {
     if (o.fail_rank >= 0 && (o.fail_step < step0 || o.fail_step - step0 >= o.steps)) {
         char run[64] = "none: --steps 0";
         if (o.steps > 0) snprintf(run, sizeof run, "%d..%d, counted from 0", step0, step0 + o.steps - 1);
-        mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: step %d is not one of this run's steps (%s)",
-                                      o.fail_rank, o.fail_step, o.fail_step, run), 1, 2);
+        mdc_runtime_die(&rt,
+                        mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: step %d is not one of this run's steps (%s)",
+                                 o.fail_rank, o.fail_step, o.fail_step, run),
+                        1, 2);
     }
     mdc_serial_check *chk = NULL; /* --check-serial: every rank takes part in its gathers */
     if (o.check && (st = mdc_serial_check_create(&chk, &cfg, &o.opt, ser, o.exact))) mdc_runtime_die(&rt, st, 0, 1);
@@ -194,7 +238,8 @@ int mdc_cmd_train(int argc, char **argv) {
         if (st) mdc_runtime_die(&rt, st, 0, 1);
         if (!isfinite(loss)) { /* the global mean: the same on every rank, so all stop here together */
             if (r == 0)
-                fprintf(stderr, "minidc: rank 0: step %d: the loss is %g (the model diverged or the weights hold a "
+                fprintf(stderr,
+                        "minidc: rank 0: step %d: the loss is %g (the model diverged or the weights hold a "
                         "non-finite value; try a smaller --lr, or check the --resume checkpoint); every rank stops\n",
                         s + 1, loss);
             fflush(stderr);
@@ -246,12 +291,14 @@ int mdc_cmd_train(int argc, char **argv) {
         ts.data_position = ld ? mdc_loader_position(ld) : ts.step;
         ts.data_sequences = ld ? mdc_loader_sequences(ld) : 0;
         if ((st = mdc_train_save(&rt, tr, &cfg, o.save, &ts))) mdc_runtime_die(&rt, st, 0, 1);
-        if (r == 0) printf("saved %s (step %llu; the global tensors of every shard in one file)\n", o.save,
-                           (unsigned long long)ts.step);
+        if (r == 0)
+            printf("saved %s (step %llu; the global tensors of every shard in one file)\n", o.save,
+                   (unsigned long long)ts.step);
     }
     if (o.trace) { /* the steps' events (with --save also the checkpoint's gathering) */
         if ((st = mdc_train_write_trace(&rt, o.trace))) mdc_runtime_die(&rt, st, 0, 1);
-        if (r == 0) printf("trace: %s (every rank's kernels, messages and collective calls; open it in Perfetto)\n", o.trace);
+        if (r == 0)
+            printf("trace: %s (every rank's kernels, messages and collective calls; open it in Perfetto)\n", o.trace);
     }
     if (o.timeline) {
         char title[96];
@@ -259,8 +306,9 @@ int mdc_cmd_train(int argc, char **argv) {
         st = device_timeline ? mdc_train_write_device_timeline(&rt, o.timeline, last_from, title)
                              : mdc_trainer_timeline(tr, o.timeline);
         if (st) mdc_runtime_die(&rt, st, 0, 1);
-        if (r == 0) printf("timeline: %s (the last step's %s in virtual time)\n", o.timeline,
-                           device_timeline ? "kernels and messages of every rank" : "schedule");
+        if (r == 0)
+            printf("timeline: %s (the last step's %s in virtual time)\n", o.timeline,
+                   device_timeline ? "kernels and messages of every rank" : "schedule");
     }
     mdc_trainer_report(tr, stdout);
     fflush(stdout);

@@ -35,8 +35,7 @@ static mdc_status run(mdc_runtime *rt, const workload_cfg *c, double *loss_out) 
     mdc_device *dev = rt->dev;
     int H = c->hidden, F = 4 * c->hidden, B = c->batch;
     size_t np = (size_t)H * F * 2; /* W1 (H,F) then W2 (F,H) */
-    float *w = NULL, *gr = NULL, *m = NULL, *v = NULL, *x = NULL, *h = NULL, *y = NULL, *dy = NULL,
-          *dh = NULL;
+    float *w = NULL, *gr = NULL, *m = NULL, *v = NULL, *x = NULL, *h = NULL, *y = NULL, *dy = NULL, *dh = NULL;
     mdc_status st = MDC_OK;
 #define ALLOC(ptr, count, cat, name) \
     if (!st) st = mdc_dev_alloc(dev, (void **)&ptr, (count) * sizeof(float), cat, name)
@@ -59,7 +58,7 @@ static mdc_status run(mdc_runtime *rt, const workload_cfg *c, double *loss_out) 
         if (st) break;
         unsigned long long ds = 1000003ull * (unsigned long long)(step + 1) + (unsigned long long)rt->rank;
         for (size_t i = 0; i < (size_t)B * H; i++) x[i] = lcg_uniform(&ds);
-        mdc_dev_host_bytes(dev, (double)B * H * 4); /* the batch is read on the host ... */
+        mdc_dev_host_bytes(dev, (double)B * H * 4);          /* the batch is read on the host ... */
         mdc_dev_copy(dev, (double)B * H * 4, MDC_LINK_PCIE); /* ... and copied to the device */
         /* forward: h = relu(x W1), y = h W2 */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, F, H, 1, x, H, w1, F, 0, h, F);
@@ -124,14 +123,19 @@ int mdc_cmd_workload(int argc, char **argv) {
     workload_cfg c = {256, 128, 3};
     for (int i = 1; i < argc; i++) {
         int ok = 0;
-        if (!strcmp(argv[i], "--hidden") && i + 1 < argc) ok = mdc_arg_int("workload", "--hidden", argv[++i], 1, 1 << 14, &c.hidden);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) ok = mdc_arg_int("workload", "--batch", argv[++i], 1, 1 << 16, &c.batch);
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) ok = mdc_arg_int("workload", "--steps", argv[++i], 1, 1000, &c.steps);
+        if (!strcmp(argv[i], "--hidden") && i + 1 < argc)
+            ok = mdc_arg_int("workload", "--hidden", argv[++i], 1, 1 << 14, &c.hidden);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            ok = mdc_arg_int("workload", "--batch", argv[++i], 1, 1 << 16, &c.batch);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            ok = mdc_arg_int("workload", "--steps", argv[++i], 1, 1000, &c.steps);
         else if (!strcmp(argv[i], "--help")) {
             if (rt.rank == 0)
-                printf("usage: mpiexec.mpich -n P minidc workload [--hidden H] [--batch B] [--steps S] [device options]\n"
-                       "  data-parallel 2-layer MLP (H -> 4H -> H), B tokens per rank and step;\n"
-                       "  prints each rank's device report at the end.\n%s", mdc_device_options_help());
+                printf(
+                    "usage: mpiexec.mpich -n P minidc workload [--hidden H] [--batch B] [--steps S] [device options]\n"
+                    "  data-parallel 2-layer MLP (H -> 4H -> H), B tokens per rank and step;\n"
+                    "  prints each rank's device report at the end.\n%s",
+                    mdc_device_options_help());
             mdc_runtime_finalize(&rt);
             return 0;
         } else if (rt.rank == 0) {
@@ -144,8 +148,8 @@ int mdc_cmd_workload(int argc, char **argv) {
     }
     if (rt.rank == 0)
         printf("workload: %d rank(s), MLP %d -> %d -> %d, %d tokens per rank and step, %d step(s), "
-               "device %s\n", rt.size, c.hidden, 4 * c.hidden, c.hidden, c.batch, c.steps,
-               mdc_device_get_spec(rt.dev)->name);
+               "device %s\n",
+               rt.size, c.hidden, 4 * c.hidden, c.hidden, c.batch, c.steps, mdc_device_get_spec(rt.dev)->name);
     double loss = 0;
     st = run(&rt, &c, &loss);
     /* Every rank allocates the same sizes, so an out-of-memory happens on all of them alike. */

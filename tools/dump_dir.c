@@ -37,7 +37,8 @@ mdc_status mdc_dump_dir_prepare(const char *opt, const char *dir, int clean) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (unlink(path) != 0)
-            st = mdc_fail(MDC_ERR_INVALID, "%s %s: cannot remove an earlier run's %s: %s", opt, dir, e->d_name, strerror(errno));
+            st = mdc_fail(MDC_ERR_INVALID, "%s %s: cannot remove an earlier run's %s: %s", opt, dir, e->d_name,
+                          strerror(errno));
     }
     closedir(d);
     return st;

@@ -26,8 +26,8 @@ enum { AR, LOSS, AG, RS, KINDS };
 static const char *const kind_name[KINDS] = {"AllReduce", "AllReduce", "AllGather", "ReduceScatter"};
 typedef struct {
     int t, sp, b, s, sl, h, a, V, Vp, L;
-    double bsh, bsp;            /* b s h; b s padded to a multiple of t (the loss); both divisible by t */
-    int calls[2][KINDS];        /* [0] once per micro-batch (embedding, head), [1] per block */
+    double bsh, bsp;     /* b s h; b s padded to a multiple of t (the loss); both divisible by t */
+    int calls[2][KINDS]; /* [0] once per micro-batch (embedding, head), [1] per block */
     double bytes[2][KINDS];
     int in_block;
 } ctx;
@@ -88,7 +88,10 @@ static void comm(ctx *x, const char *name, int kind, const char *note) {
     else if (kind == LOSS) snprintf(shapes, sizeof shapes, "%s (b s' = %.0f)", S(2, x->b, x->s), x->bsp);
     else snprintf(shapes, sizeof shapes, "%s -> %s", kind == AG ? local : full, kind == AG ? full : local);
     printf("  %-11s %-50s %s  %s beta = %.0f bytes per rank\n", name, what, shapes,
-           kind == AR ? "2(t-1)/t bsh" : kind == LOSS ? "2(t-1)/t bs'" : "(t-1)/t bsh", by);
+           kind == AR     ? "2(t-1)/t bsh"
+           : kind == LOSS ? "2(t-1)/t bs'"
+                          : "(t-1)/t bsh",
+           by);
     x->calls[x->in_block][kind]++, x->bytes[x->in_block][kind] += by;
 }
 
@@ -99,7 +102,8 @@ static void forward(ctx *x) {
     printf("\nembedding forward (once per micro-batch)\n");
     if (t == 1) op("wte + wpe", "token and position embedding", F("%s -> %s", S(2, b, s), xs));
     else {
-        op("wte", F("lookup of this shard's rows %s (other ids: 0)", R0(Vl)), F("%s -> %s partial sums", S(2, b, s), full));
+        op("wte", F("lookup of this shard's rows %s (other ids: 0)", R0(Vl)),
+           F("%s -> %s partial sums", S(2, b, s), full));
         comm(x, "g", sp ? RS : AR, "");
         op("wpe", F("+ positions %s (rank 0's)", R0(x->sl)), xs);
     }
@@ -110,23 +114,28 @@ static void forward(ctx *x) {
         if (sp) comm(x, "f", AG, "");
         else if (t > 1) op("f", "identity (every rank has the whole input)", full);
         if (!half) {
-            op("c_attn", t == 1 ? "q, k and v of every head" : F("column-parallel (q, k, v of heads %s on rank 0)", R0(al)),
+            op("c_attn",
+               t == 1 ? "q, k and v of every head" : F("column-parallel (q, k, v of heads %s on rank 0)", R0(al)),
                F("%s @ %s -> %s", full, S(2, h, 3 * hl), S(3, b, s, 3 * hl)));
             op("attention", F("causal, heads %s, head size %d", R0(al), h / x->a),
                F("%s -> %s  (keeps %s %s)", S(3, b, s, 3 * hl), S(3, b, s, hl),
-                 s > MDC_GPT2_TILED_T ? "the log-sum-exp" : "the probabilities", s > MDC_GPT2_TILED_T ? S(3, b, al, s) : S(4, b, al, s, s)));
+                 s > MDC_GPT2_TILED_T ? "the log-sum-exp" : "the probabilities",
+                 s > MDC_GPT2_TILED_T ? S(3, b, al, s) : S(4, b, al, s, s)));
         } else {
-            op("c_fc", t == 1 ? "the MLP's first linear, h -> 4h" : F("column-parallel (MLP columns %s on rank 0)", R0(Fl)),
+            op("c_fc",
+               t == 1 ? "the MLP's first linear, h -> 4h" : F("column-parallel (MLP columns %s on rank 0)", R0(Fl)),
                F("%s @ %s -> %s", full, S(2, h, Fl), S(3, b, s, Fl)));
             op("gelu", "GeLU (elementwise: no communication)", S(3, b, s, Fl));
         }
         int K = half ? Fl : hl;
         const char *name = half ? "mlp.c_proj" : "attn.c_proj", *res = half ? "x2" : "x";
         if (t == 1) {
-            op(name, F("fused with the residual: %s + y @ W + b", res), F("%s @ %s + %s -> %s", S(3, b, s, K), S(2, K, h), xs, xs));
+            op(name, F("fused with the residual: %s + y @ W + b", res),
+               F("%s @ %s + %s -> %s", S(3, b, s, K), S(2, K, h), xs, xs));
             continue;
         }
-        op(name, F("row-parallel (rows %s on rank 0)", R0(K)), F("%s @ %s -> %s partial sums", S(3, b, s, K), S(2, K, h), full));
+        op(name, F("row-parallel (rows %s on rank 0)", R0(K)),
+           F("%s @ %s -> %s partial sums", S(3, b, s, K), S(2, K, h), full));
         comm(x, "g", sp ? RS : AR, "");
         op("residual", F("%s + bias + g(...): once, after the reduction", res), xs);
     }
@@ -143,8 +152,10 @@ static void forward(ctx *x) {
         return;
     }
     op("lm_head", F("column-parallel over the vocabulary (rows %s)", R0(Vl)), logits);
-    op("loss", F("row max over real columns (%d of %d on rank 0%s)", x->V < Vl ? x->V : Vl, Vl,
-                 x->V < x->Vp ? "; >= V masked" : ""), F("%s -> %s", S(3, b, s, Vl), bs));
+    op("loss",
+       F("row max over real columns (%d of %d on rank 0%s)", x->V < Vl ? x->V : Vl, Vl,
+         x->V < x->Vp ? "; >= V masked" : ""),
+       F("%s -> %s", S(3, b, s, Vl), bs));
     comm(x, "vocab", LOSS, ", max");
     op("loss", "sum of exp(logit - max) over this shard", bs);
     comm(x, "vocab", LOSS, ", sum");
@@ -169,7 +180,8 @@ static void backward(ctx *x) {
     printf("\nblock backward (each layer, last to first; B: input gradient, W: weight gradient, run as soon as its "
            "inputs are ready)\n");
     for (int half = 1; half >= 0; half--) {
-        const char *name = half ? "mlp.c_proj" : "attn.c_proj", *col = half ? "c_fc" : "c_attn", *ln = half ? "ln_2" : "ln_1";
+        const char *name = half ? "mlp.c_proj" : "attn.c_proj", *col = half ? "c_fc" : "c_attn",
+                   *ln = half ? "ln_2" : "ln_1";
         int K = half ? Fl : hl, N = half ? Fl : 3 * hl;
         if (sp) comm(x, "g", AG, half ? " (backward of g: d x')" : " (backward of g: d x2)");
         else if (t > 1) op("g", "identity backward (the gradient is whole on every rank)", full);
@@ -197,23 +209,27 @@ static void totals(ctx *x) {
     int t = x->t, L = x->L, *n = x->calls[1];
     double bsh = x->bsh, *by = x->bytes[1], got = by[AR] + by[AG] + by[RS];
     printf("\nper layer per micro-batch (the block lines above): %d AllReduce, %d AllGather, %d ReduceScatter of "
-           "[b, s, h] (N = bsh = %.0f floats)\n", n[AR], n[AG], n[RS], bsh);
+           "[b, s, h] (N = bsh = %.0f floats)\n",
+           n[AR], n[AG], n[RS], bsh);
     if (t == 1) printf("  tp 1: the serial block, no communication\n");
     else if (!x->sp) {
         double want = 4 * ring(t, bsh, 1);
-        printf("  TP: 4 AR(bsh) = 4 x 2(t-1)/t bsh beta = 4 x 2 x %d/%d x %.0f x 4 = %.0f bytes per rank; listed %.0f %s\n",
+        printf("  TP: 4 AR(bsh) = 4 x 2(t-1)/t bsh beta = 4 x 2 x %d/%d x %.0f x 4 = %.0f bytes per rank; listed %.0f "
+               "%s\n",
                t - 1, t, bsh, want, got, got == want && n[AR] == 4 ? "ok" : "DIFFERS");
     } else {
         double want = 10 * ring(t, bsh, 0);
-        printf("  SP: 10 (t-1)/t bsh beta = 10 x %d/%d x %.0f x 4 = %.0f bytes per rank; listed %.0f %s\n", t - 1, t, bsh,
-               want, got, got == want && n[AG] == 6 && n[RS] == 4 ? "ok" : "DIFFERS");
+        printf("  SP: 10 (t-1)/t bsh beta = 10 x %d/%d x %.0f x 4 = %.0f bytes per rank; listed %.0f %s\n", t - 1, t,
+               bsh, want, got, got == want && n[AG] == 6 && n[RS] == 4 ? "ok" : "DIFFERS");
         printf("  (AG + RS = AR: TP's 4 AR, 4 x 2(t-1)/t bsh beta = %.0f, become 4 AG + 4 RS of the same bytes; 2 more "
                "AG gather the column-parallel inputs again in backward, as Megatron does; 8 (t-1)/t bsh beta = %.0f if "
-               "the gathered inputs were kept)\n", 4 * ring(t, bsh, 1), 8 * ring(t, bsh, 0));
+               "the gathered inputs were kept)\n",
+               4 * ring(t, bsh, 1), 8 * ring(t, bsh, 0));
     }
     if (t == 1) return;
     printf("\nper micro-batch, L = %d layers and the embedding and head once (what minidc train counts per "
-           "micro-batch):\n  %-24s %6s %16s  formula\n", L, "collective", "calls", "bytes per rank");
+           "micro-batch):\n  %-24s %6s %16s  formula\n",
+           L, "collective", "calls", "bytes per rank");
     static const char *const what[KINDS] = {"AllReduce (b,s,h)", "AllReduce (b,s) loss", "AllGather (b,s,h)",
                                             "ReduceScatter (b,s,h)"};
     static const char *const form_tp[KINDS] = {"(4L+2) x 2(t-1)/t bsh beta", "3 x 2(t-1)/t bs' beta", "-", "-"};
@@ -229,12 +245,13 @@ static void totals(ctx *x) {
                c == wantc[k] && b == wb ? "ok" : "DIFFERS");
     }
     printf("  (bs' = bs padded to a multiple of t = %.0f. The embedding's lookup adds one %s, the LM head's input "
-           "gradient one %s%s)\n", x->bsp, x->sp ? "RS (forward) + AG (backward)" : "AR", x->sp ? "RS" : "AR",
+           "gradient one %s%s)\n",
+           x->bsp, x->sp ? "RS (forward) + AG (backward)" : "AR", x->sp ? "RS" : "AR",
            x->sp ? ", ln_f's gathers two AG" : "");
     if (x->sp)
         printf("  per step: the partial gradients of the LayerNorms and row-parallel biases, (6L+2) h = %d floats, one "
-               "AllReduce over tp: 2(t-1)/t (6L+2) h beta = %.0f bytes per rank\n", (6 * L + 2) * x->h,
-               ring(t, (6 * L + 2) * x->h, 1));
+               "AllReduce over tp: 2(t-1)/t (6L+2) h beta = %.0f bytes per rank\n",
+               (6 * L + 2) * x->h, ring(t, (6 * L + 2) * x->h, 1));
 }
 
 int mdc_explain_block(int argc, char **argv) {
@@ -245,8 +262,12 @@ int mdc_explain_block(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1, k;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
-        if (!strcmp(a, "--sp")) { sp = 1; continue; }
-        for (k = 0; k < 5 && strcmp(a, szname[k]); k++) ;
+        if (!strcmp(a, "--sp")) {
+            sp = 1;
+            continue;
+        }
+        for (k = 0; k < 5 && strcmp(a, szname[k]); k++)
+            ;
         if (k < 5) ok = mdc_arg_int("explain block", a, v, 1, 1 << 30, &sz[k]);
         else if (!strcmp(a, "--tp")) ok = mdc_arg_int("explain block", a, v, 1, 64, &tp);
         else if (!strcmp(a, "--batch")) ok = mdc_arg_int("explain block", a, v, 1, 1 << 20, &b);
@@ -268,8 +289,7 @@ int mdc_explain_block(int argc, char **argv) {
     if (!st) st = mdc_gpt2_config_check(&c);
     if (!st) c.Vp = mdc_gpt2_padded_vocab_tp(c.V, tp);
     if (!st && !seq) seq = c.T;
-    if (!st && seq > c.T)
-        st = mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", seq, c.T);
+    if (!st && seq > c.T) st = mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", seq, c.T);
     if (!st && (double)b * seq * c.C * (6.0 * c.L + 3) * 8 > 9e15) /* byte counts must stay exact in a double */
         st = mdc_fail(MDC_ERR_INVALID, "--batch %d x --seq %d x --channels %d: too large to count", b, seq, c.C);
     mdc_gpt2_part p = mdc_gpt2_part_serial(&c);
@@ -283,25 +303,32 @@ int mdc_explain_block(int argc, char **argv) {
     x.bsh = (double)b * seq * c.C;
     x.bsp = ((double)b * seq + tp - 1 - ((long long)b * seq + tp - 1) % tp);
     printf("explain block: GPT-2 V=%d (padded Vp = %d) T=%d L=%d, a = %d heads, h = %d; micro-batch b = %d x s = %d; "
-           "tp t = %d%s (ref/model/block.c)\n", c.V, c.Vp, c.T, c.L, c.H, c.C, b, seq, tp, sp ? " with sequence parallelism" : "");
+           "tp t = %d%s (ref/model/block.c)\n",
+           c.V, c.Vp, c.T, c.L, c.H, c.C, b, seq, tp, sp ? " with sequence parallelism" : "");
     if (tp == 1) {
-        printf("tp 1: the serial block: one rank holds every tensor, the output projections run fused with the residual "
-               "add, no communication\n");
+        printf(
+            "tp 1: the serial block: one rank holds every tensor, the output projections run fused with the residual "
+            "add, no communication\n");
     } else {
         int al = c.H / tp, hl = c.C / tp, F = 4 * c.C / tp, Vl = c.Vp / tp;
         printf("beta = 4 bytes (fp32); ring bytes per rank: AR(N) = 2(t-1)/t N beta, AG(N) = RS(N) = (t-1)/t N beta\n"
-               "tp rank r (0..%d) holds:\n", tp - 1);
+               "tp rank r (0..%d) holds:\n",
+               tp - 1);
         printf("  heads [r a/t, (r+1) a/t) = %s: c_attn's q, k and v columns %s + {0, h, 2h} (3 x %d of %d), "
-               "attn.c_proj.weight rows %s\n", Rr(al), Rr(hl), hl, 3 * c.C, Rr(hl));
+               "attn.c_proj.weight rows %s\n",
+               Rr(al), Rr(hl), hl, 3 * c.C, Rr(hl));
         printf("  MLP columns [r 4h/t, (r+1) 4h/t) = %s of mlp.c_fc, the same rows of mlp.c_proj.weight\n", Rr(F));
-        printf("  vocabulary rows [r Vp/t, (r+1) Vp/t) = %s of wte: the embedding's lookup and the tied LM head\n", Rr(Vl));
+        printf("  vocabulary rows [r Vp/t, (r+1) Vp/t) = %s of wte: the embedding's lookup and the tied LM head\n",
+               Rr(Vl));
         if (sp)
             printf("  positions [r s/t, (r+1) s/t) = %s of every sequence: the residual stream, LayerNorms, bias and "
                    "residual adds;\n    their weight and bias gradients are partial (* below), summed over tp once per "
-                   "step\n", Rr(seq / tp));
-        printf("  replicated on every rank: ln_1, ln_2, ln_f, wpe, attn.c_proj.bias, mlp.c_proj.bias\n"
-               "shapes are rank 0's (every rank's are the same); f and g are Megatron's conjugate operators: f before a "
-               "column-parallel linear, g after a row-parallel one\n");
+                   "step\n",
+                   Rr(seq / tp));
+        printf(
+            "  replicated on every rank: ln_1, ln_2, ln_f, wpe, attn.c_proj.bias, mlp.c_proj.bias\n"
+            "shapes are rank 0's (every rank's are the same); f and g are Megatron's conjugate operators: f before a "
+            "column-parallel linear, g after a row-parallel one\n");
     }
     forward(&x);
     backward(&x);

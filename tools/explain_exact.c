@@ -14,15 +14,16 @@
 #include "minidc/schedule.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: minidc explain exact [--config tiny|small|gpt2] [--batch B] [--seq T] [--dp D]... [--accum K]\n"
-               "                            [--exact-block N] [--tensor NAME] [--index I]\n"
-               "       minidc explain exact [--config C] [--seq T] --meshes \"MESH MESH ...\"\n"
-               "  one element of a gradient: its summation order in default mode on each --dp given (default: 2\n"
-               "  and 3), and the canonical blocks of exact mode that make every mesh give the same bits\n"
-               "  --tensor NAME   a weight, bias or LayerNorm (default h.0.mlp.c_fc.weight); --index I its flat element\n"
-               "  --meshes        the token blocks valid on every mesh listed, and the largest; a mesh is\n"
-               "                  comma-separated parts: tpN, sp, cpN, contiguous (the cp layout), dpN, ppN,\n"
-               "                  e.g. --meshes \"tp2,sp cp2 tp2,sp,cp2\"\n");
+    fprintf(f,
+            "usage: minidc explain exact [--config tiny|small|gpt2] [--batch B] [--seq T] [--dp D]... [--accum K]\n"
+            "                            [--exact-block N] [--tensor NAME] [--index I]\n"
+            "       minidc explain exact [--config C] [--seq T] --meshes \"MESH MESH ...\"\n"
+            "  one element of a gradient: its summation order in default mode on each --dp given (default: 2\n"
+            "  and 3), and the canonical blocks of exact mode that make every mesh give the same bits\n"
+            "  --tensor NAME   a weight, bias or LayerNorm (default h.0.mlp.c_fc.weight); --index I its flat element\n"
+            "  --meshes        the token blocks valid on every mesh listed, and the largest; a mesh is\n"
+            "                  comma-separated parts: tpN, sp, cpN, contiguous (the cp layout), dpN, ppN,\n"
+            "                  e.g. --meshes \"tp2,sp cp2 tp2,sp,cp2\"\n");
 }
 
 /* One mesh of --meshes: "tp2,sp,cp2". 0, or 2 after naming the bad part. */
@@ -47,8 +48,10 @@ static int parse_mesh(const char *text, size_t len, mesh_spec *m) {
         else v = -1;
         if (dst) *dst = v;
         if (v < 1 || v > 1024) {
-            fprintf(stderr, "minidc explain exact: --meshes: '%s' in mesh '%s' is not tpN, sp, cpN, contiguous, dpN or "
-                    "ppN (N in 1..1024)\n", part, m->name);
+            fprintf(stderr,
+                    "minidc explain exact: --meshes: '%s' in mesh '%s' is not tpN, sp, cpN, contiguous, dpN or "
+                    "ppN (N in 1..1024)\n",
+                    part, m->name);
             return 2;
         }
         p += n + (comma ? 1 : 0);
@@ -66,7 +69,8 @@ static int gcd_int(int a, int b) { return b ? gcd_int(b, a % b) : a; }
 static int mesh_blocks(const char *meshes, int T, const char *config) {
     int g = T, n = 0, dflt = mdc_exact_default_block(T), bad = 0;
     printf("exact mode's token block for --seq %d (config %s): it must divide, on each mesh, the positions each "
-           "rank holds of a sequence and, with cp, one chunk of the layout\n", T, config);
+           "rank holds of a sequence and, with cp, one chunk of the layout\n",
+           T, config);
     for (const char *p = meshes; *p;) {
         p += strspn(p, " \t");
         size_t len = strcspn(p, " \t");
@@ -78,7 +82,8 @@ static int mesh_blocks(const char *meshes, int T, const char *config) {
             printf("  %-24s does not split --seq %d evenly (the run refuses it)\n", m.name, T);
             bad = 1;
         } else {
-            printf("  %-24s %4d positions%s\n", m.name, piece, piece % dflt ? "  (the default block does not fit)" : "");
+            printf("  %-24s %4d positions%s\n", m.name, piece,
+                   piece % dflt ? "  (the default block does not fit)" : "");
             g = gcd_int(g, piece);
         }
         n++, p += len;
@@ -96,9 +101,9 @@ static int mesh_blocks(const char *meshes, int T, const char *config) {
     printf("valid blocks: the divisors of %d; the largest up to %d: --exact-block %d\n", g, MDC_EXACT_DEFAULT_BLOCK,
            best);
     printf("the default for --seq %d is %d: %s\n", T, dflt,
-           bad ? "some mesh above cannot run at this --seq" :
-           g % dflt ? "it does not fit every mesh above: give the same --exact-block on every run you compare" :
-           "it fits every mesh above");
+           bad        ? "some mesh above cannot run at this --seq"
+           : g % dflt ? "it does not fit every mesh above: give the same --exact-block on every run you compare"
+                      : "it fits every mesh above");
     return bad;
 }
 
@@ -138,7 +143,8 @@ static void default_order(const mdc_gpt2_config *c, const mdc_param_tensor *t, s
     }
     mdc_schedule_free(&s);
     printf("  then the ring allreduce over the %d ranks (x_r = rank r's sum; the gradient as one bucket of %zu floats, "
-           "the element at %zu):\n    g = %s\n", dp, count, elem, e);
+           "the element at %zu):\n    g = %s\n",
+           dp, count, elem, e);
 }
 
 int mdc_explain_exact(int argc, char **argv) {
@@ -183,24 +189,29 @@ int mdc_explain_exact(int argc, char **argv) {
     if (!st && ti < 0) st = mdc_fail(MDC_ERR_INVALID, "--tensor %s: no such tensor in config %s", tensor, config);
     if (!st) st = mdc_gpt2_tensor_at(&c, ti, &t);
     if (!st && ti < 2)
-        st = mdc_fail(MDC_ERR_INVALID, "--tensor %s: the embeddings' rows sum token by token; pick a weight, bias or "
-                      "LayerNorm", tensor);
+        st = mdc_fail(MDC_ERR_INVALID,
+                      "--tensor %s: the embeddings' rows sum token by token; pick a weight, bias or "
+                      "LayerNorm",
+                      tensor);
     if (!st && (size_t)index >= t.numel)
         st = mdc_fail(MDC_ERR_INVALID, "--index %lld: %s has %zu elements", index, tensor, t.numel);
     if (st) {
         fprintf(stderr, "minidc explain exact: %s\n", mdc_detail());
         return 2;
     }
-    printf("%s[%lld]: its gradient is a sum over the global batch's %d x %d = %d tokens (config %s)\n", tensor, index, B,
-           T, B * T, config);
+    printf("%s[%lld]: its gradient is a sum over the global batch's %d x %d = %d tokens (config %s)\n", tensor, index,
+           B, T, B * T, config);
     for (int k = 0; k < ndp; k++) default_order(&c, &t, (size_t)index, B, T, dps[k], K);
     printf("  -> the meshes group and order the %d terms differently, so the float results may differ in the last "
-           "bits; neither is wrong\n", B * T);
+           "bits; neither is wrong\n",
+           B * T);
     int per = T / blk, nb = B * per;
     printf("\nexact mode, blocks of %d positions (--exact-block %d): %d canonical blocks, block j = sequence j / %d, "
-           "positions %d (j %% %d) .. +%d; the same on every mesh\n", blk, blk, nb, per, blk, per, blk - 1);
+           "positions %d (j %% %d) .. +%d; the same on every mesh\n",
+           blk, blk, nb, per, blk, per, blk - 1);
     printf("  each block's partial p_j: one float chain over its %d tokens in position order (kernels/exact_blocks.c), "
-           "whichever rank computes it\n", blk);
+           "whichever rank computes it\n",
+           blk);
     for (int k = 0; k < ndp; k++) {
         int rows = B / dps[k] / K;
         printf("  dp %d:", dps[k]);
@@ -213,6 +224,7 @@ int mdc_explain_exact(int argc, char **argv) {
            "rounded to float once:\n    g = round(p_0 + p_1 + ... + p_%d), the same bits on every mesh and in serial\n",
            nb - 1);
     printf("  a row-parallel product's element (attn.c_proj, mlp.c_proj) sums over %d head blocks of %d (attention) "
-           "or %d of %d (MLP) the same way, whichever tp rank holds the heads\n", c.H, c.C / c.H, c.H, 4 * c.C / c.H);
+           "or %d of %d (MLP) the same way, whichever tp rank holds the heads\n",
+           c.H, c.C / c.H, c.H, 4 * c.C / c.H);
     return 0;
 }

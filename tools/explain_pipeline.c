@@ -19,11 +19,15 @@ int mdc_explain_pipeline(int argc, char **argv) {
                    "[--sweep-m]\n  -v V: model chunks per stage (interleaved; default 2 there, else 1)\n");
             return 0;
         }
-        if (!strcmp(a, "--sweep-m")) { sweep = 1; continue; }
+        if (!strcmp(a, "--sweep-m")) {
+            sweep = 1;
+            continue;
+        }
         if (!strcmp(a, "--schedule") && v) name = v;
         else if (!strcmp(a, "-p")) ok = mdc_arg_int("explain pipeline", a, v, 1, 64, &p);
         else if (!strcmp(a, "-m")) ok = mdc_arg_int("explain pipeline", a, v, 1, 256, &m);
-        else if (!strcmp(a, "-v") || !strcmp(a, "--virtual-stages")) ok = mdc_arg_int("explain pipeline", a, v, 1, 16, &vv);
+        else if (!strcmp(a, "-v") || !strcmp(a, "--virtual-stages"))
+            ok = mdc_arg_int("explain pipeline", a, v, 1, 16, &vv);
         else {
             fprintf(stderr, "minidc explain pipeline: unknown option or missing value: %s\n", a);
             return 2;
@@ -42,8 +46,10 @@ int mdc_explain_pipeline(int argc, char **argv) {
         mdc_pp_schedule_free(&s);
         return 0;
     }
-    printf("schedule %s, p = %d, v = %d: the bubble (idle / makespan of stage 0, simulated; units F 1, B 2 or B 1 + W 1) "
-           "as m grows\n", name, p, vv);
+    printf(
+        "schedule %s, p = %d, v = %d: the bubble (idle / makespan of stage 0, simulated; units F 1, B 2 or B 1 + W 1) "
+        "as m grows\n",
+        name, p, vv);
     printf("  %4s %10s %10s %10s\n", "m", "bubble", "formula", "makespan");
     const char *text = NULL;
     for (int mm = 1; mm <= 16; mm *= 2) {

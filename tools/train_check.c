@@ -7,8 +7,8 @@
 #include "train_check.h"
 
 enum { NAME = 48 };
-#define LOSS_RTOL 1e-5 /* first step: the same parameters and tokens, summed in other orders */
-#define GRAD_RTOL 1e-5 /* first step's gradients, normwise over every tensor */
+#define LOSS_RTOL 1e-5   /* first step: the same parameters and tokens, summed in other orders */
+#define GRAD_RTOL 1e-5   /* first step's gradients, normwise over every tensor */
 #define TENSOR_RTOL 1e-4 /* ... and per tensor, against max(||g_t||, ||g|| sqrt(n_t / n)) */
 
 struct mdc_serial_check {
@@ -83,7 +83,8 @@ mdc_status mdc_serial_check_step(mdc_serial_check *c, mdc_trainer *mesh, float l
         double allow = LOSS_RTOL * fabs((double)sloss) + (double)norm * c->dist * sqrt((double)c->P);
         if (c->steps == 0) c->loss1 = fabs((double)sloss) > 0 ? dl / fabs((double)sloss) : dl;
         else if (!(dl <= allow) && !c->loss_bad_step) c->loss_bad_step = c->steps + 1, c->loss_excess = dl / allow;
-        c->dist += 2.0 * c->opt.lr * mdc_adamw_reach(c->opt.beta1, c->opt.beta2, mdc_trainer_adam_step(c->ser)) * (1 + 1e-3);
+        c->dist += 2.0 * c->opt.lr * mdc_adamw_reach(c->opt.beta1, c->opt.beta2, mdc_trainer_adam_step(c->ser)) *
+                   (1 + 1e-3);
     }
     if (c->steps++ > 0) return MDC_OK;
     mdc_status st = mdc_trainer_gather(mesh, NULL, c->a, NULL, 0); /* every rank: the mesh's m */
@@ -105,7 +106,8 @@ static int exact_verdict(mdc_serial_check *c) {
     if (ok) printf("check-serial (exact): every loss and every parameter identical to serial bit for bit: ok\n");
     else
         printf("check-serial (exact): %zu parameter(s) differ from serial (first in %s), largest loss difference "
-               "%.3g: FAILED\n", ndiff, ndiff ? first : "none", c->worst_loss);
+               "%.3g: FAILED\n",
+               ndiff, ndiff ? first : "none", c->worst_loss);
     return ok;
 }
 
@@ -132,14 +134,15 @@ mdc_status mdc_serial_check_end(mdc_serial_check *c, mdc_trainer *mesh, int *ok)
         printf("check-serial: first step: loss %.3g (limit %.0e, relative); gradients %.3g (||mesh - serial|| / "
                "||serial||, limit %.0e), worst tensor %s %.3g (limit %.0e of max(||g_t||, ||g|| sqrt(n_t/n))): %s the "
                "limits\n",
-               c->loss1, LOSS_RTOL, c->grad_rel, GRAD_RTOL, c->tensor_name[0] ? c->tensor_name : "-",
-               c->tensor_worst, TENSOR_RTOL, gok ? "within" : "BEYOND");
+               c->loss1, LOSS_RTOL, c->grad_rel, GRAD_RTOL, c->tensor_name[0] ? c->tensor_name : "-", c->tensor_worst,
+               TENSOR_RTOL, gok ? "within" : "BEYOND");
     if (c->loss_bad_step)
         printf("check-serial: step %d: the loss differs from serial's by %.3g times what the parameters' distance "
-               "allows\n", c->loss_bad_step, c->loss_excess);
+               "allows\n",
+               c->loss_bad_step, c->loss_excess);
     printf("check-serial: %d step(s): largest loss difference %.3g; largest |mesh - serial| of a parameter %.3g "
            "(AdamW's bound 2 lr sum U_t = %.3g); relative parameter difference %.3g (||mesh - serial|| / ||serial||, "
-           "shown, not asserted): %s\n", c->steps, c->worst_loss, far, c->dist, b2 > 0 ? sqrt(d2 / b2) : sqrt(d2),
-           *ok ? "ok" : "FAILED");
+           "shown, not asserted): %s\n",
+           c->steps, c->worst_loss, far, c->dist, b2 > 0 ? sqrt(d2 / b2) : sqrt(d2), *ok ? "ok" : "FAILED");
     return MDC_OK;
 }

@@ -125,30 +125,53 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
     mdc_adamw_config_default(&o->opt);
     o->opt.lr = 1e-3f;
     *help = 0;
-    static const struct { const char *name; size_t off; } flags[] = {
-        {"--quiet", offsetof(mdc_train_options, quiet)},       {"--check-serial", offsetof(mdc_train_options, check)},
-        {"--prefetch", offsetof(mdc_train_options, prefetch)}, {"--sp", offsetof(mdc_train_options, sp)},
-        {"--check-replicas", offsetof(mdc_train_options, replicas)}, {"--force-seed", offsetof(mdc_train_options, force_seed)},
-        {"--exact", offsetof(mdc_train_options, exact)}, {"--check-collectives", offsetof(mdc_train_options, check_coll)},
+    static const struct {
+        const char *name;
+        size_t off;
+    } flags[] = {
+        {"--quiet", offsetof(mdc_train_options, quiet)},
+        {"--check-serial", offsetof(mdc_train_options, check)},
+        {"--prefetch", offsetof(mdc_train_options, prefetch)},
+        {"--sp", offsetof(mdc_train_options, sp)},
+        {"--check-replicas", offsetof(mdc_train_options, replicas)},
+        {"--force-seed", offsetof(mdc_train_options, force_seed)},
+        {"--exact", offsetof(mdc_train_options, exact)},
+        {"--check-collectives", offsetof(mdc_train_options, check_coll)},
     };
-    static const struct { const char *name; size_t off; int lo; } counts[] = {
+    static const struct {
+        const char *name;
+        size_t off;
+        int lo;
+    } counts[] = {
         /* a size of 0 is an error, never "the default": leave the option out for that */
-        {"--vocab", offsetof(mdc_train_options, V), 1},  {"--ctx", offsetof(mdc_train_options, T), 1},
-        {"--layers", offsetof(mdc_train_options, L), 1}, {"--heads", offsetof(mdc_train_options, H), 1},
-        {"--channels", offsetof(mdc_train_options, C), 1}, {"--batch", offsetof(mdc_train_options, B), 1},
-        {"--seq", offsetof(mdc_train_options, seq), 1},  {"--steps", offsetof(mdc_train_options, steps), 0},
-        {"--seed", offsetof(mdc_train_options, seed), 0}, {"--dp", offsetof(mdc_train_options, dp), 1},
-        {"--tp", offsetof(mdc_train_options, tp), 1},    {"--pp", offsetof(mdc_train_options, pp), 1},
-        {"--cp", offsetof(mdc_train_options, cp), 1},    {"--ep", offsetof(mdc_train_options, ep), 1},
-        {"--accum", offsetof(mdc_train_options, accum), 1}, {"--zero", offsetof(mdc_train_options, zero), INT_MIN},
-        {"--exact-block", offsetof(mdc_train_options, exact_block), 1}, {"--microbatches", offsetof(mdc_train_options, microbatches), 1},
+        {"--vocab", offsetof(mdc_train_options, V), 1},
+        {"--ctx", offsetof(mdc_train_options, T), 1},
+        {"--layers", offsetof(mdc_train_options, L), 1},
+        {"--heads", offsetof(mdc_train_options, H), 1},
+        {"--channels", offsetof(mdc_train_options, C), 1},
+        {"--batch", offsetof(mdc_train_options, B), 1},
+        {"--seq", offsetof(mdc_train_options, seq), 1},
+        {"--steps", offsetof(mdc_train_options, steps), 0},
+        {"--seed", offsetof(mdc_train_options, seed), 0},
+        {"--dp", offsetof(mdc_train_options, dp), 1},
+        {"--tp", offsetof(mdc_train_options, tp), 1},
+        {"--pp", offsetof(mdc_train_options, pp), 1},
+        {"--cp", offsetof(mdc_train_options, cp), 1},
+        {"--ep", offsetof(mdc_train_options, ep), 1},
+        {"--accum", offsetof(mdc_train_options, accum), 1},
+        {"--zero", offsetof(mdc_train_options, zero), INT_MIN},
+        {"--exact-block", offsetof(mdc_train_options, exact_block), 1},
+        {"--microbatches", offsetof(mdc_train_options, microbatches), 1},
         {"--virtual-stages", offsetof(mdc_train_options, vstages), 1},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         mdc_status st = MDC_OK;
         int done = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return MDC_OK; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            *help = 1;
+            return MDC_OK;
+        }
         for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !done; k++)
             if (!strcmp(a, flags[k].name)) *(int *)((char *)o + flags[k].off) = 1, done = 1;
         if (done) continue;
@@ -162,7 +185,8 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         for (size_t k = 0; k < sizeof counts / sizeof counts[0] && !done; k++)
             if (!strcmp(a, counts[k].name))
                 st = mdc_parse_int(a, v, counts[k].lo, INT_MAX, (int *)((char *)o + counts[k].off)), done = 1;
-        if (done) ;
+        if (done)
+            ;
         else if (!strcmp(a, "--config")) o->config = v;
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--save")) o->save = v;
@@ -206,22 +230,28 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
     long long other = (long long)o->tp * o->pp * o->cp; /* the ep ranks are data-parallel ranks */
     if (o->dp < 0) o->dp = nranks % other == 0 && nranks / other > 0 ? (int)(nranks / other) : 1;
     if (other * o->dp != nranks)
-        return mdc_fail(MDC_ERR_INVALID, "--dp %d x --tp %d x --pp %d x --cp %d = %lld rank(s), but the job has "
-                        "%d: run mpiexec.mpich -n %lld", o->dp, o->tp, o->pp, o->cp, other * o->dp, nranks,
-                        other * o->dp);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--dp %d x --tp %d x --pp %d x --cp %d = %lld rank(s), but the job has "
+                        "%d: run mpiexec.mpich -n %lld",
+                        o->dp, o->tp, o->pp, o->cp, other * o->dp, nranks, other * o->dp);
     if (o->ep > 1 && o->dp % o->ep)
-        return mdc_fail(MDC_ERR_INVALID, "--ep %d does not divide --dp %d: the ep ranks are data-parallel ranks "
-                        "(Megatron's folding), each holding E/ep experts", o->ep, o->dp);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--ep %d does not divide --dp %d: the ep ranks are data-parallel ranks "
+                        "(Megatron's folding), each holding E/ep experts",
+                        o->ep, o->dp);
     if (o->zero < 0 || o->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0 (DDP), 1, 2 or 3", o->zero);
     if (o->prefetch && o->zero != 3)
-        return mdc_fail(MDC_ERR_INVALID, "--prefetch is for --zero 3 (the stage that gathers parameters), not --zero %d",
-                        o->zero);
-    if (o->sp && o->tp < 2) return mdc_fail(MDC_ERR_INVALID, "--sp needs --tp 2 or more (it splits the sequence over tp)");
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--prefetch is for --zero 3 (the stage that gathers parameters), not --zero %d", o->zero);
+    if (o->sp && o->tp < 2)
+        return mdc_fail(MDC_ERR_INVALID, "--sp needs --tp 2 or more (it splits the sequence over tp)");
     if (o->B <= 0) return mdc_fail(MDC_ERR_INVALID, "--batch %d must be positive", o->B);
     long long parts = (long long)o->dp * o->accum; /* both up to INT_MAX: 64 bits hold the product */
     if (o->B % parts)
-        return mdc_fail(MDC_ERR_INVALID, "--batch %d (global, in sequences) is not divisible by --dp %d x --accum %d = %lld: "
-                        "every rank must get the same number of rows", o->B, o->dp, o->accum, parts);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--batch %d (global, in sequences) is not divisible by --dp %d x --accum %d = %lld: "
+                        "every rank must get the same number of rows",
+                        o->B, o->dp, o->accum, parts);
     if (o->seq <= 0 || o->seq > cfg->T)
         return mdc_fail(MDC_ERR_INVALID, "--seq %d must be in [1, %d] (the context, --ctx)", o->seq, cfg->T);
     if (o->steps < 0) return mdc_fail(MDC_ERR_INVALID, "--steps %d must be >= 0", o->steps);
@@ -232,8 +262,10 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
         int v = o->vstages ? o->vstages : o->schedule && !strcmp(o->schedule, "interleaved") ? 2 : 1;
         o->vstages = v;
         if (o->microbatches && o->accum != 1 && o->accum != o->microbatches)
-            return mdc_fail(MDC_ERR_INVALID, "--microbatches %d and --accum %d: a pipeline's micro-batches are the "
-                            "accumulation; give one of them", o->microbatches, o->accum);
+            return mdc_fail(MDC_ERR_INVALID,
+                            "--microbatches %d and --accum %d: a pipeline's micro-batches are the "
+                            "accumulation; give one of them",
+                            o->microbatches, o->accum);
         if (o->microbatches) o->accum = o->microbatches;
         if (o->pp * v > cfg->L)
             return mdc_fail(MDC_ERR_INVALID, "--pp %d%s: more %sstages than the model's %d layers (--layers)", o->pp,
@@ -242,8 +274,10 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
             int sum = 0;
             for (int i = 0; i < o->layout_n; i++) sum += o->layout[i];
             if (o->layout_n != o->pp * v || sum != cfg->L)
-                return mdc_fail(MDC_ERR_INVALID, "--pp-layout: %d stage(s) of %d layers in all, but --pp %d%s and %d "
-                                "layers", o->layout_n, sum, o->pp, v > 1 ? " x --virtual-stages" : "", cfg->L);
+                return mdc_fail(MDC_ERR_INVALID,
+                                "--pp-layout: %d stage(s) of %d layers in all, but --pp %d%s and %d "
+                                "layers",
+                                o->layout_n, sum, o->pp, v > 1 ? " x --virtual-stages" : "", cfg->L);
         }
         if (o->B % (o->dp * o->accum))
             return mdc_fail(MDC_ERR_INVALID, "--batch %d is not divisible by --dp %d x %d micro-batches", o->B, o->dp,
@@ -256,17 +290,21 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
         return mdc_fail(MDC_ERR_INVALID, "--fail-at %d:%d: rank %d is not in the job (ranks 0..%d)", o->fail_rank,
                         o->fail_step, o->fail_rank, nranks - 1);
     if ((o->cp_layout || o->cp_algo) && o->cp < 2)
-        return mdc_fail(MDC_ERR_INVALID, "--cp-layout and --cp-algo arrange context parallelism: they need --cp 2 or more");
-    if (o->cp > 1 && (st = mdc_cp_check(o->cp, o->seq, cfg->H % o->tp ? cfg->H : cfg->H / o->tp, o->cp_layout, o->cp_algo)))
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--cp-layout and --cp-algo arrange context parallelism: they need --cp 2 or more");
+    if (o->cp > 1 &&
+        (st = mdc_cp_check(o->cp, o->seq, cfg->H % o->tp ? cfg->H : cfg->H / o->tp, o->cp_layout, o->cp_algo)))
         return st;
     int chunk = o->seq / (o->cp * (o->cp_layout && !strcmp(o->cp_layout, "contiguous") ? 1 : 2));
     if (o->cp > 1 && o->exact && chunk % o->exact_block) {
         int b = o->exact_block < chunk ? o->exact_block : chunk;
         while (chunk % b) b--;
-        return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a context-parallel chunk "
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--exact-block %d does not divide the %d positions of a context-parallel chunk "
                         "(--seq %d over --cp %d%s); use --exact-block %d (or another divisor of %d) on every mesh you "
-                        "compare", o->exact_block, chunk, o->seq, o->cp, chunk * o->cp == o->seq ? "" : " x 2 zigzag chunks",
-                        b, chunk);
+                        "compare",
+                        o->exact_block, chunk, o->seq, o->cp, chunk * o->cp == o->seq ? "" : " x 2 zigzag chunks", b,
+                        chunk);
     }
     mdc_gpt2_part part = mdc_gpt2_part_serial(cfg);
     part.tp = o->tp, part.sp = o->sp;

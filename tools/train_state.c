@@ -31,8 +31,8 @@ void mdc_train_generated_batch(int *inputs, int *targets, int B, int T, int V, u
 
 /* A serial model on its own unaccounted device: the global layout for checkpoint files. */
 static mdc_status scratch_model(mdc_runtime *rt, const mdc_gpt2_config *cfg, mdc_device **dev, mdc_gpt2 **m) {
-    mdc_status st = mdc_device_create_spec(dev, mdc_device_get_spec(rt->dev), mdc_device_get_energy_table(rt->dev),
-                                           1e6, MDC_EMULATE_OFF, 1, rt->rank);
+    mdc_status st = mdc_device_create_spec(dev, mdc_device_get_spec(rt->dev), mdc_device_get_energy_table(rt->dev), 1e6,
+                                           MDC_EMULATE_OFF, 1, rt->rank);
     if (!st) st = mdc_gpt2_create(m, *dev, cfg, 1, 1);
     return st;
 }
@@ -71,7 +71,8 @@ mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
     if (!st) st = mdc_checkpoint_load(tf, path, sm, ts);
     int step = sm ? mdc_gpt2_adam_step(sm) : 0;
     if (!st) st = mdc_trainer_load(t, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
-    if (!st && serial) st = mdc_trainer_load(serial, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
+    if (!st && serial)
+        st = mdc_trainer_load(serial, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
     size_t nb = (size_t)mdc_gpt2_moe_blocks(cfg) * cfg->E;
     for (int k = 0; !st && nb && k < 2; k++) {
         mdc_trainer *to = k ? serial : t;

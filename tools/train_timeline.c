@@ -24,8 +24,10 @@ static void draw(FILE *f, void *const *parts, const long long *n, int ranks, dou
     if (!(t1 > t0)) t0 = 0, t1 = 1;
     double sx = (WIDTH - LEFT - 20) / (t1 - t0);
     int H = 60 + ranks * ROW + 50;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
-               "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", WIDTH, H);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            WIDTH, H);
     fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"14\">%s: the last step in virtual time, %.3f ms</text>\n", title,
             (t1 - t0) * 1e3);
     for (int r = 0; r < ranks; r++) {
@@ -37,20 +39,25 @@ static void draw(FILE *f, void *const *parts, const long long *n, int ranks, dou
                 if ((k == 4) != pass) continue;
                 double a = sp[r][3 * i + 1] < from ? from : sp[r][3 * i + 1], b = sp[r][3 * i + 2];
                 double x = LEFT + (a - t0) * sx, w = (b - a) * sx;
-                if (k == 4) fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"1\" height=\"%d\" fill=\"%s\"/>\n", x, y, ROW - 4, colour[k]);
+                if (k == 4)
+                    fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"1\" height=\"%d\" fill=\"%s\"/>\n", x, y, ROW - 4,
+                            colour[k]);
                 else if (w > 0.05)
-                    fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"/>\n", x, y + (k >= 2 ? 12 : 2),
-                            w, k >= 2 ? 8 : 10, colour[k]);
+                    fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"/>\n", x,
+                            y + (k >= 2 ? 12 : 2), w, k >= 2 ? 8 : 10, colour[k]);
             }
     }
     int y = 40 + ranks * ROW + 10, x = LEFT;
     for (int k = 0; k < 5; k++) {
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n", x,
-                y, colour[k], x + 16, y + 10, label[k]);
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+                x, y, colour[k], x + 16, y + 10, label[k]);
         x += 30 + 8 * (int)strlen(label[k]);
     }
-    fprintf(f, "<text x=\"10\" y=\"%d\" fill=\"#555\">kernels and copies on the upper half of a row, messages on the "
-               "lower; from minidc train --timeline (device/trace.c)</text>\n</svg>\n", y + 32);
+    fprintf(f,
+            "<text x=\"10\" y=\"%d\" fill=\"#555\">kernels and copies on the upper half of a row, messages on the "
+            "lower; from minidc train --timeline (device/trace.c)</text>\n</svg>\n",
+            y + 32);
 }
 
 mdc_status mdc_train_write_device_timeline(mdc_runtime *rt, const char *path, double from, const char *title) {

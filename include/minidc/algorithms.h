@@ -22,10 +22,14 @@ extern "C" {
 
 /* ---- allreduce ------------------------------------------------------------------------------ */
 mdc_status mdc_allreduce_ring(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
-mdc_status mdc_allreduce_recursive_doubling(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
-mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
-mdc_status mdc_allreduce_reduce_bcast(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
-mdc_status mdc_allreduce_hierarchical(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
+mdc_status mdc_allreduce_recursive_doubling(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
+                                            mdc_group *g);
+mdc_status mdc_allreduce_rabenseifner(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
+                                      mdc_group *g);
+mdc_status mdc_allreduce_reduce_bcast(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
+                                      mdc_group *g);
+mdc_status mdc_allreduce_hierarchical(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
+                                      mdc_group *g);
 
 /* Ring allreduce partition (docs/collectives.md): the buffer is cut into loops of at most
  * p * chunk elements (chunk = ring chunk bytes / element size, at least 1; a ring chunk of 0
@@ -34,35 +38,42 @@ mdc_status mdc_allreduce_hierarchical(const void *sendbuf, void *recvbuf, size_t
  * possibly empty. chunk_elems = 0: one loop. Returns the number of loops (0 if count is 0). */
 size_t mdc_allreduce_ring_loops(size_t count, int p, size_t chunk_elems);
 /* Offset and length of chunk c (0..p-1) of loop `loop`. */
-void mdc_allreduce_ring_chunk(size_t count, int p, size_t chunk_elems, size_t loop, int c,
-                              size_t *off, size_t *len);
+void mdc_allreduce_ring_chunk(size_t count, int p, size_t chunk_elems, size_t loop, int c, size_t *off, size_t *len);
 
 /* ---- reduce_scatter (per-rank counts; the equal-block form passes counts[i] = count) ------------ */
-mdc_status mdc_reduce_scatter_ring(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op, mdc_group *g);
-mdc_status mdc_reduce_scatter_recursive_halving(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op, mdc_group *g);
-mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op, mdc_group *g);
+mdc_status mdc_reduce_scatter_ring(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op,
+                                   mdc_group *g);
+mdc_status mdc_reduce_scatter_recursive_halving(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t,
+                                                mdc_op op, mdc_group *g);
+mdc_status mdc_reduce_scatter_pairwise(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op,
+                                       mdc_group *g);
 
 /* ---- allgather (per-rank counts; displs NULL = packed in rank order) ---------------------------- */
-mdc_status mdc_allgather_ring(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
-mdc_status mdc_allgather_recursive_doubling(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
-mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
-mdc_status mdc_allgather_direct(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
+mdc_status mdc_allgather_ring(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
+                              mdc_dtype t, mdc_group *g);
+mdc_status mdc_allgather_recursive_doubling(const void *sendbuf, void *recvbuf, const size_t *counts,
+                                            const size_t *displs, mdc_dtype t, mdc_group *g);
+mdc_status mdc_allgather_bruck(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
+                               mdc_dtype t, mdc_group *g);
+mdc_status mdc_allgather_direct(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs,
+                                mdc_dtype t, mdc_group *g);
 
 /* ---- rooted ------------------------------------------------------------------------------------ */
 mdc_status mdc_bcast_binomial(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);
 mdc_status mdc_bcast_scatter_allgather(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);
 mdc_status mdc_bcast_pipeline(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);
-mdc_status mdc_reduce_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root, mdc_group *g);
-mdc_status mdc_reduce_rs_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root, mdc_group *g);
+mdc_status mdc_reduce_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root,
+                               mdc_group *g);
+mdc_status mdc_reduce_rs_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root,
+                                mdc_group *g);
 mdc_status mdc_gather_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g);
 mdc_status mdc_scatter_binomial(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g);
 
 /* ---- all-to-all and barrier ---------------------------------------------------------------------- */
 mdc_status mdc_alltoall_pairwise(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g);
 mdc_status mdc_alltoall_bruck(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g);
-mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
-                                  void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
-                                  mdc_dtype t, mdc_group *g);
+mdc_status mdc_alltoallv_pairwise(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                                  const size_t *recvcounts, const size_t *rdispls, mdc_dtype t, mdc_group *g);
 mdc_status mdc_barrier_dissemination(mdc_group *g);
 
 /* ---- listing and cost model ------------------------------------------------------------------- */

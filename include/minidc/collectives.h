@@ -29,8 +29,17 @@ extern "C" {
  *     exact sum or NaN, never a rounded value (exact mode's cheap first pass, mdc_exact_reduce).
  * MDC_DTYPE_END is one past the last dtype. */
 typedef enum {
-    MDC_F32 = 0, MDC_F64, MDC_F16, MDC_BF16, MDC_I32, MDC_I64, MDC_U8, MDC_DTYPE_COUNT,
-    MDC_EXACT = MDC_DTYPE_COUNT, MDC_EXACT_F64, MDC_DTYPE_END
+    MDC_F32 = 0,
+    MDC_F64,
+    MDC_F16,
+    MDC_BF16,
+    MDC_I32,
+    MDC_I64,
+    MDC_U8,
+    MDC_DTYPE_COUNT,
+    MDC_EXACT = MDC_DTYPE_COUNT,
+    MDC_EXACT_F64,
+    MDC_DTYPE_END
 } mdc_dtype;
 typedef enum { MDC_SUM = 0, MDC_PROD, MDC_MIN, MDC_MAX, MDC_AVG, MDC_OP_COUNT } mdc_op;
 
@@ -64,8 +73,7 @@ typedef struct mdc_transport mdc_transport;
 
 /* `mpi_comm` is an MPI_Comm passed as a pointer to avoid mpi.h here (MPI_Comm *). The
  * transport copies the handle; the device is borrowed (not freed). MPI must be initialized. */
-mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_device *dev,
-                                int gpus_per_node);
+mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_device *dev, int gpus_per_node);
 void mdc_transport_free(mdc_transport *t); /* NULL is a no-op */
 int mdc_transport_rank(const mdc_transport *t);
 int mdc_transport_size(const mdc_transport *t);
@@ -114,12 +122,11 @@ typedef struct mdc_group mdc_group;
  * (0..MDC_MAX_TAG_SPACES-1) keeps concurrent groups apart: two groups that share a pair of ranks
  * and may run collectives concurrently must use different tag spaces. Local, no messages. */
 #define MDC_MAX_TAG_SPACES 4096
-mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_ranks, int n,
-                            int tag_space);
+mdc_status mdc_group_create(mdc_group **out, mdc_transport *t, const int *world_ranks, int n, int tag_space);
 /* All ranks of the transport, in order, tag space 0. */
 mdc_status mdc_group_world(mdc_group **out, mdc_transport *t);
-void mdc_group_free(mdc_group *g); /* NULL is a no-op */
-int mdc_group_rank(const mdc_group *g);     /* this process's index in the group */
+void mdc_group_free(mdc_group *g);      /* NULL is a no-op */
+int mdc_group_rank(const mdc_group *g); /* this process's index in the group */
 int mdc_group_size(const mdc_group *g);
 int mdc_group_world_rank(const mdc_group *g, int i); /* world rank of group index i */
 mdc_transport *mdc_group_transport(const mdc_group *g);
@@ -136,8 +143,8 @@ mdc_status mdc_waitall(mdc_request **reqs, int n);
 
 mdc_status mdc_send(const void *buf, size_t bytes, int peer, int tag, mdc_group *g);
 mdc_status mdc_recv(void *buf, size_t bytes, int peer, int tag, mdc_group *g);
-mdc_status mdc_sendrecv(const void *sendbuf, size_t sendbytes, int dst, void *recvbuf,
-                        size_t recvbytes, int src, int tag, mdc_group *g);
+mdc_status mdc_sendrecv(const void *sendbuf, size_t sendbytes, int dst, void *recvbuf, size_t recvbytes, int src,
+                        int tag, mdc_group *g);
 
 /* ---- collectives -------------------------------------------------------------------------- */
 /* Conventions: counts are elements; sendbuf == recvbuf (or sendbuf == MDC_IN_PLACE) means
@@ -148,9 +155,17 @@ mdc_status mdc_sendrecv(const void *sendbuf, size_t sendbytes, int dst, void *re
 #define MDC_IN_PLACE ((const void *)1)
 
 typedef enum {
-    MDC_COLL_ALLREDUCE = 0, MDC_COLL_REDUCE_SCATTER, MDC_COLL_ALLGATHER, MDC_COLL_BCAST,
-    MDC_COLL_REDUCE, MDC_COLL_GATHER, MDC_COLL_SCATTER, MDC_COLL_ALLTOALL, MDC_COLL_ALLTOALLV,
-    MDC_COLL_BARRIER, MDC_COLL_COUNT
+    MDC_COLL_ALLREDUCE = 0,
+    MDC_COLL_REDUCE_SCATTER,
+    MDC_COLL_ALLGATHER,
+    MDC_COLL_BCAST,
+    MDC_COLL_REDUCE,
+    MDC_COLL_GATHER,
+    MDC_COLL_SCATTER,
+    MDC_COLL_ALLTOALL,
+    MDC_COLL_ALLTOALLV,
+    MDC_COLL_BARRIER,
+    MDC_COLL_COUNT
 } mdc_coll;
 const char *mdc_coll_name(mdc_coll c);
 /* The collective check: every collective call through the dispatchers is compared across its
@@ -183,27 +198,28 @@ mdc_status mdc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mdc_d
  * holds size*count and the result lands in its first count elements, as MPI). */
 mdc_status mdc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
 /* Per-rank counts: rank i gets counts[i] elements, blocks laid out in rank order. */
-mdc_status mdc_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op, mdc_group *g);
+mdc_status mdc_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *counts, mdc_dtype t, mdc_op op,
+                               mdc_group *g);
 mdc_status mdc_allgather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g);
 /* recvbuf: counts[i] elements from rank i at displs[i] (NULL displs = packed in rank order). */
-mdc_status mdc_allgatherv(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t, mdc_group *g);
+mdc_status mdc_allgatherv(const void *sendbuf, void *recvbuf, const size_t *counts, const size_t *displs, mdc_dtype t,
+                          mdc_group *g);
 mdc_status mdc_bcast(void *buf, size_t count, mdc_dtype t, int root, mdc_group *g);
 mdc_status mdc_reduce(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, int root, mdc_group *g);
 mdc_status mdc_gather(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g);
 mdc_status mdc_scatter(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, int root, mdc_group *g);
 mdc_status mdc_alltoall(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_group *g);
-mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
-                         void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
-                         mdc_dtype t, mdc_group *g);
+mdc_status mdc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                         const size_t *recvcounts, const size_t *rdispls, mdc_dtype t, mdc_group *g);
 mdc_status mdc_barrier(mdc_group *g);
 
 /* ---- exact sums over a group (collectives/exact_reduce.c, minidc/exact.h) ---------------------- */
 /* Element i's exact local value as an accumulator (for the elements whose double is NaN). */
 typedef void (*mdc_exact_fetch_fn)(void *ctx, size_t i, mdc_exact *out);
 typedef struct {
-    int map;           /* 1 if the second pass ran (some sum was not exact on some rank) */
-    size_t marked;     /* elements it summed as accumulators */
-    size_t padded;     /* the same padded to a multiple of p (the accumulators sent) */
+    int map;       /* 1 if the second pass ran (some sum was not exact on some rank) */
+    size_t marked; /* elements it summed as accumulators */
+    size_t padded; /* the same padded to a multiple of p (the accumulators sent) */
 } mdc_exact_reduce_stats;
 /* The exact sum over g of n values per rank, rounded once to float. v: this rank's values as
  * doubles (exact sums of floats; NaN where fetch must give the accumulator), overwritten.

@@ -31,12 +31,12 @@ extern "C" {
 
 /* A token stream in memory, with its vocabulary (optional). */
 typedef struct {
-    uint32_t *tokens;        /* count tokens, owned */
+    uint32_t *tokens; /* count tokens, owned */
     size_t count;
     uint32_t vocab_size;
     char source[32];
-    int width;               /* 2 or 4: as read, or what the writer will use (0 = smallest) */
-    char **vocab;            /* vocab_size UTF-8 strings (owned), or NULL if unknown */
+    int width;    /* 2 or 4: as read, or what the writer will use (0 = smallest) */
+    char **vocab; /* vocab_size UTF-8 strings (owned), or NULL if unknown */
 } mdc_shard;
 
 /* Frees tokens and vocabulary and clears the struct (not the struct itself); NULL is a no-op. */
@@ -73,8 +73,7 @@ const mdc_task_info *mdc_task_at(int i);
  * returns the entropy floor in nats per token: the mean of -ln p over the generator's own random
  * choices, i.e. the cross-entropy a model that has solved the task reaches (docs/datasets.md).
  * MDC_ERR_INVALID on an unknown task (the detail lists the tasks). */
-mdc_status mdc_task_generate(const char *task, uint64_t seed, size_t ntokens, mdc_shard *out,
-                             double *floor_nats);
+mdc_status mdc_task_generate(const char *task, uint64_t seed, size_t ntokens, mdc_shard *out, double *floor_nats);
 
 /* ---- the batch loader --------------------------------------------------------------------- */
 
@@ -84,10 +83,10 @@ mdc_status mdc_task_generate(const char *task, uint64_t seed, size_t ntokens, md
  * seeded permutation per epoch when shuffle is set). Rank r of n gets the rows
  * [r B/n, (r+1) B/n) of each global batch, so n ranks together see exactly the serial batch. */
 typedef struct {
-    int batch;          /* global batch B: sequences per step over all ranks */
-    int seq_len;        /* T */
-    int rank, nranks;   /* data-parallel shard (0, 1 for a serial run); nranks must divide B */
-    int shuffle;        /* 0: windows in order; 1: a permutation per epoch from seed */
+    int batch;        /* global batch B: sequences per step over all ranks */
+    int seq_len;      /* T */
+    int rank, nranks; /* data-parallel shard (0, 1 for a serial run); nranks must divide B */
+    int shuffle;      /* 0: windows in order; 1: a permutation per epoch from seed */
     uint64_t seed;
 } mdc_loader_config;
 

@@ -25,28 +25,34 @@ extern "C" {
 typedef struct {
     char name[32];
     char description[96];
-    double hbm_bytes;          /* HBM capacity */
-    double hbm_bw;             /* HBM bandwidth, bytes/s */
+    double hbm_bytes; /* HBM capacity */
+    double hbm_bw;    /* HBM bandwidth, bytes/s */
     int hbm_bus_bits_per_stack;
     int hbm_stacks;
-    char hbm_gen[16];          /* "HBM2e", "HBM3e", "HBM4", "DDR" for host */
-    double flops_fp32;         /* peak dense fp32 FLOP/s */
-    double flops_bf16;         /* peak dense bf16/fp16 FLOP/s */
-    double sram_bytes;         /* on-chip SRAM (L2 cache) */
-    double nvlink_bw;          /* intra-node link, bytes/s per direction (half of NVIDIA's bidirectional figure) */
-    double nvlink_latency;     /* s */
-    double net_bw;             /* inter-node network per GPU, bytes/s per direction */
-    double net_latency;        /* s */
-    double pcie_bw;            /* host link, bytes/s per direction */
-    double launch_overhead;    /* s added to every kernel */
+    char hbm_gen[16];       /* "HBM2e", "HBM3e", "HBM4", "DDR" for host */
+    double flops_fp32;      /* peak dense fp32 FLOP/s */
+    double flops_bf16;      /* peak dense bf16/fp16 FLOP/s */
+    double sram_bytes;      /* on-chip SRAM (L2 cache) */
+    double nvlink_bw;       /* intra-node link, bytes/s per direction (half of NVIDIA's bidirectional figure) */
+    double nvlink_latency;  /* s */
+    double net_bw;          /* inter-node network per GPU, bytes/s per direction */
+    double net_latency;     /* s */
+    double pcie_bw;         /* host link, bytes/s per direction */
+    double launch_overhead; /* s added to every kernel */
     double tdp_watts;
-    unsigned assumed;          /* MDC_SPEC_* bits of fields that are assumptions */
+    unsigned assumed; /* MDC_SPEC_* bits of fields that are assumptions */
 } mdc_device_spec;
 
 enum {
-    MDC_SPEC_HBM_BYTES = 1u << 0, MDC_SPEC_HBM_BW = 1u << 1, MDC_SPEC_HBM_BUS = 1u << 2,
-    MDC_SPEC_FLOPS_FP32 = 1u << 3, MDC_SPEC_FLOPS_BF16 = 1u << 4, MDC_SPEC_SRAM = 1u << 5,
-    MDC_SPEC_NVLINK = 1u << 6, MDC_SPEC_NET = 1u << 7, MDC_SPEC_PCIE = 1u << 8,
+    MDC_SPEC_HBM_BYTES = 1u << 0,
+    MDC_SPEC_HBM_BW = 1u << 1,
+    MDC_SPEC_HBM_BUS = 1u << 2,
+    MDC_SPEC_FLOPS_FP32 = 1u << 3,
+    MDC_SPEC_FLOPS_BF16 = 1u << 4,
+    MDC_SPEC_SRAM = 1u << 5,
+    MDC_SPEC_NVLINK = 1u << 6,
+    MDC_SPEC_NET = 1u << 7,
+    MDC_SPEC_PCIE = 1u << 8,
     MDC_SPEC_TDP = 1u << 9,
     MDC_SPEC_LATENCY = 1u << 10, /* nvlink_latency, net_latency, launch_overhead: model choices */
 };
@@ -79,14 +85,14 @@ mdc_status mdc_spec_from_json_file(const char *path, mdc_device_spec *out);
 typedef struct {
     char name[32];
     char source[256];
-    double pj_int_op;          /* per integer op */
-    double pj_fp_op;           /* per floating-point op (a FMA is 2 ops) */
-    double pj_sram_64b;        /* per 64-bit on-chip SRAM read */
-    double pj_dram_64b;        /* per 64-bit host DRAM read */
-    double pj_hbm_bit;         /* per bit moved to/from HBM */
-    double pj_nvlink_bit;      /* per bit over the intra-node link */
-    double pj_net_bit;         /* per bit over the network */
-    double pj_pcie_bit;        /* per bit over the host link */
+    double pj_int_op;     /* per integer op */
+    double pj_fp_op;      /* per floating-point op (a FMA is 2 ops) */
+    double pj_sram_64b;   /* per 64-bit on-chip SRAM read */
+    double pj_dram_64b;   /* per 64-bit host DRAM read */
+    double pj_hbm_bit;    /* per bit moved to/from HBM */
+    double pj_nvlink_bit; /* per bit over the intra-node link */
+    double pj_net_bit;    /* per bit over the network */
+    double pj_pcie_bit;   /* per bit over the host link */
 } mdc_energy_table;
 
 int mdc_energy_table_count(void);
@@ -102,14 +108,14 @@ mdc_status mdc_energy_table_from_json_file(const char *path, mdc_energy_table *o
 typedef enum { MDC_EMULATE_OFF = 0, MDC_EMULATE_ACCOUNT, MDC_EMULATE_THROTTLE } mdc_emulate_mode;
 
 typedef struct {
-    char device[64];           /* preset name, default "h100" */
-    char device_file[256];     /* --device-file (overrides device) */
-    double hbm_scale;          /* --hbm-scale, multiplies HBM capacity (default 1) */
-    mdc_emulate_mode emulate;  /* --emulate off|account|throttle (default account) */
-    double time_scale;         /* --time-scale, wall seconds per virtual second (default 1) */
-    char energy_table[256];    /* --energy-table NAME or a .json path (default "default") */
-    char report_path[256];     /* --report out.json ("" = none) */
-    int gpus_per_node;         /* --gpus-per-node G (default 8) */
+    char device[64];          /* preset name, default "h100" */
+    char device_file[256];    /* --device-file (overrides device) */
+    double hbm_scale;         /* --hbm-scale, multiplies HBM capacity (default 1) */
+    mdc_emulate_mode emulate; /* --emulate off|account|throttle (default account) */
+    double time_scale;        /* --time-scale, wall seconds per virtual second (default 1) */
+    char energy_table[256];   /* --energy-table NAME or a .json path (default "default") */
+    char report_path[256];    /* --report out.json ("" = none) */
+    int gpus_per_node;        /* --gpus-per-node G (default 8) */
 } mdc_device_options;
 
 void mdc_device_options_default(mdc_device_options *o);
@@ -128,7 +134,12 @@ typedef struct mdc_device mdc_device;
 
 /* Memory categories tracked by the allocator. */
 typedef enum {
-    MDC_MEM_PARAMS = 0, MDC_MEM_GRADS, MDC_MEM_OPTIM, MDC_MEM_ACTS, MDC_MEM_COMM, MDC_MEM_OTHER,
+    MDC_MEM_PARAMS = 0,
+    MDC_MEM_GRADS,
+    MDC_MEM_OPTIM,
+    MDC_MEM_ACTS,
+    MDC_MEM_COMM,
+    MDC_MEM_OTHER,
     MDC_MEM_COUNT
 } mdc_mem_category;
 const char *mdc_mem_category_name(mdc_mem_category c);
@@ -141,9 +152,8 @@ const char *mdc_link_name(mdc_link l);
  * mdc_device_free. Fails on an unknown preset, a bad device file or energy table. */
 mdc_status mdc_device_create(mdc_device **out, const mdc_device_options *o, int rank);
 /* Creates a device from a spec directly (tests). hbm_scale multiplies capacity. */
-mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
-                                  const mdc_energy_table *table, double hbm_scale,
-                                  mdc_emulate_mode mode, double time_scale, int rank);
+mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec, const mdc_energy_table *table,
+                                  double hbm_scale, mdc_emulate_mode mode, double time_scale, int rank);
 void mdc_device_free(mdc_device *dev); /* NULL is a no-op; frees every live allocation */
 
 const mdc_device_spec *mdc_device_get_spec(const mdc_device *dev);
@@ -155,8 +165,7 @@ mdc_emulate_mode mdc_device_mode(const mdc_device *dev);
 /* Allocates `bytes` of emulated HBM (host memory, 64-byte aligned, zeroed) under a category and
  * a tensor name. Over capacity: MDC_ERR_OOM_DEVICE with a CUDA-like message naming the rank,
  * device, tensor, requested size, in use, capacity and peak; *out is NULL. */
-mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_category cat,
-                         const char *name);
+mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_category cat, const char *name);
 /* Frees memory from mdc_dev_alloc; NULL is a no-op. */
 void mdc_dev_free(mdc_device *dev, void *ptr);
 
@@ -203,9 +212,9 @@ void mdc_dev_host_bytes(mdc_device *dev, double bytes);
  * (departure + bytes/bw). The receiver calls mdc_dev_msg_arrive: waiting until departure
  * counts as idle, from departure to arrival as communication; clock = max(own, arrival). */
 typedef struct {
-    double depart;   /* virtual time the first byte leaves */
-    double done;     /* virtual time the last byte leaves (egress link free again) */
-    double arrive;   /* virtual time the last byte arrives */
+    double depart; /* virtual time the first byte leaves */
+    double done;   /* virtual time the last byte leaves (egress link free again) */
+    double arrive; /* virtual time the last byte arrives */
 } mdc_msg_stamp;
 mdc_msg_stamp mdc_dev_msg_depart(mdc_device *dev, double bytes, mdc_link link);
 void mdc_dev_msg_sent(mdc_device *dev, double done);
@@ -221,7 +230,7 @@ void mdc_dev_idle_until(mdc_device *dev, double t);
 /* ---- reading the ledger ------------------------------------------------------------------ */
 
 typedef struct {
-    double now;                     /* virtual seconds */
+    double now;                                            /* virtual seconds */
     double t_compute, t_memory, t_comm, t_idle, t_overlap; /* split of `now` (overlap: comm
                                        hidden under compute, reported by schemes) */
     double flops, int_ops, sram_bytes, hbm_bytes, host_bytes;
@@ -251,9 +260,9 @@ void mdc_device_report(const mdc_device *dev, FILE *f, double tokens);
  * and peak_bytes[r * (MDC_MEM_COUNT + 1) + k] (k = category, MDC_MEM_COUNT = total); the device
  * spec, energy table and mode come from dev0. `schemes` (may be NULL) is a JSON object's text,
  * the parallel schemes' figures, stored under "schemes". Fails with MDC_ERR_IO naming the path. */
-mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters,
-                                  const mdc_energy *energies, const size_t *peak_bytes,
-                                  int nranks, const mdc_device *dev0, double tokens, const char *schemes);
+mdc_status mdc_device_report_json(const char *path, const mdc_dev_counters *counters, const mdc_energy *energies,
+                                  const size_t *peak_bytes, int nranks, const mdc_device *dev0, double tokens,
+                                  const char *schemes);
 /* The same for one device (train without --dp, forward); nothing when `path` is NULL or empty. */
 mdc_status mdc_device_report_json_one(const char *path, const mdc_device *dev, double tokens);
 

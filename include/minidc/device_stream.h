@@ -23,8 +23,8 @@ extern "C" {
 #endif
 
 typedef struct {
-    double free_at;        /* virtual time the stream finishes its last operation */
-    double busy;           /* stream time (comm + idle inside it) since the last join */
+    double free_at;                          /* virtual time the stream finishes its last operation */
+    double busy;                             /* stream time (comm + idle inside it) since the last join */
     double saved_now, saved_split[4], start; /* set by begin: the clock and its split */
     int active;
     double total_busy, total_exposed; /* over the stream's life */

@@ -107,15 +107,15 @@ mdc_status mdc_dp_load_state(mdc_dp *dp, const float *params, const float *m, co
 /* Measured figures beside their formulas (bytes; per rank). */
 typedef struct {
     int zero, N, units, buckets;
-    size_t psi;                 /* parameter floats (allocation, with the Vp padding) */
-    size_t shard;               /* S */
-    size_t mem[3];              /* measured in use after a step: params, grads, optimizer */
-    size_t mem_want[3];         /* the formula with S for Psi/N (exact) */
-    double mem_formula[3];      /* the formula with Psi/N (real numbers) */
-    size_t peak[3], comm_peak;  /* peaks during the run (gathered units, live gradients, buckets) */
-    double step_bytes;          /* bytes this component's collectives sent in the last step */
-    double step_bytes_want;     /* exact count for this schedule */
-    double step_bytes_formula;  /* the textbook figure: 2(N-1)/N x 4 Psi (DDP, ZeRO-1), ... */
+    size_t psi;                /* parameter floats (allocation, with the Vp padding) */
+    size_t shard;              /* S */
+    size_t mem[3];             /* measured in use after a step: params, grads, optimizer */
+    size_t mem_want[3];        /* the formula with S for Psi/N (exact) */
+    double mem_formula[3];     /* the formula with Psi/N (real numbers) */
+    size_t peak[3], comm_peak; /* peaks during the run (gathered units, live gradients, buckets) */
+    double step_bytes;         /* bytes this component's collectives sent in the last step */
+    double step_bytes_want;    /* exact count for this schedule */
+    double step_bytes_formula; /* the textbook figure: 2(N-1)/N x 4 Psi (DDP, ZeRO-1), ... */
     double t_compute, t_comm, t_overlap, t_idle, now; /* virtual seconds, whole run */
 } mdc_dp_figures;
 void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f);

@@ -66,7 +66,6 @@ void mdc_exact_normalize(mdc_exact *a);
 float mdc_exact_to_f32(const mdc_exact *a);
 double mdc_exact_to_f64(const mdc_exact *a);
 
-
 /* ---- arrays of exact sums (exact mode's working storage) --------------------------------------
  * An element is a double holding its exact sum so far: a sum of floats is a multiple of 2^-149,
  * and while it needs at most 53 bits a double holds it exactly. Each addition is checked with
@@ -77,11 +76,11 @@ double mdc_exact_to_f64(const mdc_exact *a);
  * one element 2^22 apart), so the common case is one double add and a check. Not threadsafe for
  * the same element; different elements may be added from different threads. */
 typedef struct {
-    double *v;       /* n elements: the exact sum, or a NaN whose payload is a slot index */
+    double *v; /* n elements: the exact sum, or a NaN whose payload is a slot index */
     size_t n;
     mdc_exact *slot; /* the escalated elements' accumulators */
     size_t nslot, cap;
-    int oom;         /* a slot could not be allocated (sticky; mdc_xsum_ok reports it) */
+    int oom; /* a slot could not be allocated (sticky; mdc_xsum_ok reports it) */
 } mdc_xsum;
 
 /* Allocates n zero elements (host memory); 0 on success, -1 when out of memory. */

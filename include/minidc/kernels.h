@@ -47,10 +47,10 @@ void mdc_kernels_fix_blas_core(char **argv);
 /* ---- embedding (kernels/encoder.c) ---------------------------------------------------- */
 /* out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]. Token ids must be in [0, Vp). */
 void mdc_encoder_forward(mdc_device *dev,
-                         float *out,        // (B,T,C)
-                         const int *inp,    // (B,T)
-                         const float *wte,  // (Vp,C)
-                         const float *wpe,  // (maxT,C)
+                         float *out,       // (B,T,C)
+                         const int *inp,   // (B,T)
+                         const float *wte, // (Vp,C)
+                         const float *wpe, // (maxT,C)
                          int B, int T, int C);
 void mdc_encoder_backward(mdc_device *dev,
                           float *dwte,       // (Vp,C) +=
@@ -61,9 +61,9 @@ void mdc_encoder_backward(mdc_device *dev,
 
 /* Vocab-parallel embedding: this rank's rows [lo, lo+rows) of wte; ids outside give 0 rows. */
 void mdc_embed_shard_forward(mdc_device *dev,
-                             float *out,        // (N,C)
-                             const int *inp,    // (N)
-                             const float *wte,  // (rows,C) the shard
+                             float *out,       // (N,C)
+                             const int *inp,   // (N)
+                             const float *wte, // (rows,C) the shard
                              int lo, int rows, int N, int C);
 /* out[b,j,:] = in[b,j,:] + wpe[p(j),:] (out may alias in): positions after the reduction;
  * p(j) = pos[j], or pos0 + j with pos NULL (pos: the global positions of a context-parallel
@@ -114,11 +114,11 @@ void mdc_matmul_forward(mdc_device *dev,
 /* out = residual + inp @ weight + bias (out may alias residual): the attention and MLP
  * output projections fused with the residual add. */
 void mdc_matmul_residual_forward(mdc_device *dev,
-                                 float *out,          // (N,OC)
+                                 float *out,            // (N,OC)
                                  const float *residual, // (N,OC)
-                                 const float *inp,    // (N,C)
-                                 const float *weight, // (C,OC)
-                                 const float *bias,   // (OC) or NULL
+                                 const float *inp,      // (N,C)
+                                 const float *weight,   // (C,OC)
+                                 const float *bias,     // (OC) or NULL
                                  int N, int C, int OC);
 /* dinp += dout @ weight^T; dweight += inp^T @ dout; dbias += column sums of dout.
  * dinp may be NULL (not needed), dweight may be NULL (the input part alone), dbias may be NULL
@@ -133,9 +133,9 @@ void mdc_matmul_backward(mdc_device *dev,
                          int N, int C, int OC);
 /* The tied LM head: logits = inp @ wte^T over the padded vocabulary (no bias). */
 void mdc_lmhead_forward(mdc_device *dev,
-                        float *logits,     // (N,Vp)
-                        const float *inp,  // (N,C)
-                        const float *wte,  // (Vp,C)
+                        float *logits,    // (N,Vp)
+                        const float *inp, // (N,C)
+                        const float *wte, // (Vp,C)
                         int N, int C, int Vp);
 /* dinp += dlogits @ wte; dwte += dlogits^T @ inp. */
 void mdc_lmhead_backward(mdc_device *dev,
@@ -203,10 +203,10 @@ void mdc_residual_forward(mdc_device *dev,
 /* out = (res + bias) + y: a row-parallel output's bias and residual, added once after the
  * reduction (out may alias res or y). */
 void mdc_residual_bias_forward(mdc_device *dev,
-                               float *out,         // (N,C)
-                               const float *res,   // (N,C)
-                               const float *y,     // (N,C) the reduced product
-                               const float *bias,  // (C)
+                               float *out,        // (N,C)
+                               const float *res,  // (N,C)
+                               const float *y,    // (N,C) the reduced product
+                               const float *bias, // (C)
                                int N, int C);
 /* y += bias on every row (a row-parallel output's bias, added once after the reduction). */
 void mdc_bias_forward(mdc_device *dev,
@@ -249,10 +249,9 @@ void mdc_crossentropy_backward(mdc_device *dev,
  * target's logit (0 when the target is another shard's), and the backward with the global
  * lse. Reduce mx (max) and se, tlogit (sum) over the shards between the calls. */
 void mdc_vocab_shard_max(mdc_device *dev, float *mx, const float *logits, int N, int Vl, int valid);
-void mdc_vocab_shard_sumexp(mdc_device *dev, float *se, const float *logits, const float *mx, int N, int Vl,
-                            int valid);
-void mdc_vocab_shard_target(mdc_device *dev, float *tlogit, const float *logits, const int *targets, int lo,
-                            int N, int Vl, int valid);
+void mdc_vocab_shard_sumexp(mdc_device *dev, float *se, const float *logits, const float *mx, int N, int Vl, int valid);
+void mdc_vocab_shard_target(mdc_device *dev, float *tlogit, const float *logits, const int *targets, int lo, int N,
+                            int Vl, int valid);
 void mdc_crossentropy_backward_shard(mdc_device *dev, float *dlogits, const float *logits, const float *lse,
                                      const int *targets, int lo, float dloss, int N, int Vl, int valid);
 
@@ -265,8 +264,8 @@ void mdc_adamw_update(mdc_device *dev,
                       float *m,           // (n) first moment
                       float *v,           // (n) second moment
                       const float *grads, // (n)
-                      size_t n, float lr, float beta1, float beta2, float eps,
-                      float weight_decay, float grad_scale, int t);
+                      size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                      int t);
 /* How far AdamW step t >= 1 can move a parameter, in units of lr (weight decay aside): with
  * m_t = (1-b1) sum_i b1^(t-i) g_i and v_t >= (1-b2) b2^(t-i) g_i^2 for every i,
  * |m_t| <= (1-b1) / sqrt(1-b2) sqrt(v_t) sum_k r^k, r = b1 / sqrt(b2), k < t; the bias
@@ -291,18 +290,18 @@ float mdc_clip_scale(double norm, float max_norm);
  * same work and bits as the kernels above. */
 enum { MDC_DROP_ATTN = 0, MDC_DROP_ATTN_OUT = 1, MDC_DROP_MLP_OUT = 2 };
 typedef struct {
-    float p;         /* drop probability, in [0, 1) */
-    uint64_t seed;   /* the run's seed */
-    uint64_t step;   /* the optimizer step: a new mask every step */
-    int layer;       /* the block */
-    int site;        /* MDC_DROP_ATTN_OUT or MDC_DROP_MLP_OUT; attention always uses MDC_DROP_ATTN */
-    int row0;        /* global batch row of local row 0 (its row in the step's whole batch) */
-    int pos0;        /* global position of local position 0 (0 for attention over one sequence) */
-    const int *pos;  /* residual sites: global position of each local position (context parallel's
+    float p;        /* drop probability, in [0, 1) */
+    uint64_t seed;  /* the run's seed */
+    uint64_t step;  /* the optimizer step: a new mask every step */
+    int layer;      /* the block */
+    int site;       /* MDC_DROP_ATTN_OUT or MDC_DROP_MLP_OUT; attention always uses MDC_DROP_ATTN */
+    int row0;       /* global batch row of local row 0 (its row in the step's whole batch) */
+    int pos0;       /* global position of local position 0 (0 for attention over one sequence) */
+    const int *pos; /* residual sites: global position of each local position (context parallel's
                       * chunks; NULL: pos0 + t) */
-    int T;           /* global sequence length */
-    int chan0, C;    /* global channel of local channel 0, global channel count */
-    int head0, H;    /* global head of local head 0, global head count */
+    int T;          /* global sequence length */
+    int chan0, C;   /* global channel of local channel 0, global channel count */
+    int head0, H;   /* global head of local head 0, global head count */
 } mdc_dropout;
 
 /* 1 if the residual-branch element (row, pos, chan) (global indices) of site d->site is kept. */
@@ -319,17 +318,15 @@ void mdc_dropout_attn_apply(const mdc_dropout *d,
 /* out = res + keep*y/(1-p) over local (B,Tl,Cl), element (b,t,c) at global
  * (row0+b, pos0+t, chan0+c) (out may alias res or y): a residual branch's dropout. */
 void mdc_dropout_residual_forward(mdc_device *dev,
-                                  float *out,               // (B,Tl,Cl)
-                                  const float *res,         // (B,Tl,Cl) the residual stream
-                                  const float *y,           // (B,Tl,Cl) the branch
-                                  const mdc_dropout *drop,
-                                  int B, int Tl, int Cl);
+                                  float *out,       // (B,Tl,Cl)
+                                  const float *res, // (B,Tl,Cl) the residual stream
+                                  const float *y,   // (B,Tl,Cl) the branch
+                                  const mdc_dropout *drop, int B, int Tl, int Cl);
 /* dy += keep*dout/(1-p); the residual's gradient is dout itself (not written here). */
 void mdc_dropout_residual_backward(mdc_device *dev,
-                                   float *dy,               // (B,Tl,Cl) +=
-                                   const float *dout,       // (B,Tl,Cl)
-                                   const mdc_dropout *drop,
-                                   int B, int Tl, int Cl);
+                                   float *dy,         // (B,Tl,Cl) +=
+                                   const float *dout, // (B,Tl,Cl)
+                                   const mdc_dropout *drop, int B, int Tl, int Cl);
 
 /* Attention between runs of queries and keys at global positions (kernels/attention_pair.c;
  * context parallelism). Row i of the queries is at position qpos0 + i, key j at kpos0 + j; a
@@ -384,31 +381,26 @@ void mdc_attention_forward_drop(mdc_device *dev,
                                 float *out,       // (B,T,C)
                                 float *att,       // (B,NH,T,T) undropped probabilities
                                 const float *qkv, // (B,T,3C)
-                                const mdc_dropout *drop,
-                                int B, int T, int C, int NH);
+                                const mdc_dropout *drop, int B, int T, int C, int NH);
 void mdc_attention_backward_drop(mdc_device *dev,
                                  float *dqkv,       // (B,T,3C) +=
                                  float *scratch,    // (B,NH,T,T) work space, clobbered
                                  const float *dout, // (B,T,C)
                                  const float *qkv,  // (B,T,3C)
                                  const float *att,  // (B,NH,T,T) from the forward
-                                 const mdc_dropout *drop,
-                                 int B, int T, int C, int NH);
+                                 const mdc_dropout *drop, int B, int T, int C, int NH);
 void mdc_attention_forward_tiled_drop(mdc_device *dev,
                                       float *out,       // (B,T,C)
                                       float *lse,       // (B,NH,T) of the undropped scores
                                       const float *qkv, // (B,T,3C)
-                                      const mdc_dropout *drop,
-                                      int B, int T, int C, int NH);
+                                      const mdc_dropout *drop, int B, int T, int C, int NH);
 void mdc_attention_backward_tiled_drop(mdc_device *dev,
                                        float *dqkv,       // (B,T,3C) +=
                                        const float *dout, // (B,T,C)
                                        const float *out,  // (B,T,C) from the forward
                                        const float *qkv,  // (B,T,3C)
                                        const float *lse,  // (B,NH,T)
-                                       const mdc_dropout *drop,
-                                       int B, int T, int C, int NH);
-
+                                       const mdc_dropout *drop, int B, int T, int C, int NH);
 
 /* ---- exact mode's block kernels (kernels/exact_blocks.c, docs/exactness.md) -----------------
  * Each adds block partial sums into arrays of exact sums (minidc/exact.h) at offsets in
@@ -429,12 +421,12 @@ void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, cons
 void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const float *W, int ldw, int transW,
                   const float *bias, int n, int K, int N);
 /* LayerNorm's dweight, dbias (C each) over blocks of blk rows. */
-void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout,
-                           const float *inp, const float *mean, const float *rstd, int n, int C, int blk);
+void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout, const float *inp,
+                           const float *mean, const float *rstd, int n, int C, int blk);
 /* Embedding rows [lo, lo + rows) of wte (at off_wte) += each token's dout row; wpe (at off_wpe,
  * -1: none) += every sequence's row at each position (pos[t], or t with pos NULL). */
-void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp,
-                 int lo, int rows, const int *pos, int B, int T, int C);
+void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp, int lo,
+                 int rows, const int *pos, int B, int T, int C);
 /* se[i] = sum over blocks of vblk of the block's float sum of exp(z - mx[i]), z the first
  * `valid` of row i of logits (row stride ld). */
 void mdc_x_sumexp(mdc_device *dev, mdc_exact *se, const float *logits, int ld, const float *mx, int n, int valid,

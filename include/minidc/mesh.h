@@ -28,11 +28,15 @@ typedef struct {
 } mdc_mesh_dims;
 
 typedef enum {
-    MDC_MESH_TP = 0, MDC_MESH_CP, MDC_MESH_EP, MDC_MESH_DP, MDC_MESH_PP, /* one axis each */
-    MDC_MESH_DENSE,   /* dp x cp x ep */
-    MDC_MESH_EXPERT,  /* dp x cp */
-    MDC_MESH_TP_CP,   /* tp x cp */
-    MDC_MESH_EMBED,   /* first + last pipeline stage (NULL on the stages between) */
+    MDC_MESH_TP = 0,
+    MDC_MESH_CP,
+    MDC_MESH_EP,
+    MDC_MESH_DP,
+    MDC_MESH_PP,     /* one axis each */
+    MDC_MESH_DENSE,  /* dp x cp x ep */
+    MDC_MESH_EXPERT, /* dp x cp */
+    MDC_MESH_TP_CP,  /* tp x cp */
+    MDC_MESH_EMBED,  /* first + last pipeline stage (NULL on the stages between) */
     MDC_MESH_WORLD,
     MDC_MESH_GROUPS
 } mdc_mesh_group_kind;
@@ -46,7 +50,7 @@ mdc_status mdc_mesh_create(mdc_mesh **out, mdc_transport *tr, const mdc_mesh_dim
 void mdc_mesh_free(mdc_mesh *m); /* NULL is a no-op */
 mdc_mesh_dims mdc_mesh_get_dims(const mdc_mesh *m);
 int mdc_mesh_size(const mdc_mesh *m, mdc_axis a);
-int mdc_mesh_coord(const mdc_mesh *m, mdc_axis a);           /* this rank's */
+int mdc_mesh_coord(const mdc_mesh *m, mdc_axis a); /* this rank's */
 int mdc_mesh_coord_of(const mdc_mesh *m, int rank, mdc_axis a);
 /* The group of this rank of a kind (NULL: MDC_MESH_EMBED on a middle stage). */
 mdc_group *mdc_mesh_group(const mdc_mesh *m, mdc_mesh_group_kind k);

@@ -33,13 +33,13 @@ extern "C" {
 #endif
 
 typedef struct {
-    int V;   /* vocabulary */
-    int Vp;  /* padded vocabulary: V rounded up to a multiple of 128 (50257 -> 50304, as llm.c);
+    int V;  /* vocabulary */
+    int Vp; /* padded vocabulary: V rounded up to a multiple of 128 (50257 -> 50304, as llm.c);
                 rows of wte and columns of logits; 0 in a config means "compute it" */
-    int T;   /* context length (wpe rows) */
-    int L;   /* layers */
-    int H;   /* heads */
-    int C;   /* channels; H must divide C */
+    int T;  /* context length (wpe rows) */
+    int L;  /* layers */
+    int H;  /* heads */
+    int C;  /* channels; H must divide C */
     /* mixture of experts (ref/model/moe/moe.c): 0 experts is the dense GPT-2. With E > 0 the MLP of every
      * block l with l % moe_every == 0 (blocks 0, n, 2n, ...; 0 or 1: every block) is E experts,
      * each a GPT-2 MLP, and a router choosing topk of them per token */
@@ -71,22 +71,22 @@ mdc_status mdc_gpt2_config_check(mdc_gpt2_config *cfg);
 
 /* ---- the parameter table ---------------------------------------------------------------- */
 typedef struct {
-    char name[48];   /* Hugging Face name without "transformer.", e.g. "h.3.attn.c_attn.weight" */
-    int ndim;        /* 1 or 2 */
-    int shape[2];    /* Hugging Face shape (wte: [V, C]) */
-    size_t offset;   /* floats from the start of the parameter allocation (same in grads, m, v) */
-    size_t numel;    /* shape[0] * shape[1] */
-    size_t alloc;    /* floats reserved (wte: Vp * C; else numel) */
-    int decay;       /* 1 if AdamW weight decay applies (the 2-D tensors: embeddings and
+    char name[48]; /* Hugging Face name without "transformer.", e.g. "h.3.attn.c_attn.weight" */
+    int ndim;      /* 1 or 2 */
+    int shape[2];  /* Hugging Face shape (wte: [V, C]) */
+    size_t offset; /* floats from the start of the parameter allocation (same in grads, m, v) */
+    size_t numel;  /* shape[0] * shape[1] */
+    size_t alloc;  /* floats reserved (wte: Vp * C; else numel) */
+    int decay;     /* 1 if AdamW weight decay applies (the 2-D tensors: embeddings and
                         weights), 0 for biases and LayerNorm (nanoGPT's grouping) */
     /* the slice of the global tensor (a local table's entry; the global table's own entries
      * are whole: split NONE, global = their index). Local shape[0] of wte counts its rows
      * below V; alloc covers the shard's Vp/t rows. */
-    int global;      /* index in the global table */
-    int split;       /* MDC_SPLIT_NONE, _ROWS or _COLS */
-    int row0;        /* first global row (ROWS) */
-    int col0;        /* first global column of the first piece (COLS) */
-    int pieces;      /* column pieces (COLS: 3 for c_attn, else 1), each shape[1]/pieces wide,
+    int global; /* index in the global table */
+    int split;  /* MDC_SPLIT_NONE, _ROWS or _COLS */
+    int row0;   /* first global row (ROWS) */
+    int col0;   /* first global column of the first piece (COLS) */
+    int pieces; /* column pieces (COLS: 3 for c_attn, else 1), each shape[1]/pieces wide,
                         `pstride` global columns apart */
     int pstride;
 } mdc_param_tensor;
@@ -161,8 +161,7 @@ mdc_status mdc_gpt2_set_adam_step(mdc_gpt2 *m, int t); /* allocates m,v (zero) i
 /* Forward over inputs (B,T) token ids in [0, V). With targets (B,T) in [0, V) it also
  * computes the per-position losses and *loss = their mean; with targets NULL, *loss (if not
  * NULL) is set to -1. B, T must not exceed the creation sizes. */
-mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, int B, int T,
-                            float *loss);
+mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, int B, int T, float *loss);
 /* Logits (B,T,Vp) of the last forward (row stride Vp; columns >= V are padding, 0). Valid
  * until the next backward, which overwrites them with their gradient. */
 const float *mdc_gpt2_logits(const mdc_gpt2 *m);
@@ -180,11 +179,11 @@ mdc_status mdc_gpt2_backward(mdc_gpt2 *m);
 mdc_status mdc_gpt2_backward_scaled(mdc_gpt2 *m, float dloss);
 
 typedef struct {
-    float lr;            /* learning rate (3e-4) */
-    float beta1, beta2;  /* 0.9, 0.95 */
-    float eps;           /* 1e-8 */
-    float weight_decay;  /* 0.1, on tensors with decay = 1 only */
-    float grad_clip;     /* global norm clip (1.0); <= 0 disables */
+    float lr;           /* learning rate (3e-4) */
+    float beta1, beta2; /* 0.9, 0.95 */
+    float eps;          /* 1e-8 */
+    float weight_decay; /* 0.1, on tensors with decay = 1 only */
+    float grad_clip;    /* global norm clip (1.0); <= 0 disables */
 } mdc_adamw_config;
 void mdc_adamw_config_default(mdc_adamw_config *c);
 
@@ -208,12 +207,12 @@ mdc_status mdc_gpt2_update(mdc_gpt2 *m, const mdc_adamw_config *opt, float *grad
  * global index, so a shard equals the serial tensor's slice bit for bit. */
 #define MDC_GPT2_MAX_CHUNKS 16
 typedef struct {
-    int tp, tp_rank;        /* tensor-parallel size and this rank's index (1, 0: serial) */
-    int sp;                 /* Megatron sequence parallelism over the tp ranks (tp > 1) */
-    int chunks;             /* model chunks held: 1, or v on an interleaved pipeline's stage */
+    int tp, tp_rank; /* tensor-parallel size and this rank's index (1, 0: serial) */
+    int sp;          /* Megatron sequence parallelism over the tp ranks (tp > 1) */
+    int chunks;      /* model chunks held: 1, or v on an interleaved pipeline's stage */
     int lo[MDC_GPT2_MAX_CHUNKS], hi[MDC_GPT2_MAX_CHUNKS]; /* chunk k: blocks [lo[k], hi[k]), ascending */
     int has_embed, has_head; /* the embedding before chunk 0, the head after the last chunk */
-    int ep, ep_rank;        /* expert parallelism: experts [ep_rank E/ep, (ep_rank+1) E/ep) here
+    int ep, ep_rank;         /* expert parallelism: experts [ep_rank E/ep, (ep_rank+1) E/ep) here
                                (0 or 1: every expert) */
 } mdc_gpt2_part;
 enum { MDC_SPLIT_NONE = 0, MDC_SPLIT_ROWS, MDC_SPLIT_COLS };
@@ -294,9 +293,8 @@ double mdc_gpt2_scalar_value(const mdc_gpt2 *m, const void *slot);
  * use) and a default activation set for batches up to B x T (the one mdc_gpt2_forward and
  * mdc_gpt2_backward use). `comm` (borrowed, may be NULL only for a tp = 1 partition) is the
  * tensor-parallel communication. Flags as mdc_gpt2_create_flags. */
-mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg,
-                                const mdc_gpt2_part *part, const mdc_gpt2_comm *comm, int B, int T,
-                                unsigned flags);
+mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg, const mdc_gpt2_part *part,
+                                const mdc_gpt2_comm *comm, int B, int T, unsigned flags);
 const mdc_gpt2_part *mdc_gpt2_get_part(const mdc_gpt2 *m);
 const mdc_gpt2_comm *mdc_gpt2_get_comm(const mdc_gpt2 *m); /* NULL: the serial model */
 /* The local tensor table: shapes are local, offsets in the local allocation, `global` the
@@ -352,7 +350,7 @@ mdc_status mdc_gpt2_block_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int par
 mdc_status mdc_gpt2_embed_backward(mdc_gpt2 *m, mdc_gpt2_acts *a);
 /* The residual stream after the last held block, (B, T/seq_split, C): the head's input. */
 float *mdc_gpt2_acts_residual(mdc_gpt2_acts *a);
-const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a);  /* (B,T,Vp/t) */
+const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a); /* (B,T,Vp/t) */
 /* A pipeline stage's boundaries, (B, T/seq_split, C): the residual stream entering the first
  * held block (a stage without the embedding receives it here before block_forward), and the
  * gradient of the residual stream: after the last held block's output (a stage without the
@@ -360,7 +358,7 @@ const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a);  /* (B,T,Vp/t) */
  * the gradient of the stage's input (sent to the previous stage). */
 float *mdc_gpt2_acts_input(mdc_gpt2_acts *a);
 float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a);
-const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a);  /* (B,T) */
+const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a); /* (B,T) */
 /* The global batch row of the set's row 0 (its place in the step's whole batch: dropout masks
  * are keyed by it); 0 by default. */
 void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0);
@@ -382,8 +380,8 @@ mdc_status mdc_gpt2_set_dropout(mdc_gpt2 *m, float p, uint64_t seed);
  * needs) and backward (dqkv += from dout, the forward's out and lse and qkv as it left it). */
 typedef struct mdc_gpt2_cp {
     void *ctx;
-    int c, T;          /* ranks the sequence is split over, the global sequence length */
-    const int *pos;    /* T/c global positions */
+    int c, T;       /* ranks the sequence is split over, the global sequence length */
+    const int *pos; /* T/c global positions */
     mdc_status (*forward)(void *ctx, mdc_device *dev, float *out, float *lse, float *qkv, const mdc_dropout *drop,
                           int B, int C, int NH);
     mdc_status (*backward)(void *ctx, mdc_device *dev, float *dqkv, const float *dout, const float *out,
@@ -406,11 +404,11 @@ void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step);
  * (f_i the share of its k T assignments made to expert i before dropping, P_i the mean p_i),
  * averaged over the groups, and beta x the mean over tokens of logsumexp(z)^2. */
 typedef struct {
-    float capacity_factor;  /* 0: dropless */
-    int drop_probs;         /* 1: keep the highest p; 0: by priority (slot, then position) */
-    int renorm;             /* gates renormalized over the k chosen */
+    float capacity_factor; /* 0: dropless */
+    int drop_probs;        /* 1: keep the highest p; 0: by priority (slot, then position) */
+    int renorm;            /* gates renormalized over the k chosen */
     float aux_alpha, z_beta;
-    float bias_rate;        /* aux-loss-free balancing (DeepSeek-V3): g of the bias update, 0: off */
+    float bias_rate; /* aux-loss-free balancing (DeepSeek-V3): g of the bias update, 0: off */
 } mdc_moe_opts;
 mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o);
 /* d(objective)/d(per-position loss) of the coming backward (the aux losses' gradient scale:
@@ -463,7 +461,10 @@ const mdc_exact *mdc_gpt2_moe_exact_loss(const mdc_gpt2 *m);
  *                    unit 0, which comes last; a block's after its weight part W)
  * A non-zero status from the hook stops the call and is returned. */
 typedef enum {
-    MDC_HOOK_PRE_FORWARD = 0, MDC_HOOK_POST_FORWARD, MDC_HOOK_PRE_BACKWARD, MDC_HOOK_POST_BACKWARD
+    MDC_HOOK_PRE_FORWARD = 0,
+    MDC_HOOK_POST_FORWARD,
+    MDC_HOOK_PRE_BACKWARD,
+    MDC_HOOK_POST_BACKWARD
 } mdc_gpt2_hook_event;
 typedef struct {
     mdc_status (*fn)(void *ctx, mdc_gpt2_hook_event ev, int unit); /* NULL: no hooks */

@@ -24,10 +24,10 @@ typedef struct {
 
 typedef struct {
     char name[16];
-    int p, m, v;         /* stages, micro-batches, model chunks per stage */
-    int split;           /* 1: B without W, and W actions (zb-h1) */
-    int *n;              /* per stage: actions */
-    mdc_pp_action **a;   /* per stage: the actions in order */
+    int p, m, v;       /* stages, micro-batches, model chunks per stage */
+    int split;         /* 1: B without W, and W actions (zb-h1) */
+    int *n;            /* per stage: actions */
+    mdc_pp_action **a; /* per stage: the actions in order */
 } mdc_pp_schedule;
 
 /* "gpipe" (every forward, then every backward), "1f1b" (warm-up min(p - s - 1, m) forwards,
@@ -49,9 +49,9 @@ mdc_status mdc_pp_schedule_validate(const mdc_pp_schedule *s);
  * the busy units, the stage's peak of activation sets held (F started, its B, or W, not
  * finished). Returns the makespan, or -1 (invalid schedule). */
 typedef struct {
-    int units;           /* makespan */
-    int *busy, *peak;    /* per stage */
-    char (*cell)[6];     /* stage-major, units cells each: "F3" etc., "" idle */
+    int units;        /* makespan */
+    int *busy, *peak; /* per stage */
+    char (*cell)[6];  /* stage-major, units cells each: "F3" etc., "" idle */
 } mdc_pp_timeline;
 int mdc_pp_simulate(const mdc_pp_schedule *s, mdc_pp_timeline *t);
 void mdc_pp_timeline_free(mdc_pp_timeline *t);

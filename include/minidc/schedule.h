@@ -32,32 +32,32 @@ extern "C" {
 enum { MDC_SCHED_STORE = 0, MDC_SCHED_IN_OP_OWN = 1, MDC_SCHED_OWN_OP_IN = 2 };
 
 typedef struct {
-    int step;          /* 0-based; messages of one step happen together */
-    int src, dst;      /* group ranks */
-    size_t bytes;      /* payload bytes */
-    int reduce;        /* MDC_SCHED_STORE, MDC_SCHED_IN_OP_OWN or MDC_SCHED_OWN_OP_IN */
-    size_t off, len;   /* elements of the logical vector carried (reductions; len 0 otherwise) */
-    char what[64];     /* what it carries, for people: "chunk 3 [6,8)", "blocks 2,3" */
+    int step;        /* 0-based; messages of one step happen together */
+    int src, dst;    /* group ranks */
+    size_t bytes;    /* payload bytes */
+    int reduce;      /* MDC_SCHED_STORE, MDC_SCHED_IN_OP_OWN or MDC_SCHED_OWN_OP_IN */
+    size_t off, len; /* elements of the logical vector carried (reductions; len 0 otherwise) */
+    char what[64];   /* what it carries, for people: "chunk 3 [6,8)", "blocks 2,3" */
 } mdc_sched_msg;
 
 typedef struct {
     mdc_coll coll;
     char algo[32];
     int p, root;
-    size_t count;          /* the call's count argument (elements) */
-    size_t *counts;        /* per-rank counts (reduce_scatter, allgather, alltoallv), p entries */
+    size_t count;   /* the call's count argument (elements) */
+    size_t *counts; /* per-rank counts (reduce_scatter, allgather, alltoallv), p entries */
     mdc_dtype t;
     mdc_op op;
-    size_t chunk_bytes;    /* ring allreduce chunk (0: one chunk per rank) */
-    int ranks_per_node;    /* hierarchical: ranks r / ranks_per_node share a node */
-    size_t vec;            /* elements of the logical vector (reductions) */
+    size_t chunk_bytes; /* ring allreduce chunk (0: one chunk per rank) */
+    int ranks_per_node; /* hierarchical: ranks r / ranks_per_node share a node */
+    size_t vec;         /* elements of the logical vector (reductions) */
     int nsteps, phase_cap;
-    char (*phase)[80];     /* nsteps labels: "reduce-scatter 1/3" (phase_cap allocated) */
+    char (*phase)[80]; /* nsteps labels: "reduce-scatter 1/3" (phase_cap allocated) */
     mdc_sched_msg *msgs;
     size_t nmsgs, cap;
-    char bytes_formula[96];/* bytes sent per rank, as a formula of p and n (text) */
+    char bytes_formula[96];     /* bytes sent per rank, as a formula of p and n (text) */
     double bytes_formula_value; /* its value for this call (the busiest rank) */
-    char note[256];        /* partition or special case, for people */
+    char note[256];             /* partition or special case, for people */
 } mdc_schedule;
 
 /* Builds the schedule of `algo` ("ring", ... as mdc_coll_algo_at lists them) for a call of
@@ -68,9 +68,8 @@ typedef struct {
  * for the v-variants; alltoallv takes counts[i] as what every rank sends to rank i. Owns
  * everything it allocates: free with mdc_schedule_free. Fails with MDC_ERR_INVALID naming the
  * argument (unknown algorithm, p < 1, root out of range). */
-mdc_status mdc_schedule_build(mdc_schedule *s, mdc_coll c, const char *algo, int p, size_t count,
-                              const size_t *counts, mdc_dtype t, mdc_op op, int root,
-                              size_t chunk_bytes, int ranks_per_node);
+mdc_status mdc_schedule_build(mdc_schedule *s, mdc_coll c, const char *algo, int p, size_t count, const size_t *counts,
+                              mdc_dtype t, mdc_op op, int root, size_t chunk_bytes, int ranks_per_node);
 void mdc_schedule_free(mdc_schedule *s); /* zeroes *s; freeing a zeroed schedule is a no-op */
 
 /* True for allreduce, reduce_scatter and reduce. */
@@ -113,8 +112,8 @@ mdc_status mdc_schedule_step(mdc_schedule *s, int step);
 
 /* Appends a message (builders, tests). Grows the arrays; MDC_ERR_OOM_HOST on failure,
  * MDC_ERR_INVALID past MDC_SCHEDULE_MAX_MSGS. */
-mdc_status mdc_schedule_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce,
-                            size_t off, size_t len, const char *what);
+mdc_status mdc_schedule_add(mdc_schedule *s, int step, int src, int dst, size_t bytes, int reduce, size_t off,
+                            size_t len, const char *what);
 
 #ifdef __cplusplus
 }

@@ -26,9 +26,19 @@ extern "C" {
 #define MDC_SAFETENSORS_MAX_HEADER (100u << 20)
 
 typedef enum {
-    MDC_TD_F32 = 0, MDC_TD_F16, MDC_TD_BF16, MDC_TD_F64,
-    MDC_TD_I64, MDC_TD_I32, MDC_TD_I16, MDC_TD_I8,
-    MDC_TD_U64, MDC_TD_U32, MDC_TD_U16, MDC_TD_U8, MDC_TD_BOOL,
+    MDC_TD_F32 = 0,
+    MDC_TD_F16,
+    MDC_TD_BF16,
+    MDC_TD_F64,
+    MDC_TD_I64,
+    MDC_TD_I32,
+    MDC_TD_I16,
+    MDC_TD_I8,
+    MDC_TD_U64,
+    MDC_TD_U32,
+    MDC_TD_U16,
+    MDC_TD_U8,
+    MDC_TD_BOOL,
     MDC_TD_COUNT
 } mdc_tdtype;
 
@@ -41,20 +51,19 @@ size_t mdc_tdtype_size(mdc_tdtype dt);
 mdc_status mdc_tdtype_from_name(const char *name, mdc_tdtype *out);
 
 typedef struct {
-    char *name;                         /* owned, NUL-terminated */
+    char *name; /* owned, NUL-terminated */
     mdc_tdtype dtype;
-    int ndim;                           /* 0..MDC_TENSOR_MAX_DIMS; 0 = scalar (1 element) */
+    int ndim; /* 0..MDC_TENSOR_MAX_DIMS; 0 = scalar (1 element) */
     int64_t shape[MDC_TENSOR_MAX_DIMS];
-    size_t numel;                       /* product of shape */
-    size_t nbytes;                      /* numel * dtype size */
-    void *data;                         /* owned; NULL when nbytes == 0 */
+    size_t numel;  /* product of shape */
+    size_t nbytes; /* numel * dtype size */
+    void *data;    /* owned; NULL when nbytes == 0 */
 } mdc_tensor;
 
 /* Element count of a shape with overflow check: MDC_ERR_FORMAT (no detail) on a negative dim,
  * more than MDC_TENSOR_MAX_DIMS dims, or a product * elem_size that overflows size_t or exceeds
  * 2^53 bytes. *numel and *nbytes are set on success. */
-mdc_status mdc_shape_bytes(int ndim, const int64_t *shape, size_t elem_size, size_t *numel,
-                           size_t *nbytes);
+mdc_status mdc_shape_bytes(int ndim, const int64_t *shape, size_t elem_size, size_t *numel, size_t *nbytes);
 
 /* Frees a tensor's name and data (not the struct itself); NULL is a no-op. */
 void mdc_tensor_clear(mdc_tensor *t);
@@ -70,9 +79,9 @@ mdc_status mdc_tensor_to_i32(const mdc_tensor *t, int32_t *dst, size_t n);
 
 typedef struct {
     int count, cap;
-    mdc_tensor *tensors;                /* count entries, file order */
+    mdc_tensor *tensors; /* count entries, file order */
     int meta_count, meta_cap;
-    char **meta_keys, **meta_values;    /* __metadata__, owned */
+    char **meta_keys, **meta_values; /* __metadata__, owned */
 } mdc_tensorfile;
 
 /* An empty list. Free with mdc_tensorfile_free. */
@@ -82,11 +91,11 @@ void mdc_tensorfile_free(mdc_tensorfile *tf);
 
 /* Appends a tensor, copying name, shape and nbytes of `data` (data may be NULL for zeros).
  * MDC_ERR_INVALID on a duplicate or empty name, a bad dtype or shape; MDC_ERR_OOM_HOST. */
-mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
-                              const int64_t *shape, const void *data);
+mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim, const int64_t *shape,
+                              const void *data);
 /* Appends an F32 tensor converted to `dt` (F32, F16 or BF16, round to nearest even). */
-mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim,
-                                  const int64_t *shape, const float *data);
+mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim, const int64_t *shape,
+                                  const float *data);
 /* The tensor called `name`, or NULL. */
 const mdc_tensor *mdc_tensorfile_find(const mdc_tensorfile *tf, const char *name);
 /* Sets (or replaces) a metadata entry; copies both strings. */
@@ -105,8 +114,7 @@ const char *mdc_tensorfile_get_meta(const mdc_tensorfile *tf, const char *key);
  * non-empty; the header UTF-8 with no NUL character (raw or \u0000). *out is NULL on failure. */
 mdc_status mdc_safetensors_read(const char *path, mdc_tensorfile **out);
 /* The same from a memory buffer; `label` names it in errors (fuzzing, tests). */
-mdc_status mdc_safetensors_parse(const void *buf, size_t len, const char *label,
-                                 mdc_tensorfile **out);
+mdc_status mdc_safetensors_parse(const void *buf, size_t len, const char *label, mdc_tensorfile **out);
 /* Writes tensors in list order with the header padded with spaces to a multiple of 8 bytes,
  * as the reference writer does. Writes to PATH.tmp then renames, so a crash never leaves a
  * half-written file under the final name. */
@@ -128,7 +136,6 @@ mdc_status mdc_npy_write(const char *path, const mdc_tensor *t);
 /* Reads a whole file into a new buffer (*out, *len); refuses files larger than max_bytes.
  * MDC_ERR_IO naming the path. */
 mdc_status mdc_read_file(const char *path, size_t max_bytes, unsigned char **out, size_t *len);
-
 
 #ifdef __cplusplus
 }

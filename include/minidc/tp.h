@@ -38,8 +38,9 @@ mdc_group *mdc_tp_group(mdc_tp *tp);
 
 enum { MDC_TP_AR = 0, MDC_TP_AR_LOSS, MDC_TP_AG, MDC_TP_RS, MDC_TP_KINDS };
 typedef struct {
-    unsigned long long calls[MDC_TP_KINDS]; /* AllReduce (B,T,C), AllReduce of loss statistics, AllGather, ReduceScatter */
-    double bytes[MDC_TP_KINDS];             /* sent by this rank */
+    unsigned long long
+        calls[MDC_TP_KINDS];    /* AllReduce (B,T,C), AllReduce of loss statistics, AllGather, ReduceScatter */
+    double bytes[MDC_TP_KINDS]; /* sent by this rank */
 } mdc_tp_counts;
 void mdc_tp_get_counts(const mdc_tp *tp, mdc_tp_counts *c);
 void mdc_tp_reset_counts(mdc_tp *tp);

@@ -29,10 +29,10 @@ typedef struct mdc_pp mdc_pp;
 
 typedef struct {
     mdc_gpt2 *m;
-    mdc_gpt2_acts *acts;    /* NULL: the model's default activation set */
-    mdc_pp *pp;             /* a pipeline stage: its schedule runs the micro-batches (ref/parallel/pp/pp.c) */
-    mdc_group *embed_group; /* pipeline: the first and last stage, which both hold the tied wte */
-    mdc_dp *dp;             /* NULL: one replica, no gradient sync */
+    mdc_gpt2_acts *acts;             /* NULL: the model's default activation set */
+    mdc_pp *pp;                      /* a pipeline stage: its schedule runs the micro-batches (ref/parallel/pp/pp.c) */
+    mdc_group *embed_group;          /* pipeline: the first and last stage, which both hold the tied wte */
+    mdc_dp *dp;                      /* NULL: one replica, no gradient sync */
     mdc_status (*reduce)(void *ctx); /* without dp: the step's gradient sums (expert parallelism) */
     void *reduce_ctx;
     mdc_group *sum_group;   /* loss and squared norm summed over it (every rank); NULL: this rank */
@@ -43,11 +43,11 @@ typedef struct {
     const char *skip;       /* per local tensor, 1: left out of this rank's norm share (a tp copy) */
     const char *sp_partial; /* per local tensor, 1: its gradient is partial over tp (SP) */
     int micro_batch, accum, seq;
-    double tokens;          /* global tokens per step (the loss is their mean) */
-    float dloss;            /* 1 / tokens, in float */
-    double loss_sum;        /* out: this rank's sum of losses in the last step */
+    double tokens;                 /* global tokens per step (the loss is their mean) */
+    float dloss;                   /* 1 / tokens, in float */
+    double loss_sum;               /* out: this rank's sum of losses in the last step */
     double scalar_bytes, sp_bytes; /* out: bytes the last step's scalar and SP reductions sent */
-    double tied_bytes;      /* out: pipeline: bytes of the tied wte's gradient sum */
+    double tied_bytes;             /* out: pipeline: bytes of the tied wte's gradient sum */
 } mdc_step_plan;
 
 /* A plan for model m alone: one micro-batch of the default set's size, no groups. */
@@ -62,8 +62,8 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
 /* The mesh-wide loss (mean over the global tokens) and gradient norm (before clipping), then
  * AdamW. Every rank of sum_group must call it. */
 mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *loss, float *grad_norm);
-mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o,
-                        float *loss, float *grad_norm);
+mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o, float *loss,
+                        float *grad_norm);
 /* One optimizer step of the data-parallel model dp holds (mdc_dp_create). inputs, targets: this
  * rank's rows of the global batch, accum x micro_batch rows of seq tokens (rank r has rows
  * [r b, (r+1) b) of the global batch, b = accum x micro_batch; micro-batch k is its rows
@@ -93,22 +93,22 @@ mdc_status mdc_pp_write_timeline(const mdc_pp *pp, const char *path, const char 
 /* ---- the trainer: one object for any mesh ------------------------------------------------------ */
 typedef struct {
     mdc_gpt2_config cfg;
-    mdc_mesh_dims dims;      /* tp, cp, ep, dp, pp; dp counts the data-parallel replicas, ep among
+    mdc_mesh_dims dims;          /* tp, cp, ep, dp, pp; dp counts the data-parallel replicas, ep among
                                 them (Megatron's folding: ep divides dp) */
-    int sp;                  /* Megatron sequence parallelism (needs tp > 1) */
-    int zero, prefetch;      /* data-parallel stage; ZeRO-3 prefetch */
-    size_t bucket_bytes;     /* 0: the default */
+    int sp;                      /* Megatron sequence parallelism (needs tp > 1) */
+    int zero, prefetch;          /* data-parallel stage; ZeRO-3 prefetch */
+    size_t bucket_bytes;         /* 0: the default */
     int micro_batch, accum, seq; /* per data-parallel rank */
-    int check_replicas;      /* compare tp-replicated tensors bit for bit after every step */
-    int poison;              /* ZeRO-3: non-resident parameters are NaN */
-    float dropout;           /* dropout probability (attention probabilities, residual branches) */
-    int exact_block;         /* exact mode's token block (0: exact mode off; docs/exactness.md) */
-    const char *schedule;    /* pipeline schedule (NULL: 1f1b); the micro-batches are accum */
-    const int *pp_layout;    /* pipeline: layers per virtual stage (NULL: an even split, the first ones one more) */
-    int pp_chunks;           /* model chunks per stage (interleaved: v; 0 or 1: one) */
-    const char *cp_layout;   /* context parallel: "zigzag" (NULL) or "contiguous" */
-    const char *cp_algo;     /* "ring" (NULL), "allgather" or "ulysses" */
-    mdc_moe_opts moe;        /* routing options of a mixture of experts (cfg.E > 0) */
+    int check_replicas;          /* compare tp-replicated tensors bit for bit after every step */
+    int poison;                  /* ZeRO-3: non-resident parameters are NaN */
+    float dropout;               /* dropout probability (attention probabilities, residual branches) */
+    int exact_block;             /* exact mode's token block (0: exact mode off; docs/exactness.md) */
+    const char *schedule;        /* pipeline schedule (NULL: 1f1b); the micro-batches are accum */
+    const int *pp_layout;        /* pipeline: layers per virtual stage (NULL: an even split, the first ones one more) */
+    int pp_chunks;               /* model chunks per stage (interleaved: v; 0 or 1: one) */
+    const char *cp_layout;       /* context parallel: "zigzag" (NULL) or "contiguous" */
+    const char *cp_algo;         /* "ring" (NULL), "allgather" or "ulysses" */
+    mdc_moe_opts moe;            /* routing options of a mixture of experts (cfg.E > 0) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;

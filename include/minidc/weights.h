@@ -31,8 +31,7 @@ const char *mdc_gpt2_canonical_name(const char *name, char *buf, size_t cap);
  * L from the highest h.N present + 1. H is `heads` if > 0, else __metadata__ "n_head"; with
  * neither, MDC_ERR_INVALID asks for --heads. Vp is computed. The result is checked with
  * mdc_gpt2_config_check. `label` (the path) names the file in errors. */
-mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *label, int heads,
-                                        mdc_gpt2_config *cfg);
+mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *label, int heads, mdc_gpt2_config *cfg);
 
 /* Copies the weights of `tf` into the model's parameters (wte padding rows set to 0).
  * Every model tensor must be present exactly once (with or without the prefix). */
@@ -107,8 +106,7 @@ mdc_status mdc_checkpoint_verify(const mdc_tensorfile *tf, const char *label);
  * every state field must be a plain decimal integer, step and adam_step equal and at most 2^30,
  * data_position = data_sequences / global_batch where data_sequences > 0; the checksums are
  * verified last, after the checks that name a field or element. */
-mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_gpt2 *m,
-                               mdc_train_state *st);
+mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_gpt2 *m, mdc_train_state *st);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@ int mdc_i_acts_needs(const mdc_gpt2 *m) {
 }
 
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
-                                     int layers, int head) {
+                                    int layers, int head) {
     mdc_i_acts_layout a;
     memset(&a, 0, sizeof a);
     int t = p->tp, sp = p->sp;
@@ -24,20 +24,42 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
 #define TAKE(field, k) (a.field = off, off += ((k) + 15) / 16 * 16)
     TAKE(encoded, nl * C);
     size_t l0 = off;
-    TAKE(ln1, nl * C); TAKE(ln1_mean, nl); TAKE(ln1_rstd, nl); TAKE(qkv, 3 * n * Cl); TAKE(atty, n * Cl);
-    TAKE(att, attn); TAKE(res2, nl * C); TAKE(ln2, nl * C); TAKE(ln2_mean, nl); TAKE(ln2_rstd, nl);
-    TAKE(fch, n * Fl); TAKE(fchg, n * Fl); TAKE(res3, nl * C);
+    TAKE(ln1, nl * C);
+    TAKE(ln1_mean, nl);
+    TAKE(ln1_rstd, nl);
+    TAKE(qkv, 3 * n * Cl);
+    TAKE(atty, n * Cl);
+    TAKE(att, attn);
+    TAKE(res2, nl * C);
+    TAKE(ln2, nl * C);
+    TAKE(ln2_mean, nl);
+    TAKE(ln2_rstd, nl);
+    TAKE(fch, n * Fl);
+    TAKE(fchg, n * Fl);
+    TAKE(res3, nl * C);
     a.layer_stride = off - l0;
     off = l0 + a.layer_stride * (size_t)layers;
     if (head) {
-        TAKE(lnf, nl * C); TAKE(lnf_mean, nl); TAKE(lnf_rstd, nl);
-        TAKE(logits, n * Vl); TAKE(losses, n); TAKE(lse, n);
+        TAKE(lnf, nl * C);
+        TAKE(lnf_mean, nl);
+        TAKE(lnf_rstd, nl);
+        TAKE(logits, n * Vl);
+        TAKE(losses, n);
+        TAKE(lse, n);
     }
-    TAKE(dres, nl * C); TAKE(dln, nl * C); TAKE(datty, n * Cl); TAKE(dbig, n * Fl); TAKE(dbig2, n * Fl);
+    TAKE(dres, nl * C);
+    TAKE(dln, nl * C);
+    TAKE(datty, n * Cl);
+    TAKE(dbig, n * Fl);
+    TAKE(dbig2, n * Fl);
     TAKE(attscratch, a.tiled ? 0 : (size_t)B * Hl * T * T);
-    if (needs & (MDC_I_NEED_COMM | MDC_I_NEED_DROPOUT)) TAKE(partial, n * C); /* a row-parallel product before its reduction or dropout */
+    if (needs & (MDC_I_NEED_COMM | MDC_I_NEED_DROPOUT))
+        TAKE(partial, n * C); /* a row-parallel product before its reduction or dropout */
     if (needs & MDC_I_NEED_COMM) {
-        if (sp) { TAKE(full, n * C); TAKE(dfull, n * C); }
+        if (sp) {
+            TAKE(full, n * C);
+            TAKE(dfull, n * C);
+        }
         TAKE(vstat, 2 * n);
     }
     if (needs & MDC_I_NEED_DROPOUT) TAKE(dmask, nl * C);
@@ -128,14 +150,16 @@ mdc_status mdc_gpt2_set_batch(mdc_gpt2_acts *a, const int *inputs, const int *ta
         return mdc_fail(MDC_ERR_INVALID, "--sp: the sequence length %d is not divisible by --tp %d", T, a->m->part.tp);
     int blk = a->m->x.blk, Tl = T / (a->m->part.sp ? a->m->part.tp : 1);
     if (blk && Tl % blk)
-        return mdc_fail(MDC_ERR_INVALID,
-                        "--exact-block %d does not divide the %d positions of a sequence this rank holds (sequence %d%s); "
-                        "use a block that divides %d",
-                        blk, Tl, T, a->m->part.sp ? ", split over --tp by --sp" : "", Tl);
+        return mdc_fail(
+            MDC_ERR_INVALID,
+            "--exact-block %d does not divide the %d positions of a sequence this rank holds (sequence %d%s); "
+            "use a block that divides %d",
+            blk, Tl, T, a->m->part.sp ? ", split over --tp by --sp" : "", Tl);
     size_t N = (size_t)B * T;
     for (size_t i = 0; i < N; i++) {
         if (inputs && (inputs[i] < 0 || inputs[i] >= c->V))
-            return mdc_fail(MDC_ERR_INVALID, "forward: input token %d at position %zu not in [0, %d)", inputs[i], i, c->V);
+            return mdc_fail(MDC_ERR_INVALID, "forward: input token %d at position %zu not in [0, %d)", inputs[i], i,
+                            c->V);
         if (targets && (targets[i] < 0 || targets[i] >= c->V))
             return mdc_fail(MDC_ERR_INVALID, "forward: target %d at position %zu not in [0, %d)", targets[i], i, c->V);
     }
@@ -154,4 +178,3 @@ float *mdc_gpt2_acts_input(mdc_gpt2_acts *a) { return a->buf + a->lay.encoded; }
 float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a) { return a->buf + a->lay.dres; }
 const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a) { return a->buf + a->lay.losses; }
 void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0) { a->row0 = row0; }
-

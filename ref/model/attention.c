@@ -38,8 +38,8 @@ static mdc_status exact_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out
     return mdc_i_x_attention_forward(m, a, out, att, qkv, drop);
 }
 
-static mdc_status exact_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv, const float *dout,
-                                 const float *out, const float *qkv, const float *att, const mdc_dropout *drop) {
+static mdc_status exact_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv, const float *dout, const float *out,
+                                 const float *qkv, const float *att, const mdc_dropout *drop) {
     (void)l;
     return mdc_i_x_attention_backward(m, a, dqkv, dout, out, qkv, att, drop);
 }

@@ -31,7 +31,7 @@ mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
     if (!m->part.has_embed) return mdc_fail(MDC_ERR_INVALID, "embed_forward: this partition has no embedding");
     float *enc = buf(a, a->lay.encoded);
     HOOK(MDC_HOOK_PRE_FORWARD, 0);
-    TRY(m->ops->embed_forward(m, a, enc)); /* tokens and positions */
+    TRY(m->ops->embed_forward(m, a, enc)); /* tokens (and learned positions) */
     TAP(0, MDC_I_DS_EMBED, MDC_TAP_FWD, MDC_TAP_AT, enc);
     HOOK(MDC_HOOK_POST_FORWARD, 0);
     return MDC_OK;
@@ -39,8 +39,8 @@ mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
 
 mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     if (l < a->lo || l >= a->hi)
-        return mdc_fail(MDC_ERR_INVALID, "block_forward: layer %d is not in the activation set's chunk [%d, %d)", l, a->lo,
-                        a->hi);
+        return mdc_fail(MDC_ERR_INVALID, "block_forward: layer %d is not in the activation set's chunk [%d, %d)", l,
+                        a->lo, a->hi);
     const mdc_i_acts_layout *y = &a->lay;
     mdc_i_block b;
     mdc_i_block_of(m, a, l, &b);
@@ -48,11 +48,12 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     float *o = lact(a, y->atty, l), *x2 = lact(a, y->res2, l), *ln2 = lact(a, y->ln2, l), *x3 = lact(a, y->res3, l);
     HOOK(MDC_HOOK_PRE_FORWARD, 1 + l);
     TAP(1 + l, MDC_I_DS_IN, MDC_TAP_FWD, MDC_TAP_AT, x);
-    m->norm->forward(m, a, &b.ln1, ln1, x);                 /* ln1 = LN1(x) */
-    TRY(mdc_i_col_linear(m, a, &b.qkv, qkv, ln1));          /* qkv = f(ln1) Wqkv + bqkv */
-    TRY(mdc_i_attend(m, a, l, o, att, qkv));                /* o = attention(qkv) */
+    m->norm->forward(m, a, &b.ln1, ln1, x);        /* ln1 = LN1(x) */
+    TRY(mdc_i_col_linear(m, a, &b.qkv, qkv, ln1)); /* qkv = f(ln1) Wqkv + bqkv */
+    TRY(mdc_i_rotate(m, a, l, qkv));               /* rotary positions: q, k turned */
+    TRY(mdc_i_attend(m, a, l, o, att, qkv));       /* o = attention(qkv) */
     TAP(1 + l, MDC_I_DS_Y, MDC_TAP_FWD, MDC_TAP_AT, o);
-    TRY(mdc_i_row_linear(m, a, &b.attp, x2, x, o));         /* x2 = x + dropout(g(o Wo) + bo) */
+    TRY(mdc_i_row_linear(m, a, &b.attp, x2, x, o)); /* x2 = x + dropout(g(o Wo) + bo) */
     TAP(1 + l, MDC_I_DS_RES2, MDC_TAP_FWD, MDC_TAP_AT, x2);
     m->norm->forward(m, a, &b.ln2, ln2, x2);                /* ln2 = LN2(x2) */
     TRY(mdc_i_mlp_of(m, l)->forward(m, a, l, x3, x2, ln2)); /* x' = x2 + mlp(ln2) */
@@ -62,7 +63,8 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
 }
 
 static mdc_i_norm lnf_of(mdc_gpt2 *m, mdc_gpt2_acts *a) {
-    return (mdc_i_norm){mdc_i_glnf(&m->cfg, 0), mdc_i_glnf(&m->cfg, 1), buf(a, a->lay.lnf_mean), buf(a, a->lay.lnf_rstd)};
+    return (mdc_i_norm){mdc_i_glnf(&m->cfg, 0), mdc_i_glnf(&m->cfg, 1), buf(a, a->lay.lnf_mean),
+                        buf(a, a->lay.lnf_rstd)};
 }
 
 mdc_status mdc_gpt2_head_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, double *loss_sum) {
@@ -74,8 +76,8 @@ mdc_status mdc_gpt2_head_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, double *loss_sum
     double sum = 0;
     HOOK(MDC_HOOK_PRE_FORWARD, unit);
     m->norm->forward(m, a, &lnf, ln, mdc_gpt2_acts_residual(a)); /* ln = LN_f(x) */
-    TRY(mdc_i_gather_tapped(m, a, unit, MDC_I_DS_LNF, ln, &in));  /* f */
-    m->ops->lm_head(m, a, logits, in);                            /* logits = f(ln) wte^T */
+    TRY(mdc_i_gather_tapped(m, a, unit, MDC_I_DS_LNF, ln, &in)); /* f */
+    m->ops->lm_head(m, a, logits, in);                           /* logits = f(ln) wte^T */
     TAP(unit, MDC_I_DS_LOGITS, MDC_TAP_FWD, MDC_TAP_AT, logits);
     if (a->have_targets) {
         TRY(m->ops->loss(m, a, &sum)); /* cross-entropy (vocabulary-parallel over tp) */
@@ -95,12 +97,12 @@ mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss) {
     float *dln = buf(a, a->lay.dln), *dres = buf(a, a->lay.dres);
     const float *in;
     HOOK(MDC_HOOK_PRE_BACKWARD, unit);
-    TRY(mdc_i_gather(m, a, buf(a, a->lay.lnf), &in));      /* SP: gathered again, as the blocks' inputs */
-    TRY(m->ops->head_backward(m, a, dloss, in, dln));        /* dln = f^T(dlogits wte); wte's gradient */
+    TRY(mdc_i_gather(m, a, buf(a, a->lay.lnf), &in)); /* SP: gathered again, as the blocks' inputs */
+    TRY(m->ops->head_backward(m, a, dloss, in, dln)); /* dln = f^T(dlogits wte); wte's gradient */
     TAP(unit, MDC_I_DS_LNF, MDC_TAP_BWD, MDC_TAP_POST, dln);
     memset(dres, 0, (size_t)s.nl * s.C * sizeof(float));
     m->norm->backward_all(m, a, &lnf, dres, dln, mdc_gpt2_acts_residual(a)); /* dx = LN_f^T(dln) */
-    a->have_targets = 0; /* the logits are gone */
+    a->have_targets = 0;                                                     /* the logits are gone */
     HOOK(MDC_HOOK_POST_BACKWARD, unit);
     return MDC_OK;
 }

@@ -35,11 +35,20 @@ static void put(text *t, const char *fmt, ...) {
         va_start(ap, fmt);
         int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
         va_end(ap);
-        if (k < 0) { t->oom = 1; return; }
-        if (t->s && t->n + (size_t)k < t->cap) { t->n += (size_t)k; return; }
+        if (k < 0) {
+            t->oom = 1;
+            return;
+        }
+        if (t->s && t->n + (size_t)k < t->cap) {
+            t->n += (size_t)k;
+            return;
+        }
         size_t cap = (t->cap ? 2 * t->cap : 256) + (size_t)k;
         char *s = realloc(t->s, cap);
-        if (!s) { t->oom = 1; return; }
+        if (!s) {
+            t->oom = 1;
+            return;
+        }
         t->s = s, t->cap = cap;
     }
 }
@@ -72,7 +81,8 @@ static mdc_status add_entry(mdc_tensorfile *tf, const char *name, const char *gl
     put(&t, "],\"sum\":%d,\"order\":%" PRId64 ",\"map\":[", sum, order);
     for (int i = 0; i < ndim; i++) {
         put(&t, "%s[", i ? "," : "");
-        for (int k = 0; k < dims[i].n; k++) put(&t, "%s[%d,%d,%d]", k ? "," : "", dims[i].r[k][0], dims[i].r[k][1], dims[i].r[k][2]);
+        for (int k = 0; k < dims[i].n; k++)
+            put(&t, "%s[%d,%d,%d]", k ? "," : "", dims[i].r[k][0], dims[i].r[k][1], dims[i].r[k][2]);
         put(&t, "]");
     }
     put(&t, "]}");
@@ -129,7 +139,9 @@ static mdc_status dump(mdc_gpt2 *m, const mdc_gpt2_acts *a, int unit, int bwd, i
     snprintf(global, sizeof global, "step%d.%s%s", m->dump.step, where, pre ? ":pre" : "");
     snprintf(name, sizeof name, "step%d.mb%d.%s%s", m->dump.step, a->row0 / a->B, where, pre ? ":pre" : "");
     int64_t ls[3] = {a->B, Tloc, lw}, gs[3] = {m->dump.batch, Tg, gw};
-    if (!st) st = add_entry(m->dump.tf, name, global, ndim, ls, gs, d, sum, order_of(m->dump.step, c->L, bwd, unit, site, pre), x);
+    if (!st)
+        st = add_entry(m->dump.tf, name, global, ndim, ls, gs, d, sum,
+                       order_of(m->dump.step, c->L, bwd, unit, site, pre), x);
     for (int i = 0; i < 3; i++) free(d[i].r);
     return st;
 }
@@ -140,8 +152,7 @@ mdc_status mdc_i_dump_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int
     return dump(m, a, unit, dir == MDC_TAP_BWD, site, phase == MDC_TAP_PRE, sum, rows, mdc_i_tap_sites[site].width, x);
 }
 
-mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *inp, const float *W,
-                              int K) {
+mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *inp, const float *W, int K) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *y = malloc((size_t)s.n * s.C * sizeof *y);
     if (!y) return mdc_fail(MDC_ERR_OOM_HOST, "dump: the product of layer %d", l);
@@ -176,7 +187,8 @@ static mdc_status grad_rect(const mdc_gpt2 *m, mdc_tensorfile *tf, int step, con
     snprintf(global, sizeof global, "step%d.grad.%s", step, mdc_gpt2_spelled(m, g, spelled, sizeof spelled));
     snprintf(name, sizeof name, part ? "%s.part%d" : "%s", global, part);
     mdc_status st = bad ? mdc_fail(MDC_ERR_OOM_HOST, "dump: a gradient's map")
-                        : add_entry(tf, name, global, nd, ls, gs, d, 0, order_of(step, 0, 2, 0, 0, 0) + p->global, data);
+                        : add_entry(tf, name, global, nd, ls, gs, d, 0, order_of(step, 0, 2, 0, 0, 0) + p->global,
+                                    data);
     for (int k = 0; k < 2; k++) free(d[k].r);
     return st;
 }
@@ -187,7 +199,8 @@ mdc_status mdc_gpt2_dump_grad_piece(mdc_gpt2 *m, mdc_tensorfile *tf, int step, i
     const mdc_param_tensor *p = &m->tensors[i];
     mdc_param_tensor g;
     mdc_status st = mdc_gpt2_tensor_at(&m->cfg, p->global, &g);
-    size_t W = p->ndim > 1 ? (size_t)p->shape[1] : p->numel, e = at + n < p->numel ? at + n : p->numel; /* no padding rows */
+    size_t W = p->ndim > 1 ? (size_t)p->shape[1] : p->numel,
+           e = at + n < p->numel ? at + n : p->numel; /* no padding rows */
     /* a flat run of a row-major tensor: a part of a row, whole rows, a part of a row */
     for (int part = 0; !st && at < e; part++) {
         size_t r = at / W, c = at % W, nc = c || e - at < W ? (e - at < W - c ? e - at : W - c) : W;

@@ -15,9 +15,8 @@
 #include "model_internal.h"
 
 const char *const mdc_i_layer_names[NLT] = {
-    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
-    "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
-    "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+    "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
 
 /* ---- configs ------------------------------------------------------------------------------ */
 
@@ -32,7 +31,11 @@ int mdc_gpt2_padded_vocab_tp(int V, int tp) {
 }
 
 mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *batch) {
-    static const struct { const char *name; mdc_gpt2_config c; int batch; } named[] = {
+    static const struct {
+        const char *name;
+        mdc_gpt2_config c;
+        int batch;
+    } named[] = {
         {"tiny", {512, 512, 64, 2, 4, 128, 0, 0, 0}, 24},
         {"small", {4096, 4096, 128, 4, 8, 256, 0, 0, 0}, 12},
         {"gpt2", {50257, 50304, 1024, 12, 12, 768, 0, 0, 0}, 12},
@@ -43,8 +46,7 @@ mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *ba
             if (batch) *batch = named[i].batch;
             return MDC_OK;
         }
-    return mdc_fail(MDC_ERR_INVALID, "--config: unknown config '%s' (known: tiny small gpt2)",
-                    name ? name : "(null)");
+    return mdc_fail(MDC_ERR_INVALID, "--config: unknown config '%s' (known: tiny small gpt2)", name ? name : "(null)");
 }
 
 mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
@@ -53,8 +55,7 @@ mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
     if (c->L <= 0) return mdc_fail(MDC_ERR_INVALID, "--layers: %d layers; must be positive", c->L);
     if (c->H <= 0) return mdc_fail(MDC_ERR_INVALID, "--heads: %d heads; must be positive", c->H);
     if (c->C <= 0) return mdc_fail(MDC_ERR_INVALID, "--channels: %d channels; must be positive", c->C);
-    if (c->C % c->H)
-        return mdc_fail(MDC_ERR_INVALID, "--heads: %d heads do not divide --channels %d", c->H, c->C);
+    if (c->C % c->H) return mdc_fail(MDC_ERR_INVALID, "--heads: %d heads do not divide --channels %d", c->H, c->C);
     if (c->V > (1 << 30) || c->T > (1 << 20) || c->C > (1 << 16) || c->L > 4096)
         return mdc_fail(MDC_ERR_INVALID, "model sizes too large (V %d, T %d, C %d, L %d)", c->V, c->T, c->C, c->L);
     if (c->Vp == 0) c->Vp = mdc_gpt2_padded_vocab(c->V);
@@ -140,8 +141,9 @@ mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tenso
         }
         if (!mdc_i_is_moe(cfg, l) || k < ROUTERW) snprintf(t->name, sizeof t->name, "h.%d.%s", l, mdc_i_layer_names[k]);
         else if (k == ROUTERW) snprintf(t->name, sizeof t->name, "h.%d.mlp.router.weight", l);
-        else snprintf(t->name, sizeof t->name, "h.%d.mlp.experts.%d.%s", l, (k - ROUTERW - 1) / 4,
-                      mdc_i_layer_names[FCW + (k - ROUTERW - 1) % 4] + 4 /* past "mlp." */);
+        else
+            snprintf(t->name, sizeof t->name, "h.%d.mlp.experts.%d.%s", l, (k - ROUTERW - 1) / 4,
+                     mdc_i_layer_names[FCW + (k - ROUTERW - 1) % 4] + 4 /* past "mlp." */);
         t->offset = off;
         layer_tensor_shape(cfg, mdc_i_is_moe(cfg, l), k, &t->ndim, t->shape);
         t->decay = t->ndim == 2;
@@ -188,7 +190,8 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
                      and after GELU) from its forward to its backward (ref/model/moe/moe.c); the first backward
                      adds its work space while every block's are held */
         size_t n = (size_t)B * T, k = (size_t)cfg->topk, E = (size_t)cfg->E, C = (size_t)cfg->C, A = n * k;
-        size_t state = (n * E + n + n * k) + (2 * A * C + 2 * A * 4 * C + 4), work = n * k + n * E + 2 * A * 4 * C + A * C + 4;
+        size_t state = (n * E + n + n * k) + (2 * A * C + 2 * A * 4 * C + 4),
+               work = n * k + n * E + 2 * A * 4 * C + A * C + 4;
         m.acts += ((size_t)mdc_i_moe_before(cfg, cfg->L) * state + work) * sizeof(float);
     }
     m.total = m.params + m.grads + m.optim + m.acts;
@@ -210,7 +213,8 @@ double mdc_gpt2_step_flops(const mdc_gpt2_config *c, int B, int T) {
     double E = c->E, k = c->topk, moe = mdc_i_moe_before(c, c->L);
     double moe_f = k * mlp_f + 2 * N * C * E + 5 * N * E + 2 * N * k * C;
     double moe_b = k * mlp_b + 4 * N * C * E + 8 * N * E + 4 * N * k * C;
-    double fwd = N * C + c->L * layer_f + (c->L - moe) * mlp_f + moe * moe_f + 8 * N * C + 2 * N * C * Vp + 4 * N * V + N;
+    double fwd = N * C + c->L * layer_f + (c->L - moe) * mlp_f + moe * moe_f + 8 * N * C + 2 * N * C * Vp + 4 * N * V +
+                 N;
     double bwd = 3 * N * V + N + 4 * N * C * Vp + 14 * N * C + c->L * layer_b + (c->L - moe) * mlp_b + moe * moe_b +
                  2 * N * C;
     return fwd + bwd + 2 * P + 15 * P;
@@ -232,7 +236,6 @@ static void state_free(mdc_gpt2 *m, float *p, unsigned host_flag) {
 }
 
 int mdc_gpt2_unit_count(const mdc_gpt2_config *cfg) { return cfg->L + 2; }
-
 
 void mdc_gpt2_set_hooks(mdc_gpt2 *m, const mdc_gpt2_hooks *h) {
     if (h) m->hooks = *h;

@@ -8,4 +8,5 @@ void mdc_i_install(mdc_gpt2 *m) {
     if (m->x.blk) mdc_i_ops_exact_over(m->ops, m->x.blk); /* exact mode's entries over the default ones */
     m->attn = m->cp ? &mdc_i_attention_cp : m->x.blk ? &mdc_i_attention_exact : &mdc_i_attention_kernel;
     m->norm = &mdc_i_layernorm;
+    m->pos = &mdc_i_positions_learned;
 }

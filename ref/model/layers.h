@@ -20,10 +20,25 @@
 /* ---- taps ------------------------------------------------------------------------------------- */
 /* The sites of a unit, in forward order (the backward taps their gradients in reverse). */
 enum {
-    MDC_I_DS_EMBED, MDC_I_DS_IN, MDC_I_DS_LN1, MDC_I_DS_QKV, MDC_I_DS_Y, MDC_I_DS_ATTP, MDC_I_DS_RES2, MDC_I_DS_LN2,
-    MDC_I_DS_FC, MDC_I_DS_GELU, MDC_I_DS_MLPP, MDC_I_DS_ROUTER, MDC_I_DS_EXPERTS, MDC_I_DS_MOE, MDC_I_DS_OUT,
-    MDC_I_DS_LNF, MDC_I_DS_LOGITS,
-    MDC_I_DS_LOSSES, MDC_I_DS_N
+    MDC_I_DS_EMBED,
+    MDC_I_DS_IN,
+    MDC_I_DS_LN1,
+    MDC_I_DS_QKV,
+    MDC_I_DS_Y,
+    MDC_I_DS_ATTP,
+    MDC_I_DS_RES2,
+    MDC_I_DS_LN2,
+    MDC_I_DS_FC,
+    MDC_I_DS_GELU,
+    MDC_I_DS_MLPP,
+    MDC_I_DS_ROUTER,
+    MDC_I_DS_EXPERTS,
+    MDC_I_DS_MOE,
+    MDC_I_DS_OUT,
+    MDC_I_DS_LNF,
+    MDC_I_DS_LOGITS,
+    MDC_I_DS_LOSSES,
+    MDC_I_DS_N
 };
 /* Where a tensor is observed: at a site without communication, or just before or after the
  * site's communication point (f before a column-parallel linear, g after a row-parallel one). */
@@ -58,14 +73,14 @@ static inline mdc_status mdc_i_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int 
 /* ---- linear layers ---------------------------------------------------------------------------- */
 /* One linear layer of block l as this rank holds it: out (rows, N) = in (rows, K) W + b. */
 typedef struct {
-    int l;          /* the block */
-    int w, b;       /* global tensors of the weight (K, N) and the bias (-1: none) */
-    int K, N;       /* local sizes */
-    int kblk;       /* exact mode's contraction block (row-parallel: over K; column: over N) */
-    int row;        /* 1: row-parallel (input split over tp, output reduced by g), 0: column */
-    int site;       /* its tap site: the input of a column-parallel linear (f), the output of a row one (g) */
-    int osite;      /* column: the tap site of its output */
-    int drop;       /* row: the residual branch's dropout site (MDC_DROP_*) */
+    int l;     /* the block */
+    int w, b;  /* global tensors of the weight (K, N) and the bias (-1: none) */
+    int K, N;  /* local sizes */
+    int kblk;  /* exact mode's contraction block (row-parallel: over K; column: over N) */
+    int row;   /* 1: row-parallel (input split over tp, output reduced by g), 0: column */
+    int site;  /* its tap site: the input of a column-parallel linear (f), the output of a row one (g) */
+    int osite; /* column: the tap site of its output */
+    int drop;  /* row: the residual branch's dropout site (MDC_DROP_*) */
 } mdc_i_linear;
 
 /* out (B, T, N) = f(x) W + b; x the residual stream's rows. */
@@ -90,8 +105,8 @@ mdc_status mdc_i_row_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
                                      const float *dres, const float *in, mdc_i_wslot *keep);
 /* dx (the residual stream's rows) = f^T(dout W^T); its weight part ready (x: the layer's saved
  * input rows, gathered again with SP as Megatron does). */
-mdc_status mdc_i_col_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx,
-                                     const float *dout, const float *x, mdc_i_wslot *keep);
+mdc_status mdc_i_col_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx, const float *dout,
+                                     const float *x, mdc_i_wslot *keep);
 /* in = f(x): the column-parallel input (SP: gathered into the set's `full`, else x itself). */
 mdc_status mdc_i_gather(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *x, const float **in);
 /* in = f(x) tapped at site `site` of unit `unit`: with SP x before the gather, then in. */
@@ -222,6 +237,23 @@ typedef struct mdc_i_norm_impl {
                          const float *x);
 } mdc_i_norm_impl;
 extern const mdc_i_norm_impl mdc_i_layernorm;
+
+/* Where positions enter (ref/model/positions.c). Learned positions (GPT-2) are rows of a
+ * table, wpe, that the embedding adds (the ops' embed entries); rotary positions turn q and k
+ * after their projection instead (rotate; unrotate turns their gradients back before the
+ * projection's backward). NULL entries: nothing to do at q and k. */
+typedef struct mdc_i_positions {
+    const char *name;
+    mdc_status (*rotate)(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv);
+    mdc_status (*unrotate)(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv);
+} mdc_i_positions;
+extern const mdc_i_positions mdc_i_positions_learned;
+static inline mdc_status mdc_i_rotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv) {
+    return m->pos->rotate ? m->pos->rotate(m, a, l, qkv) : MDC_OK;
+}
+static inline mdc_status mdc_i_unrotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv) {
+    return m->pos->unrotate ? m->pos->unrotate(m, a, l, dqkv) : MDC_OK;
+}
 
 /* ---- a block: its layers ---------------------------------------------------------------------- */
 typedef struct {

@@ -30,22 +30,25 @@ mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c,
         return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide the MLP width 4C = %d (--channels %d)", t, 4 * c->C,
                         c->C);
     if (c->Vp % t)
-        return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide the padded vocabulary %d (--vocab %d padded to a "
-                        "multiple of 128); pick a --vocab whose padding is a multiple of %d x 128", t, c->Vp, c->V, t);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--tp %d does not divide the padded vocabulary %d (--vocab %d padded to a "
+                        "multiple of 128); pick a --vocab whose padding is a multiple of %d x 128",
+                        t, c->Vp, c->V, t);
     if (p->sp && t == 1) return mdc_fail(MDC_ERR_INVALID, "--sp needs --tp 2 or more (it splits the sequence over tp)");
     if (p->sp && T % t)
         return mdc_fail(MDC_ERR_INVALID, "--sp: the sequence length %d (--seq) is not divisible by --tp %d", T, t);
     if (p->ep > 1 && (!c->E || c->E % p->ep))
-        return mdc_fail(MDC_ERR_INVALID, "--ep %d does not divide --experts %d (each ep rank holds E/ep experts)", p->ep,
-                        c->E);
+        return mdc_fail(MDC_ERR_INVALID, "--ep %d does not divide --experts %d (each ep rank holds E/ep experts)",
+                        p->ep, c->E);
     if (p->ep > 1 && (p->ep_rank < 0 || p->ep_rank >= p->ep))
         return mdc_fail(MDC_ERR_INVALID, "--ep %d: expert-parallel rank %d out of range", p->ep, p->ep_rank);
     if (p->chunks < 1 || p->chunks > MDC_GPT2_MAX_CHUNKS)
         return mdc_fail(MDC_ERR_INVALID, "%d model chunks: between 1 and %d", p->chunks, MDC_GPT2_MAX_CHUNKS);
     for (int k = 0; k < p->chunks; k++)
         if (p->lo[k] < (k ? p->hi[k - 1] : 0) || p->hi[k] > c->L || p->lo[k] > p->hi[k])
-            return mdc_fail(MDC_ERR_INVALID, "chunk %d's layer range [%d, %d) is not ascending inside the model's %d layers",
-                            k, p->lo[k], p->hi[k], c->L);
+            return mdc_fail(MDC_ERR_INVALID,
+                            "chunk %d's layer range [%d, %d) is not ascending inside the model's %d layers", k,
+                            p->lo[k], p->hi[k], c->L);
     return MDC_OK;
 }
 
@@ -66,20 +69,20 @@ static void slice_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, const mdc
     if (gi < 2 || gi >= mdc_gpt2_tensor_count(c) - 2) return; /* wpe, ln_f */
     int k;
     if (mdc_i_is_moe(c, mdc_i_layer_of(c, gi, &k)) && k >= ROUTERW) return; /* the router and experts: whole */
-    int last = g->ndim == 2 ? 1 : 0; /* the dimension that holds columns */
+    int last = g->ndim == 2 ? 1 : 0;                                        /* the dimension that holds columns */
     switch (k) {
-    case QKVW: case QKVB: /* the q, k, v columns of this rank's heads */
+    case QKVW:
+    case QKVB: /* the q, k, v columns of this rank's heads */
         t->split = MDC_SPLIT_COLS, t->pieces = 3, t->pstride = C, t->col0 = r * (C / tp);
         t->shape[last] = 3 * (C / tp);
         break;
-    case FCW: case FCB:
-        t->split = MDC_SPLIT_COLS, t->col0 = r * (4 * C / tp), t->shape[last] = 4 * C / tp;
-        break;
-    case ATTPW: case FCPW: /* row-parallel: rows of the input dimension */
+    case FCW:
+    case FCB: t->split = MDC_SPLIT_COLS, t->col0 = r * (4 * C / tp), t->shape[last] = 4 * C / tp; break;
+    case ATTPW:
+    case FCPW: /* row-parallel: rows of the input dimension */
         t->split = MDC_SPLIT_ROWS, t->shape[0] = g->shape[0] / tp, t->row0 = r * t->shape[0];
         break;
-    default: /* LayerNorms and the row-parallel biases are replicated */
-        return;
+    default: /* LayerNorms and the row-parallel biases are replicated */ return;
     }
     t->numel = t->alloc = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
 }
@@ -204,10 +207,10 @@ void mdc_gpt2_global_to_local(const mdc_gpt2 *m, const float *global, float *loc
 
 /* ---- initialization by global element index ------------------------------------------------ */
 
-
 /* N(0,1) for element `i` of stream `seed` (Box-Muller on two 53-bit uniforms, double). */
 float mdc_i_normal_at(uint64_t seed, uint64_t i) {
-    uint64_t a = mdc_splitmix64(seed * 0x632be59bd9b4e019ull ^ mdc_splitmix64(2 * i)), b = mdc_splitmix64(a ^ mdc_splitmix64(2 * i + 1));
+    uint64_t a = mdc_splitmix64(seed * 0x632be59bd9b4e019ull ^ mdc_splitmix64(2 * i)),
+             b = mdc_splitmix64(a ^ mdc_splitmix64(2 * i + 1));
     double u1 = ((double)(a >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
     double u2 = (double)(b >> 11) / 9007199254740992.0;
     return (float)(sqrt(-2.0 * mdc_log(u1)) * mdc_cospi2(u2));
@@ -237,7 +240,8 @@ void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed) {
         memset(p, 0, t->alloc * sizeof(float));
         const char *dot = strrchr(t->name, '.');
         if (strstr(t->name, "ln_")) {
-            if (!strcmp(dot, ".weight")) for (size_t j = 0; j < t->alloc; j++) p[j] = 1.0f;
+            if (!strcmp(dot, ".weight"))
+                for (size_t j = 0; j < t->alloc; j++) p[j] = 1.0f;
         } else if (t->ndim == 2) {
             uint64_t pad = t->global > 0 ? (uint64_t)(m->cfg.Vp - m->cfg.V) * (uint64_t)m->cfg.C : 0;
             init_ctx ic = {m->params, seed, pad, strstr(t->name, "c_proj.weight") ? resid : 0.02f};

@@ -112,8 +112,8 @@ mdc_status mdc_i_row_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     return MDC_OK;
 }
 
-mdc_status mdc_i_col_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx,
-                                     const float *dout, const float *x, mdc_i_wslot *keep) {
+mdc_status mdc_i_col_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx, const float *dout,
+                                     const float *x, mdc_i_wslot *keep) {
     mdc_i_wslot w = {NULL, dout, NULL};
     TRY(mdc_i_gather(m, a, x, &w.in)); /* SP: the input gathered again (Megatron) */
     mdc_i_wready(m, a, L, &w, keep);

@@ -8,14 +8,13 @@ static mdc_status gelu_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out,
     mdc_i_block b;
     mdc_i_block_of(m, a, l, &b);
     float *h = lact(a, a->lay.fch, l), *u = lact(a, a->lay.fchg, l);
-    TRY(mdc_i_col_linear(m, a, &b.fc, h, x));            /* h = f(x) Wfc + bfc */
-    mdc_gelu_forward(m->dev, u, h, (size_t)s.n * s.Fl);   /* u = gelu(h) */
+    TRY(mdc_i_col_linear(m, a, &b.fc, h, x));           /* h = f(x) Wfc + bfc */
+    mdc_gelu_forward(m->dev, u, h, (size_t)s.n * s.Fl); /* u = gelu(h) */
     TAP(1 + l, MDC_I_DS_GELU, MDC_TAP_FWD, MDC_TAP_AT, u);
-    return mdc_i_row_linear(m, a, &b.fcp, out, res, u);  /* out = res + dropout(g(u Wp) + bp) */
+    return mdc_i_row_linear(m, a, &b.fcp, out, res, u); /* out = res + dropout(g(u Wp) + bp) */
 }
 
-static mdc_status gelu_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dx, const float *dres,
-                                mdc_i_wslot *keep) {
+static mdc_status gelu_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dx, const float *dres, mdc_i_wslot *keep) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     size_t nF = (size_t)s.n * s.Fl;
     mdc_i_block b;

@@ -30,10 +30,10 @@ static inline int mdc_i_moe_before(const mdc_gpt2_config *c, int l) {
 /* The block of global tensor gi (2 <= gi < 2 + the blocks' tensors) and its index k in it. */
 int mdc_i_layer_of(const mdc_gpt2_config *c, int gi, int *k);
 
-
 struct mdc_i_ops;
 struct mdc_i_attention;
 struct mdc_i_norm_impl;
+struct mdc_i_positions;
 
 struct mdc_gpt2 {
     mdc_gpt2_config cfg;
@@ -41,62 +41,63 @@ struct mdc_gpt2 {
     const mdc_gpt2_comm *comm; /* NULL: the serial model (fused kernels, no communication) */
     const mdc_gpt2_cp *cp;     /* NULL: every position of the sequence here */
     mdc_device *dev;
-    int t;                     /* AdamW steps taken */
+    int t; /* AdamW steps taken */
     float *params, *grads, *m, *v;
     mdc_param_tensor *tensors; /* the local table */
     int ntensors;
-    size_t floats;             /* local allocation */
-    int *tensor_of;            /* global index -> local index, -1 if not held */
+    size_t floats;                 /* local allocation */
+    int *tensor_of;                /* global index -> local index, -1 if not held */
     size_t *unit_off, *unit_count; /* local unit ranges, L + 2 each */
     unsigned flags;
     mdc_gpt2_hooks hooks;
     /* the layers' implementations (ref/model/layers.h), chosen by mdc_i_install */
-    struct mdc_i_ops *ops;     /* the arithmetic (owned; filled by mdc_i_install) */
+    struct mdc_i_ops *ops; /* the arithmetic (owned; filled by mdc_i_install) */
     const struct mdc_i_attention *attn;
     const struct mdc_i_norm_impl *norm;
+    const struct mdc_i_positions *pos;
     mdc_status (*tap)(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase, const float *x);
     mdc_gpt2_spelling spelling; /* of the tensor names it writes (mdc_gpt2_spelled) */
-    mdc_gpt2_acts *acts;       /* the default activation set */
-    float loss;                /* mean loss of the last mdc_gpt2_forward */
+    mdc_gpt2_acts *acts;        /* the default activation set */
+    float loss;                 /* mean loss of the last mdc_gpt2_forward */
     struct {
-        int blk;               /* canonical token block (0: exact mode off) */
-        mdc_xsum g;            /* the gradients' exact sums (storage: gbuf, MDC_MEM_GRADS) */
-        mdc_xsum act;          /* one (B, T, C) product before its reduction (abuf, MDC_MEM_ACTS) */
+        int blk;      /* canonical token block (0: exact mode off) */
+        mdc_xsum g;   /* the gradients' exact sums (storage: gbuf, MDC_MEM_GRADS) */
+        mdc_xsum act; /* one (B, T, C) product before its reduction (abuf, MDC_MEM_ACTS) */
         double *gbuf, *abuf;
-        mdc_exact loss;        /* the losses since zero_grad */
-        mdc_exact *se;         /* per-position sum-exp accumulators of the loss */
-        mdc_xsum xa;           /* attention's exact sums (ref/model/exact/exact_attention.c) */
-        float *xf;             /* and its float rows (m, D; MDC_MEM_ACTS) */
+        mdc_exact loss; /* the losses since zero_grad */
+        mdc_exact *se;  /* per-position sum-exp accumulators of the loss */
+        mdc_xsum xa;    /* attention's exact sums (ref/model/exact/exact_attention.c) */
+        float *xf;      /* and its float rows (m, D; MDC_MEM_ACTS) */
         size_t xf_n;
     } x;
     struct {
         mdc_moe_opts o;
-        const mdc_gpt2_ep *ep;  /* NULL: every expert here */
-        float dloss;            /* the aux losses' gradient scale */
-        mdc_moe_stats st;       /* since zero_grad */
-        mdc_exact xloss;        /* exact mode: aux_sum + z_sum */
-        float *bias;            /* moe blocks x E: the choice's bias */
-        double *counts;         /* moe blocks x E: assignments since zero_grad */
+        const mdc_gpt2_ep *ep; /* NULL: every expert here */
+        float dloss;           /* the aux losses' gradient scale */
+        mdc_moe_stats st;      /* since zero_grad */
+        mdc_exact xloss;       /* exact mode: aux_sum + z_sum */
+        float *bias;           /* moe blocks x E: the choice's bias */
+        double *counts;        /* moe blocks x E: assignments since zero_grad */
     } moe;
     struct {
-        mdc_tensorfile *tf;    /* attached dump (include/minidc/dump.h), or NULL */
+        mdc_tensorfile *tf; /* attached dump (include/minidc/dump.h), or NULL */
         int step, batch;
     } dump;
-    float drop_p;              /* dropout probability (0: none) */
+    float drop_p;                  /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
 
 /* Sizes of one rank's share of a micro-batch. */
 typedef struct {
-    int B, T, Tl;   /* batch, sequence, positions per rank in the residual stream (T / seq_split) */
-    int n, nl;      /* B T, B Tl */
+    int B, T, Tl;          /* batch, sequence, positions per rank in the residual stream (T / seq_split) */
+    int n, nl;             /* B T, B Tl */
     int C, Cl, Hl, Fl, Vl; /* channels, attention width C/t, heads H/t, MLP width 4C/t, vocab Vp/t */
 } mdc_i_sizes;
 
 /* Offsets (floats) of every buffer in the one activation allocation. */
 typedef struct {
-    size_t encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean, ln2_rstd, fch,
-        fchg, res3;                    /* per-layer buffers: base of the first held layer; stride below */
+    size_t encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean, ln2_rstd, fch, fchg,
+        res3; /* per-layer buffers: base of the first held layer; stride below */
     size_t layer_stride;
     size_t lnf, lnf_mean, lnf_rstd, logits, losses, lse;
     /* backward work space (shared by the layers) */
@@ -104,7 +105,7 @@ typedef struct {
     /* with communication: the row-parallel partial sums, the gathered input (SP), the
      * partial input gradient (SP), the vocab-parallel loss statistics */
     size_t partial, full, dfull, vstat;
-    size_t dmask;                      /* dropout: a residual branch's gradient */
+    size_t dmask; /* dropout: a residual branch's gradient */
     size_t total;
     int tiled;
 } mdc_i_acts_layout;
@@ -113,8 +114,8 @@ struct mdc_gpt2_acts {
     mdc_device *dev;
     const mdc_gpt2 *m;
     int maxB, maxT, B, T, have_targets;
-    int row0;                 /* global batch row of row 0 (the dropout masks' key) */
-    int lo, hi, head;         /* its chunk's blocks [lo, hi); 1: it holds the head's tensors */
+    int row0;         /* global batch row of row 0 (the dropout masks' key) */
+    int lo, hi, head; /* its chunk's blocks [lo, hi); 1: it holds the head's tensors */
     mdc_i_acts_layout lay;
     float *buf;
     int *inputs, *targets;
@@ -124,14 +125,14 @@ struct mdc_gpt2_acts {
     char *wpending;
     struct mdc_i_moe_state **moe; /* per held layer: a MoE block's routing and expert buffers,
                                      from its forward to its backward (ref/model/moe/moe.c) */
-    double moe_loss;          /* the MoE blocks' objective terms of the set's last forward */
+    double moe_loss;              /* the MoE blocks' objective terms of the set's last forward */
 };
 
 /* needs: MDC_I_NEED_COMM (communication points), MDC_I_NEED_DROPOUT */
 enum { MDC_I_NEED_COMM = 1, MDC_I_NEED_DROPOUT = 2, MDC_I_NEED_LSE = 4 };
 /* layers: the chunk's blocks; head: the head's tensors too */
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
-                                     int layers, int head);
+                                    int layers, int head);
 int mdc_i_acts_needs(const mdc_gpt2 *m);
 /* The default activation set rebuilt if the needs changed from `before` (ref/model/gpt2.c). */
 mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before);
@@ -151,17 +152,17 @@ static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) { return mdc_i_
 float mdc_i_normal_at(uint64_t seed, uint64_t i);
 
 /* ---- helpers of ref/model/block.c and ref/model/block_backward.c ------------------------------------------ */
-#define HOOK(ev, unit)                                                                     \
-    do {                                                                                   \
-        if (m->hooks.fn) {                                                                 \
-            mdc_status hook_st_ = m->hooks.fn(m->hooks.ctx, (ev), (unit));                 \
-            if (hook_st_) return hook_st_;                                                 \
-        }                                                                                  \
+#define HOOK(ev, unit)                                                     \
+    do {                                                                   \
+        if (m->hooks.fn) {                                                 \
+            mdc_status hook_st_ = m->hooks.fn(m->hooks.ctx, (ev), (unit)); \
+            if (hook_st_) return hook_st_;                                 \
+        }                                                                  \
     } while (0)
-#define TRY(expr)                                  \
-    do {                                           \
-        mdc_status try_st_ = (expr);               \
-        if (try_st_) return try_st_;               \
+#define TRY(expr)                    \
+    do {                             \
+        mdc_status try_st_ = (expr); \
+        if (try_st_) return try_st_; \
     } while (0)
 
 static inline float *buf(mdc_gpt2_acts *a, size_t off) { return a->buf + off; }
@@ -181,7 +182,6 @@ static inline int mdc_i_vocab_shard(const mdc_gpt2 *m, int Vl, int *lo) {
 static inline float *P(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->params, gi); }
 static inline float *G(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->grads, gi); }
 
-
 /* The dropout of a site of layer l on this rank's share of the micro-batch, keyed by global
  * indices (batch row, position, channel; for attention the global head); NULL when off. */
 static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts *a, int l, int site, mdc_dropout *d) {
@@ -195,7 +195,6 @@ static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts 
     if (m->cp && site != MDC_DROP_ATTN) d->pos = m->cp->pos + d->pos0; /* the SP shard of the chunks */
     return d;
 }
-
 
 /* ---- exact mode (ref/model/exact/exact_mode.c) -------------------------------------------------------- */
 /* Offset (floats) of global tensor gi's local gradient in the gradient layout. */
@@ -225,8 +224,7 @@ mdc_status mdc_i_moe_alloc(mdc_gpt2 *m);
 /* ---- tensor dumps (ref/model/dump.c): the tap that writes them --------------------------- */
 mdc_status mdc_i_dump_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase, const float *x);
 /* The serial model's row-parallel product inp (n, K) W (fused with the residual there). */
-mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *inp, const float *W,
-                              int K);
+mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *inp, const float *W, int K);
 
 #include "layers.h"
 

@@ -36,9 +36,7 @@ static void layernorm_backward(mdc_gpt2 *m, const mdc_i_norm *N, float *dx, cons
     mdc_layernorm_backward(m->dev, dx, G(m, N->w), G(m, N->b), dout, x, P(m, N->w), N->mean, N->rstd, n, C);
 }
 
-static void grad_pack(mdc_gpt2 *m, size_t off, size_t n, void *buf) {
-    memcpy(buf, m->grads + off, n * sizeof(float));
-}
+static void grad_pack(mdc_gpt2 *m, size_t off, size_t n, void *buf) { memcpy(buf, m->grads + off, n * sizeof(float)); }
 
 static void grad_unpack(mdc_gpt2 *m, size_t off, size_t n, const void *buf) {
     memcpy(m->grads + off, buf, n * sizeof(float));
@@ -71,8 +69,8 @@ static void lm_head(mdc_gpt2 *m, mdc_gpt2_acts *a, float *logits, const float *i
 }
 
 /* ---- serial ------------------------------------------------------------------------------------ */
-static mdc_status row_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out,
-                                     const float *res, const float *in, const mdc_dropout *drop) {
+static mdc_status row_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res,
+                                     const float *in, const mdc_dropout *drop) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const float *W = P(m, L->w), *b = P(m, L->b);
     if (m->tap) TRY(mdc_i_dump_product(m, a, L->l, L->site, in, W, L->K)); /* the product the kernel fuses */
@@ -101,7 +99,8 @@ static mdc_status embed_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float *enc
         mdc_encoder_forward(m->dev, enc, a->inputs, P(m, 0), P(m, 1), a->B, a->T, s.C);
         return MDC_OK;
     }
-    mdc_embed_shard_forward(m->dev, enc, a->inputs, P(m, 0), 0, s.Vl, s.n, s.C); /* the rows, then the chunks' positions */
+    mdc_embed_shard_forward(m->dev, enc, a->inputs, P(m, 0), 0, s.Vl, s.n,
+                            s.C); /* the rows, then the chunks' positions */
     mdc_embed_positions(m->dev, enc, enc, P(m, 1), a->B, s.Tl, pos, 0, s.C);
     return MDC_OK;
 }
@@ -136,9 +135,9 @@ static mdc_status head_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float dlos
 }
 
 /* the entries both default tables share: the float arithmetic and its sink */
-#define DEFAULT_ARITHMETIC                                                                               \
-    .matmul = matmul, .dinput = dinput, .wgrad = wgrad, .layernorm_wgrad = layernorm_wgrad,             \
-    .layernorm_backward = layernorm_backward, .grad_dtype = MDC_F32, .grad_pack = grad_pack,            \
+#define DEFAULT_ARITHMETIC                                                                                 \
+    .matmul = matmul, .dinput = dinput, .wgrad = wgrad, .layernorm_wgrad = layernorm_wgrad,                \
+    .layernorm_backward = layernorm_backward, .grad_dtype = MDC_F32, .grad_pack = grad_pack,               \
     .grad_unpack = grad_unpack, .grad_round = grad_round, .scalar_dtype = MDC_F64, .objective = objective, \
     .add_squares = add_squares, .scalar_value = scalar_value, .lm_head = lm_head
 
@@ -228,7 +227,8 @@ static mdc_status head_backward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, c
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     int lo, valid = mdc_i_vocab_shard(m, s.Vl, &lo);
     float *logits = buf(a, a->lay.logits), *dpart = m->part.sp ? buf(a, a->lay.dfull) : dlnf;
-    mdc_crossentropy_backward_shard(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, lo, dloss, s.n, s.Vl, valid);
+    mdc_crossentropy_backward_shard(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, lo, dloss, s.n, s.Vl,
+                                    valid);
     TAP(m->cfg.L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
     /* the LM head is column-parallel over the vocabulary: its input gradient is a partial sum */
     memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));

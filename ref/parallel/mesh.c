@@ -22,7 +22,8 @@ static unsigned varies(mdc_mesh_group_kind k) {
     case MDC_MESH_CP: return 1u << MDC_AXIS_CP;
     case MDC_MESH_EP: return 1u << MDC_AXIS_EP;
     case MDC_MESH_DP: return 1u << MDC_AXIS_DP;
-    case MDC_MESH_PP: case MDC_MESH_EMBED: return 1u << MDC_AXIS_PP;
+    case MDC_MESH_PP:
+    case MDC_MESH_EMBED: return 1u << MDC_AXIS_PP;
     case MDC_MESH_DENSE: return 1u << MDC_AXIS_DP | 1u << MDC_AXIS_CP | 1u << MDC_AXIS_EP;
     case MDC_MESH_EXPERT: return 1u << MDC_AXIS_DP | 1u << MDC_AXIS_CP;
     case MDC_MESH_TP_CP: return 1u << MDC_AXIS_TP | 1u << MDC_AXIS_CP;
@@ -54,14 +55,17 @@ mdc_status mdc_mesh_create(mdc_mesh **out, mdc_transport *tr, const mdc_mesh_dim
     int n[MDC_AXES] = {d->tp, d->cp, d->ep, d->dp, d->pp};
     long long prod = 1;
     for (int a = 0; a < MDC_AXES; a++) {
-        if (n[a] < 1) return mdc_fail(MDC_ERR_INVALID, "--%s %d: every mesh size must be at least 1", axis_names[a], n[a]);
+        if (n[a] < 1)
+            return mdc_fail(MDC_ERR_INVALID, "--%s %d: every mesh size must be at least 1", axis_names[a], n[a]);
         prod *= n[a];
         if (prod > (1 << 24)) break;
     }
     int size = mdc_transport_size(tr);
     if (prod != size)
-        return mdc_fail(MDC_ERR_INVALID, "the mesh --tp %d x --cp %d x --ep %d x --dp %d x --pp %d = %lld ranks, but the job "
-                        "has %d (mpiexec.mpich -n %lld)", n[0], n[1], n[2], n[3], n[4], prod, size, prod);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "the mesh --tp %d x --cp %d x --ep %d x --dp %d x --pp %d = %lld ranks, but the job "
+                        "has %d (mpiexec.mpich -n %lld)",
+                        n[0], n[1], n[2], n[3], n[4], prod, size, prod);
     mdc_mesh *m = calloc(1, sizeof *m);
     int *ranks = malloc((size_t)size * sizeof(int));
     if (!m || !ranks) {
@@ -127,7 +131,10 @@ void mdc_mesh_print(const mdc_mesh *m, FILE *out) {
         fprintf(out, "  rank %d: tp %d cp %d ep %d dp %d pp %d\n", r, c[0], c[1], c[2], c[3], c[4]);
     }
     if (shown < m->size) fprintf(out, "  ... (%d more)\n", m->size - shown);
-    static const struct { mdc_mesh_group_kind k; const char *what; } uses[] = {
+    static const struct {
+        mdc_mesh_group_kind k;
+        const char *what;
+    } uses[] = {
         {MDC_MESH_DENSE, "dense gradients (dp x cp x ep)"},
         {MDC_MESH_EP, "expert parallel: the MoE blocks' all-to-alls (ep)"},
         {MDC_MESH_EXPERT, "expert gradients: the same experts' replicas (dp x cp)"},

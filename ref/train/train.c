@@ -216,8 +216,8 @@ mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *l
     return mdc_gpt2_adamw_all(p->m, o, mdc_clip_scale(norm, o->grad_clip));
 }
 
-mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o,
-                        float *loss, float *grad_norm) {
+mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o, float *loss,
+                        float *grad_norm) {
     mdc_status st = mdc_step_grads(p, inputs, targets);
     return st ? st : mdc_step_update(p, o, loss, grad_norm);
 }

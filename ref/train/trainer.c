@@ -39,10 +39,13 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     *out = NULL;
     const mdc_mesh_dims *d = &tc->dims;
     if (d->ep > 1 && (d->dp % d->ep || !tc->cfg.E))
-        return mdc_fail(MDC_ERR_INVALID, !tc->cfg.E ? "--ep %d: expert parallelism needs a mixture of experts (--experts)"
-                        : "--ep %d does not divide --dp %d (the ep ranks are data-parallel ranks)", d->ep, d->dp);
+        return mdc_fail(MDC_ERR_INVALID,
+                        !tc->cfg.E ? "--ep %d: expert parallelism needs a mixture of experts (--experts)"
+                                   : "--ep %d does not divide --dp %d (the ep ranks are data-parallel ranks)",
+                        d->ep, d->dp);
     if (tc->cfg.E && (tc->moe.capacity_factor > 0 || tc->moe.aux_alpha > 0) && (tc->sp || d->cp > 1))
-        return mdc_fail(MDC_ERR_INVALID, "--capacity-factor and --moe-aux-loss route a whole sequence as one group, "
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--capacity-factor and --moe-aux-loss route a whole sequence as one group, "
                         "which --%s splits over ranks: use them without it (dropless routing and --moe-z-loss work)",
                         tc->sp ? "sp" : "cp");
     if (d->ep > 1 && tc->zero)
@@ -56,8 +59,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (!tr && d->tp * d->cp * d->dp * d->pp != 1)
         return mdc_fail(MDC_ERR_INVALID, "a mesh of more than one rank needs a transport (run under mpiexec.mpich)");
     if (tc->micro_batch <= 0 || tc->accum <= 0 || tc->seq <= 0)
-        return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x --accum %d x --seq %d: all must be positive", tc->micro_batch,
-                        tc->accum, tc->seq);
+        return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x --accum %d x --seq %d: all must be positive",
+                        tc->micro_batch, tc->accum, tc->seq);
     if (d->cp > 1) {
         mdc_status cs = mdc_cp_check(d->cp, tc->seq, tc->cfg.H / d->tp, tc->cp_layout, tc->cp_algo);
         if (cs) return cs;
@@ -70,17 +73,19 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     mdc_status st = MDC_OK;
     if (tr && (st = mdc_mesh_create(&t->mesh, tr, &t->md))) goto fail;
     t->tp_rank = coord(t, MDC_AXIS_TP);
-    t->dp_rank = coord(t, MDC_AXIS_EP) + d->ep * coord(t, MDC_AXIS_DP), t->dp_size = d->dp, t->pp_rank = coord(t, MDC_AXIS_PP);
+    t->dp_rank = coord(t, MDC_AXIS_EP) + d->ep * coord(t, MDC_AXIS_DP), t->dp_size = d->dp,
+    t->pp_rank = coord(t, MDC_AXIS_PP);
     mdc_gpt2_part part = stage_part(tc, t->tp_rank, t->pp_rank, coord(t, MDC_AXIS_EP));
     if ((st = mdc_gpt2_part_check(&part, &tc->cfg, Tl))) goto fail;
     if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
-    if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch,
-                                   Tl, mdc_dp_model_flags(tc->zero))))
+    if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch, Tl,
+                                   mdc_dp_model_flags(tc->zero))))
         goto fail;
     mdc_gpt2_init(t->m, seed);
     if ((st = mdc_gpt2_set_moe(t->m, &tc->moe))) goto fail;
-    if (d->ep > 1 && (st = mdc_ep_create(&t->ep, mdc_mesh_group(t->mesh, MDC_MESH_EP), mdc_mesh_group(t->mesh, MDC_MESH_DENSE),
-                                         mdc_mesh_group(t->mesh, MDC_MESH_EXPERT), t->m)))
+    if (d->ep > 1 &&
+        (st = mdc_ep_create(&t->ep, mdc_mesh_group(t->mesh, MDC_MESH_EP), mdc_mesh_group(t->mesh, MDC_MESH_DENSE),
+                            mdc_mesh_group(t->mesh, MDC_MESH_EXPERT), t->m)))
         goto fail;
     if (d->cp > 1) { /* before the activation sets: attention then keeps each row's lse */
         if ((st = mdc_cp_create(&t->cp, mdc_mesh_group(t->mesh, MDC_MESH_CP), dev, tc->seq, tc->micro_batch,
@@ -89,7 +94,10 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         if ((st = mdc_gpt2_set_cp(t->m, mdc_cp_model(t->cp)))) goto fail;
         if (tc->exact_block && (st = mdc_cp_set_exact(t->cp, tc->exact_block))) goto fail;
         t->cp_tok = malloc(2 * sizeof(int) * (size_t)tc->accum * tc->micro_batch * Tl);
-        if (!t->cp_tok) { st = mdc_fail(MDC_ERR_OOM_HOST, "trainer"); goto fail; }
+        if (!t->cp_tok) {
+            st = mdc_fail(MDC_ERR_OOM_HOST, "trainer");
+            goto fail;
+        }
     }
     if (tc->dropout > 0 && (st = mdc_gpt2_set_dropout(t->m, tc->dropout, seed))) goto fail;
     if (tc->exact_block && (st = mdc_gpt2_set_exact(t->m, tc->exact_block))) goto fail; /* before dp attaches */
@@ -97,23 +105,29 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if ((d->dp * d->cp > 1 || tc->zero) && !t->ep) { /* cp ranks hold the gradients of their tokens too */
         mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, Tl, tc->bucket_bytes, tc->poison, tc->prefetch};
         mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
-        if (!g) { st = mdc_fail(MDC_ERR_INVALID, "--zero %d needs a transport (run under mpiexec.mpich)", tc->zero); goto fail; }
+        if (!g) {
+            st = mdc_fail(MDC_ERR_INVALID, "--zero %d needs a transport (run under mpiexec.mpich)", tc->zero);
+            goto fail;
+        }
         if ((st = mdc_dp_attach(&t->dp, g, t->m, &dc))) goto fail;
         if (d->pp > 1) mdc_dp_defer(t->dp);
     }
-    if (d->pp > 1 && (st = mdc_pp_create(&t->pp, t->m, mdc_mesh_group(t->mesh, MDC_MESH_PP),
-                                         tc->schedule ? tc->schedule : "1f1b", tc->accum, tc->micro_batch, Tl,
-                                         tc->pp_chunks > 1 ? tc->pp_chunks : 1)))
+    if (d->pp > 1 &&
+        (st = mdc_pp_create(&t->pp, t->m, mdc_mesh_group(t->mesh, MDC_MESH_PP), tc->schedule ? tc->schedule : "1f1b",
+                            tc->accum, tc->micro_batch, Tl, tc->pp_chunks > 1 ? tc->pp_chunks : 1)))
         goto fail;
     int n = mdc_gpt2_local_count(t->m);
     if (d->tp > 1 || d->pp > 1 || t->ep) {
         t->skip = calloc((size_t)n, 1), t->sp_partial = calloc((size_t)n, 1);
-        if (!t->skip || !t->sp_partial) { st = mdc_fail(MDC_ERR_OOM_HOST, "trainer"); goto fail; }
+        if (!t->skip || !t->sp_partial) {
+            st = mdc_fail(MDC_ERR_OOM_HOST, "trainer");
+            goto fail;
+        }
         for (int i = 0; i < n; i++) {
             const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
             int replicated = p->split == MDC_SPLIT_NONE;
-            t->skip[i] = replicated && t->tp_rank > 0;          /* counted once, on tp rank 0 */
-            t->sp_partial[i] = tc->sp && replicated && p->global != 1; /* wpe's gradient is whole */
+            t->skip[i] = replicated && t->tp_rank > 0;                         /* counted once, on tp rank 0 */
+            t->sp_partial[i] = tc->sp && replicated && p->global != 1;         /* wpe's gradient is whole */
             if (p->global == 0 && d->pp > 1 && t->pp_rank > 0) t->skip[i] = 1; /* the tied wte: the first stage's */
         }
         if (t->ep) mdc_ep_norm_skip(t->ep, t->skip); /* each sum counted once: by its group's rank 0 */
@@ -165,7 +179,7 @@ mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targe
     if (t->tp) mdc_tp_reset_counts(t->tp);
     if (t->ep) mdc_ep_reset_counts(t->ep);
     mdc_gpt2_set_dropout_step(t->m, (uint64_t)mdc_trainer_adam_step(t)); /* resumed runs draw the same masks */
-    if (t->cp) { /* this rank's chunks of every sequence */
+    if (t->cp) {                                                         /* this rank's chunks of every sequence */
         size_t n = (size_t)rows * t->plan.seq;
         mdc_cp_reset_counts(t->cp);
         mdc_cp_slice(t->cp, t->cp_tok, inputs + off, rows);
@@ -230,7 +244,8 @@ mdc_status mdc_trainer_gather(mdc_trainer *t, float *params, float *m, float *v,
 }
 
 mdc_status mdc_trainer_gather_grads(mdc_trainer *t, float *grads, int root) {
-    if (t->tc.zero) return mdc_fail(MDC_ERR_INVALID, "gathering gradients: ZeRO-%d shards them (use --zero 0)", t->tc.zero);
+    if (t->tc.zero)
+        return mdc_fail(MDC_ERR_INVALID, "gathering gradients: ZeRO-%d shards them (use --zero 0)", t->tc.zero);
     return gather_global(t, NULL, NULL, NULL, grads, root);
 }
 

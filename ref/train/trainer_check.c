@@ -71,24 +71,27 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
     const char *name = "";
     /* 1. tp: the replicated tensors (LayerNorms, wpe, row-parallel biases) */
     if (t->tp && !(st = differs(h, n, mdc_tp_group(t->tp), &who, &which)) && who >= 0)
-        st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d the replicated tensor '%s' differs between tp "
+        st = mdc_fail(MDC_ERR_MISMATCH,
+                      "--check-replicas: after step %d the replicated tensor '%s' differs between tp "
                       "rank 0 and tp rank %d (dp rank %d): the tp ranks computed different bits (a reduction that did "
-                      "not give every rank the same result)", t->steps, mdc_gpt2_local_tensor(t->m, which)->name, who,
-                      t->dp_rank);
+                      "not give every rank the same result)",
+                      t->steps, mdc_gpt2_local_tensor(t->m, which)->name, who, t->dp_rank);
     /* 2. the dense group (dp x cp x ep): every replica of the partition holds the same parameters */
     mdc_group *dense = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
     if (!st && t->tc.zero < 3 && dense && mdc_group_size(dense) > 1 && !(st = differs(full, n, dense, &who, &which)) &&
         who >= 0)
-        st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d tensor '%s' differs between the data-parallel "
+        st = mdc_fail(MDC_ERR_MISMATCH,
+                      "--check-replicas: after step %d tensor '%s' differs between the data-parallel "
                       "replicas 0 and %d of the dense group (dp x cp x ep; tp rank %d, stage %d): the gradient "
-                      "reduction or the update did not give every replica the same bits", t->steps,
-                      mdc_gpt2_local_tensor(t->m, which)->name, who, t->tp_rank, t->pp_rank);
+                      "reduction or the update did not give every replica the same bits",
+                      t->steps, mdc_gpt2_local_tensor(t->m, which)->name, who, t->tp_rank, t->pp_rank);
     mdc_group *xg = t->ep ? mdc_mesh_group(t->mesh, MDC_MESH_EXPERT) : NULL;
     if (!st && xg && mdc_group_size(xg) > 1 && !(st = differs(xh, n, xg, &who, &which)) && who >= 0)
-        st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d expert tensor '%s' differs between replicas 0 "
+        st = mdc_fail(MDC_ERR_MISMATCH,
+                      "--check-replicas: after step %d expert tensor '%s' differs between replicas 0 "
                       "and %d of its expert-data-parallel group (tp rank %d, stage %d): the expert gradients' sum or "
-                      "the update did not give every replica the same bits", t->steps,
-                      mdc_gpt2_local_tensor(t->m, which)->name, who, t->tp_rank, t->pp_rank);
+                      "the update did not give every replica the same bits",
+                      t->steps, mdc_gpt2_local_tensor(t->m, which)->name, who, t->tp_rank, t->pp_rank);
     free(xh);
     /* 3. the tied wte on the first and the last pipeline stage */
     mdc_group *embed = t->pp ? mdc_mesh_group(t->mesh, MDC_MESH_EMBED) : NULL;
@@ -97,7 +100,8 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
         for (int i = 0; i < n; i++)
             if (mdc_gpt2_local_tensor(t->m, i)->global == 0) w = full[i], name = mdc_gpt2_local_tensor(t->m, i)->name;
         if (!(st = differs(&w, 1, embed, &who, &which)) && who >= 0)
-            st = mdc_fail(MDC_ERR_MISMATCH, "--check-replicas: after step %d the tied '%s' differs between the first "
+            st = mdc_fail(MDC_ERR_MISMATCH,
+                          "--check-replicas: after step %d the tied '%s' differs between the first "
                           "and the last pipeline stage (tp rank %d, dp rank %d): their gradient sum or update differed",
                           t->steps, name, t->tp_rank, t->dp_rank);
     }
@@ -120,13 +124,17 @@ void mdc_trainer_report(mdc_trainer *t, FILE *out) {
     if (t->pp && t->tp_rank == 0 && t->dp_rank == 0) (void)mdc_pp_report(t->pp, out);
     if (t->tp) mdc_tp_report(t->tp, t->m, t->tc.micro_batch, t->plan.seq, t->tc.accum, t->plan.sp_bytes, out);
     if (t->cp && t->tp_rank == 0 && t->dp_rank == 0 && t->pp_rank == 0)
-        (void)mdc_cp_report(t->cp, mdc_gpt2_acts_bytes(t->m, t->tc.micro_batch, t->plan.seq) + mdc_cp_scratch_bytes(t->cp),
+        (void)mdc_cp_report(t->cp,
+                            mdc_gpt2_acts_bytes(t->m, t->tc.micro_batch, t->plan.seq) + mdc_cp_scratch_bytes(t->cp),
                             mdc_gpt2_acts_bytes(t->m, t->tc.micro_batch, t->tc.seq), out);
     if (t->dp && t->tp_rank == 0) mdc_dp_report(t->dp, out);
-    if (t->mesh && mdc_mesh_group(t->mesh, MDC_MESH_WORLD) && mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == 0 &&
+    if (t->mesh && mdc_mesh_group(t->mesh, MDC_MESH_WORLD) &&
+        mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == 0 &&
         mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) > 1)
-        fprintf(out, "loss and gradient norm: one allreduce of 2 x %d doubles per step over every rank, %.0f bytes sent "
-                     "by rank 0\n", mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)), t->plan.scalar_bytes);
+        fprintf(out,
+                "loss and gradient norm: one allreduce of 2 x %d doubles per step over every rank, %.0f bytes sent "
+                "by rank 0\n",
+                mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)), t->plan.scalar_bytes);
 }
 
 /* The figures of mdc_trainer_report as JSON (the --report file's "schemes"). */
@@ -159,7 +167,8 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
         double f[4];
         mdc_cp_figures(t->cp, f);
         cJSON *cp = cJSON_AddObjectToObject(root, "context_parallel");
-        cJSON_AddNumberToObject(cp, "attention_pairs_per_layer", f[0]), cJSON_AddNumberToObject(cp, "pairs_formula", f[1]);
+        cJSON_AddNumberToObject(cp, "attention_pairs_per_layer", f[0]),
+            cJSON_AddNumberToObject(cp, "pairs_formula", f[1]);
         cJSON_AddNumberToObject(cp, "bytes_per_layer", f[2]), cJSON_AddNumberToObject(cp, "bytes_formula", f[3]);
     }
     if (t->dp) {
@@ -167,11 +176,13 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
         mdc_dp_get_figures(t->dp, &f);
         cJSON *dp = cJSON_AddObjectToObject(root, "data_parallel");
         cJSON_AddNumberToObject(dp, "zero", f.zero), cJSON_AddNumberToObject(dp, "ranks", f.N);
-        cJSON_AddNumberToObject(dp, "psi_floats", (double)f.psi), cJSON_AddNumberToObject(dp, "shard_floats", (double)f.shard);
+        cJSON_AddNumberToObject(dp, "psi_floats", (double)f.psi),
+            cJSON_AddNumberToObject(dp, "shard_floats", (double)f.shard);
         static const char *const mem[3] = {"parameter_bytes", "gradient_bytes", "optimizer_bytes"};
         for (int i = 0; i < 3; i++) {
             cJSON *k = cJSON_AddObjectToObject(dp, mem[i]);
-            cJSON_AddNumberToObject(k, "measured", (double)f.mem[i]), cJSON_AddNumberToObject(k, "exact", (double)f.mem_want[i]);
+            cJSON_AddNumberToObject(k, "measured", (double)f.mem[i]),
+                cJSON_AddNumberToObject(k, "exact", (double)f.mem_want[i]);
             cJSON_AddNumberToObject(k, "formula", f.mem_formula[i]);
         }
         cJSON_AddNumberToObject(dp, "step_bytes", f.step_bytes);

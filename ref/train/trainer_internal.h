@@ -9,8 +9,8 @@
 
 struct mdc_trainer {
     mdc_trainer_config tc;
-    mdc_mesh *mesh;   /* NULL: serial */
-    mdc_tp *tp;       /* NULL: tp = 1 */
+    mdc_mesh *mesh; /* NULL: serial */
+    mdc_tp *tp;     /* NULL: tp = 1 */
     mdc_gpt2 *m;
     mdc_dp *dp;       /* NULL: one replica and no ZeRO */
     mdc_pp *pp;       /* NULL: one stage */

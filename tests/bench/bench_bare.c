@@ -159,7 +159,8 @@ int main(int argc, char **argv) {
     if (!all_can) {
         if (me == 0)
             printf("# %s: process_vm_readv between the ranks is not permitted here (see "
-                   "/proc/sys/kernel/yama/ptrace_scope): no bare cost to show\n", coll);
+                   "/proc/sys/kernel/yama/ptrace_scope): no bare cost to show\n",
+                   coll);
         MPI_Finalize();
         return 0;
     }
@@ -194,14 +195,17 @@ int main(int argc, char **argv) {
                     rc = MPI_Allreduce(send, recv, (int)(total / sizeof(float)), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                 else if (minidc && a2a) st = mdc_alltoall(send, recv, blk, MDC_U8, g);
                 else if (minidc) st = mdc_allgather(send, recv, blk, MDC_U8, g);
-                else if (mpich && rs) rc = MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-                else if (mpich && a2a) rc = MPI_Alltoall(send, (int)blk, MPI_BYTE, recv, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
+                else if (mpich && rs)
+                    rc = MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                else if (mpich && a2a)
+                    rc = MPI_Alltoall(send, (int)blk, MPI_BYTE, recv, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
                 else rc = MPI_Allgather(send, (int)blk, MPI_BYTE, recv, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
                 if (j >= 0) tm[w * ROUNDS + pass * (ROUNDS / PASSES) + j] = MPI_Wtime() - t0;
                 if (st) die(me, mdc_detail());
                 if (rc != MPI_SUCCESS) die(me, "the MPI collective failed");
                 if (sum)
-                    for (size_t i = 0; i < rbytes / sizeof(float); i++) wrong += ((float *)recv)[i] != ((float *)want)[i];
+                    for (size_t i = 0; i < rbytes / sizeof(float); i++)
+                        wrong += ((float *)recv)[i] != ((float *)want)[i];
                 else
                     for (size_t i = 0; i < rbytes; i++) wrong += recv[i] != want[i];
             }
@@ -217,8 +221,8 @@ int main(int argc, char **argv) {
             qsort(mx + w * ROUNDS, ROUNDS, sizeof *mx, cmp);
             med[w] = mx[w * ROUNDS + ROUNDS / 2];
         }
-        printf("# %s, %zu bytes per rank%s, %d ranks; median of %d calls of the max over ranks (in blocks)\n", coll, ag ? total : sbytes,
-               sum ? " (f32 sum)" : "", p, ROUNDS);
+        printf("# %s, %zu bytes per rank%s, %d ranks; median of %d calls of the max over ranks (in blocks)\n", coll,
+               ag ? total : sbytes, sum ? " (f32 sum)" : "", p, ROUNDS);
         for (int w = 0; w < ways; w++)
             printf("%-16s %9.2f ms   mpich / this %5.2f\n", name[w], med[w] * 1e3, med[ways - 1] / med[w]);
         printf("# %llu wrong elements\n", allbad);

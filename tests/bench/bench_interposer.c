@@ -18,17 +18,17 @@ static int cmp(const void *a, const void *b) {
 }
 
 /* Median over iterations of the slowest rank's time (us); `call` is one collective. */
-#define TIME(name, bytes, call)                                                          \
-    do {                                                                                 \
-        for (int it = 0; it < iters + 2; it++) {                                         \
-            MPI_Barrier(MPI_COMM_WORLD);                                                 \
-            double t0 = MPI_Wtime();                                                     \
-            call;                                                                        \
-            double dt = (MPI_Wtime() - t0) * 1e6, mx = 0;                                \
-            MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);             \
-            if (it >= 2) t[it - 2] = mx; /* two warm-up calls */                         \
-        }                                                                                \
-        qsort(t, (size_t)iters, sizeof *t, cmp);                                         \
+#define TIME(name, bytes, call)                                                           \
+    do {                                                                                  \
+        for (int it = 0; it < iters + 2; it++) {                                          \
+            MPI_Barrier(MPI_COMM_WORLD);                                                  \
+            double t0 = MPI_Wtime();                                                      \
+            call;                                                                         \
+            double dt = (MPI_Wtime() - t0) * 1e6, mx = 0;                                 \
+            MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);              \
+            if (it >= 2) t[it - 2] = mx; /* two warm-up calls */                          \
+        }                                                                                 \
+        qsort(t, (size_t)iters, sizeof *t, cmp);                                          \
         if (me == 0) printf("%-24s %10zu %12.1f\n", name, (size_t)(bytes), t[iters / 2]); \
     } while (0)
 
@@ -77,8 +77,7 @@ int main(int argc, char **argv) {
     TIME("bcast contiguous", (size_t)m * 8, MPI_Bcast(a, m, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     TIME("bcast strided", (size_t)m * 8, MPI_Bcast(a, 1, every2, 0, MPI_COMM_WORLD));
     MPI_Type_free(&every2);
-    TIME("alltoall bytes", (size_t)65536 * np,
-         MPI_Alltoall(a, 65536, MPI_BYTE, b, 65536, MPI_BYTE, MPI_COMM_WORLD));
+    TIME("alltoall bytes", (size_t)65536 * np, MPI_Alltoall(a, 65536, MPI_BYTE, b, 65536, MPI_BYTE, MPI_COMM_WORLD));
     /* 4 MiB gathered to / scattered from rank 0 and the last rank (a root other than 0 rotates
      * its blocks in MPICH's and, before 2026-11-30, in minidc's binomial tree) */
     const int blk = (int)(big / (size_t)np);

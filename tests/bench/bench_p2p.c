@@ -151,9 +151,11 @@ static void copy_rates(int r, char *buf, size_t n) {
         printf("# rank 1 moves %zu bytes into its buffer; median of %d, one way after another\n", n, REPS);
         for (int w = 0; w < 3; w++)
             if (w != 1 || !failed)
-                printf("%-17s %8.2f ms %6.2f GB/s  %.2f x memcpy\n", name[w], m[w] * 1e3, (double)n / m[w] / 1e9, m[2] / m[w]);
+                printf("%-17s %8.2f ms %6.2f GB/s  %.2f x memcpy\n", name[w], m[w] * 1e3, (double)n / m[w] / 1e9,
+                       m[2] / m[w]);
         if (failed) /* Yama's ptrace_scope 2 or 3, or a container without the permission */
-            printf("# process_vm_readv is not permitted here (see /proc/sys/kernel/yama/ptrace_scope): no row for it\n");
+            printf(
+                "# process_vm_readv is not permitted here (see /proc/sys/kernel/yama/ptrace_scope): no row for it\n");
     }
     free(d);
     free(own);

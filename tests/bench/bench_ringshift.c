@@ -15,7 +15,10 @@ static void wait_all(int n, MPI_Request *r) {
     MPI_Status st[2]; /* not MPI_STATUSES_IGNORE: gcc 12 misreads its size */
     for (int done = 0; MPI_Testall(n, r, &done, st), !done;) sched_yield();
 }
-static int cmp(const void *a, const void *b) { double x = *(double *)a, y = *(double *)b; return (x > y) - (x < y); }
+static int cmp(const void *a, const void *b) {
+    double x = *(double *)a, y = *(double *)b;
+    return (x > y) - (x < y);
+}
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int me, p;
@@ -37,7 +40,8 @@ int main(int argc, char **argv) {
         MPI_Allreduce(&dt, &t[it], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     }
     qsort(t, 9, sizeof *t, cmp);
-    if (me == 0) printf("%d ranks, %zu MiB ring shift: %.2f ms (%.2f GB/s per rank)\n", p, S >> 20, t[4] * 1e3, S / t[4] / 1e9);
+    if (me == 0)
+        printf("%d ranks, %zu MiB ring shift: %.2f ms (%.2f GB/s per rank)\n", p, S >> 20, t[4] * 1e3, S / t[4] / 1e9);
     MPI_Finalize();
     return 0;
 }

@@ -44,7 +44,8 @@ static void my_sum(void *in, void *inout, int *len, MPI_Datatype *t) {
 /* Integer-valued input of rank r, element i, small enough that products of 8 stay exact. */
 static double val(int r, int i, int prod) { return prod ? 1 + (r + i) % 2 : (r * 7 + i * 3) % 17 - 8; }
 
-#define FILL(T, buf, n, prod) for (int i_ = 0; i_ < (n); i_++) (buf)[i_] = (T)val(me, i_, prod)
+#define FILL(T, buf, n, prod) \
+    for (int i_ = 0; i_ < (n); i_++) (buf)[i_] = (T)val(me, i_, prod)
 
 static void reductions(MPI_Comm comm, const char *tag) {
     int p, r;
@@ -89,7 +90,7 @@ static void reductions(MPI_Comm comm, const char *tag) {
         snprintf(name, sizeof name, "%s allreduce int in place %s", tag, opn[o]);
         memcpy(iio, ii, sizeof ii);
         MPI_Allreduce(MPI_IN_PLACE, iio, n, MPI_INT, ops[o], comm), put(name, iio, sizeof(int) * n);
-        for (int root = 0; root < p; root += p > 2 ? p - 1 : 1) {
+        for (int root = 0; root<p; root += p> 2 ? p - 1 : 1) {
             memset(fo, 0, sizeof fo);
             snprintf(name, sizeof name, "%s reduce float %s root %d", tag, opn[o], root);
             MPI_Reduce(f, fo, n, MPI_FLOAT, ops[o], root, comm);
@@ -145,7 +146,12 @@ static void more_types(MPI_Comm comm, const char *tag) {
         ic[i] = (int8_t)(120 + (me + i) % 7);
         ad[i] = (MPI_Aint)val(me, i, 0) * 1000;
     }
-    struct { const char *n; MPI_Datatype t; void *in, *out; size_t sz; } ts[] = {
+    struct {
+        const char *n;
+        MPI_Datatype t;
+        void *in, *out;
+        size_t sz;
+    } ts[] = {
         {"REAL", MPI_REAL, rf, rfo, sizeof(float)},
         {"DOUBLE PRECISION", MPI_DOUBLE_PRECISION, rd, rdo, sizeof(double)},
         {"INTEGER", MPI_INTEGER, ia, iao, 4},
@@ -205,7 +211,7 @@ static void movement(MPI_Comm comm, const char *tag) {
     int *a = malloc(sizeof(int) * (size_t)(n * p * 2 + 64)), *b = malloc(sizeof(int) * (size_t)(n * p * 2 + 64));
     for (int i = 0; i < n * p * 2 + 64; i++) a[i] = me * 1000 + i, b[i] = -1;
     /* bcast with each type size class */
-    for (int root = 0; root < p; root += p > 2 ? p - 1 : 1) {
+    for (int root = 0; root<p; root += p> 2 ? p - 1 : 1) {
         double dv[13];
         for (int i = 0; i < 13; i++) dv[i] = r == root ? me + i * 0.5 : -1;
         snprintf(name, sizeof name, "%s bcast double root %d", tag, root);
@@ -288,7 +294,8 @@ static void derived(MPI_Comm comm, const char *tag) {
     char name[96];
     int *a = malloc(sizeof(int) * (size_t)(4 * K * p + 64)), *b = malloc(sizeof(int) * (size_t)(4 * K * p + 64));
     const size_t span = (size_t)(4 * K * p + 64);
-#define RESET(x, v) for (size_t i_ = 0; i_ < span; i_++) (x)[i_] = (v)
+#define RESET(x, v) \
+    for (size_t i_ = 0; i_ < span; i_++) (x)[i_] = (v)
     /* every other int: K of them spread over 2K (extent resized to 2K ints) */
     MPI_Datatype every2, strided;
     MPI_Type_vector(K, 1, 2, MPI_INT, &every2);
@@ -298,7 +305,7 @@ static void derived(MPI_Comm comm, const char *tag) {
     MPI_Datatype pair;
     MPI_Type_contiguous(2, MPI_INT, &pair);
     MPI_Type_commit(&pair);
-    for (int root = 0; root < p; root += p > 2 ? p - 1 : 1) {
+    for (int root = 0; root<p; root += p> 2 ? p - 1 : 1) {
         /* bcast: the root's data is strided, the others receive K plain ints */
         RESET(a, -1);
         for (int i = 0; i < 2 * K; i++) a[i] = r == root ? me * 100 + i : -1;
@@ -383,7 +390,10 @@ static void derived(MPI_Comm comm, const char *tag) {
     snprintf(name, sizeof name, "%s alltoallv into strided", tag);
     put(name, b, sizeof(int) * (size_t)(2 * K * p));
     /* a struct with a hole (int then double: 12 bytes of data in a 16-byte extent) */
-    struct rec { int i; double d; } st[3];
+    struct rec {
+        int i;
+        double d;
+    } st[3];
     MPI_Datatype sty;
     int bl[2] = {1, 1};
     MPI_Aint disp[2] = {offsetof(struct rec, i), offsetof(struct rec, d)};

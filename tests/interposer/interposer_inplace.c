@@ -47,7 +47,10 @@ static int run_case(const char *what, const int *cnt, int block, MPI_Op op, int 
         }
         if (got != want) {
             printf("rank %d: %s: element %ld (%s) is %g, want %g\n", me, what, i,
-                   i < cnt[me] ? "its block" : i < total ? "not its block" : "after the buffer", got, want);
+                   i < cnt[me] ? "its block"
+                   : i < total ? "not its block"
+                               : "after the buffer",
+                   got, want);
             bad = 1;
         }
     }

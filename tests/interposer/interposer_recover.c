@@ -112,8 +112,7 @@ static void erroneous(void) {
     int buf[64] = {0};
     double t0 = MPI_Wtime();
     int rc = MPI_Bcast(buf, 4, MPI_INT, np, comm);
-    expect_error(rc, MPI_ERR_ROOT, comm,
-                 "MPI_Bcast to root p: MPI_ERR_ROOT on every rank, then a valid call works");
+    expect_error(rc, MPI_ERR_ROOT, comm, "MPI_Bcast to root p: MPI_ERR_ROOT on every rank, then a valid call works");
     rc = MPI_Reduce(buf, buf + 8, 4, MPI_INT, MPI_SUM, -1, comm);
     expect_error(rc, MPI_ERR_ROOT, comm, "MPI_Reduce to root -1: MPI_ERR_ROOT on every rank");
     rc = MPI_Gather(buf, 1, MPI_INT, buf + 8, 1, MPI_INT, np + 3, comm);
@@ -121,15 +120,13 @@ static void erroneous(void) {
     rc = MPI_Bcast(buf, 4, MPI_DATATYPE_NULL, 0, comm);
     expect_error(rc, 0, comm, "MPI_Bcast of 4 MPI_DATATYPE_NULL: an error on every rank");
     rc = MPI_Alltoall(buf, 1, MPI_DATATYPE_NULL, buf + 16, 1, MPI_INT, comm);
-    expect_error(rc, 0, comm,
-                 "MPI_Alltoall with sendtype MPI_DATATYPE_NULL: an error on every rank");
+    expect_error(rc, 0, comm, "MPI_Alltoall with sendtype MPI_DATATYPE_NULL: an error on every rank");
     rc = MPI_Allreduce(buf, buf, 4, MPI_INT, MPI_SUM, comm);
     expect_error(rc, MPI_ERR_BUFFER, comm, "MPI_Allreduce with the same send and receive buffer: MPI_ERR_BUFFER");
     MPI_Datatype vec; /* never committed */
     MPI_Type_vector(2, 1, 2, MPI_INT, &vec);
     rc = MPI_Bcast(buf, 2, vec, 0, comm);
-    expect_error(rc, 0, comm,
-                 "MPI_Bcast of an uncommitted type: an error on every rank, then valid calls work");
+    expect_error(rc, 0, comm, "MPI_Bcast of an uncommitted type: an error on every rank, then valid calls work");
     rc = MPI_Allgather(buf, 4, MPI_INT, buf + 8, 2, vec, comm);
     expect_error(rc, 0, comm, "MPI_Allgather into an uncommitted type: an error on every rank");
     MPI_Type_free(&vec);
@@ -199,8 +196,10 @@ static void aliased(MPI_Comm comm) {
     b[0] = 1000 + me; /* not the next call's values: a block left over would show */
     int rc = MPI_Reduce(b, me == root ? b : out, 1, MPI_INT, MPI_SUM, root, comm);
     ok = me == root ? is_buffer_error(rc) : rc == MPI_SUCCESS;
-    ok = ok && MPI_Reduce(&v, &sum, 1, MPI_INT, MPI_SUM, root, comm) == MPI_SUCCESS && (me != root || sum == np * (np + 1) / 2);
-    check(all_true(ok), "MPI_Reduce with the root's buffers the same: MPI_ERR_BUFFER at the root, the next reduce right");
+    ok = ok && MPI_Reduce(&v, &sum, 1, MPI_INT, MPI_SUM, root, comm) == MPI_SUCCESS &&
+         (me != root || sum == np * (np + 1) / 2);
+    check(all_true(ok),
+          "MPI_Reduce with the root's buffers the same: MPI_ERR_BUFFER at the root, the next reduce right");
     for (int i = 0; i < np; i++) b[i] = 300 + i;
     int got = -1;
     rc = MPI_Scatter(b, 1, MPI_INT, me == root ? (void *)b : &got, 1, MPI_INT, root, comm);
@@ -215,15 +214,18 @@ static void aliased(MPI_Comm comm) {
     v = 600 + me;
     ok = ok && MPI_Gather(&v, 1, MPI_INT, out, 1, MPI_INT, root, comm) == MPI_SUCCESS;
     for (int i = 0; me == root && i < np; i++) ok = ok && out[i] == 600 + i;
-    check(all_true(ok), "MPI_Gather with the root's buffers the same: MPI_ERR_BUFFER at the root, the next gather right");
+    check(all_true(ok),
+          "MPI_Gather with the root's buffers the same: MPI_ERR_BUFFER at the root, the next gather right");
 }
 
 static void root_only(void) {
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    root_refused(comm, 1, "MPI_Gather refused by the root alone (recvtype MPI_DATATYPE_NULL): the next gather is right");
-    root_refused(comm, 0, "MPI_Gather refused by the root alone (blocks of 8 bytes, sending 4): the next gather is right");
+    root_refused(comm, 1,
+                 "MPI_Gather refused by the root alone (recvtype MPI_DATATYPE_NULL): the next gather is right");
+    root_refused(comm, 0,
+                 "MPI_Gather refused by the root alone (blocks of 8 bytes, sending 4): the next gather is right");
     aliased(comm);
     MPI_Comm_free(&comm);
 }
@@ -254,10 +256,8 @@ int main(int argc, char **argv) {
     }
     intercomm();
     erroneous();
-    if (provided == MPI_THREAD_MULTIPLE)
-        errhandler_thread();
-    else if (me == 0)
-        printf("skipped: the handler test (no MPI_THREAD_MULTIPLE)\n");
+    if (provided == MPI_THREAD_MULTIPLE) errhandler_thread();
+    else if (me == 0) printf("skipped: the handler test (no MPI_THREAD_MULTIPLE)\n");
     MPI_Finalize();
     return failures ? 1 : 0;
 }

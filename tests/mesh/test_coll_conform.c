@@ -16,7 +16,6 @@ static int P, R;
 static long ncases;
 static char ctx[256]; /* the case being run, for failure messages */
 
-
 /* The crafted input of rank r, element i. */
 static double val(int r, size_t i, mdc_op op, mdc_dtype t) {
     if (op == MDC_PROD) {
@@ -36,7 +35,8 @@ static void expect_elem(void *out, size_t k, int p, size_t i, mdc_op op, mdc_dty
     for (int r = 1; r < p; r++) {
         double x = val(r, i, op, t);
         switch (op) {
-        case MDC_SUM: case MDC_AVG: acc += x; break;
+        case MDC_SUM:
+        case MDC_AVG: acc += x; break;
         case MDC_PROD: acc *= x; break;
         case MDC_MIN: acc = x < acc ? x : acc; break;
         case MDC_MAX: acc = x > acc ? x : acc; break;
@@ -45,7 +45,9 @@ static void expect_elem(void *out, size_t k, int p, size_t i, mdc_op op, mdc_dty
     }
     if (op == MDC_AVG && p > 1) {
         switch (t) {
-        case MDC_F32: case MDC_F16: case MDC_BF16: acc = (double)((float)acc / (float)p); break;
+        case MDC_F32:
+        case MDC_F16:
+        case MDC_BF16: acc = (double)((float)acc / (float)p); break;
         case MDC_F64: acc = acc / p; break;
         default: acc = (double)((long long)acc / p); break;
         }
@@ -83,9 +85,7 @@ static int wanted(int level, int t, int op) {
     if (level == LIGHT) return t == MDC_F32 || op == MDC_SUM;
     return (t == MDC_F32 || t == MDC_BF16) && (op == MDC_SUM || op == MDC_MAX);
 }
-static int ask_mpich(int level, int t, int op) {
-    return mpich_can(t, op) && level == FULL;
-}
+static int ask_mpich(int level, int t, int op) { return mpich_can(t, op) && level == FULL; }
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -93,9 +93,7 @@ static void *xmalloc(size_t n) {
     memset(p, 0xA5, n ? n : 1);
     return p;
 }
-static void force(mdc_coll c, int a) {
-    MDC_CHECK(mdc_coll_set_algo(c, mdc_coll_algo_at(c, a)->name));
-}
+static void force(mdc_coll c, int a) { MDC_CHECK(mdc_coll_set_algo(c, mdc_coll_algo_at(c, a)->name)); }
 
 /* ---- reductions ------------------------------------------------------------------------- */
 
@@ -110,7 +108,8 @@ static void test_allreduce(mdc_group *g, size_t count, const char *gname, int le
                 mdc_dtype_set(in, t, i, val(me, i, op, t));
                 expect_elem(want, i, p, i, op, t);
             }
-            snprintf(ctx, sizeof ctx, "%s allreduce MPICH %s %s count %zu", gname, mdc_dtype_name(t), mdc_op_name(op), count);
+            snprintf(ctx, sizeof ctx, "%s allreduce MPICH %s %s count %zu", gname, mdc_dtype_name(t), mdc_op_name(op),
+                     count);
             if (ask_mpich(level, t, op) && !strcmp(gname, "world")) {
                 MPI_Allreduce(in, out, (int)count, mdc_mpi_type(t), mdc_mpi_op(op), MPI_COMM_WORLD);
                 cmp(t, out, want, count, "MPICH MPI_Allreduce vs expected");
@@ -152,12 +151,11 @@ static void test_reduce_scatter(mdc_group *g, size_t base, int v, int level) {
             char *in = xmalloc(total * es), *want = xmalloc(mine * es), *out = xmalloc(total * es);
             for (size_t i = 0; i < total; i++) mdc_dtype_set(in, t, i, val(me, i, op, t));
             for (size_t i = 0; i < mine; i++) expect_elem(want, i, p, mine_off + i, op, t);
-            snprintf(ctx, sizeof ctx, "reduce_scatter%s MPICH %s %s base %zu", v ? "v" : "", mdc_dtype_name(t), mdc_op_name(op), base);
+            snprintf(ctx, sizeof ctx, "reduce_scatter%s MPICH %s %s base %zu", v ? "v" : "", mdc_dtype_name(t),
+                     mdc_op_name(op), base);
             if (ask_mpich(level, t, op)) {
-                if (v)
-                    MPI_Reduce_scatter(in, out, icounts, mdc_mpi_type(t), mdc_mpi_op(op), MPI_COMM_WORLD);
-                else
-                    MPI_Reduce_scatter_block(in, out, (int)base, mdc_mpi_type(t), mdc_mpi_op(op), MPI_COMM_WORLD);
+                if (v) MPI_Reduce_scatter(in, out, icounts, mdc_mpi_type(t), mdc_mpi_op(op), MPI_COMM_WORLD);
+                else MPI_Reduce_scatter_block(in, out, (int)base, mdc_mpi_type(t), mdc_mpi_op(op), MPI_COMM_WORLD);
                 cmp(t, out, want, mine, "MPICH MPI_Reduce_scatter vs expected");
             }
             for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_REDUCE_SCATTER); a++)
@@ -169,7 +167,8 @@ static void test_reduce_scatter(mdc_group *g, size_t base, int v, int level) {
                     memset(out, 0xA5, total * es);
                     if (ip) memcpy(out, in, total * es);
                     const void *sb = ip ? (a & 1 ? (const void *)out : MDC_IN_PLACE) : in;
-                    ok(v ? mdc_reduce_scatterv(sb, out, counts, t, op, g) : mdc_reduce_scatter(sb, out, base, t, op, g));
+                    ok(v ? mdc_reduce_scatterv(sb, out, counts, t, op, g)
+                         : mdc_reduce_scatter(sb, out, base, t, op, g));
                     cmp(t, out, want, mine, "reduce_scatter");
                 }
             free(in);
@@ -198,7 +197,8 @@ static void test_reduce(mdc_group *g, size_t count, int level) {
                 int every = level == FULL && ((t == MDC_F32 && op == MDC_SUM) || (t == MDC_I32 && op == MDC_MAX) ||
                                               (t == MDC_BF16 && op == MDC_AVG));
                 if (!every && root != 0 && root != p - 1) continue;
-                snprintf(ctx, sizeof ctx, "reduce MPICH %s %s count %zu root %d", mdc_dtype_name(t), mdc_op_name(op), count, root);
+                snprintf(ctx, sizeof ctx, "reduce MPICH %s %s count %zu root %d", mdc_dtype_name(t), mdc_op_name(op),
+                         count, root);
                 if (ask_mpich(level, t, op) && root == p - 1) {
                     MPI_Reduce(in, out, (int)count, mdc_mpi_type(t), mdc_mpi_op(op), root, MPI_COMM_WORLD);
                     if (me == root) cmp(t, out, want, count, "MPICH MPI_Reduce vs expected");
@@ -207,8 +207,8 @@ static void test_reduce(mdc_group *g, size_t count, int level) {
                     for (int ip = 0; ip < 2; ip++) {
                         force(MDC_COLL_REDUCE, a);
                         snprintf(ctx, sizeof ctx, "reduce %s %s %s count %zu root %d%s",
-                                 mdc_coll_algo_at(MDC_COLL_REDUCE, a)->name, mdc_dtype_name(t), mdc_op_name(op),
-                                 count, root, ip ? " in place" : "");
+                                 mdc_coll_algo_at(MDC_COLL_REDUCE, a)->name, mdc_dtype_name(t), mdc_op_name(op), count,
+                                 root, ip ? " in place" : "");
                         memset(out, 0xA5, nb);
                         if (ip && me == root) memcpy(out, in, nb);
                         const void *sb = ip && me == root ? MDC_IN_PLACE : in;
@@ -248,8 +248,9 @@ static void test_allgather(mdc_group *g, size_t base, int v) {
             for (size_t i = 0; i < counts[j]; i++) mdc_dtype_set(want, t, displs[j] + i, val(j, i, MDC_SUM, t));
         snprintf(ctx, sizeof ctx, "allgather%s MPICH %s base %zu", v ? "v" : "", mdc_dtype_name(t), base);
         /* (MPICH 4.0.2 ignores displs[0] on one rank: skip its check there) */
-        if (p > 1) MPI_Allgatherv(in, ic[me], mdc_mpi_type(t) != MPI_DATATYPE_NULL ? mdc_mpi_type(t) : MPI_UINT16_T, out, ic, id,
-                       mdc_mpi_type(t) != MPI_DATATYPE_NULL ? mdc_mpi_type(t) : MPI_UINT16_T, MPI_COMM_WORLD);
+        if (p > 1)
+            MPI_Allgatherv(in, ic[me], mdc_mpi_type(t) != MPI_DATATYPE_NULL ? mdc_mpi_type(t) : MPI_UINT16_T, out, ic,
+                           id, mdc_mpi_type(t) != MPI_DATATYPE_NULL ? mdc_mpi_type(t) : MPI_UINT16_T, MPI_COMM_WORLD);
         if (p > 1) cmp(t, out, want, ext, "MPICH MPI_Allgatherv vs expected");
         for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_ALLGATHER); a++)
             for (int ip = 0; ip < 2; ip++) {
@@ -302,7 +303,8 @@ static void test_rooted_moves(mdc_group *g, size_t count, int all_roots) {
             for (int j = 0; j < p; j++)
                 for (size_t i = 0; i < count; i++) mdc_dtype_set(want, t, (size_t)j * count + i, val(j, i, MDC_SUM, t));
             for (int ip = 0; ip < 2; ip++) {
-                snprintf(ctx, sizeof ctx, "gather binomial %s count %zu root %d%s", mdc_dtype_name(t), count, root, ip ? " in place" : "");
+                snprintf(ctx, sizeof ctx, "gather binomial %s count %zu root %d%s", mdc_dtype_name(t), count, root,
+                         ip ? " in place" : "");
                 memset(b1, 0xA5, nb * (size_t)p);
                 memcpy(a1, want + (size_t)me * nb, nb);
                 if (ip && me == root) memcpy(b1 + (size_t)root * nb, a1, nb);
@@ -311,12 +313,14 @@ static void test_rooted_moves(mdc_group *g, size_t count, int all_roots) {
             }
             if (root == p - 1 && mdc_mpi_type(t) != MPI_DATATYPE_NULL) {
                 memset(b1, 0xA5, nb * (size_t)p);
-                MPI_Gather(want + (size_t)me * nb, (int)count, mdc_mpi_type(t), b1, (int)count, mdc_mpi_type(t), root, MPI_COMM_WORLD);
+                MPI_Gather(want + (size_t)me * nb, (int)count, mdc_mpi_type(t), b1, (int)count, mdc_mpi_type(t), root,
+                           MPI_COMM_WORLD);
                 if (me == root) cmp(t, b1, want, count * (size_t)p, "MPICH MPI_Gather vs expected");
             }
             /* scatter: rank j gets block j */
             for (int ip = 0; ip < 2; ip++) {
-                snprintf(ctx, sizeof ctx, "scatter binomial %s count %zu root %d%s", mdc_dtype_name(t), count, root, ip ? " in place" : "");
+                snprintf(ctx, sizeof ctx, "scatter binomial %s count %zu root %d%s", mdc_dtype_name(t), count, root,
+                         ip ? " in place" : "");
                 memset(b1, 0xA5, nb * (size_t)p);
                 memset(a1, 0xA5, nb * (size_t)p);
                 if (me == root) memcpy(a1, want, nb * (size_t)p);
@@ -432,7 +436,10 @@ int main(int argc, char **argv) {
     double t0 = MPI_Wtime();
     size_t counts[] = {0, 1, (size_t)(P > 1 ? P - 1 : 2), (size_t)P + 1, 4097};
     int nc = (int)(sizeof counts / sizeof counts[0]);
-#define LAP(what) do { if (R == 0 && getenv("TEST_VERBOSE")) printf("  %-16s %.2f s\n", what, MPI_Wtime() - t0); } while (0)
+#define LAP(what)                                                                                 \
+    do {                                                                                          \
+        if (R == 0 && getenv("TEST_VERBOSE")) printf("  %-16s %.2f s\n", what, MPI_Wtime() - t0); \
+    } while (0)
     /* count p+1 (not divisible by p) runs the full cross product; the others LIGHT */
     /* count p+1 runs the full dtype x op product, 1 and the large count LIGHT, 0 and p-1 GROUP */
     int lv[] = {GROUP, LIGHT, GROUP, FULL, LIGHT};
@@ -485,7 +492,8 @@ int main(int argc, char **argv) {
 
     long total = 0;
     MPI_Allreduce(&ncases, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    if (R == 0) printf("test_coll_conform: %ld collective calls checked on %d ranks in %.2f s\n", total, P, MPI_Wtime() - t0);
+    if (R == 0)
+        printf("test_coll_conform: %ld collective calls checked on %d ranks in %.2f s\n", total, P, MPI_Wtime() - t0);
     int rc = tu_finish("test_coll_conform");
     mdc_runtime_finalize(&rt);
     return rc;

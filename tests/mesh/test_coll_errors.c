@@ -7,11 +7,11 @@
 
 #include "testutil.h"
 
-#define EXPECT_INVALID(expr, needle)                                                   \
-    do {                                                                               \
-        mdc_clear_detail();                                                            \
-        TU_STATUS(expr, MDC_ERR_INVALID);                                              \
-        TU_CONTAINS(mdc_detail(), needle);                                             \
+#define EXPECT_INVALID(expr, needle)       \
+    do {                                   \
+        mdc_clear_detail();                \
+        TU_STATUS(expr, MDC_ERR_INVALID);  \
+        TU_CONTAINS(mdc_detail(), needle); \
     } while (0)
 
 int main(int argc, char **argv) {
@@ -58,9 +58,11 @@ int main(int argc, char **argv) {
     /* Cost model sanity: ring beats recursive doubling for large vectors, not for small. */
     double a = 5e-6, b = 1e-10, gm = 1e-10;
     TU_CHECK(mdc_coll_cost(MDC_COLL_ALLREDUCE, "ring", 8, 1 << 28, a, b, gm) <
-                 mdc_coll_cost(MDC_COLL_ALLREDUCE, "recursive_doubling", 8, 1 << 28, a, b, gm), "cost: ring large");
+                 mdc_coll_cost(MDC_COLL_ALLREDUCE, "recursive_doubling", 8, 1 << 28, a, b, gm),
+             "cost: ring large");
     TU_CHECK(mdc_coll_cost(MDC_COLL_ALLREDUCE, "ring", 8, 8, a, b, gm) >
-                 mdc_coll_cost(MDC_COLL_ALLREDUCE, "recursive_doubling", 8, 8, a, b, gm), "cost: rd small");
+                 mdc_coll_cost(MDC_COLL_ALLREDUCE, "recursive_doubling", 8, 8, a, b, gm),
+             "cost: rd small");
     TU_CHECK(mdc_coll_cost(MDC_COLL_ALLREDUCE, "nosuch", 8, 8, a, b, gm) < 0, "cost: unknown algorithm");
     /* Recursive halving's reduce-scatter copies its block out of scratch (n/p c): with this
      * host's figures it wins on fewer messages below 48 KiB (4 ranks) / 384 KiB (8 ranks), ring
@@ -69,9 +71,11 @@ int main(int argc, char **argv) {
     for (int q = 4; q <= 8; q += 4) {
         size_t small = q == 4 ? 32u << 10 : 256u << 10, large = q == 4 ? 64u << 10 : 512u << 10;
         TU_CHECK(mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "recursive_halving", q, small, ha, hb, hg) <
-                     mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "ring", q, small, ha, hb, hg), "cost: halving small");
+                     mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "ring", q, small, ha, hb, hg),
+                 "cost: halving small");
         TU_CHECK(mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "recursive_halving", q, large, ha, hb, hg) >
-                     mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "ring", q, large, ha, hb, hg), "cost: ring large");
+                     mdc_coll_cost(MDC_COLL_REDUCE_SCATTER, "ring", q, large, ha, hb, hg),
+                 "cost: ring large");
     }
 
     /* Mismatched count (rank 0 passes one more): an error everywhere, in bounded time. */
@@ -87,8 +91,8 @@ int main(int argc, char **argv) {
         mdc_status st = mdc_allreduce(big, bigout, me == 0 ? 4001 : 4000, MDC_F32, MDC_SUM, g);
         double dt = MPI_Wtime() - t0;
         fprintf(stderr, "rank %d: mismatched count: %s (%s) after %.2f s\n", me, mdc_strerror(st), mdc_detail(), dt);
-        TU_CHECK(st == MDC_ERR_MISMATCH || st == MDC_ERR_PEER || st == MDC_ERR_TIMEOUT,
-                 "mismatched count gave %s", mdc_strerror(st));
+        TU_CHECK(st == MDC_ERR_MISMATCH || st == MDC_ERR_PEER || st == MDC_ERR_TIMEOUT, "mismatched count gave %s",
+                 mdc_strerror(st));
         TU_CHECK(dt < 9, "mismatch took %.1f s (a hang cut by the timeout?)", dt);
         int rc = tu_finish("test_coll_errors");
         fflush(stderr);

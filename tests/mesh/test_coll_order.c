@@ -65,7 +65,8 @@ static void test_ring_order(mdc_group *g, mdc_dtype t, size_t count, size_t chun
     MDC_CHECK(mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "ring"));
     MDC_CHECK(mdc_allreduce(in, out, count, t, MDC_SUM, g));
     char what[128];
-    snprintf(what, sizeof what, "ring allreduce NCCL order, %s count %zu chunk %zu B", mdc_dtype_name(t), count, chunk_bytes);
+    snprintf(what, sizeof what, "ring allreduce NCCL order, %s count %zu chunk %zu B", mdc_dtype_name(t), count,
+             chunk_bytes);
     cmp_bits(t, out, want, count, what);
     /* The library's partition helper agrees with the documented one. */
     size_t loops = mdc_allreduce_ring_loops(count, p, chunk), covered = 0;
@@ -112,7 +113,8 @@ static double unit(mdc_dtype t) {
 }
 
 /* Checks got[k] (k < n) against the exact reduction of element off + k. */
-static void check_tol(mdc_dtype t, mdc_op op, int p, const void *got, size_t n, size_t off, unsigned salt, const char *what) {
+static void check_tol(mdc_dtype t, mdc_op op, int p, const void *got, size_t n, size_t off, unsigned salt,
+                      const char *what) {
     size_t bad = 0, first = 0;
     double maxerr = 0, u = unit(t);
     for (size_t k = 0; k < n; k++) {
@@ -137,8 +139,8 @@ static void check_tol(mdc_dtype t, mdc_op op, int p, const void *got, size_t n, 
     if (bad) {
         tu_failures++;
         if (tu_printed++ < 20)
-            fprintf(stderr, "rank %d/%d: %s: %zu of %zu outside the bound; first at %zu (got %.9g); max error %.3g\n", R, P,
-                    what, bad, n, first, mdc_dtype_get(got, t, first), maxerr);
+            fprintf(stderr, "rank %d/%d: %s: %zu of %zu outside the bound; first at %zu (got %.9g); max error %.3g\n",
+                    R, P, what, bad, n, first, mdc_dtype_get(got, t, first), maxerr);
     }
 }
 
@@ -156,8 +158,8 @@ static void test_tolerance(mdc_group *g, size_t count) {
             for (size_t i = 0; i < all; i++) mdc_dtype_set(in, t, i, rnd(me, i, t, 3));
             for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_ALLREDUCE); a++) {
                 MDC_CHECK(mdc_coll_set_algo(MDC_COLL_ALLREDUCE, mdc_coll_algo_at(MDC_COLL_ALLREDUCE, a)->name));
-                snprintf(what, sizeof what, "allreduce %s %s %s count %zu", mdc_coll_algo_at(MDC_COLL_ALLREDUCE, a)->name,
-                         mdc_dtype_name(t), mdc_op_name(op), count);
+                snprintf(what, sizeof what, "allreduce %s %s %s count %zu",
+                         mdc_coll_algo_at(MDC_COLL_ALLREDUCE, a)->name, mdc_dtype_name(t), mdc_op_name(op), count);
                 MDC_CHECK(mdc_allreduce(in, out, count, t, op, g));
                 check_tol(t, op, p, out, count, 0, 3, what);
                 MDC_CHECK(mdc_allreduce(in, again, count, t, op, g));
@@ -169,7 +171,8 @@ static void test_tolerance(mdc_group *g, size_t count) {
                 cmp_bits(t, out, r0, count, w2);
             }
             for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_REDUCE_SCATTER); a++) {
-                MDC_CHECK(mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, mdc_coll_algo_at(MDC_COLL_REDUCE_SCATTER, a)->name));
+                MDC_CHECK(
+                    mdc_coll_set_algo(MDC_COLL_REDUCE_SCATTER, mdc_coll_algo_at(MDC_COLL_REDUCE_SCATTER, a)->name));
                 snprintf(what, sizeof what, "reduce_scatter %s %s %s count %zu",
                          mdc_coll_algo_at(MDC_COLL_REDUCE_SCATTER, a)->name, mdc_dtype_name(t), mdc_op_name(op), count);
                 MDC_CHECK(mdc_reduce_scatter(in, out, count, t, op, g));
@@ -178,8 +181,8 @@ static void test_tolerance(mdc_group *g, size_t count) {
             for (int a = 0; a < mdc_coll_algo_count(MDC_COLL_REDUCE); a++) {
                 MDC_CHECK(mdc_coll_set_algo(MDC_COLL_REDUCE, mdc_coll_algo_at(MDC_COLL_REDUCE, a)->name));
                 int root = p / 2;
-                snprintf(what, sizeof what, "reduce %s %s %s count %zu root %d", mdc_coll_algo_at(MDC_COLL_REDUCE, a)->name,
-                         mdc_dtype_name(t), mdc_op_name(op), count, root);
+                snprintf(what, sizeof what, "reduce %s %s %s count %zu root %d",
+                         mdc_coll_algo_at(MDC_COLL_REDUCE, a)->name, mdc_dtype_name(t), mdc_op_name(op), count, root);
                 MDC_CHECK(mdc_reduce(in, out, count, t, op, root, g));
                 if (me == root) check_tol(t, op, p, out, count, 0, 3, what);
             }
@@ -213,20 +216,21 @@ static void test_slice_invariance(mdc_runtime *rt, size_t count) {
                 memset(out[v], 0, all * 4);
                 mdc_dev_reset_counters(rt->dev);
                 if (colls[ci] == MDC_COLL_ALLREDUCE) MDC_CHECK(mdc_allreduce(in, out[v], all, MDC_F32, MDC_SUM, g));
-                else if (colls[ci] == MDC_COLL_REDUCE_SCATTER) MDC_CHECK(mdc_reduce_scatter(in, out[v], count, MDC_F32, MDC_SUM, g));
+                else if (colls[ci] == MDC_COLL_REDUCE_SCATTER)
+                    MDC_CHECK(mdc_reduce_scatter(in, out[v], count, MDC_F32, MDC_SUM, g));
                 else MDC_CHECK(mdc_reduce(in, out[v], all, MDC_F32, MDC_SUM, p - 1, g));
                 mdc_dev_get_counters(rt->dev, &c[v]);
             }
             char what[160];
-            snprintf(what, sizeof what, "%s %s count %zu: 100-byte slices changed the result",
-                     mdc_coll_name(colls[ci]), name, all);
+            snprintf(what, sizeof what, "%s %s count %zu: 100-byte slices changed the result", mdc_coll_name(colls[ci]),
+                     name, all);
             cmp_bits(MDC_F32, out[1], out[0], colls[ci] == MDC_COLL_REDUCE_SCATTER ? count : all, what);
             TU_CHECK(c[0].now == c[1].now && c[0].t_comm == c[1].t_comm && c[0].t_idle == c[1].t_idle &&
                          c[0].bytes_sent == c[1].bytes_sent && c[0].messages_sent == c[1].messages_sent,
                      "%s %s: rank %d: slices moved the virtual clock: now %.17g vs %.17g, comm %.17g vs %.17g, "
-                     "idle %.17g vs %.17g, %g vs %g messages", mdc_coll_name(colls[ci]), name, me, c[1].now,
-                     c[0].now, c[1].t_comm, c[0].t_comm, c[1].t_idle, c[0].t_idle, c[1].messages_sent,
-                     c[0].messages_sent);
+                     "idle %.17g vs %.17g, %g vs %g messages",
+                     mdc_coll_name(colls[ci]), name, me, c[1].now, c[0].now, c[1].t_comm, c[0].t_comm, c[1].t_idle,
+                     c[0].t_idle, c[1].messages_sent, c[0].messages_sent);
             MDC_CHECK(mdc_coll_set_algo(colls[ci], "auto"));
         }
     mdc_coll_set_slice(saved);

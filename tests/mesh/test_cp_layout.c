@@ -27,7 +27,8 @@ static void check_layout(mdc_runtime *rt, const char *layout, const char *algo, 
     MDC_CHECK(mdc_allgather(mc->pos, all, (size_t)Tc, MDC_I32, rt->world));
     for (int i = 0; i < T; i++)
         if (all[i] >= 0 && all[i] < T) seen[all[i]]++;
-    for (int i = 0; i < T; i++) TU_CHECK(seen[i] == 1, "%s c %d: global position %d held %d times", layout, c, i, seen[i]);
+    for (int i = 0; i < T; i++)
+        TU_CHECK(seen[i] == 1, "%s c %d: global position %d held %d times", layout, c, i, seen[i]);
     /* the slice: rank r's tokens are those at its positions */
     int *tok = malloc(sizeof(int) * (size_t)B * T), *mine = malloc(sizeof(int) * (size_t)B * Tc);
     for (int i = 0; i < B * T; i++) tok[i] = 1000 * (i / T) + i % T;
@@ -45,7 +46,8 @@ static void check_layout(mdc_runtime *rt, const char *layout, const char *algo, 
      * ((c-1) L + (L+1)/2) / ((c-1) L/2 + (L+1)/2), (2c-1)/c as L grows; zig-zag's two chunks
      * q and 2c-1-q give every rank L^2 (2c-1) + L(L+1) */
     double ratio = mx / (sum / c), want = 1.0;
-    if (!zig && strcmp(algo, "ulysses")) want = ((c - 1) * (double)L + 0.5 * (L + 1)) / ((c - 1) * 0.5 * L + 0.5 * (L + 1));
+    if (!zig && strcmp(algo, "ulysses"))
+        want = ((c - 1) * (double)L + 0.5 * (L + 1)) / ((c - 1) * 0.5 * L + 0.5 * (L + 1));
     TU_NEAR(ratio, want, 1e-12);
     TU_CHECK(c == 1 || f[3] > 0, "%s %s: bytes formula %g", layout, algo, f[3]);
     free(all), free(seen), free(tok), free(mine), free(work);

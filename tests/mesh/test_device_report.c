@@ -85,7 +85,8 @@ int main(int argc, char **argv) {
         TU_NEAR(num(root, "totals", "energy_j"), sum, 1e-15);
         TU_EQ_DBL(num(root, "tokens", NULL), 1000);
         TU_CHECK(cJSON_IsString(item(item(root, "device"), "name")) &&
-                 !strcmp(item(item(root, "device"), "name")->valuestring, "h100"), "device name");
+                     !strcmp(item(item(root, "device"), "name")->valuestring, "h100"),
+                 "device name");
         cJSON_Delete(root);
         fputs(text, stderr);
     } else {

@@ -167,12 +167,14 @@ int main(int argc, char **argv) {
                 if (judged[c] || acted <= waited + MARGIN) continue;
                 judged[c] = 1;
                 if (r == waiter)
-                    TU_CHECK(slept[c] >= 1 && rung[c] >= 1, "rank %d: the %s waited %.0f ms before the %s, "
-                             "but slept %llu times, rung %llu: the wait did not sleep", r, who[c],
-                             (acted - waited) * 1e3, act[c], slept[c], rung[c]);
+                    TU_CHECK(slept[c] >= 1 && rung[c] >= 1,
+                             "rank %d: the %s waited %.0f ms before the %s, "
+                             "but slept %llu times, rung %llu: the wait did not sleep",
+                             r, who[c], (acted - waited) * 1e3, act[c], slept[c], rung[c]);
             }
         }
-        TU_CHECK(judged[0] && judged[1], "rank %d: in %d attempts a waiter never started %.0f ms "
+        TU_CHECK(judged[0] && judged[1],
+                 "rank %d: in %d attempts a waiter never started %.0f ms "
                  "before its peer acted (receiver %s, sender %s): the machine is too loaded to judge",
                  r, ATTEMPTS, MARGIN * 1e3, judged[0] ? "judged" : "not judged", judged[1] ? "judged" : "not judged");
     }
@@ -190,8 +192,10 @@ int main(int argc, char **argv) {
         fill(buf, n, 100u + (unsigned)me);
         if (me == 0) pause_ms(30); /* the others sleep until it sends */
         MDC_CHECK(mdc_sendrecv(buf, BIG, next, in, BIG, prev, 2, g2));
-        TU_CHECK(count_bad(in, n, 100u + (unsigned)prev) == 0, "ring on the reversed communicator: "
-                 "rank %d got wrong data from %d", me, prev);
+        TU_CHECK(count_bad(in, n, 100u + (unsigned)prev) == 0,
+                 "ring on the reversed communicator: "
+                 "rank %d got wrong data from %d",
+                 me, prev);
         free(in);
     }
     mdc_group_free(g2);
@@ -213,8 +217,7 @@ int main(int argc, char **argv) {
     mdc_wait_stats_get(&ws);
     TU_CHECK(ws.timed_out == 0, "rank %d: %llu of %llu sleeps ran out their 20 s", r, ws.timed_out, ws.sleeps);
     TU_CHECK(el < 15, "rank %d: took %.1f s: a sleep was not rung", r, el);
-    if (r == 0)
-        printf("doorbell: %d ranks, %.2f s; rank 0 slept %llu times, %llu rung\n", p, el, ws.sleeps, ws.rung);
+    if (r == 0) printf("doorbell: %d ranks, %.2f s; rank 0 slept %llu times, %llu rung\n", p, el, ws.sleeps, ws.rung);
     free(buf);
     int rc = tu_finish("test_doorbell");
     mdc_runtime_finalize(&rt);

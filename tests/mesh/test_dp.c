@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
             if (s == 0) { /* the first step's gradients, before any update could amplify a difference */
                 MDC_CHECK(mdc_dp_gather_state(dp, got, gm, gv, 0));
                 double dg = r == 0 ? norm_diff(P, gm, m1) : 0;
-                TU_CHECK(dg <= 1e-5, "zero %d: the first step's gradients differ from serial's by %.3g normwise", z, dg);
+                TU_CHECK(dg <= 1e-5, "zero %d: the first step's gradients differ from serial's by %.3g normwise", z,
+                         dg);
             }
         }
         MDC_CHECK(mdc_dp_gather_state(dp, got, gm, gv, 0));
@@ -112,7 +113,8 @@ int main(int argc, char **argv) {
         mdc_dp_figures f;
         mdc_dp_get_figures(dp, &f);
         for (int i = 0; i < 3; i++) {
-            TU_CHECK(f.mem[i] == f.mem_want[i], "zero %d mem[%d]: measured %zu, formula %zu", z, i, f.mem[i], f.mem_want[i]);
+            TU_CHECK(f.mem[i] == f.mem_want[i], "zero %d mem[%d]: measured %zu, formula %zu", z, i, f.mem[i],
+                     f.mem_want[i]);
             /* the padding: at most N-1 floats per unit, times 4 or 8 bytes */
             TU_CHECK(fabs((double)f.mem_want[i] - f.mem_formula[i]) <= 8.0 * f.units * (N - 1),
                      "zero %d mem[%d]: padded %zu vs formula %.1f", z, i, f.mem_want[i], f.mem_formula[i]);
@@ -178,8 +180,9 @@ int main(int argc, char **argv) {
         TU_CHECK(vt[1] < vt[0], "prefetch did not shorten the virtual step: %.6g vs %.6g s", vt[1], vt[0]);
         TU_CHECK(ov[1] > ov[0], "prefetch hid no more communication: %.6g vs %.6g s", ov[1], ov[0]);
     }
-    if (r == 0) printf("ZeRO-3 N %d: virtual %.3f ms without prefetch, %.3f ms with (overlap %.3f -> %.3f ms)\n", N,
-                       vt[0] * 1e3, vt[1] * 1e3, ov[0] * 1e3, ov[1] * 1e3);
+    if (r == 0)
+        printf("ZeRO-3 N %d: virtual %.3f ms without prefetch, %.3f ms with (overlap %.3f -> %.3f ms)\n", N,
+               vt[0] * 1e3, vt[1] * 1e3, ov[0] * 1e3, ov[1] * 1e3);
     free(pf[0]), free(pf[1]);
     mdc_gpt2_free(ser);
     mdc_device_free(sdev);

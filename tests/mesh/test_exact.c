@@ -21,7 +21,9 @@ static int P, R;
 
 /* ---- the reference: two's complement big integer in units of 2^-149 ---------------------- */
 #define RW 12
-typedef struct { uint32_t w[RW]; } big;
+typedef struct {
+    uint32_t w[RW];
+} big;
 
 static void big_addb(big *x, const big *y) {
     uint64_t c = 0;
@@ -65,20 +67,29 @@ static big ref_of_double(double d) { /* d >= 0, a multiple of 2^-149 */
     return t;
 }
 static big val32(uint64_t u) { /* the float with bits u >= 0; +inf stands for 2^128 */
-    if (u == 0x7f800000u) { big t = {{0}}; big_add_u(&t, 0, 1, 128 + 149); return t; }
+    if (u == 0x7f800000u) {
+        big t = {{0}};
+        big_add_u(&t, 0, 1, 128 + 149);
+        return t;
+    }
     float f;
     uint32_t v = (uint32_t)u;
     memcpy(&f, &v, 4);
     return ref_of_double(f);
 }
-static big val64(uint64_t u) { double d; memcpy(&d, &u, 8); return ref_of_double(d); }
+static big val64(uint64_t u) {
+    double d;
+    memcpy(&d, &u, 8);
+    return ref_of_double(d);
+}
 /* s > 0 rounded to nearest-even among the patterns [lo, hi] of one format (val(lo) <= s <
  * val(hi)): bisect to the bracketing pair, then compare 2s with val(lo) + val(hi). */
 static uint64_t ref_round(big (*val)(uint64_t), uint64_t lo, uint64_t hi, const big *s) {
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
         big vm = val(mid);
-        if (big_cmp(&vm, s) <= 0) lo = mid; else hi = mid;
+        if (big_cmp(&vm, s) <= 0) lo = mid;
+        else hi = mid;
     }
     big vlo = val(lo), mid = val(hi), two = *s;
     if (!big_cmp(&vlo, s)) return lo;
@@ -119,7 +130,11 @@ static double ref_f64(big s, int allneg0) {
 /* ---- random sets ------------------------------------------------------------------------- */
 static uint64_t rs;
 static uint64_t rnd(void) { return mdc_mix64_finalize(rs += MDC_GOLDEN64); }
-static float fbits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static float fbits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 static float rnd_full(void) { /* any finite float, subnormals included */
     uint32_t ex = (uint32_t)(rnd() % 255);
     return fbits((uint32_t)(rnd() & 0x807fffffu) | ex << 23);
@@ -129,42 +144,58 @@ static float rnd_mixed(void) {
     return (float)((rnd() & 1) ? -exp(l) : exp(l));
 }
 static void shuffle(float *x, int n) {
-    for (int i = n - 1; i > 0; i--) { int j = (int)(rnd() % (uint64_t)(i + 1)); float t = x[i]; x[i] = x[j]; x[j] = t; }
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rnd() % (uint64_t)(i + 1));
+        float t = x[i];
+        x[i] = x[j];
+        x[j] = t;
+    }
 }
 /* Set of kind k into x (room for 600); returns its size. */
 static int gen_set(int k, float *x) {
     int n = 1 + (int)(rnd() % 64), m = 0;
     if (rnd() % 50 == 0) n = 500;
     switch (k % 6) {
-    case 0: for (; m < n; m++) x[m] = rnd_full(); break;
-    case 1: for (; m < n; m++) x[m] = rnd_mixed(); break;
+    case 0:
+        for (; m < n; m++) x[m] = rnd_full();
+        break;
+    case 1:
+        for (; m < n; m++) x[m] = rnd_mixed();
+        break;
     case 2: /* exact cancellation: x and -x, plus a few small ones */
         for (; m < n / 2; m++) x[m] = rnd() & 1 ? rnd_full() : rnd_mixed();
         for (int i = 0; i < n / 2; i++) x[m++] = -x[i];
         for (int i = 0; i < 3; i++) x[m++] = ldexpf((float)(rnd() % 1000) - 500, (int)(rnd() % 40) - 160);
         break;
-    case 3: case 4: { /* a + half an ulp of a, in three pieces; +- 2^-149; big cancelling pairs */
+    case 3:
+    case 4: { /* a + half an ulp of a, in three pieces; +- 2^-149; big cancelling pairs */
         uint32_t ex = 30 + (uint32_t)(rnd() % 190);
         float a = fbits((uint32_t)(rnd() & 0x807fffffu) | ex << 23), h = ldexpf(1, (int)ex - 151);
         x[m++] = a;
         x[m++] = copysignf(h / 2, a), x[m++] = copysignf(h / 4, a), x[m++] = copysignf(h / 4, a);
         int v = (int)(rnd() % 3);
         if (v) x[m++] = v == 1 ? 0x1p-149f : -0x1p-149f;
-        for (int i = 0; i < (int)(rnd() % 8); i++) { float y = rnd_full(); x[m++] = y; x[m++] = -y; }
+        for (int i = 0; i < (int)(rnd() % 8); i++) {
+            float y = rnd_full();
+            x[m++] = y;
+            x[m++] = -y;
+        }
         break;
     }
     default: /* overflow and its edge: FLT_MAX + 2^103 is a tie between FLT_MAX and 2^128 */
         x[m++] = FLT_MAX;
         x[m++] = rnd() & 1 ? 0x1p103f : 0x1p102f;
         if (rnd() & 1) x[m++] = -0x1p-149f;
-        for (int i = 0; i < (int)(rnd() % 6); i++) x[m++] = (rnd() & 1 ? -1 : 1) * ldexpf(1.0f + (float)(rnd() % 100) / 128, 120 + (int)(rnd() % 7));
+        for (int i = 0; i < (int)(rnd() % 6); i++)
+            x[m++] = (rnd() & 1 ? -1 : 1) * ldexpf(1.0f + (float)(rnd() % 100) / 128, 120 + (int)(rnd() % 7));
         break;
     }
     shuffle(x, m);
     return m;
 }
 static int all_neg0(const float *x, int n) {
-    for (int i = 0; i < n; i++) if (signbit(x[i]) == 0 || x[i] != 0) return 0;
+    for (int i = 0; i < n; i++)
+        if (signbit(x[i]) == 0 || x[i] != 0) return 0;
     return n > 0;
 }
 
@@ -173,8 +204,16 @@ static int same(mdc_exact a, mdc_exact b) { /* equal normalized bytes */
     mdc_exact_normalize(&b);
     return !memcmp(&a, &b, sizeof a);
 }
-static uint32_t b32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static uint64_t b64(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
+static uint32_t b32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static uint64_t b64(double d) {
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
 
 /* Every permutation of x[k..n) appended to x[0..k) (n <= 6): the same normalized bytes as want. */
 static int perms_agree(float *x, int k, int n, const mdc_exact *want) {
@@ -186,9 +225,13 @@ static int perms_agree(float *x, int k, int n, const mdc_exact *want) {
     }
     int ok = 1;
     for (int i = k; i < n; i++) {
-        float t = x[k]; x[k] = x[i]; x[i] = t;
+        float t = x[k];
+        x[k] = x[i];
+        x[i] = t;
         ok &= perms_agree(x, k + 1, n, want);
-        t = x[k]; x[k] = x[i]; x[i] = t;
+        t = x[k];
+        x[k] = x[i];
+        x[i] = t;
     }
     return ok;
 }
@@ -244,7 +287,7 @@ static void check_limbs(int trials) {
         big S = {{0}};
         for (int k = 0; k <= h; k++) {
             int64_t v = k == MDC_EXACT_LIMBS - 1 ? (int64_t)(rnd() % (1ull << 40)) - (1ll << 39)
-                                                : (int64_t)(rnd() % (2 * (uint64_t)bound + 1) - (uint64_t)bound);
+                                                 : (int64_t)(rnd() % (2 * (uint64_t)bound + 1) - (uint64_t)bound);
             if (rnd() % 4 == 0) v = 0;
             a.limb[k] = v;
             big_add_u(&S, v < 0, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, 32 * k);
@@ -268,21 +311,40 @@ static void test_headroom(void) { /* 2^40 FLT_MAX by doubling: past 2^31 pending
     TU_CHECK(mdc_exact_to_f32(&c) == 1.5f, "2^40 FLT_MAX + 1.5 - 2^40 FLT_MAX gave %a", (double)mdc_exact_to_f32(&c));
 }
 
-static float sum_of(const float *x, int n) { mdc_exact a; mdc_exact_clear(&a); mdc_exact_add_f32s(&a, x, (size_t)n); return mdc_exact_to_f32(&a); }
+static float sum_of(const float *x, int n) {
+    mdc_exact a;
+    mdc_exact_clear(&a);
+    mdc_exact_add_f32s(&a, x, (size_t)n);
+    return mdc_exact_to_f32(&a);
+}
 
 static void test_specials(void) {
     const float inf = INFINITY, qnan = NAN;
-    struct { float x[3]; int n; float want; } c[] = {
-        {{inf, 1}, 2, inf}, {{-inf, FLT_MAX}, 2, -inf}, {{inf, -inf}, 2, qnan}, {{qnan, 1}, 2, qnan},
-        {{qnan, inf, -inf}, 3, qnan}, {{1, -1}, 2, 0.0f}, {{-0.0f, -0.0f}, 2, -0.0f}, {{0}, 0, 0.0f},
-        {{-0.0f}, 1, -0.0f}, {{-0.0f, 0.0f}, 2, 0.0f}, {{FLT_MAX, FLT_MAX}, 2, inf},
-        {{-FLT_MAX, -FLT_MAX}, 2, -inf}, {{FLT_MAX, FLT_MAX, -FLT_MAX}, 3, FLT_MAX},
-        {{0x1p24f, 1, 1}, 3, 0x1p24f + 2}, {{0x1p-149f, -0x1p-149f, 0x1p-149f}, 3, 0x1p-149f},
+    struct {
+        float x[3];
+        int n;
+        float want;
+    } c[] = {
+        {{inf, 1}, 2, inf},
+        {{-inf, FLT_MAX}, 2, -inf},
+        {{inf, -inf}, 2, qnan},
+        {{qnan, 1}, 2, qnan},
+        {{qnan, inf, -inf}, 3, qnan},
+        {{1, -1}, 2, 0.0f},
+        {{-0.0f, -0.0f}, 2, -0.0f},
+        {{0}, 0, 0.0f},
+        {{-0.0f}, 1, -0.0f},
+        {{-0.0f, 0.0f}, 2, 0.0f},
+        {{FLT_MAX, FLT_MAX}, 2, inf},
+        {{-FLT_MAX, -FLT_MAX}, 2, -inf},
+        {{FLT_MAX, FLT_MAX, -FLT_MAX}, 3, FLT_MAX},
+        {{0x1p24f, 1, 1}, 3, 0x1p24f + 2},
+        {{0x1p-149f, -0x1p-149f, 0x1p-149f}, 3, 0x1p-149f},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         float got = sum_of(c[i].x, c[i].n);
-        TU_CHECK(isnan(c[i].want) ? isnan(got) : b32(got) == b32(c[i].want), "case %zu: got %a want %a", i,
-                 (double)got, (double)c[i].want);
+        TU_CHECK(isnan(c[i].want) ? isnan(got) : b32(got) == b32(c[i].want), "case %zu: got %a want %a", i, (double)got,
+                 (double)c[i].want);
     }
     mdc_exact a, b; /* flags travel through combination */
     mdc_exact_clear(&a), mdc_exact_clear(&b);
@@ -291,7 +353,8 @@ static void test_specials(void) {
     TU_CHECK(isnan(mdc_exact_to_f32(&a)), "inf + -inf through combination is not NaN");
     /* the dtype's table entries */
     TU_CHECK(mdc_dtype_size(MDC_EXACT) == sizeof(mdc_exact) && !strcmp(mdc_dtype_name(MDC_EXACT), "exact") &&
-             mdc_dtype_parse("exact") == MDC_EXACT, "dtype tables");
+                 mdc_dtype_parse("exact") == MDC_EXACT,
+             "dtype tables");
     mdc_exact e[2];
     mdc_dtype_set(e, MDC_EXACT, 0, 0.1);
     mdc_dtype_set(e, MDC_EXACT, 1, -0.0);
@@ -305,10 +368,17 @@ static void test_specials(void) {
 static int element(size_t e, float *x, int *cut) {
     rs = 0x5eed0000ull + e;
     int n = e < 24 ? gen_set((int)e, x) : 1 + (int)(rnd() % 5);
-    if (e >= 24) for (int i = 0; i < n; i++) x[i] = rnd() & 1 ? rnd_mixed() : rnd_full();
+    if (e >= 24)
+        for (int i = 0; i < n; i++) x[i] = rnd() & 1 ? rnd_mixed() : rnd_full();
     cut[0] = 0, cut[P] = n;
     for (int r = 1; r < P; r++) cut[r] = (int)(rnd() % (uint64_t)(n + 1));
-    for (int r = 1; r < P; r++) for (int s = r + 1; s < P; s++) if (cut[s] < cut[r]) { int t = cut[r]; cut[r] = cut[s]; cut[s] = t; }
+    for (int r = 1; r < P; r++)
+        for (int s = r + 1; s < P; s++)
+            if (cut[s] < cut[r]) {
+                int t = cut[r];
+                cut[r] = cut[s];
+                cut[s] = t;
+            }
     return n;
 }
 static void make(size_t n, mdc_exact *mine, mdc_exact *serial) {
@@ -434,12 +504,12 @@ static void test_xreduce(mdc_group *g, const char *gname) {
                 int scatter = c == 1;
                 MDC_CHECK(mdc_exact_reduce(v, n, scatter, out, fetch_x, &xs, g, &st));
                 size_t blk = scatter ? n / (size_t)P : n, base = scatter ? (size_t)mdc_group_rank(g) * blk : 0;
-                snprintf(what, sizeof what, "mdc_exact_reduce by %s %s, %s group, %d class(es)", mdc_coll_name(colls[c]),
-                         name, gname, classes);
+                snprintf(what, sizeof what, "mdc_exact_reduce by %s %s, %s group, %d class(es)",
+                         mdc_coll_name(colls[c]), name, gname, classes);
                 TU_CHECK(!memcmp(out, want + base, blk * sizeof(float)), "%s: not the exact sum's bits", what);
                 /* one class: every double sum exact, no second pass; three: it ran (classes 1 and 2) */
-                TU_CHECK(st.map == (classes > 1) && (classes == 1 || st.marked >= n / 3), "%s: second pass %d, %zu marked",
-                         what, st.map, st.marked);
+                TU_CHECK(st.map == (classes > 1) && (classes == 1 || st.marked >= n / 3),
+                         "%s: second pass %d, %zu marked", what, st.map, st.marked);
             }
         for (int c = 0; c < 2; c++) MDC_CHECK(mdc_coll_set_algo(colls[c], "auto"));
         mdc_xsum_free(&xs);
@@ -480,15 +550,21 @@ int main(int argc, char **argv) {
     int sets = 0, differ = 0;
     for (int k = 0; k < 3000; k++, sets++) {
         int n = gen_set(k, x);
-        differ += check_set(x, n, k % 6 == 0 ? "full range" : k % 6 == 1 ? "mixed" : k % 6 == 2 ? "cancelling"
-                                : k % 6 < 5 ? "tie" : "overflow");
+        differ += check_set(x, n,
+                            k % 6 == 0   ? "full range"
+                            : k % 6 == 1 ? "mixed"
+                            : k % 6 == 2 ? "cancelling"
+                            : k % 6 < 5  ? "tie"
+                                         : "overflow");
     }
     check_limbs(3000);
     test_headroom();
     test_specials();
     if (R == 0) {
-        printf("exact: %d sets equal the reference in 3 orders, and in all when up to 6 floats (a plain float loop differs on %d); "
-               "3000 limb patterns; 16 NaN/inf/zero cases\n", sets, differ);
+        printf("exact: %d sets equal the reference in 3 orders, and in all when up to 6 floats (a plain float loop "
+               "differs on %d); "
+               "3000 limb patterns; 16 NaN/inf/zero cases\n",
+               sets, differ);
         speed();
     }
     /* (c) */
@@ -505,8 +581,10 @@ int main(int argc, char **argv) {
     if (R == 0) printf("exact: every allreduce, reduce_scatter and reduce algorithm equals serial on %d ranks\n", P);
     test_xreduce(rt.world, "world");
     test_xreduce(rev, "reversed");
-    if (R == 0) printf("exact: mdc_exact_reduce (doubles, then accumulators where a sum is not exact) equals serial's "
-                       "bits through every allreduce and reduce_scatter algorithm on %d ranks\n", P);
+    if (R == 0)
+        printf("exact: mdc_exact_reduce (doubles, then accumulators where a sum is not exact) equals serial's "
+               "bits through every allreduce and reduce_scatter algorithm on %d ranks\n",
+               P);
     mdc_group_free(rev), free(ranks), mdc_group_free(w2), mdc_transport_free(t2);
     int rc = tu_finish("test_exact"), any = 0;
     MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

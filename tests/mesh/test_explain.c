@@ -53,13 +53,12 @@ static void compare_trace(const mdc_schedule *s, int me, const char *what) {
                 int peer = side ? m->dst : m->src;
                 while (k < nev && evs[k].is_send != side) k++;
                 if (k == nev) {
-                    TU_CHECK(0, "%s: rank %d: schedule %s %s r%d (%zu B) at step %d, the code posted no more",
-                             what, me, side ? "sends" : "receives", side ? "to" : "from", peer, m->bytes, step + 1);
+                    TU_CHECK(0, "%s: rank %d: schedule %s %s r%d (%zu B) at step %d, the code posted no more", what, me,
+                             side ? "sends" : "receives", side ? "to" : "from", peer, m->bytes, step + 1);
                     bad = 1;
                 } else if (evs[k].peer != peer || evs[k].bytes != m->bytes) {
-                    TU_CHECK(0, "%s: rank %d: step %d: schedule %s r%d %zu B, the code r%d %zu B", what,
-                             me, step + 1, side ? "sends to" : "receives from", peer, m->bytes,
-                             evs[k].peer, evs[k].bytes);
+                    TU_CHECK(0, "%s: rank %d: step %d: schedule %s r%d %zu B, the code r%d %zu B", what, me, step + 1,
+                             side ? "sends to" : "receives from", peer, m->bytes, evs[k].peer, evs[k].bytes);
                     bad = 1;
                 }
                 k++;
@@ -73,8 +72,8 @@ static void compare_trace(const mdc_schedule *s, int me, const char *what) {
 }
 
 /* Checks result elements [e0, e0 + n) of the logical vector, held by this rank in `got`. */
-static void compare_exprs(const mdc_schedule *s, int me, const float *got, size_t e0, size_t n,
-                          int salt, const char *what) {
+static void compare_exprs(const mdc_schedule *s, int me, const float *got, size_t e0, size_t n, int salt,
+                          const char *what) {
     static char expr[1 << 16];
     float x[64];
     for (size_t i = 0; i < n; i++) {
@@ -87,24 +86,22 @@ static void compare_exprs(const mdc_schedule *s, int me, const float *got, size_
             return;
         }
         if (memcmp(&want, &got[i], sizeof want)) {
-            TU_CHECK(0, "%s: rank %d: element %zu: code %.9g, expression %s = %.9g", what, me, e,
-                     got[i], expr, want);
+            TU_CHECK(0, "%s: rank %d: element %zu: code %.9g, expression %s = %.9g", what, me, e, got[i], expr, want);
             return;
         }
         checked_elems++;
     }
 }
 
-static void run_case(mdc_runtime *rt, mdc_coll c, const char *algo, size_t count,
-                     const size_t *counts, int root, size_t chunk, mdc_op op) {
+static void run_case(mdc_runtime *rt, mdc_coll c, const char *algo, size_t count, const size_t *counts, int root,
+                     size_t chunk, mdc_op op) {
     mdc_group *g = rt->world;
     int p = rt->size, me = rt->rank, salt = cases++;
     char what[160];
-    snprintf(what, sizeof what, "%s/%s p=%d count=%zu%s root=%d chunk=%zu op=%s", mdc_coll_name(c),
-             algo, p, count, counts ? " (per-rank counts)" : "", root, chunk, mdc_op_name(op));
+    snprintf(what, sizeof what, "%s/%s p=%d count=%zu%s root=%d chunk=%zu op=%s", mdc_coll_name(c), algo, p, count,
+             counts ? " (per-rank counts)" : "", root, chunk, mdc_op_name(op));
     mdc_schedule s;
-    mdc_status st = mdc_schedule_build(&s, c, algo, p, count, counts, MDC_F32, op, root, chunk,
-                                       rt->opts.gpus_per_node);
+    mdc_status st = mdc_schedule_build(&s, c, algo, p, count, counts, MDC_F32, op, root, chunk, rt->opts.gpus_per_node);
     if (st == MDC_ERR_UNSUPPORTED) {
         TU_CHECK(0, "%s: no schedule: %s", what, mdc_detail());
         return;
@@ -182,8 +179,11 @@ int main(int argc, char **argv) {
         mdc_coll c = (mdc_coll)ci;
         for (int ai = 0; ai < mdc_coll_algo_count(c); ai++) {
             const char *algo = mdc_coll_algo_at(c, ai)->name;
-            int roots[2] = {0, p - 1}, nroots = (c == MDC_COLL_BCAST || c == MDC_COLL_REDUCE ||
-                                                 c == MDC_COLL_GATHER || c == MDC_COLL_SCATTER) && p > 1 ? 2 : 1;
+            int roots[2] = {0, p - 1}, nroots = (c == MDC_COLL_BCAST || c == MDC_COLL_REDUCE || c == MDC_COLL_GATHER ||
+                                                 c == MDC_COLL_SCATTER) &&
+                                                        p > 1
+                                                    ? 2
+                                                    : 1;
             for (size_t k = 0; k < sizeof counts_list / sizeof counts_list[0]; k++)
                 for (int ri = 0; ri < nroots; ri++) {
                     run_case(&rt, c, algo, counts_list[k], NULL, roots[ri], 0, MDC_SUM);

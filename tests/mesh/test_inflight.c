@@ -14,7 +14,9 @@ static void check_hwm(mdc_transport *t, const char *what) {
     size_t hwm = mdc_transport_requests_hwm(t);
     TU_CHECK(hwm <= MDC_REQUESTS_BOUND(P), "%s: %zu requests in flight at once, bound 2p + 8 = %zu", what, hwm,
              MDC_REQUESTS_BOUND(P));
-    if (R == 0) printf("inflight: %-44s high-water mark %zu requests (bound %zu), %.1f s\n", what, hwm, MDC_REQUESTS_BOUND(P), MPI_Wtime() - t_last);
+    if (R == 0)
+        printf("inflight: %-44s high-water mark %zu requests (bound %zu), %.1f s\n", what, hwm, MDC_REQUESTS_BOUND(P),
+               MPI_Wtime() - t_last);
     t_last = MPI_Wtime();
     mdc_transport_reset_requests_hwm(t);
 }
@@ -65,7 +67,8 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < cnt; i++) x[i] = (float)((i * 3 + (size_t)R) % 5);
             if (colls[c] == MDC_COLL_ALLREDUCE) MDC_CHECK(mdc_allreduce(MDC_IN_PLACE, x, cnt, MDC_F32, MDC_SUM, g));
             else MDC_CHECK(mdc_reduce_scatter(MDC_IN_PLACE, x, cnt / (size_t)P, MDC_F32, MDC_SUM, g));
-            size_t len = colls[c] == MDC_COLL_ALLREDUCE ? cnt : cnt / (size_t)P, base = colls[c] == MDC_COLL_ALLREDUCE ? 0 : (size_t)R * len;
+            size_t len = colls[c] == MDC_COLL_ALLREDUCE ? cnt : cnt / (size_t)P,
+                   base = colls[c] == MDC_COLL_ALLREDUCE ? 0 : (size_t)R * len;
             bad = 0;
             for (size_t i = 0; i < len; i++) {
                 float want = 0;

@@ -89,7 +89,8 @@ static void serial_run(reference *R, mdc_runtime *rt, const mdc_gpt2_config *cfg
     mdc_trainer *ser;
     MDC_CHECK(mdc_device_create_spec(&sdev, mdc_device_get_spec(rt->dev), mdc_device_get_energy_table(rt->dev), 1,
                                      MDC_EMULATE_OFF, 1, 0));
-    mdc_trainer_config sc = {*cfg, {1, 1, 1, 1, 1}, 0, 0, 0, 0, B, 1, T, 0, 0, dropout, 0, NULL, NULL, 1, NULL, NULL, {0, 0, 0, 0, 0, 0}};
+    mdc_trainer_config sc = {*cfg, {1, 1, 1, 1, 1},   0, 0, 0, 0, B, 1, T, 0, 0, dropout, 0, NULL, NULL, 1, NULL,
+                             NULL, {0, 0, 0, 0, 0, 0}};
     MDC_CHECK(mdc_trainer_create(&ser, NULL, sdev, &sc, 7));
     R->logits = malloc(nl * sizeof(float)), R->grads = calloc(P, sizeof(float)), R->params = calloc(P, sizeof(float));
     batch(in, tg, 0, B * T, cfg->V);
@@ -110,8 +111,8 @@ static void serial_run(reference *R, mdc_runtime *rt, const mdc_gpt2_config *cfg
 /* (a): the forward of every micro-batch of this rank's rows; logits gathered over tp then dp
  * to world rank 0 and compared with the serial logits. Returns the worst ratio and fills
  * *lrel with the loss's relative difference (rank 0). */
-static double check_forward(const char *name, mdc_trainer *t, const reference *R, const mdc_gpt2_config *cfg,
-                            int B, int accum, const int *in, const int *tg, double *lrel) {
+static double check_forward(const char *name, mdc_trainer *t, const reference *R, const mdc_gpt2_config *cfg, int B,
+                            int accum, const int *in, const int *tg, double *lrel) {
     const mdc_mesh *mesh = mdc_trainer_mesh(t);
     mdc_group *gt = mdc_mesh_group(mesh, MDC_MESH_TP), *gd = mdc_mesh_group(mesh, MDC_MESH_DP);
     int tp = mdc_group_size(gt), dp = mdc_group_size(gd), tr = mdc_group_rank(gt), dr = mdc_group_rank(gd);
@@ -127,7 +128,8 @@ static double check_forward(const char *name, mdc_trainer *t, const reference *R
             for (int j = 0; j < V; j++) lmax = fmax(lmax, fabs((double)R->logits[i * Vp + j]));
     for (int k = 0; k < accum; k++) {
         lsum += forward(mdc_trainer_model(t), in, tg, (dr * accum + k) * mb, mb, T);
-        MDC_CHECK(mdc_gather(mdc_gpt2_acts_logits(mdc_gpt2_default_acts(mdc_trainer_model(t))), tpbuf, n, MDC_F32, 0, gt));
+        MDC_CHECK(
+            mdc_gather(mdc_gpt2_acts_logits(mdc_gpt2_default_acts(mdc_trainer_model(t))), tpbuf, n, MDC_F32, 0, gt));
         if (tr == 0) MDC_CHECK(mdc_gather(tpbuf, all, n * tp, MDC_F32, 0, gd));
         if (!root) continue;
         for (int d = 0; d < dp; d++)
@@ -144,9 +146,10 @@ static double check_forward(const char *name, mdc_trainer *t, const reference *R
     }
     if (root) {
         worst = dmax / lmax;
-        TU_CHECK(first == SIZE_MAX, "%s: logits differ from serial by %.3g of max |logit| %.3g (limit 1e-5); first "
-                 "bad at (row %zu, column %zu): %.9g vs serial %.9g", name, worst, lmax, first / Vp, first % Vp, got,
-                 want);
+        TU_CHECK(first == SIZE_MAX,
+                 "%s: logits differ from serial by %.3g of max |logit| %.3g (limit 1e-5); first "
+                 "bad at (row %zu, column %zu): %.9g vs serial %.9g",
+                 name, worst, lmax, first / Vp, first % Vp, got, want);
     }
     /* the loss: the tp copies are the same, so tp rank 0's sums add over dp */
     double *sums = root ? calloc((size_t)dp, sizeof(double)) : NULL;
@@ -176,9 +179,10 @@ static double check_tensors(const char *name, const char *what, const mdc_gpt2_c
             d2 += e * e, b2 += (double)b[p.offset + j] * b[p.offset + j];
         }
         if (!(ratio(c) <= worst)) worst = ratio(c), snprintf(worst_name, 48, "%s", p.name);
-        TU_CHECK(c.first_bad == SIZE_MAX, "%s: %s of %s: max |mesh - serial| %.3g is %.3g of max |serial| %.3g "
-                 "(limit %g); first bad index %zu: %.9g vs serial %.9g", name, what, p.name, c.max_diff, ratio(c),
-                 c.max_ref, rel, c.first_bad, c.got, c.want);
+        TU_CHECK(c.first_bad == SIZE_MAX,
+                 "%s: %s of %s: max |mesh - serial| %.3g is %.3g of max |serial| %.3g "
+                 "(limit %g); first bad index %zu: %.9g vs serial %.9g",
+                 name, what, p.name, c.max_diff, ratio(c), c.max_ref, rel, c.first_bad, c.got, c.want);
     }
     if (l2) *l2 = b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
     return worst;
@@ -204,8 +208,10 @@ static double check_reach(const char *name, const mdc_gpt2_config *cfg, const fl
             tmax = fmax(tmax, e), d2 += e * e, b2 += (double)b[j] * b[j];
         }
         if (tmax / reach > worst) worst = tmax / reach, snprintf(worst_name, 48, "%s", p.name);
-        TU_CHECK(bad == SIZE_MAX, "%s: parameter %s[%zu] after %d steps: %.9g vs serial %.9g, beyond AdamW's reach "
-                 "%.3g", name, p.name, bad, steps, a[p.offset + bad], b[p.offset + bad], reach);
+        TU_CHECK(bad == SIZE_MAX,
+                 "%s: parameter %s[%zu] after %d steps: %.9g vs serial %.9g, beyond AdamW's reach "
+                 "%.3g",
+                 name, p.name, bad, steps, a[p.offset + bad], b[p.offset + bad], reach);
     }
     *l2 = b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
     return worst;
@@ -244,57 +250,59 @@ int main(int argc, char **argv) {
         if (N > 4 && N / tp != 2) continue;
         int dp = N / tp;
         for (int di = 0; di < 2; di++)
-        for (int sp = 0; sp <= (tp > 1); sp++)
-            for (int z = 0; z <= 3; z++) {
-                if (di && (z == 1 || z == 3)) continue; /* dropout: stages 0 and 2 bound the runtime */
-                int accum = 1 + ((z + sp) & 1), mb = B / dp / accum;
-                const reference *Rp = &refs[di];
+            for (int sp = 0; sp <= (tp > 1); sp++)
+                for (int z = 0; z <= 3; z++) {
+                    if (di && (z == 1 || z == 3)) continue; /* dropout: stages 0 and 2 bound the runtime */
+                    int accum = 1 + ((z + sp) & 1), mb = B / dp / accum;
+                    const reference *Rp = &refs[di];
 #define R (*Rp)
-                char name[80];
-                snprintf(name, sizeof name, "tp %d dp %d sp %d zero %d accum %d%s", tp, dp, sp, z, accum,
-                         di ? " drop 0.1" : "");
-                mdc_trainer_config tc = {cfg, {tp, 1, 1, dp, 1}, sp, z, 0, 0, mb, accum, T, 1, 1, drops[di], 0, NULL, NULL, 1, NULL, NULL, {0, 0, 0, 0, 0, 0}};
-                mdc_trainer *t;
-                MDC_CHECK(mdc_trainer_create(&t, rt.tr, rt.dev, &tc, 7));
-                double lrel = 0, lmax = 0, nmax = 0, gw = 0, pw, l2;
-                char gname[48] = "-", pname[48] = "";
-                float loss, norm;
-                batch(in, tg, 0, B * T, cfg.V);
-                double fw = check_forward(name, t, &R, &cfg, B, accum, in, tg, &lrel);
-                if (z == 0) { /* (b) the first step's gradients, in the global layout */
-                    MDC_CHECK(mdc_trainer_grads(t, in, tg));
-                    MDC_CHECK(mdc_trainer_gather_grads(t, got, 0));
-                    if (r == 0) gw = check_tensors(name, "gradient", &cfg, got, R.grads, 1e-5, gname, NULL);
-                    MDC_CHECK(mdc_trainer_finish_step(t, &opt, &loss, &norm));
-                } else {
-                    MDC_CHECK(mdc_trainer_step(t, in, tg, &opt, &loss, &norm));
-                }
-                for (int s = 0; s < STEPS; s++) { /* (c) */
-                    if (s > 0) {
-                        batch(in, tg, s, B * T, cfg.V);
+                    char name[80];
+                    snprintf(name, sizeof name, "tp %d dp %d sp %d zero %d accum %d%s", tp, dp, sp, z, accum,
+                             di ? " drop 0.1" : "");
+                    mdc_trainer_config tc = {
+                        cfg,  {tp, 1, 1, dp, 1}, sp, z, 0, 0, mb, accum, T, 1, 1, drops[di], 0, NULL, NULL, 1, NULL,
+                        NULL, {0, 0, 0, 0, 0, 0}};
+                    mdc_trainer *t;
+                    MDC_CHECK(mdc_trainer_create(&t, rt.tr, rt.dev, &tc, 7));
+                    double lrel = 0, lmax = 0, nmax = 0, gw = 0, pw, l2;
+                    char gname[48] = "-", pname[48] = "";
+                    float loss, norm;
+                    batch(in, tg, 0, B * T, cfg.V);
+                    double fw = check_forward(name, t, &R, &cfg, B, accum, in, tg, &lrel);
+                    if (z == 0) { /* (b) the first step's gradients, in the global layout */
+                        MDC_CHECK(mdc_trainer_grads(t, in, tg));
+                        MDC_CHECK(mdc_trainer_gather_grads(t, got, 0));
+                        if (r == 0) gw = check_tensors(name, "gradient", &cfg, got, R.grads, 1e-5, gname, NULL);
+                        MDC_CHECK(mdc_trainer_finish_step(t, &opt, &loss, &norm));
+                    } else {
                         MDC_CHECK(mdc_trainer_step(t, in, tg, &opt, &loss, &norm));
                     }
-                    if (r != 0) continue;
-                    double dl = fabs((double)loss - R.loss[s]) / fabs(R.loss[s]);
-                    double dn = fabs((double)norm - R.norm[s]) / fabs(R.norm[s]);
-                    lmax = fmax(lmax, dl), nmax = fmax(nmax, dn);
-                    TU_CHECK(dl <= 1e-5, "%s: step %d loss %.9g vs serial %.9g (relative %.3g)", name, s + 1, loss,
-                             R.loss[s], dl);
-                    TU_CHECK(dn <= 1e-5, "%s: step %d gradient norm %.9g vs serial %.9g (relative %.3g)", name, s + 1,
-                             norm, R.norm[s], dn);
-                }
-                MDC_CHECK(mdc_trainer_gather(t, got, NULL, NULL, 0));
-                if (r == 0) {
-                    pw = check_reach(name, &cfg, got, R.params, &opt, STEPS, pname, &l2);
-                    printf("%-34s fwd loss %.1e logits %.1e | grads %.1e (%s) | %d steps: loss %.1e norm %.1e "
-                           "params %.1e, worst %.1e of the reach (%s)\n", name, lrel, fw, gw, gname, STEPS, lmax,
-                           nmax, l2, pw, pname);
-                    fflush(stdout);
-                }
-                mdc_trainer_free(t);
-                cases++;
+                    for (int s = 0; s < STEPS; s++) { /* (c) */
+                        if (s > 0) {
+                            batch(in, tg, s, B * T, cfg.V);
+                            MDC_CHECK(mdc_trainer_step(t, in, tg, &opt, &loss, &norm));
+                        }
+                        if (r != 0) continue;
+                        double dl = fabs((double)loss - R.loss[s]) / fabs(R.loss[s]);
+                        double dn = fabs((double)norm - R.norm[s]) / fabs(R.norm[s]);
+                        lmax = fmax(lmax, dl), nmax = fmax(nmax, dn);
+                        TU_CHECK(dl <= 1e-5, "%s: step %d loss %.9g vs serial %.9g (relative %.3g)", name, s + 1, loss,
+                                 R.loss[s], dl);
+                        TU_CHECK(dn <= 1e-5, "%s: step %d gradient norm %.9g vs serial %.9g (relative %.3g)", name,
+                                 s + 1, norm, R.norm[s], dn);
+                    }
+                    MDC_CHECK(mdc_trainer_gather(t, got, NULL, NULL, 0));
+                    if (r == 0) {
+                        pw = check_reach(name, &cfg, got, R.params, &opt, STEPS, pname, &l2);
+                        printf("%-34s fwd loss %.1e logits %.1e | grads %.1e (%s) | %d steps: loss %.1e norm %.1e "
+                               "params %.1e, worst %.1e of the reach (%s)\n",
+                               name, lrel, fw, gw, gname, STEPS, lmax, nmax, l2, pw, pname);
+                        fflush(stdout);
+                    }
+                    mdc_trainer_free(t);
+                    cases++;
 #undef R
-            }
+                }
     }
     if (r == 0) printf("test_tp N %d: %d cases in %.2f s\n", N, cases, mdc_wall_time() - t0);
     for (int di = 0; di < 2; di++) free(refs[di].logits), free(refs[di].grads), free(refs[di].params);

@@ -121,7 +121,8 @@ int main(int argc, char **argv) {
             TU_CHECK(!strcmp(mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w), "pairwise"), "host pick %s",
                      mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w));
             mdc_coll_set_pick("device");
-            TU_CHECK(strcmp(mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w), "pairwise") != 0, "device pick pairwise");
+            TU_CHECK(strcmp(mdc_coll_choose(MDC_COLL_REDUCE_SCATTER, 4u << 20, w), "pairwise") != 0,
+                     "device pick pairwise");
         }
         /* The allgather goes direct on the host's clock with 3 or more ranks to a core and 1 MiB
          * or more, when every rank is on this host (MPI_LOCALNRANKS = p); never on the
@@ -133,7 +134,8 @@ int main(int argc, char **argv) {
             mdc_coll_set_pick("host");
             const char *big = mdc_coll_choose(MDC_COLL_ALLGATHER, 4u << 20, w);
             const char *small = mdc_coll_choose(MDC_COLL_ALLGATHER, 256u << 10, w);
-            TU_CHECK((strcmp(big, "direct") == 0) == want, "%d ranks, %ld cores: 4 MiB allgather: host pick %s", p, cores, big);
+            TU_CHECK((strcmp(big, "direct") == 0) == want, "%d ranks, %ld cores: 4 MiB allgather: host pick %s", p,
+                     cores, big);
             TU_CHECK(strcmp(small, "direct") != 0, "256 KiB allgather: host pick direct");
             mdc_coll_set_pick("device");
             TU_CHECK(strcmp(mdc_coll_choose(MDC_COLL_ALLGATHER, 4u << 20, w), "direct") != 0, "device pick direct");

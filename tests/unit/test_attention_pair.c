@@ -28,8 +28,10 @@ static mdc_attn_pair pair_of(const float *qkv, int T, int qa, int n, int ka, int
 static void run(int T, int c, int zigzag, float drop_p) {
     mdc_device *d = tu_device(1.0);
     size_t N = (size_t)B * T;
-    float *qkv = malloc(sizeof(float) * N * C3), *ref = malloc(sizeof(float) * N * C), *rlse = malloc(sizeof(float) * N * NH);
-    float *dout = malloc(sizeof(float) * N * C), *rdqkv = calloc(N * C3, sizeof(float)), *dqkv = calloc(N * C3, sizeof(float));
+    float *qkv = malloc(sizeof(float) * N * C3), *ref = malloc(sizeof(float) * N * C),
+          *rlse = malloc(sizeof(float) * N * NH);
+    float *dout = malloc(sizeof(float) * N * C), *rdqkv = calloc(N * C3, sizeof(float)),
+          *dqkv = calloc(N * C3, sizeof(float));
     float *o = malloc(sizeof(float) * N * C), *m = malloc(sizeof(float) * N * NH), *l = malloc(sizeof(float) * N * NH);
     float *lse = malloc(sizeof(float) * N * NH), *D = malloc(sizeof(float) * N * NH);
     uint64_t s = 7 + (uint64_t)T;
@@ -84,7 +86,8 @@ static void run(int T, int c, int zigzag, float drop_p) {
     TU_CHECK(o[3] == before && m[1] == mb, "a pair of future keys changed the rows");
     TU_CHECK(c1.t_compute == c0.t_compute, "a pair of future keys was charged");
     TU_CHECK(mdc_attn_pair_visible(&p) == 0, "future keys counted visible");
-    free(qkv), free(ref), free(rlse), free(dout), free(rdqkv), free(dqkv), free(o), free(m), free(l), free(lse), free(D);
+    free(qkv), free(ref), free(rlse), free(dout), free(rdqkv), free(dqkv), free(o), free(m), free(l), free(lse),
+        free(D);
     free(want);
     mdc_device_free(d);
 }

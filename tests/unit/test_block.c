@@ -10,7 +10,6 @@
 static const mdc_gpt2_config odd = {300, 0, 12, 3, 12, 48, 0, 0, 0};
 enum { B = 2, T = 12 };
 
-
 /* gradients of one micro-batch, block backward in the given order: 0 both at once, 1 W right
  * after each B, 2 every B first (and the embedding), then every W */
 static void grads(mdc_gpt2 *m, int order, const int *in, const int *tg, float *out) {
@@ -50,7 +49,8 @@ static void test_split_backward(void) {
         grads(m, 1, in, tg, g1);
         grads(m, 2, in, tg, g2);
         tu_cmp_f32(drop ? "dropout 0.1: gradients, W after each B" : "gradients, W after each B", g1, g0, n);
-        tu_cmp_f32(drop ? "dropout 0.1: gradients, every W after the backward" : "gradients, every W after the backward",
+        tu_cmp_f32(drop ? "dropout 0.1: gradients, every W after the backward"
+                        : "gradients, every W after the backward",
                    g2, g0, n);
     }
     double mx = 0;
@@ -58,17 +58,30 @@ static void test_split_backward(void) {
     TU_CHECK(mx > 0, "the gradients are all zero");
     TU_STATUS(mdc_gpt2_block_backward(m, mdc_gpt2_default_acts(m), 1, MDC_BWD_WEIGHT), MDC_ERR_INVALID);
     TU_CHECK(strstr(mdc_detail(), "W without its B") != NULL, "detail: %s", mdc_detail());
-    printf("block backward: B + W in two orders equal both at once, bit for bit (%zu gradients, max |g| %.3g)\n", n, mx);
+    printf("block backward: B + W in two orders equal both at once, bit for bit (%zu gradients, max |g| %.3g)\n", n,
+           mx);
     free(g0), free(g1), free(g2);
     mdc_gpt2_free(m);
     mdc_device_free(d);
 }
 
 static mdc_status never(void) { return mdc_fail(MDC_ERR_INVALID, "no communication in this test"); }
-static mdc_status f_fwd(void *c, float *a, const float *b, int x, int y, int z) { (void)c, (void)a, (void)b, (void)x, (void)y, (void)z; return never(); }
-static mdc_status f_bwd(void *c, float *a, float *b, int x, int y, int z) { (void)c, (void)a, (void)b, (void)x, (void)y, (void)z; return never(); }
-static mdc_status g_bwd(void *c, float *a, const float *b, int x, int y, int z) { (void)c, (void)a, (void)b, (void)x, (void)y, (void)z; return never(); }
-static mdc_status vocab(void *c, float *a, int n, int mx) { (void)c, (void)a, (void)n, (void)mx; return never(); }
+static mdc_status f_fwd(void *c, float *a, const float *b, int x, int y, int z) {
+    (void)c, (void)a, (void)b, (void)x, (void)y, (void)z;
+    return never();
+}
+static mdc_status f_bwd(void *c, float *a, float *b, int x, int y, int z) {
+    (void)c, (void)a, (void)b, (void)x, (void)y, (void)z;
+    return never();
+}
+static mdc_status g_bwd(void *c, float *a, const float *b, int x, int y, int z) {
+    (void)c, (void)a, (void)b, (void)x, (void)y, (void)z;
+    return never();
+}
+static mdc_status vocab(void *c, float *a, int n, int mx) {
+    (void)c, (void)a, (void)n, (void)mx;
+    return never();
+}
 
 static void test_partitions(void) {
     mdc_device *d = tu_device(1.0);

@@ -45,7 +45,8 @@ static void test_tasks(void) {
                     TU_CHECK(eq[1 + k] == line[!strcmp(name, "copy") ? k : L - 1 - k], "%s: '%s'", name, line);
             } else if (!strcmp(name, "add")) {
                 TU_CHECK(strlen(line) == 5 && line[1] == '+' && line[3] == '=' &&
-                             line[4] - '0' == (line[0] - '0' + line[2] - '0') % 10, "add: '%s'", line);
+                             line[4] - '0' == (line[0] - '0' + line[2] - '0') % 10,
+                         "add: '%s'", line);
             } else {
                 size_t L = strlen(line);
                 TU_CHECK(L > 2 && line[L - 1] == '.' && (!strncmp(line, "the ", 4) || !strncmp(line, "a ", 2)),

@@ -83,8 +83,8 @@ int main(void) {
     mdc_msg_stamp late = {1e-3, 1e-3 + tb, 1e-3 + tb + s.nvlink_latency};
     mdc_dev_msg_arrive(r, late, B, MDC_LINK_NVLINK);
     mdc_dev_get_counters(r, &c);
-    TU_EQ_DBL(c.t_idle, 1e-3);                   /* waited for the sender to start */
-    TU_EQ_DBL(c.t_comm, late.arrive - 1e-3);     /* then for the bytes */
+    TU_EQ_DBL(c.t_idle, 1e-3);               /* waited for the sender to start */
+    TU_EQ_DBL(c.t_comm, late.arrive - 1e-3); /* then for the bytes */
     TU_EQ_DBL(c.now, late.arrive);
     mdc_dev_idle_until(r, 1.0);
     TU_EQ_DBL(mdc_dev_now(r), 1.0);

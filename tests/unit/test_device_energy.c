@@ -13,8 +13,8 @@ static void charge(mdc_device *d) {
     mdc_dev_copy(d, 4e6, MDC_LINK_PCIE);
 }
 
-static void check(const mdc_energy_table *t, double fp, double in, double sram, double hbm,
-                  double dram, double nvl, double net, double pcie) {
+static void check(const mdc_energy_table *t, double fp, double in, double sram, double hbm, double dram, double nvl,
+                  double net, double pcie) {
     mdc_device_spec s;
     mdc_device *d;
     MDC_CHECK(mdc_preset_find("a100-80", &s));
@@ -52,16 +52,16 @@ int main(void) {
     MDC_CHECK(mdc_energy_table_find("default", &t));
     /* default: FP 20 pJ, INT 1, SRAM 26 per 64b, LPDRAM 1200 per 64b, HBM 3.97 pJ/bit,
      * NVLink 1.3, network 10, PCIe 5 pJ/bit */
-    check(&t, 1e9 * 20e-12, 1e6 * 1e-12, 1e6 * 26e-12, 1.6e9 * 3.97e-12, 1e3 * 1200e-12,
-          8e6 * 1.3e-12, 16e6 * 10e-12, 32e6 * 5e-12);
+    check(&t, 1e9 * 20e-12, 1e6 * 1e-12, 1e6 * 26e-12, 1.6e9 * 3.97e-12, 1e3 * 1200e-12, 8e6 * 1.3e-12, 16e6 * 10e-12,
+          32e6 * 5e-12);
     TU_EQ_DBL(t.pj_fp_op, 20);
     TU_EQ_DBL(t.pj_int_op, 1);
     TU_EQ_DBL(t.pj_sram_64b, 26);
     TU_EQ_DBL(t.pj_dram_64b, 1200);
     MDC_CHECK(mdc_energy_table_find("horowitz45", &t));
     /* Horowitz 45 nm: fp op (0.9 + 3.7) / 2 = 2.3, int add 0.1, 32 KB SRAM 20, DRAM 1300 */
-    check(&t, 1e9 * 2.3e-12, 1e6 * 0.1e-12, 1e6 * 20e-12, 1.6e9 * 3.97e-12, 1e3 * 1300e-12,
-          8e6 * 1.3e-12, 16e6 * 10e-12, 32e6 * 5e-12);
+    check(&t, 1e9 * 2.3e-12, 1e6 * 0.1e-12, 1e6 * 20e-12, 1.6e9 * 3.97e-12, 1e3 * 1300e-12, 8e6 * 1.3e-12,
+          16e6 * 10e-12, 32e6 * 5e-12);
     TU_STATUS(mdc_energy_table_find("nosuch", &t), MDC_ERR_INVALID);
     TU_CONTAINS(mdc_detail(), "nosuch");
 
@@ -77,8 +77,8 @@ int main(void) {
     fclose(f);
     MDC_CHECK(mdc_energy_table_from_json_file(path, &t));
     TU_CHECK(!strcmp(t.name, "mine"), "name %s", t.name);
-    check(&t, 1e9 * 4e-12, 1e6 * 2e-12, 1e6 * 8e-12, 1.6e9 * 1e-12, 1e3 * 16e-12, 8e6 * 0.5e-12,
-          16e6 * 0.25e-12, 32e6 * 0.125e-12);
+    check(&t, 1e9 * 4e-12, 1e6 * 2e-12, 1e6 * 8e-12, 1.6e9 * 1e-12, 1e3 * 16e-12, 8e6 * 0.5e-12, 16e6 * 0.25e-12,
+          32e6 * 0.125e-12);
     f = fopen(path, "w");
     fprintf(f, "{\"pj_int_op\": 2, \"pj_fp_op\": -4}\n");
     fclose(f);
@@ -87,8 +87,10 @@ int main(void) {
     TU_CONTAINS(mdc_detail(), path);
     /* through the options: --energy-table path.json */
     f = fopen(path, "w");
-    fprintf(f, "{\"pj_int_op\": 2, \"pj_fp_op\": 4, \"pj_sram_64b\": 8, \"pj_dram_64b\": 16, "
-               "\"pj_hbm_bit\": 1, \"pj_nvlink_bit\": 0.5, \"pj_net_bit\": 0.25, \"pj_pcie_bit\": 0.125, \"pj_extra\": 1}\n");
+    fprintf(
+        f,
+        "{\"pj_int_op\": 2, \"pj_fp_op\": 4, \"pj_sram_64b\": 8, \"pj_dram_64b\": 16, "
+        "\"pj_hbm_bit\": 1, \"pj_nvlink_bit\": 0.5, \"pj_net_bit\": 0.25, \"pj_pcie_bit\": 0.125, \"pj_extra\": 1}\n");
     fclose(f);
     mdc_device_options o;
     mdc_device_options_default(&o);

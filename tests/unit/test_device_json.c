@@ -6,16 +6,29 @@
 static char dir[] = "/tmp/minidc-json-XXXXXX";
 
 /* Writes the good device with field `drop` left out and `extra` appended (both may be ""). */
-static const char *write_dev(const char *name, const char *drop, const char *replace_key,
-                             const char *replace_val, const char *extra) {
+static const char *write_dev(const char *name, const char *drop, const char *replace_key, const char *replace_val,
+                             const char *extra) {
     static char path[300];
-    static const char *const keys[] = {
-        "name", "description", "hbm_bytes", "hbm_bw", "hbm_bus_bits_per_stack", "hbm_stacks",
-        "hbm_gen", "flops_fp32", "flops_bf16", "sram_bytes", "nvlink_bw", "nvlink_latency",
-        "net_bw", "net_latency", "pcie_bw", "launch_overhead", "tdp_watts"};
-    static const char *const vals[] = {
-        "\"mygpu\"", "\"a test GPU\"", "1e9", "2e12", "1024", "4", "\"HBM3\"", "5e13", "1e15",
-        "5e7", "4e11", "2e-6", "5e10", "5e-6", "6.4e10", "3e-6", "500"};
+    static const char *const keys[] = {"name",
+                                       "description",
+                                       "hbm_bytes",
+                                       "hbm_bw",
+                                       "hbm_bus_bits_per_stack",
+                                       "hbm_stacks",
+                                       "hbm_gen",
+                                       "flops_fp32",
+                                       "flops_bf16",
+                                       "sram_bytes",
+                                       "nvlink_bw",
+                                       "nvlink_latency",
+                                       "net_bw",
+                                       "net_latency",
+                                       "pcie_bw",
+                                       "launch_overhead",
+                                       "tdp_watts"};
+    static const char *const vals[] = {"\"mygpu\"", "\"a test GPU\"", "1e9",    "2e12", "1024", "4",
+                                       "\"HBM3\"",  "5e13",           "1e15",   "5e7",  "4e11", "2e-6",
+                                       "5e10",      "5e-6",           "6.4e10", "3e-6", "500"};
     snprintf(path, sizeof path, "%s/%s.json", dir, name);
     FILE *f = fopen(path, "w");
     fprintf(f, "{\n");
@@ -64,13 +77,15 @@ int main(void) {
     expect_error(write_dev("zero", "", "hbm_bw", "0", ""), "'hbm_bw' must be > 0", MDC_ERR_FORMAT);
     expect_error(write_dev("negative", "", "nvlink_bw", "-3e11", ""), "'nvlink_bw' must be > 0", MDC_ERR_FORMAT);
     expect_error(write_dev("neglat", "", "net_latency", "-1", ""), "'net_latency' must be >= 0", MDC_ERR_FORMAT);
-    expect_error(write_dev("unknown", "", "", "", ",\n  \"hbm_bandwidth\": 3"), "unknown field 'hbm_bandwidth'", MDC_ERR_FORMAT);
+    expect_error(write_dev("unknown", "", "", "", ",\n  \"hbm_bandwidth\": 3"), "unknown field 'hbm_bandwidth'",
+                 MDC_ERR_FORMAT);
     expect_error(write_dev("type", "", "pcie_bw", "\"fast\"", ""), "'pcie_bw' must be a number", MDC_ERR_FORMAT);
     expect_error(write_dev("strtype", "", "name", "7", ""), "'name' must be a string", MDC_ERR_FORMAT);
     expect_error(write_dev("int", "", "hbm_stacks", "2.5", ""), "'hbm_stacks' must be an integer", MDC_ERR_FORMAT);
     expect_error(write_dev("dup", "", "", "", ",\n  \"hbm_bw\": 1e12"), "'hbm_bw' given twice", MDC_ERR_FORMAT);
     expect_error(write_dev("inf", "", "hbm_bytes", "1e999", ""), "'hbm_bytes' must be finite", MDC_ERR_FORMAT);
-    expect_error(write_dev("long", "", "name", "\"a-name-much-longer-than-thirty-one-chars\"", ""), "'name' longer", MDC_ERR_FORMAT);
+    expect_error(write_dev("long", "", "name", "\"a-name-much-longer-than-thirty-one-chars\"", ""), "'name' longer",
+                 MDC_ERR_FORMAT);
     expect_error(write_dev("badjson", "", "tdp_watts", "500,,", ""), "not valid JSON", MDC_ERR_FORMAT);
     char nofile[320];
     snprintf(nofile, sizeof nofile, "%s/nosuch.json", dir);
@@ -85,8 +100,8 @@ int main(void) {
     snprintf(o.device_file, sizeof o.device_file, "%s/zero.json", dir);
     TU_STATUS(mdc_device_create(&d, &o, 0), MDC_ERR_FORMAT);
     TU_CONTAINS(mdc_detail(), "hbm_bw");
-    const char *names[] = {"good", "missing", "zero", "negative", "neglat", "unknown", "type", "strtype",
-                           "int", "dup", "inf", "long", "badjson", "array"};
+    const char *names[] = {"good",    "missing", "zero", "negative", "neglat", "unknown", "type",
+                           "strtype", "int",     "dup",  "inf",      "long",   "badjson", "array"};
     for (int i = 0; i < 14; i++) {
         char p[320];
         snprintf(p, sizeof p, "%s/%s.json", dir, names[i]);

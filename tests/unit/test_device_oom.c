@@ -30,7 +30,7 @@ int main(void) {
     TU_CONTAINS(m, "rank 3");
     TU_CONTAINS(m, "a100-40");
     TU_CONTAINS(m, "blocks.0.attn.qkv");
-    TU_CONTAINS(m, "2.81 MiB (2949673 bytes)");  /* requested */
+    TU_CONTAINS(m, "2.81 MiB (2949673 bytes)"); /* requested */
     TU_CONTAINS(m, "38.15 MiB in use (40000000 bytes)");
     TU_CONTAINS(m, "40.96 MiB capacity (42949673 bytes)");
     TU_CONTAINS(m, "peak 38.15 MiB");

@@ -24,17 +24,17 @@ static void bad(char *opt, char *val, const char *want) {
 int main(void) {
     mdc_device_options o;
     mdc_device_options_default(&o);
-    TU_CHECK(!strcmp(o.device, "h100") && o.hbm_scale == 1 && o.emulate == MDC_EMULATE_ACCOUNT &&
-             o.time_scale == 1 && !strcmp(o.energy_table, "default") && o.gpus_per_node == 8 &&
-             !o.report_path[0] && !o.device_file[0], "defaults");
-    char *all[] = {"p", "--device", "b200", "--hbm-scale", "0.5", "--emulate", "throttle",
-                   "--time-scale", "1e-3", "--energy-table", "horowitz45", "--report", "r.json",
-                   "--gpus-per-node", "4", "--device-file", "d.json", NULL};
+    TU_CHECK(!strcmp(o.device, "h100") && o.hbm_scale == 1 && o.emulate == MDC_EMULATE_ACCOUNT && o.time_scale == 1 &&
+                 !strcmp(o.energy_table, "default") && o.gpus_per_node == 8 && !o.report_path[0] && !o.device_file[0],
+             "defaults");
+    char *all[] = {"p",        "--device",        "b200", "--hbm-scale",    "0.5",        "--emulate",
+                   "throttle", "--time-scale",    "1e-3", "--energy-table", "horowitz45", "--report",
+                   "r.json",   "--gpus-per-node", "4",    "--device-file",  "d.json",     NULL};
     TU_CHECK(parse(&o, all) == 1, "all options: %s", mdc_detail());
     TU_CHECK(!strcmp(o.device, "b200") && o.hbm_scale == 0.5 && o.emulate == MDC_EMULATE_THROTTLE &&
-             o.time_scale == 1e-3 && !strcmp(o.energy_table, "horowitz45") &&
-             !strcmp(o.report_path, "r.json") && o.gpus_per_node == 4 &&
-             !strcmp(o.device_file, "d.json"), "values");
+                 o.time_scale == 1e-3 && !strcmp(o.energy_table, "horowitz45") && !strcmp(o.report_path, "r.json") &&
+                 o.gpus_per_node == 4 && !strcmp(o.device_file, "d.json"),
+             "values");
     char *modes[] = {"p", "--emulate", "off", NULL};
     TU_CHECK(parse(&o, modes) == 1 && o.emulate == MDC_EMULATE_OFF, "off");
     /* not a device option: 0, index unchanged */
@@ -94,8 +94,8 @@ int main(void) {
     mdc_device_spec h, h2;
     MDC_CHECK(mdc_preset_find("host", &h));
     double dt = mdc_wall_time() - t0;
-    fprintf(stderr, "host: %.3g GB/s, %.3g GFLOP/s, %.3g GiB, measured in %.3f s\n", h.hbm_bw / 1e9,
-            h.flops_fp32 / 1e9, h.hbm_bytes / (1024.0 * 1024 * 1024), dt);
+    fprintf(stderr, "host: %.3g GB/s, %.3g GFLOP/s, %.3g GiB, measured in %.3f s\n", h.hbm_bw / 1e9, h.flops_fp32 / 1e9,
+            h.hbm_bytes / (1024.0 * 1024 * 1024), dt);
     TU_CHECK(dt < 1.0, "measuring took %.3f s (target 0.3 s; bound generous for a busy machine)", dt);
     TU_CHECK(h.hbm_bw > 1e8 && h.hbm_bw < 1e13, "host bw %g", h.hbm_bw);
     TU_CHECK(h.flops_fp32 > 1e8 && h.flops_fp32 < 1e14, "host flops %g", h.flops_fp32);

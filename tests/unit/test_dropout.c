@@ -28,8 +28,6 @@ static double *dcopy(const float *x, size_t n) {
     return d;
 }
 
-
-
 static void expect_charge(mdc_device *d, const char *what, double flops, double bytes) {
     mdc_dev_counters c;
     mdc_dev_get_counters(d, &c);
@@ -71,8 +69,7 @@ static void test_mask(void) {
     for (int i = 0; i < 4; i++) {
         long same = 0, m = 256L * C;
         for (int t = 0; t < 256; t++)
-            for (int c = 0; c < C; c++)
-                same += mdc_dropout_keep(&base, 0, t, c) == mdc_dropout_keep(&var[i], 0, t, c);
+            for (int c = 0; c < C; c++) same += mdc_dropout_keep(&base, 0, t, c) == mdc_dropout_keep(&var[i], 0, t, c);
         char what[64];
         snprintf(what, sizeof what, "mask agreement after changing the %s", field[i]);
         fraction(what, same, m, 0.5);
@@ -118,7 +115,8 @@ static void run_attn(mdc_device *dev, mdc_dev_counters *c, int tiled, const mdc_
     take(dev, c ? c + 1 : NULL);
 }
 /* dst (Bl,T,parts*Hl*hs) = rows b0.., heads h0.. of src (B,T,parts*NH*hs) ([q|k|v] for parts 3) */
-static void slice_heads(float *dst, const float *src, int b0, int Bl, int T, int NH, int hs, int h0, int Hl, int parts) {
+static void slice_heads(float *dst, const float *src, int b0, int Bl, int T, int NH, int hs, int h0, int Hl,
+                        int parts) {
     for (int b = 0; b < Bl; b++)
         for (int t = 0; t < T; t++)
             for (int x = 0; x < parts; x++)
@@ -128,7 +126,11 @@ static void slice_heads(float *dst, const float *src, int b0, int Bl, int T, int
 }
 
 /* double reference: out, and with grad the analytic dqkv (zeroed here) */
-typedef struct { double *qkv, *dy, *out, *dq; const mdc_dropout *d; int B, T, C, NH; } ref_ctx;
+typedef struct {
+    double *qkv, *dy, *out, *dq;
+    const mdc_dropout *d;
+    int B, T, C, NH;
+} ref_ctx;
 static void ref_attn(ref_ctx *k, int grad) {
     int B = k->B, T = k->T, C = k->C, NH = k->NH, hs = C / NH, C3 = 3 * C;
     const mdc_dropout *d = k->d;
@@ -193,8 +195,8 @@ static void test_attn_ref(int B, int T, int C, int NH, int fd) {
     mdc_dropout d = desc(0.3f, T, C, NH + 2);
     d.row0 = 2, d.head0 = 1; /* a slice of a bigger model */
     float *qkv = fvec(nq, 1.5f), *dy = fvec(ny, 1);
-    ref_ctx k = {dcopy(qkv, nq), dcopy(dy, ny), malloc(sizeof(double) * ny), malloc(sizeof(double) * nq), &d,
-                 B, T, C, NH};
+    ref_ctx k = {
+        dcopy(qkv, nq), dcopy(dy, ny), malloc(sizeof(double) * ny), malloc(sizeof(double) * nq), &d, B, T, C, NH};
     ref_attn(&k, 1);
     double *want = k.out; /* kept: the finite differences write k.out */
     k.out = malloc(sizeof(double) * ny);
@@ -275,7 +277,13 @@ static void test_split_residual(void) {
 }
 
 /* ---- (d) p = 0; residual charges and (e) its gradient ------------------------------------------ */
-typedef struct { double *y; const float *res, *dy; const mdc_dropout *d; int T, C; size_t n; } res_ctx;
+typedef struct {
+    double *y;
+    const float *res, *dy;
+    const mdc_dropout *d;
+    int T, C;
+    size_t n;
+} res_ctx;
 static double loss_y(void *p) {
     res_ctx *k = p;
     double s = 0, ks = 1 / (1 - (double)k->d->p);
@@ -294,7 +302,8 @@ static void test_p0(mdc_device *dev) {
     double pc = 0.5 * T * (T + 1.0) * B * NH;
     for (int tiled = 0; tiled < 2; tiled++) {
         size_t ns = tiled ? nl : na;
-        float *o0 = fzeros(ny), *s0 = fzeros(ns), *d0 = fzeros(nq), *o1 = fzeros(ny), *s1 = fzeros(ns), *d1 = fzeros(nq);
+        float *o0 = fzeros(ny), *s0 = fzeros(ns), *d0 = fzeros(nq), *o1 = fzeros(ny), *s1 = fzeros(ns),
+              *d1 = fzeros(nq);
         mdc_dev_counters c0[2], c1[2];
         if (tiled) {
             mdc_attention_forward_tiled(dev, o0, s0, qkv, B, T, C, NH), take(dev, c0);

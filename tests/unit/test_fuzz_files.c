@@ -100,14 +100,16 @@ static void fuzz(parse_fn fn, const unsigned char *valid, size_t len, const char
         if (kind == 0 || kind == 3)
             for (int k = 0; k < nflip; k++) m[rnd() % len] ^= (unsigned char)(1u << (rnd() % 8));
         if (kind == 1) { /* a hostile value in a length field */
-            static const uint64_t hostile[] = {0, 1, 2, 7, 8, 0xff, 0xffff, 0x7fffffff, 0xffffffff,
-                                               0x100000000ull, 0x7fffffffffffffffull, ~0ull};
+            static const uint64_t hostile[] = {
+                0, 1, 2, 7, 8, 0xff, 0xffff, 0x7fffffff, 0xffffffff, 0x100000000ull, 0x7fffffffffffffffull, ~0ull};
             size_t at = fields[rnd() % (unsigned)nfields];
             uint64_t v = rnd() % 2 ? hostile[rnd() % 12] : rnd();
-            for (int i = 0; i < field_bytes && at + (size_t)i < len; i++) m[at + (size_t)i] = (unsigned char)(v >> (8 * i));
+            for (int i = 0; i < field_bytes && at + (size_t)i < len; i++)
+                m[at + (size_t)i] = (unsigned char)(v >> (8 * i));
         }
         if (kind == 2) { /* replace a digit run with a huge or odd number */
-            static const char *nums[] = {"99999999999999999999", "-1", "1e308", "4294967296", "0", "1.5", "9007199254740993"};
+            static const char *nums[] = {"99999999999999999999", "-1", "1e308", "4294967296", "0", "1.5",
+                                         "9007199254740993"};
             size_t at = rnd() % len;
             while (at < len && !(m[at] >= '0' && m[at] <= '9')) at++;
             if (at < len) {

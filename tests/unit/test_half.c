@@ -7,8 +7,16 @@
 
 #include "testutil.h"
 
-static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float fl(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float fl(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* The value of a finite f16 encoding by its definition: subnormals m x 2^-24, normals
  * (1024 + m) x 2^(e-25). */
@@ -28,7 +36,8 @@ static uint16_t ref_f16(float f) {
     uint32_t lo = 0, hi = 0x7c00; /* f16_value(lo) <= x; hi stands for 65536 */
     while (hi - lo > 1) {
         uint32_t mid = (lo + hi) / 2;
-        if (f16_value(mid) <= x) lo = mid; else hi = mid;
+        if (f16_value(mid) <= x) lo = mid;
+        else hi = mid;
     }
     double a = f16_value(lo), b = lo + 1 == 0x7c00 ? 65536.0 : f16_value(lo + 1);
     uint32_t r = x - a < b - x ? lo : x - a > b - x ? lo + 1 : (lo & 1) ? lo + 1 : lo;
@@ -87,19 +96,17 @@ int main(void) {
                 if (sgn) x = -x;
                 uint16_t got = mdc_f32_to_f16(x), want = ref_f16(x);
                 checked++;
-                if (got != want && bad++ < 5)
-                    fprintf(stderr, "f16(%a): got %04x want %04x\n", (double)x, got, want);
+                if (got != want && bad++ < 5) fprintf(stderr, "f16(%a): got %04x want %04x\n", (double)x, got, want);
             }
     }
     for (uint32_t h = 0; h < 0x7f80; h++) { /* positive finite bf16 */
-        uint32_t mid = (h << 16) | 0x8000; /* the midpoint to the next bf16 */
+        uint32_t mid = (h << 16) | 0x8000;  /* the midpoint to the next bf16 */
         for (int sgn = 0; sgn < 2; sgn++)
             for (int k = -1; k <= 1; k++) {
                 float x = fl((mid + (uint32_t)k) | (sgn ? 0x80000000u : 0));
                 uint16_t got = mdc_f32_to_bf16(x), want = ref_bf16(x);
                 checked++;
-                if (got != want && bad++ < 5)
-                    fprintf(stderr, "bf16(%a): got %04x want %04x\n", (double)x, got, want);
+                if (got != want && bad++ < 5) fprintf(stderr, "bf16(%a): got %04x want %04x\n", (double)x, got, want);
             }
     }
     /* 3. random f32 bit patterns (all exponents: f16 overflow, underflow, subnormals) */

@@ -71,13 +71,16 @@ static void openblas_shapes(void) {
                 for (int o = 0; o < 3; o++) {
                     int ri = ris[a], oc = outs[b], i0 = o * 5, j0 = o * 7;
                     if (i0 + ri > IN || j0 + oc > OUT) continue;
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ri, oc, K, 1, A + i0, IN, B + j0, OUT, 0, D, oc);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ri, oc, K, 1, A + i0, IN, B + j0, OUT, 0, D,
+                                oc);
                     for (int i = 0; i < ri; i++)
                         for (int j = 0; j < oc; j++, cmp++)
                             diff += memcmp(&D[i * oc + j], &C[(i0 + i) * OUT + j0 + j], 4) != 0;
                 }
-        printf("test_kernel_shapes: OpenBLAS, C = A^T B with K = %d: %ld of %ld elements of sub-block calls differ from the "
-               "whole call's bits\n", K, diff, cmp);
+        printf("test_kernel_shapes: OpenBLAS, C = A^T B with K = %d: %ld of %ld elements of sub-block calls differ "
+               "from the "
+               "whole call's bits\n",
+               K, diff, cmp);
     }
     free(A), free(B), free(C), free(D);
 }

@@ -32,8 +32,6 @@ static float *fdup(const float *x, size_t n) {
     return y;
 }
 
-
-
 static void expect_charge(mdc_device *d, const char *what, double flops, double bytes) {
     mdc_dev_counters c;
     mdc_dev_get_counters(d, &c);
@@ -50,7 +48,10 @@ static double dot_w(const double *out, const double *w, size_t n) {
 }
 
 /* ---- LayerNorm ---------------------------------------------------------------------------------- */
-typedef struct { double *x, *w, *b, *dy, *out; int N, C; } ln_ctx;
+typedef struct {
+    double *x, *w, *b, *dy, *out;
+    int N, C;
+} ln_ctx;
 static void ln_ref(ln_ctx *k) {
     for (int i = 0; i < k->N; i++) {
         const double *x = k->x + (size_t)i * k->C;
@@ -92,7 +93,10 @@ static void test_layernorm(mdc_device *d) {
 }
 
 /* ---- matmul ---------------------------------------------------------------------------------- */
-typedef struct { double *x, *w, *b, *dy, *out; int N, C, OC; } mm_ctx;
+typedef struct {
+    double *x, *w, *b, *dy, *out;
+    int N, C, OC;
+} mm_ctx;
 static void mm_ref(mm_ctx *k) {
     for (int i = 0; i < k->N; i++)
         for (int o = 0; o < k->OC; o++) {
@@ -165,7 +169,10 @@ static void test_lmhead(mdc_device *d) {
 }
 
 /* ---- attention --------------------------------------------------------------------------------- */
-typedef struct { double *qkv, *dy, *out; int B, T, C, NH; } at_ctx;
+typedef struct {
+    double *qkv, *dy, *out;
+    int B, T, C, NH;
+} at_ctx;
 static void at_ref(at_ctx *k) {
     int B = k->B, T = k->T, C = k->C, NH = k->NH, hs = C / NH;
     double *p = malloc(sizeof(double) * T);
@@ -185,7 +192,8 @@ static void at_ref(at_ctx *k) {
                 double *o = k->out + ((size_t)b * T + t) * C + h * hs;
                 for (int j = 0; j < hs; j++) {
                     double acc = 0;
-                    for (int s = 0; s <= t; s++) acc += p[s] / sum * k->qkv[((size_t)b * T + s) * 3 * C + 2 * C + h * hs + j];
+                    for (int s = 0; s <= t; s++)
+                        acc += p[s] / sum * k->qkv[((size_t)b * T + s) * 3 * C + 2 * C + h * hs + j];
                     o[j] = acc;
                 }
             }
@@ -229,7 +237,8 @@ static void test_attention(mdc_device *d, int B, int T, int C, int NH, int fd) {
     mdc_attention_backward(d, dq, scr, dy, qkv, att, B, T, C, NH);
     expect_charge(d, "attention backward", bh * (8.0 * hs + 4) * pc, bh * 4 * (10.0 * T * hs + 7 * pc));
     mdc_attention_backward_tiled(d, dq2, dy, out2, qkv, lse, B, T, C, NH);
-    expect_charge(d, "attention backward tiled", bh * ((10.0 * hs + 4) * pc + 2.0 * T * hs), bh * tiled_bytes_bwd(T, hs));
+    expect_charge(d, "attention backward tiled", bh * ((10.0 * hs + 4) * pc + 2.0 * T * hs),
+                  bh * tiled_bytes_bwd(T, hs));
     double *g1 = dcopy(dq, nq);
     tu_near_vec("attention backward tiled vs plain", dq2, g1, nq, 1e-5);
     if (fd) {
@@ -241,7 +250,10 @@ static void test_attention(mdc_device *d, int B, int T, int C, int NH, int fd) {
 }
 
 /* ---- elementwise, embedding, softmax, cross-entropy ------------------------------------------------ */
-typedef struct { double *x, *dy, *out; size_t n; } ew_ctx;
+typedef struct {
+    double *x, *dy, *out;
+    size_t n;
+} ew_ctx;
 static double gelu_ref(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 static double gelu_loss(void *p) {
     ew_ctx *k = p;
@@ -298,7 +310,8 @@ static void test_residual_encoder(mdc_device *d) {
     for (int v = 0; v < V; v++)
         for (int c = 0; c < C; c++) {
             double s = 0;
-            for (int i = 0; i < B * T; i++) if (inp[i] == v) s += dout[(size_t)i * C + c];
+            for (int i = 0; i < B * T; i++)
+                if (inp[i] == v) s += dout[(size_t)i * C + c];
             TU_CHECK(dwte[(size_t)v * C + c] == s, "encoder dwte[%d,%d] %g != %g", v, c, dwte[(size_t)v * C + c], s);
         }
     for (int t = 0; t < T; t++)
@@ -310,7 +323,12 @@ static void test_residual_encoder(mdc_device *d) {
     free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
 }
 
-typedef struct { double *x; const int *tg; double dloss; int N, V, Vp; } ce_ctx;
+typedef struct {
+    double *x;
+    const int *tg;
+    double dloss;
+    int N, V, Vp;
+} ce_ctx;
 static double ce_loss(void *p) {
     ce_ctx *k = p;
     double tot = 0;
@@ -328,7 +346,8 @@ static void test_softmax_ce(mdc_device *d) {
     size_t n = (size_t)N * Vp;
     float *x = fvec(n, 8), *p = fzeros(n), *losses = fzeros(N), *lse = fzeros(N), *dx = fzeros(n);
     int tg[5] = {0, 36, 5, 5, 20};
-    for (int i = 0; i < N; i++) for (int j = V; j < Vp; j++) x[(size_t)i * Vp + j] = 1e4f; /* padding ignored */
+    for (int i = 0; i < N; i++)
+        for (int j = V; j < Vp; j++) x[(size_t)i * Vp + j] = 1e4f; /* padding ignored */
     ce_ctx k = {dcopy(x, n), tg, 1.0 / N, N, V, Vp};
     mdc_softmax_forward(d, p, x, N, V, Vp);
     expect_charge(d, "softmax forward", 5.0 * N * V, 4.0 * ((double)N * V + (double)N * Vp));
@@ -393,9 +412,11 @@ static void run_all(int threads, float **res, int *nres) {
     size_t nq = (size_t)N * 3 * C, ny = (size_t)N * C, na = (size_t)B * NH * T * T;
     float *x = fvec(ny, 1), *w = fvec((size_t)C * OC, 0.1f), *b = fvec(OC, 1), *qkv = fzeros(nq);
     float *att = fzeros(na), *scr = fzeros(na), *lse = fzeros((size_t)B * NH * T), *o = fzeros(ny), *o2 = fzeros(ny);
-    float *dy = fvec(ny, 1), *dq = fzeros(nq), *dq2 = fzeros(nq), *dx = fzeros(ny), *dw = fzeros((size_t)C * OC), *db = fzeros(OC);
+    float *dy = fvec(ny, 1), *dq = fzeros(nq), *dq2 = fzeros(nq), *dx = fzeros(ny), *dw = fzeros((size_t)C * OC),
+          *db = fzeros(OC);
     float *wte = fvec((size_t)Vp * C, 0.1f), *logits = fzeros((size_t)N * Vp), *losses = fzeros(N), *clse = fzeros(N);
-    float *dwte = fzeros((size_t)Vp * C), *ln = fzeros(ny), *mean = fzeros(N), *rstd = fzeros(N), *dln = fzeros(ny), *lw = fzeros(C), *lb = fzeros(C);
+    float *dwte = fzeros((size_t)Vp * C), *ln = fzeros(ny), *mean = fzeros(N), *rstd = fzeros(N), *dln = fzeros(ny),
+          *lw = fzeros(C), *lb = fzeros(C);
     float *big = fvec((size_t)40000 * 7, 1.0f);
     int *tg = malloc(sizeof(int) * N);
     for (int i = 0; i < N; i++) tg[i] = (i * 31) % V;
@@ -425,10 +446,13 @@ static void run_all(int threads, float **res, int *nres) {
     free(ln), free(mean), free(rstd), free(dln), free(lw), free(lb), free(big), free(tg);
 }
 static void test_threads(void) {
-    static const char *names[] = {"attention out", "tiled out", "attention dqkv", "tiled dqkv", "matmul dinp",
-                                  "matmul dweight", "matmul dbias", "layernorm/lmhead/gelu dinp", "layernorm dweight",
-                                  "layernorm dbias", "dlogits", "losses", "lm head dwte", "grad norm"};
-    size_t ns[] = {300 * 96, 300 * 96, 300 * 288, 300 * 288, 300 * 96, 96 * 288, 288, 300 * 96, 96, 96, 300 * 1024, 300, 1024 * 96, 1};
+    static const char *names[] = {
+        "attention out",     "tiled out",       "attention dqkv", "tiled dqkv",
+        "matmul dinp",       "matmul dweight",  "matmul dbias",   "layernorm/lmhead/gelu dinp",
+        "layernorm dweight", "layernorm dbias", "dlogits",        "losses",
+        "lm head dwte",      "grad norm"};
+    size_t ns[] = {300 * 96, 300 * 96, 300 * 288, 300 * 288,  300 * 96, 96 * 288,  288,
+                   300 * 96, 96,       96,        300 * 1024, 300,      1024 * 96, 1};
     float *r1[16], *r2[16];
     int n1, n2;
     run_all(1, r1, &n1);
@@ -448,7 +472,8 @@ static void test_threads(void) {
 static void test_big_products(mdc_device *d) {
     int M = 20, K = 9000, OC = 30;
     float *a = fvec((size_t)M * K, 1), *w = fvec((size_t)K * OC, 1), *out = fzeros((size_t)M * OC);
-    mm_ctx k = {dcopy(a, (size_t)M * K), dcopy(w, (size_t)K * OC), NULL, NULL, malloc(sizeof(double) * M * OC), M, K, OC};
+    mm_ctx k = {
+        dcopy(a, (size_t)M * K), dcopy(w, (size_t)K * OC), NULL, NULL, malloc(sizeof(double) * M * OC), M, K, OC};
     mdc_matmul_forward(d, out, a, w, NULL, M, K, OC);
     mdc_dev_reset_counters(d);
     mm_ref(&k);
@@ -465,10 +490,11 @@ static void same_float(const char *what, size_t i, float got, float want) {
 static void test_nonfinite(mdc_device *d) {
     /* mdc_k_exp itself, scalar and in a vectorized loop as the kernels call it */
     enum { NE = 13 };
-    const float ex[NE] = {NAN, -NAN, INFINITY, -INFINITY, 1e30f, -1e30f, FLT_MAX, -FLT_MAX, 88.8f,
-                          MDC_K_EXP_MAX, 0.0f, -88.0f, 3e9f};
-    const float ew[NE] = {NAN, NAN, INFINITY, 0.0f, INFINITY, 0.0f, INFINITY, 0.0f, INFINITY,
-                          -1 /* finite, checked below */, 1.0f, 0.0f, INFINITY};
+    const float ex[NE] = {NAN,      -NAN,  INFINITY,      -INFINITY, 1e30f,  -1e30f, FLT_MAX,
+                          -FLT_MAX, 88.8f, MDC_K_EXP_MAX, 0.0f,      -88.0f, 3e9f};
+    const float ew[NE] = {NAN,  NAN,      INFINITY, 0.0f,     INFINITY,
+                          0.0f, INFINITY, 0.0f,     INFINITY, -1 /* finite, checked below */,
+                          1.0f, 0.0f,     INFINITY};
     float ev[NE];
 #pragma omp simd
     for (int i = 0; i < NE; i++) ev[i] = mdc_k_exp(ex[i]);

@@ -7,7 +7,6 @@
 
 #include "testutil.h"
 
-
 static const mdc_gpt2_config odd = {97, 0, 13, 2, 3, 72, 0, 0, 0};
 enum { B = 3, T = 13 };
 
@@ -28,7 +27,8 @@ static void test_table(void) {
     MDC_CHECK(mdc_gpt2_config_named("gpt2", &g, &bsz));
     TU_CHECK(g.Vp == 50304 && mdc_gpt2_padded_vocab(50257) == 50304, "gpt2 padded vocab %d", g.Vp);
     TU_CHECK(bsz % 12 == 0, "default batch %d divisible by 2, 3, 4", bsz);
-    TU_CHECK(mdc_gpt2_param_count(&g) == 124439808u, "gpt2 has %zu parameters, expected 124439808", mdc_gpt2_param_count(&g));
+    TU_CHECK(mdc_gpt2_param_count(&g) == 124439808u, "gpt2 has %zu parameters, expected 124439808",
+             mdc_gpt2_param_count(&g));
     TU_CHECK(mdc_gpt2_tensor_count(&g) == 148, "gpt2 tensor count %d", mdc_gpt2_tensor_count(&g));
     mdc_param_tensor t, prev;
     size_t end = 0;
@@ -43,9 +43,11 @@ static void test_table(void) {
     TU_CHECK(!strcmp(prev.name, "ln_f.bias"), "last tensor %s", prev.name);
     int i = mdc_gpt2_tensor_find(&g, "transformer.h.11.attn.c_attn.weight");
     MDC_CHECK(mdc_gpt2_tensor_at(&g, i, &t));
-    TU_CHECK(t.ndim == 2 && t.shape[0] == 768 && t.shape[1] == 2304 && t.decay, "c_attn.weight [%d,%d]", t.shape[0], t.shape[1]);
+    TU_CHECK(t.ndim == 2 && t.shape[0] == 768 && t.shape[1] == 2304 && t.decay, "c_attn.weight [%d,%d]", t.shape[0],
+             t.shape[1]);
     MDC_CHECK(mdc_gpt2_tensor_at(&g, 0, &t));
-    TU_CHECK(!strcmp(t.name, "wte") && t.shape[0] == 50257 && t.numel == 50257u * 768 && t.alloc == 50304u * 768, "wte");
+    TU_CHECK(!strcmp(t.name, "wte") && t.shape[0] == 50257 && t.numel == 50257u * 768 && t.alloc == 50304u * 768,
+             "wte");
     i = mdc_gpt2_tensor_find(&g, "h.0.mlp.c_proj.weight");
     MDC_CHECK(mdc_gpt2_tensor_at(&g, i, &t));
     TU_CHECK(t.shape[0] == 3072 && t.shape[1] == 768, "mlp.c_proj.weight [%d,%d]", t.shape[0], t.shape[1]);
@@ -127,14 +129,18 @@ static void test_gradients(void) {
             double num = (lp - lm) / (2.0 * ((double)(save + h) - save)) / (B * T);
             double err = fabs(num - g[idx]) / fmax(gmax, 1e-3);
             worst = fmax(worst, err);
-            TU_CHECK(err < 2e-2, "%s[%zu]: analytic %.6g numerical %.6g (max |g| %.3g)", t.name, picks[k], g[idx], num, gmax);
+            TU_CHECK(err < 2e-2, "%s[%zu]: analytic %.6g numerical %.6g (max |g| %.3g)", t.name, picks[k], g[idx], num,
+                     gmax);
         }
     }
     printf("model gradients vs finite differences (3 per tensor, %d tensors): worst error %.3g of max |g|\n",
            mdc_gpt2_tensor_count(c), worst);
     /* padding rows of wte have no gradient */
     for (size_t j = (size_t)c->V * c->C; j < (size_t)c->Vp * c->C; j++)
-        if (g[j] != 0) { TU_CHECK(0, "wte padding gradient %g at %zu", g[j], j); break; }
+        if (g[j] != 0) {
+            TU_CHECK(0, "wte padding gradient %g at %zu", g[j], j);
+            break;
+        }
     free(g);
     /* backward after the logits are gone, or without targets */
     MDC_CHECK(mdc_gpt2_backward(m));
@@ -165,7 +171,8 @@ static void run(int threads, float **out_params, float **out_grads, float *losse
         mdc_dev_counters k;
         mdc_dev_get_counters(d, &k);
         double want = mdc_gpt2_step_flops(c, B, T);
-        TU_CHECK(fabs(k.flops - want) <= 1e-12 * want, "step charged %.17g FLOPs, mdc_gpt2_step_flops %.17g", k.flops, want);
+        TU_CHECK(fabs(k.flops - want) <= 1e-12 * want, "step charged %.17g FLOPs, mdc_gpt2_step_flops %.17g", k.flops,
+                 want);
     }
     mdc_gpt2_memory need = mdc_gpt2_memory_need(c, B, T);
     TU_CHECK(mdc_dev_mem_peak(d, MDC_MEM_COUNT) == need.total, "peak device memory %zu, computed need %zu",
@@ -257,20 +264,24 @@ static void test_moe_table(void) {
         experts += j >= 0;
         off += t.alloc;
     }
-    TU_CHECK(off == mdc_gpt2_param_floats(&c), "MoE table ends at %zu, param floats %zu", off, mdc_gpt2_param_floats(&c));
+    TU_CHECK(off == mdc_gpt2_param_floats(&c), "MoE table ends at %zu, param floats %zu", off,
+             mdc_gpt2_param_floats(&c));
     TU_CHECK(experts == 2 * 4 * 4, "%d expert tensors, want 32", experts);
     TU_CHECK(mdc_gpt2_tensor_find(&c, "h.0.mlp.router.weight") == 10, "router of block 0 at %d",
              mdc_gpt2_tensor_find(&c, "h.0.mlp.router.weight"));
-    TU_CHECK(mdc_gpt2_tensor_find(&c, "h.1.mlp.c_fc.weight") == 2 + 25 + 8 && mdc_gpt2_tensor_find(&c, "h.1.mlp.router.weight") < 0,
+    TU_CHECK(mdc_gpt2_tensor_find(&c, "h.1.mlp.c_fc.weight") == 2 + 25 + 8 &&
+                 mdc_gpt2_tensor_find(&c, "h.1.mlp.router.weight") < 0,
              "block 1 is dense");
     mdc_param_tensor r;
     MDC_CHECK(mdc_gpt2_tensor_at(&c, mdc_gpt2_tensor_find(&c, "h.2.mlp.experts.3.c_proj.weight"), &r));
-    TU_CHECK(r.ndim == 2 && r.shape[0] == 4 * 72 && r.shape[1] == 72 && r.decay, "an expert's c_proj is [4C, C] with decay");
+    TU_CHECK(r.ndim == 2 && r.shape[0] == 4 * 72 && r.shape[1] == 72 && r.decay,
+             "an expert's c_proj is [4C, C] with decay");
     MDC_CHECK(mdc_gpt2_tensor_at(&c, 10, &r));
     TU_CHECK(r.ndim == 2 && r.shape[0] == 72 && r.shape[1] == 4, "the router is [C, E]");
     mdc_gpt2_config bad = c;
     bad.topk = 5;
-    TU_CHECK(mdc_gpt2_config_check(&bad) == MDC_ERR_INVALID && strstr(mdc_detail(), "--topk 5"), "top-k above E refused");
+    TU_CHECK(mdc_gpt2_config_check(&bad) == MDC_ERR_INVALID && strstr(mdc_detail(), "--topk 5"),
+             "top-k above E refused");
     printf("MoE table: %d tensors, contiguous, names found, experts known\n", n);
     /* dropless MoE steps allocate exactly mdc_gpt2_memory_need: the blocks' row buffers too (the
      * second step's backward is the peak: AdamW's moments exist from the first update on) */
@@ -284,8 +295,8 @@ static void test_moe_table(void) {
     step(m, in, tg, NULL);
     mdc_gpt2_memory need = mdc_gpt2_memory_need(&c, B, T);
     TU_CHECK(mdc_dev_mem_peak(d, MDC_MEM_ACTS) == need.acts && mdc_dev_mem_peak(d, MDC_MEM_COUNT) == need.total,
-             "MoE step: peak activations %zu, need %zu; total %zu, need %zu", mdc_dev_mem_peak(d, MDC_MEM_ACTS), need.acts,
-             mdc_dev_mem_peak(d, MDC_MEM_COUNT), need.total);
+             "MoE step: peak activations %zu, need %zu; total %zu, need %zu", mdc_dev_mem_peak(d, MDC_MEM_ACTS),
+             need.acts, mdc_dev_mem_peak(d, MDC_MEM_COUNT), need.total);
     mdc_gpt2_free(m);
     mdc_device_free(d);
 }

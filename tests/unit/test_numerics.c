@@ -41,7 +41,9 @@ static uint64_t rng_u64(void) {
 }
 
 /* ---- double-double (Dekker, Knuth; no FMA: the test is built with -ffp-contract=off) ---- */
-typedef struct { double hi, lo; } dd;
+typedef struct {
+    double hi, lo;
+} dd;
 static dd two_sum(double a, double b) {
     double s = a + b, bb = s - a;
     return (dd){s, (a - (s - bb)) + (b - bb)};
@@ -116,9 +118,9 @@ static dd ref_of(int is_log, float x, int force_dd) {
 
 /* ---- judging a float result against a reference ----------------------------------------- */
 typedef struct {
-    float cr;     /* the correctly rounded result per the reference */
-    double d;     /* relative distance of the exact value to the nearest midpoint */
-    double ulps;  /* |got - exact| in ulps of the float grid next to the exact value */
+    float cr;    /* the correctly rounded result per the reference */
+    double d;    /* relative distance of the exact value to the nearest midpoint */
+    double ulps; /* |got - exact| in ulps of the float grid next to the exact value */
 } verdict;
 static verdict judge(float got, dd ref) {
     verdict v = {0, INFINITY, 0};
@@ -170,8 +172,8 @@ static void check_one(tally *t, int is_log, float x) {
     int wrong = f2u(got) != f2u(v.cr);
     if (v.d < NEAR_BAND) {
         t->near++, t->near_wrong += wrong;
-        printf("  near a midpoint: %s(%a) = %a, correctly rounded %a, exact value %.3g of a midpoint (rel)\n",
-               t->name, x, got, v.cr, v.d);
+        printf("  near a midpoint: %s(%a) = %a, correctly rounded %a, exact value %.3g of a midpoint (rel)\n", t->name,
+               x, got, v.cr, v.d);
         /* the header promises better: before the rounding to float, within 2^-51 of the exact value */
         if (wrong && v.d >= DOC_BOUND && t->beyond_doc++ < 10)
             fprintf(stderr, "%s(%a) = %a rounded the wrong way, %.3g of a midpoint: beyond the documented 2^-51\n",
@@ -239,10 +241,12 @@ static void check_dd_reference(void) {
 }
 
 /* ---- specials --------------------------------------------------------------------------------- */
-#define BITS32(expr, want) TU_CHECK(f2u(expr) == (want), "%s = %a (0x%08x), expected 0x%08x", #expr, \
-                                    (double)(expr), f2u(expr), (unsigned)(want))
-#define BITS64(expr, want) TU_CHECK(d2u(expr) == (want), "%s = %a (0x%016llx), expected 0x%016llx", #expr, \
-                                    (double)(expr), (unsigned long long)d2u(expr), (unsigned long long)(want))
+#define BITS32(expr, want)                                                                               \
+    TU_CHECK(f2u(expr) == (want), "%s = %a (0x%08x), expected 0x%08x", #expr, (double)(expr), f2u(expr), \
+             (unsigned)(want))
+#define BITS64(expr, want)                                                                          \
+    TU_CHECK(d2u(expr) == (want), "%s = %a (0x%016llx), expected 0x%016llx", #expr, (double)(expr), \
+             (unsigned long long)d2u(expr), (unsigned long long)(want))
 static void test_specials(void) {
     float qnan = u2f(0x7fc00000u), snan = u2f(0x7fa00000u), nnan = u2f(0xffc00001u);
     BITS32(mdc_logf(qnan), 0x7fc00000u);
@@ -255,7 +259,8 @@ static void test_specials(void) {
     BITS32(mdc_logf(-0.0f), 0xff800000u);
     BITS32(mdc_logf(INFINITY), 0x7f800000u);
     BITS32(mdc_logf(1.0f), 0x00000000u);
-    TU_CHECK(mdc_logf(FLT_TRUE_MIN) == (float)(-149 * 0.69314718055994530942), "log(2^-149) = %a", mdc_logf(FLT_TRUE_MIN));
+    TU_CHECK(mdc_logf(FLT_TRUE_MIN) == (float)(-149 * 0.69314718055994530942), "log(2^-149) = %a",
+             mdc_logf(FLT_TRUE_MIN));
     BITS32(mdc_expf(qnan), 0x7fc00000u);
     BITS32(mdc_expf(snan), 0x7fe00000u);
     BITS32(mdc_expf(INFINITY), 0x7f800000u);
@@ -356,8 +361,8 @@ static void test_double_functions(void) {
     double rel_bound = LD_REF ? 4.5e-16 : 7e-16, abs_bound = LD_REF ? 5e-16 : 1e-15;
     printf("mdc_log:      max relative error %.3g (%.2f ulps of 2^-52)\n", worst_log, worst_log / 0x1p-52);
     printf("mdc_cospi2:   max absolute error %.3g\n", worst_cos);
-    printf("mdc_powf_int: max error %.7f float ulps (t in [1, 5000]), %ld of 200000 not correctly rounded\n",
-           worst_pow, pow_cr);
+    printf("mdc_powf_int: max error %.7f float ulps (t in [1, 5000]), %ld of 200000 not correctly rounded\n", worst_pow,
+           pow_cr);
     TU_CHECK(worst_log < rel_bound, "mdc_log: relative error %.3g", worst_log);
     TU_CHECK(worst_cos < abs_bound, "mdc_cospi2: absolute error %.3g", worst_cos);
     TU_CHECK(pow_over == 0, "mdc_powf_int: %ld results beyond the bound (max %.7f ulps)", pow_over, worst_pow);
@@ -391,8 +396,8 @@ static void test_speed(void) {
     }
     sink = s;
     double k = 1e9 / ((double)N * REPS);
-    printf("speed: mdc_logf %.1f ns/call, libm logf %.1f; mdc_expf %.1f ns/call, libm expf %.1f\n", t[0] * k,
-           t[1] * k, t[2] * k, t[3] * k);
+    printf("speed: mdc_logf %.1f ns/call, libm logf %.1f; mdc_expf %.1f ns/call, libm expf %.1f\n", t[0] * k, t[1] * k,
+           t[2] * k, t[3] * k);
     free(x);
     free(y);
 }

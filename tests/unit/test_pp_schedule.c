@@ -24,12 +24,13 @@ static void check_kind(const char *name, int p, int m, int v) {
      * than stages there are p-m W's too few to fill the cool-down, one unit each */
     int want = s.split ? 3 * m + p - 1 + (m < p ? p - m : 0) : 3 * (v * m + p - 1);
     TU_CHECK(units == want, "%s p %d m %d v %d: makespan %d, want %d", name, p, m, v, units, want);
-    double bubble = (double)(units - work) / units, formula = mdc_pp_bubble_formula(&s, 1, s.split ? 1 : 2, s.split ? 1 : 0);
+    double bubble = (double)(units - work) / units,
+           formula = mdc_pp_bubble_formula(&s, 1, s.split ? 1 : 2, s.split ? 1 : 0);
     if (!s.split || m >= p) TU_NEAR(bubble, formula, 1e-12);
     for (int q = 0; q < p && units > 0; q++) {
         TU_CHECK(t.busy[q] == work, "%s p %d m %d: stage %d busy %d of %d", name, p, m, q, t.busy[q], work);
-        TU_CHECK(t.peak[q] == mdc_pp_sets_formula(&s, q), "%s p %d m %d v %d: stage %d holds %d sets, formula %d",
-                 name, p, m, v, q, t.peak[q], mdc_pp_sets_formula(&s, q));
+        TU_CHECK(t.peak[q] == mdc_pp_sets_formula(&s, q), "%s p %d m %d v %d: stage %d holds %d sets, formula %d", name,
+                 p, m, v, q, t.peak[q], mdc_pp_sets_formula(&s, q));
     }
     if (units > 0) mdc_pp_timeline_free(&t);
     mdc_pp_schedule_free(&s);

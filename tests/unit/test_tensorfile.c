@@ -116,7 +116,8 @@ static void test_safetensors_malformed(void) {
     expect_st_fail("gap.st", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "gap");
     expect_st_fail("overlap.st",
                    "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                   "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "overlaps");
+                   "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                   8, "overlaps");
     expect_st_fail("huge.st", "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
                    "overflow");
     expect_st_fail("neg.st", "{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "shape[0]");
@@ -127,7 +128,8 @@ static void test_safetensors_malformed(void) {
     expect_st_fail("miss.st", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "data_offsets");
     expect_st_fail("dup.st",
                    "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-                   "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "twice");
+                   "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                   8, "twice");
     expect_st_fail("json.st", "{\"w\":{\"dtype\":\"F32\",", 8, NULL);
     expect_st_fail("trail.st", "{}xx", 0, "after");
     expect_st_fail("notobj.st", "[1,2]", 0, NULL);
@@ -194,7 +196,8 @@ static void test_npy(void) {
         {"{'descr': '<f4', 'shape': (3,)}", 1, 12, MDC_ERR_FORMAT, "fortran_order"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (-3,)}", 1, 12, MDC_ERR_FORMAT, "shape[0]"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", 1, 12, MDC_ERR_FORMAT, NULL},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", 1, 12, MDC_ERR_FORMAT, "overflow"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", 1, 12, MDC_ERR_FORMAT,
+         "overflow"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} junk", 1, 12, MDC_ERR_FORMAT, "after"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,", 1, 12, MDC_ERR_FORMAT, NULL},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}", 4, 12, MDC_ERR_UNSUPPORTED, "version"},

@@ -8,7 +8,14 @@
 #include "../tools/thread_tuner.c"
 
 static int fails;
-#define CHECK(c, ...) do { if (!(c)) { printf("FAIL: " __VA_ARGS__); printf("\n"); fails++; } } while (0)
+#define CHECK(c, ...)                     \
+    do {                                  \
+        if (!(c)) {                       \
+            printf("FAIL: " __VA_ARGS__); \
+            printf("\n");                 \
+            fails++;                      \
+        }                                 \
+    } while (0)
 
 /* runs steps [from, to) with step time ms_at[level] and returns the count of probes made */
 static int run(mdc_thread_tuner *t, int steps, const double *ms_at) {

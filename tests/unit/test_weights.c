@@ -13,13 +13,12 @@
 
 /* A load must fail with MDC_ERR_FORMAT and the detail "<label>: tensor '<name>': element <i> is
  * <what>" (a macro, so a failure reports the caller's line). */
-#define EXPECT_BAD(expr, label, name, i, what)                                                  \
-    do {                                                                                        \
-        char want_[256];                                                                        \
-        snprintf(want_, sizeof want_, "%s: tensor '%s': element %zu is %s", (label), (name),     \
-                 (size_t)(i), (what));                                                          \
-        TU_STATUS(expr, MDC_ERR_FORMAT);                                                        \
-        TU_CONTAINS(mdc_detail(), want_);                                                       \
+#define EXPECT_BAD(expr, label, name, i, what)                                                                     \
+    do {                                                                                                           \
+        char want_[256];                                                                                           \
+        snprintf(want_, sizeof want_, "%s: tensor '%s': element %zu is %s", (label), (name), (size_t)(i), (what)); \
+        TU_STATUS(expr, MDC_ERR_FORMAT);                                                                           \
+        TU_CONTAINS(mdc_detail(), want_);                                                                          \
     } while (0)
 
 static mdc_gpt2 *make(mdc_device *dev, const mdc_gpt2_config *c) {
@@ -80,8 +79,11 @@ int main(void) {
     float *w = (float *)mdc_tensorfile_find(tf, "h.0.attn.c_attn.weight")->data; /* [24, 72] */
     float *am = (float *)mdc_tensorfile_find(tf, "adam.m.h.1.mlp.c_fc.bias")->data;
     float *av = (float *)mdc_tensorfile_find(tf, "adam.v.wte.weight")->data; /* [97, 24] */
-    const struct { float v; const char *is; size_t at; } nf[] = {
-        {NAN, "nan", 17}, {INFINITY, "inf", 0}, {-INFINITY, "-inf", 24 * 72 - 1}, {-NAN, "nan", 5}};
+    const struct {
+        float v;
+        const char *is;
+        size_t at;
+    } nf[] = {{NAN, "nan", 17}, {INFINITY, "inf", 0}, {-INFINITY, "-inf", 24 * 72 - 1}, {-NAN, "nan", 5}};
     for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) {
         float keep = w[nf[i].at];
         w[nf[i].at] = nf[i].v;
@@ -223,7 +225,8 @@ int main(void) {
     MDC_CHECK(mdc_tensorfile_new(&hf));
     for (int i = 0; i < tf->count; i++) {
         const mdc_tensor *t = &tf->tensors[i];
-        if (strncmp(t->name, "adam.", 5)) MDC_CHECK(mdc_tensorfile_add(hf, t->name, t->dtype, t->ndim, t->shape, t->data));
+        if (strncmp(t->name, "adam.", 5))
+            MDC_CHECK(mdc_tensorfile_add(hf, t->name, t->dtype, t->ndim, t->shape, t->data));
     }
     hf->tensors[2].shape[0] = 23; /* h.0.ln_1.weight [24] -> [23]: bytes no longer match, so edit a copy */
     hf->tensors[2].numel = 23;

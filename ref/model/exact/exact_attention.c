@@ -22,7 +22,8 @@ static mdc_status scratch(mdc_gpt2 *m, size_t na, size_t nf) {
     return MDC_OK;
 }
 
-static mdc_attn_pair whole(const mdc_gpt2 *m, const mdc_gpt2_acts *a, const float *qkv, float *out, const mdc_dropout *drop) {
+static mdc_attn_pair whole(const mdc_gpt2 *m, const mdc_gpt2_acts *a, const float *qkv, float *out,
+                           const mdc_dropout *drop) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_attn_pair p;
     memset(&p, 0, sizeof p);

@@ -27,10 +27,11 @@ mdc_status mdc_gpt2_set_exact(mdc_gpt2 *m, int blk) {
     if (blk < 0) return mdc_fail(MDC_ERR_INVALID, "--exact-block %d: must be a positive number of tokens", blk);
     mdc_i_sizes s = mdc_i_sizes_of(m, m->acts->maxB, m->acts->maxT);
     if (s.Vl % MDC_EXACT_VOCAB_BLOCK)
-        return mdc_fail(MDC_ERR_INVALID,
-                        "--exact: the vocabulary shard Vp/tp = %d/%d = %d is not a multiple of the exact vocabulary block "
-                        "%d; pick a --vocab whose padded size divided by --tp is",
-                        m->cfg.Vp, m->part.tp, s.Vl, MDC_EXACT_VOCAB_BLOCK);
+        return mdc_fail(
+            MDC_ERR_INVALID,
+            "--exact: the vocabulary shard Vp/tp = %d/%d = %d is not a multiple of the exact vocabulary block "
+            "%d; pick a --vocab whose padded size divided by --tp is",
+            m->cfg.Vp, m->part.tp, s.Vl, MDC_EXACT_VOCAB_BLOCK);
     size_t na = (size_t)s.n * s.C;
     mdc_status st = mdc_dev_alloc(m->dev, (void **)&m->x.gbuf, m->floats * sizeof(double), MDC_MEM_GRADS,
                                   "exact gradient sums");
@@ -46,14 +47,13 @@ mdc_status mdc_gpt2_set_exact(mdc_gpt2 *m, int blk) {
     mdc_xsum_clear(&m->x.g);
     mdc_xsum_clear(&m->x.act);
     m->x.blk = blk;
-    mdc_i_install(m); /* exact mode's arithmetic */
+    mdc_i_install(m);                     /* exact mode's arithmetic */
     return mdc_i_acts_refresh(m, before); /* the default set gains the buffer a reduced product lands in */
 }
 
 int mdc_gpt2_exact_block(const mdc_gpt2 *m) { return m->x.blk; }
 mdc_xsum *mdc_gpt2_exact_grads(mdc_gpt2 *m) { return m->x.blk ? &m->x.g : NULL; }
 mdc_exact *mdc_gpt2_exact_loss(mdc_gpt2 *m) { return &m->x.loss; }
-
 
 void mdc_i_x_begin(mdc_gpt2 *m, mdc_gpt2_acts *a) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
@@ -69,4 +69,3 @@ mdc_status mdc_i_x_reduce(mdc_gpt2 *m, mdc_gpt2_acts *a, float *local) {
     mdc_dev_kernel(m->dev, (double)s.n * s.C, 12.0 * s.n * s.C, MDC_PREC_FP32);
     return MDC_OK;
 }
-

@@ -106,7 +106,8 @@ static mdc_status x_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, co
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     int lo, valid = mdc_i_vocab_shard(m, s.Vl, &lo);
     float *logits = buf(a, a->lay.logits);
-    mdc_crossentropy_backward_shard(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, lo, dloss, s.n, s.Vl, valid);
+    mdc_crossentropy_backward_shard(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, lo, dloss, s.n, s.Vl,
+                                    valid);
     TAP(m->cfg.L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
     mdc_i_x_begin(m, a);
     mdc_x_contract(m->dev, &m->x.act, logits, s.Vl, P(m, 0), s.C, 0, s.n, s.Vl, s.C, MDC_EXACT_VOCAB_BLOCK);

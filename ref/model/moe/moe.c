@@ -24,28 +24,32 @@ void mdc_i_moe_free(mdc_gpt2_acts *a, int l) {
 
 /* The received rows, grouped by (source, local expert, segment): body runs for each
  * non-empty group with src, jl, sg, r0 (its first row) and nr (its rows). */
-#define FOR_SEGMENTS(q, e, El, ...)                                                                \
-    do {                                                                                           \
-        int row_ = 0;                                                                              \
-        for (int src = 0; src < (e); src++)                                                        \
-            for (int jl = 0; jl < (El); jl++)                                                      \
-                for (int sg = 0; sg < (q)->S; sg++) {                                              \
-                    int r0 = row_, nr = (q)->rcnt[((size_t)src * (El) + jl) * (q)->S + sg];        \
-                    row_ += nr;                                                                    \
-                    if (nr) { __VA_ARGS__ }                                                        \
-                }                                                                                  \
+#define FOR_SEGMENTS(q, e, El, ...)                                                         \
+    do {                                                                                    \
+        int row_ = 0;                                                                       \
+        for (int src = 0; src < (e); src++)                                                 \
+            for (int jl = 0; jl < (El); jl++)                                               \
+                for (int sg = 0; sg < (q)->S; sg++) {                                       \
+                    int r0 = row_, nr = (q)->rcnt[((size_t)src * (El) + jl) * (q)->S + sg]; \
+                    row_ += nr;                                                             \
+                    if (nr) {                                                               \
+                        __VA_ARGS__                                                         \
+                    }                                                                       \
+                }                                                                           \
     } while (0)
 /* The same rows by (source, local expert): one expert's rows from one source, contiguous. */
-#define FOR_BLOCKS(q, e, El, ...)                                                                  \
-    do {                                                                                           \
-        int row_ = 0;                                                                              \
-        for (int src = 0; src < (e); src++)                                                        \
-            for (int jl = 0; jl < (El); jl++) {                                                    \
-                int r0 = row_, nr = 0;                                                             \
+#define FOR_BLOCKS(q, e, El, ...)                                                                             \
+    do {                                                                                                      \
+        int row_ = 0;                                                                                         \
+        for (int src = 0; src < (e); src++)                                                                   \
+            for (int jl = 0; jl < (El); jl++) {                                                               \
+                int r0 = row_, nr = 0;                                                                        \
                 for (int sg = 0; sg < (q)->S; sg++) nr += (q)->rcnt[((size_t)src * (El) + jl) * (q)->S + sg]; \
-                row_ += nr;                                                                        \
-                if (nr) { __VA_ARGS__ }                                                            \
-            }                                                                                      \
+                row_ += nr;                                                                                   \
+                if (nr) {                                                                                     \
+                    __VA_ARGS__                                                                               \
+                }                                                                                             \
+            }                                                                                                 \
     } while (0)
 
 /* Rows per rank of the send (expert-major counts) or receive (source-major) layout. */
@@ -64,7 +68,8 @@ static mdc_status exchange(mdc_gpt2 *m, const moe_state *q, const float *from, f
     if (!rows) return mdc_fail(MDC_ERR_OOM_HOST, "MoE exchange");
     rows_per_rank(q->scnt, e, per, rows);
     rows_per_rank(q->rcnt, e, per, rows + e);
-    mdc_status st = dir ? ep->rows(ep->ctx, from, rows + e, to, rows, width) : ep->rows(ep->ctx, from, rows, to, rows + e, width);
+    mdc_status st = dir ? ep->rows(ep->ctx, from, rows + e, to, rows, width)
+                        : ep->rows(ep->ctx, from, rows, to, rows + e, width);
     free(rows);
     return st;
 }
@@ -112,14 +117,17 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
     int C = m->cfg.C, F = 4 * C, k = m->cfg.topk, e = m->moe.ep ? m->moe.ep->e : 1, El = m->cfg.E / e;
     int j0 = (m->moe.ep ? m->moe.ep->rank : 0) * El;
     float *yr = q->ys; /* serial: the experts write the combine's input directly */
-    if (m->moe.ep) TRY(mdc_dev_alloc(d, (void **)&yr, (size_t)q->R * C * sizeof(float) + 4, MDC_MEM_ACTS, "MoE expert outputs"));
+    if (m->moe.ep)
+        TRY(mdc_dev_alloc(d, (void **)&yr, (size_t)q->R * C * sizeof(float) + 4, MDC_MEM_ACTS, "MoE expert outputs"));
     FOR_BLOCKS(q, e, El, {
         int j = j0 + jl;
-        m->ops->matmul(m, q->h + (size_t)r0 * F, q->xr + (size_t)r0 * C, P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCW))),
-                   P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCB))), nr, C, F);
+        m->ops->matmul(m, q->h + (size_t)r0 * F, q->xr + (size_t)r0 * C,
+                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCW))),
+                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCB))), nr, C, F);
         mdc_gelu_forward(d, q->u + (size_t)r0 * F, q->h + (size_t)r0 * F, (size_t)nr * F);
-        m->ops->matmul(m, yr + (size_t)r0 * C, q->u + (size_t)r0 * F, P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPW))),
-                   P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPB))), nr, F, C);
+        m->ops->matmul(m, yr + (size_t)r0 * C, q->u + (size_t)r0 * F,
+                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPW))),
+                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPB))), nr, F, C);
     });
     if (m->moe.ep) { /* back to the tokens' ranks: the reverse of the dispatch */
         mdc_status st = exchange(m, q, yr, q->ys, C, 1);
@@ -178,23 +186,25 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
     else dyr = q->ys;
     memset(du, 0, 2 * R * F * sizeof(float));
     memset(dxr, 0, R * C * sizeof(float));
-    if (!st) FOR_BLOCKS(q, e, El, {
-        int j = j0 + jl;
-        int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
-        float *dyb = dyr + (size_t)r0 * C, *dub = du + (size_t)r0 * F, *dhb = dh + (size_t)r0 * F;
-        m->ops->dinput(m, dub, dyb, P(m, gp), nr, F, C);
-        mdc_gelu_backward(d, dhb, q->h + (size_t)r0 * F, dub, (size_t)nr * F);
-        m->ops->dinput(m, dxr + (size_t)r0 * C, dhb, P(m, gf), nr, C, F);
-    });
+    if (!st)
+        FOR_BLOCKS(q, e, El, {
+            int j = j0 + jl;
+            int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
+            float *dyb = dyr + (size_t)r0 * C, *dub = du + (size_t)r0 * F, *dhb = dh + (size_t)r0 * F;
+            m->ops->dinput(m, dub, dyb, P(m, gp), nr, F, C);
+            mdc_gelu_backward(d, dhb, q->h + (size_t)r0 * F, dub, (size_t)nr * F);
+            m->ops->dinput(m, dxr + (size_t)r0 * C, dhb, P(m, gf), nr, C, F);
+        });
     /* the experts' weight gradients: one sum per segment (exact mode's canonical token blocks;
      * one segment per expert and source otherwise) */
-    if (!st) FOR_SEGMENTS(q, e, El, {
-        int j = j0 + jl;
-        int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
-        const float *dyb = dyr + (size_t)r0 * C, *dhb = dh + (size_t)r0 * F;
-        m->ops->wgrad(m, gp, gp + 1, q->u + (size_t)r0 * F, dyb, NULL, nr, nr, F, C, nr);
-        m->ops->wgrad(m, gf, gf + 1, q->xr + (size_t)r0 * C, dhb, NULL, nr, nr, C, F, nr);
-    });
+    if (!st)
+        FOR_SEGMENTS(q, e, El, {
+            int j = j0 + jl;
+            int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
+            const float *dyb = dyr + (size_t)r0 * C, *dhb = dh + (size_t)r0 * F;
+            m->ops->wgrad(m, gp, gp + 1, q->u + (size_t)r0 * F, dyb, NULL, nr, nr, F, C, nr);
+            m->ops->wgrad(m, gf, gf + 1, q->xr + (size_t)r0 * C, dhb, NULL, nr, nr, C, F, nr);
+        });
     /* dxs back on the tokens' ranks (into ys: dys is spent) */
     float *dxs = dxr;
     if (!st && m->moe.ep) st = exchange(m, q, dxr, q->ys, C, 1), dxs = q->ys;
@@ -222,8 +232,7 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
 }
 
 /* ---- the MoE MLP of a block (ref/model/layers.h, mdc_i_mlp) ---------------------------------- */
-static mdc_status moe_mlp_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, const float *res,
-                                  const float *x) {
+static mdc_status moe_mlp_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, const float *res, const float *x) {
     float *y = buf(a, a->lay.dres); /* the backward's work space, free until then */
     TAP(1 + l, MDC_I_DS_LN2, MDC_TAP_FWD, MDC_TAP_AT, x);
     TRY(mdc_i_moe_forward(m, a, l, x, y));

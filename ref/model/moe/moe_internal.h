@@ -6,17 +6,17 @@
 #include "../model_internal.h"
 
 typedef struct mdc_i_moe_state {
-    int n, S, Tg;         /* local tokens, segments, tokens per routing group */
-    float *probs, *lse;   /* n x E router probabilities; n logsumexp(z) */
-    int *choice, *row;    /* n x k: chosen experts (slot order); row in the send buffer, -1 dropped */
-    float *gate;          /* n x k gate weights */
-    int *scnt, *rcnt;     /* E x S rows sent per (expert, segment); e x El x S received per (source,
+    int n, S, Tg;       /* local tokens, segments, tokens per routing group */
+    float *probs, *lse; /* n x E router probabilities; n logsumexp(z) */
+    int *choice, *row;  /* n x k: chosen experts (slot order); row in the send buffer, -1 dropped */
+    float *gate;        /* n x k gate weights */
+    int *scnt, *rcnt;   /* E x S rows sent per (expert, segment); e x El x S received per (source,
                              local expert, segment) */
-    int A, R;             /* rows sent, rows received */
-    float *xs, *ys;       /* A x C dispatched inputs; the expert outputs back (source side) */
-    float *xr, *h, *u;    /* R x C received inputs; R x 4C before and after GELU (expert side) */
-    float *fbuf, *vbuf;   /* the device allocations behind them: per token, per row */
-    float *f_aux;         /* E: each expert's share f_i per group (n/T groups x E) */
+    int A, R;           /* rows sent, rows received */
+    float *xs, *ys;     /* A x C dispatched inputs; the expert outputs back (source side) */
+    float *xr, *h, *u;  /* R x C received inputs; R x 4C before and after GELU (expert side) */
+    float *fbuf, *vbuf; /* the device allocations behind them: per token, per row */
+    float *f_aux;       /* E: each expert's share f_i per group (n/T groups x E) */
 } moe_state;
 
 /* The router's decisions for MoE block l of the set's tokens x (local rows): probabilities,

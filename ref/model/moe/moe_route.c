@@ -112,8 +112,10 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     int e = m->moe.ep ? m->moe.ep->e : 1, blk = m->ops->grad_block, S = blk ? n / blk : 1;
     int Tseq = m->cp ? m->cp->T : a->T; /* the whole sequence: a routing group */
     if ((o->capacity_factor > 0 || o->aux_alpha > 0) && Tg != Tseq)
-        return mdc_fail(MDC_ERR_INVALID, "--capacity-factor and --moe-aux-loss route a whole sequence as one group; "
-                        "this rank holds %d of its %d positions (--sp or --cp): use them without --sp/--cp", Tg, Tseq);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--capacity-factor and --moe-aux-loss route a whole sequence as one group; "
+                        "this rank holds %d of its %d positions (--sp or --cp): use them without --sp/--cp",
+                        Tg, Tseq);
     moe_state *q = calloc(1, sizeof *q);
     if (!q) return mdc_fail(MDC_ERR_OOM_HOST, "MoE block %d", l);
     a->moe[l - a->lo] = q;
@@ -175,14 +177,18 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
         for (size_t i = (size_t)g * Tg * k; i < (size_t)(g + 1) * Tg * k; i++) used[q->choice[i]] += keep[i];
         for (int j = 0; j < E; j++)
             if (used[j] > cap)
-                return mdc_fail(MDC_ERR_MISMATCH, "MoE block %d: expert %d kept %d assignments of a sequence, over its "
-                                "capacity %d", l, j, used[j], cap);
+                return mdc_fail(MDC_ERR_MISMATCH,
+                                "MoE block %d: expert %d kept %d assignments of a sequence, over its "
+                                "capacity %d",
+                                l, j, used[j], cap);
     }
     for (int t = 0; t < n; t++) {
         int p = t % Tg, gp = m->cp ? m->cp->pos[p] : pos0 + p;
         for (int r = 0; r < k; r++) {
             uint64_t key = ((((uint64_t)(a->row0 + t / Tg) * 1048576u + (uint64_t)gp) * 16u + (uint64_t)r) * 4096u +
-                            (uint64_t)q->choice[(size_t)t * k + r]) * 2u + (uint64_t)keep[(size_t)t * k + r];
+                            (uint64_t)q->choice[(size_t)t * k + r]) *
+                               2u +
+                           (uint64_t)keep[(size_t)t * k + r];
             m->moe.st.digest += (double)(mdc_splitmix64(key ^ (uint64_t)l << 56) >> 44);
         }
     }
@@ -190,7 +196,10 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     memset(q->scnt, 0, sizeof(int) * (size_t)E * S);
     for (int t = 0; t < n; t++)
         for (int r = 0; r < k; r++) {
-            if (!keep[(size_t)t * k + r]) { m->moe.st.dropped += 1; continue; }
+            if (!keep[(size_t)t * k + r]) {
+                m->moe.st.dropped += 1;
+                continue;
+            }
             q->scnt[(size_t)q->choice[(size_t)t * k + r] * S + (blk ? t / blk : 0)]++;
         }
     int *off = malloc(sizeof(int) * (size_t)E * S);

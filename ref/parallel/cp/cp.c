@@ -22,8 +22,10 @@ mdc_status mdc_cp_check(int c, int T, int Hl, const char *layout, const char *al
     if (!a) return mdc_fail(MDC_ERR_INVALID, "--cp-algo %s: unknown (ring, allgather or ulysses)", algo);
     if (c < 1) return mdc_fail(MDC_ERR_INVALID, "--cp %d: must be positive", c);
     if (T % (zig ? 2 * c : c))
-        return mdc_fail(MDC_ERR_INVALID, "--seq %d is not divisible by %d, the %s layout's chunks for --cp %d (use a --seq "
-                        "that is a multiple of %d)", T, zig ? 2 * c : c, zig ? "zigzag" : "contiguous", c, zig ? 2 * c : c);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--seq %d is not divisible by %d, the %s layout's chunks for --cp %d (use a --seq "
+                        "that is a multiple of %d)",
+                        T, zig ? 2 * c : c, zig ? "zigzag" : "contiguous", c, zig ? 2 * c : c);
     return a->check ? a->check(c, T, Hl) : MDC_OK;
 }
 
@@ -91,9 +93,10 @@ const mdc_gpt2_cp *mdc_cp_model(const mdc_cp *cp) { return &cp->model; }
 
 mdc_status mdc_cp_set_exact(mdc_cp *cp, int blk) {
     if (blk > 0 && cp->L % blk)
-        return mdc_fail(MDC_ERR_INVALID, "--exact-block %d does not divide the %d positions of a context-parallel chunk "
-                        "(--seq %d over %d chunks); use a block that divides %d", blk, cp->L, cp->T,
-                        cp->zigzag ? 2 * cp->c : cp->c, cp->L);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--exact-block %d does not divide the %d positions of a context-parallel chunk "
+                        "(--seq %d over %d chunks); use a block that divides %d",
+                        blk, cp->L, cp->T, cp->zigzag ? 2 * cp->c : cp->c, cp->L);
     cp->exact = blk > 0 ? blk : 0;
     cp->fwd = cp->exact ? cp->algo->exact_forward : cp->algo->forward; /* installed here, once */
     cp->bwd = cp->exact ? cp->algo->exact_backward : cp->algo->backward;
@@ -107,4 +110,3 @@ void mdc_cp_slice(const mdc_cp *cp, int *out, const int *in, int rows) {
 }
 
 void mdc_cp_reset_counts(mdc_cp *cp) { cp->pairs = cp->bytes = cp->calls = 0; }
-

@@ -48,6 +48,14 @@ static double allgather_bytes(const mdc_cp *cp) {
     return 3 * (c - 1) * K;
 }
 
-const mdc_i_cp_algo mdc_i_cp_allgather = {"allgather", 1, 0, NULL, allgather_sizes, allgather_forward,
-                                          allgather_backward, mdc_i_cp_exact_forward, mdc_i_cp_exact_backward,
-                                          mdc_i_cp_layout_pairs, allgather_bytes};
+const mdc_i_cp_algo mdc_i_cp_allgather = {"allgather",
+                                          1,
+                                          0,
+                                          NULL,
+                                          allgather_sizes,
+                                          allgather_forward,
+                                          allgather_backward,
+                                          mdc_i_cp_exact_forward,
+                                          mdc_i_cp_exact_backward,
+                                          mdc_i_cp_layout_pairs,
+                                          allgather_bytes};

@@ -162,7 +162,7 @@ mdc_status mdc_i_cp_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, c
                 if (!st) st = mdc_isend(cur, n2 * sizeof(float), next, CP_TAG_KVB + i, cp->g, &rq[1]);
             }
             if (!st) st = mdc_waitall(&xs[i % 2], 1); /* this buffer's send of two steps ago */
-            if (!st && i > 0) /* the ranks before have added their shares */
+            if (!st && i > 0)                         /* the ranks before have added their shares */
                 st = mdc_recv(trav, n2 * sizeof(mdc_exact), prev, CP_TAG_DKV + i - 1, cp->g);
             if (!st && i == 0)
                 for (size_t e = 0; e < n2; e++) mdc_exact_clear(&trav[e]);

@@ -17,18 +17,18 @@ struct mdc_cp {
     mdc_group *g;
     mdc_device *dev;
     int c, r, T, Tc, L, zigzag, B, Hl, hs;
-    const mdc_i_cp_algo *algo;  /* the attention algorithm (the registry's entry) */
+    const mdc_i_cp_algo *algo; /* the attention algorithm (the registry's entry) */
     /* its forward and backward as installed: the float or exact mode's (mdc_cp_set_exact) */
     mdc_status (*fwd)(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop);
-    mdc_status (*bwd)(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
-                      const float *lse, const mdc_dropout *drop);
-    int *pos;                 /* Tc global positions of the local ones */
-    float *buf[8];            /* device scratch, by algorithm (cp.c, cp_ulysses.c) */
+    mdc_status (*bwd)(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv, const float *lse,
+                      const mdc_dropout *drop);
+    int *pos;      /* Tc global positions of the local ones */
+    float *buf[8]; /* device scratch, by algorithm (cp.c, cp_ulysses.c) */
     size_t buf_floats[8];
     double pairs, bytes, calls; /* counters since the reset */
-    int exact;                /* exact mode's token block (0: off; ref/parallel/cp/cp_exact.c) */
-    mdc_xsum xs;              /* its exact sums */
-    mdc_exact *xe;            /* dK, dV as accumulators, to send (MDC_MEM_ACTS) */
+    int exact;                  /* exact mode's token block (0: off; ref/parallel/cp/cp_exact.c) */
+    mdc_xsum xs;                /* its exact sums */
+    mdc_exact *xe;              /* dK, dV as accumulators, to send (MDC_MEM_ACTS) */
     size_t xe_n;
 };
 
@@ -40,8 +40,8 @@ enum { CP_TAG_KV = 1, CP_TAG_KVB = 1 + 256, CP_TAG_DKV = 1 + 512, CP_TAG_KV2 = 1
  * calls to the component's counters. */
 struct mdc_i_cp_algo {
     const char *name;
-    int gathers;      /* every rank's key blocks at once (all-gather), else they travel the ring */
-    int whole_heads;  /* each rank attends whole sequences of some heads: balanced on any layout */
+    int gathers;     /* every rank's key blocks at once (all-gather), else they travel the ring */
+    int whole_heads; /* each rank attends whole sequences of some heads: balanced on any layout */
     mdc_status (*check)(int c, int T, int Hl); /* NULL: no restriction beyond the layout's */
     void (*sizes)(const mdc_cp *cp, size_t floats[8]);
     mdc_status (*forward)(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop);

@@ -71,7 +71,7 @@ void mdc_i_cp_attend(mdc_cp *cp, int src, const float *qkv, const float *kv, flo
 
 /* ... and its backward: dq of the local rows, dk and dv of the block into dkv. */
 void mdc_i_cp_attend_back(mdc_cp *cp, int src, const float *qkv, const float *kv, float *dqkv, float *dkv,
-                        const float *dout, const float *out, const float *lse, const mdc_dropout *drop) {
+                          const float *dout, const float *out, const float *lse, const mdc_dropout *drop) {
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0}), n = 0;
     size_t Cl = (size_t)cp->Hl * cp->hs, L = (size_t)cp->L;
     mdc_attn_pair p[4];
@@ -122,4 +122,3 @@ double mdc_i_cp_layout_pairs(const mdc_cp *cp, int q) {
     for (int a = 0; a < k; a++) n += L * ch[a] * L + 0.5 * L * (L + 1);
     return n * cp->B * cp->Hl;
 }
-

@@ -77,5 +77,14 @@ static double ring_bytes(const mdc_cp *cp) {
     return (c - 1) * K + (c - 1) * K + c * K;
 }
 
-const mdc_i_cp_algo mdc_i_cp_ring = {"ring", 0, 0, NULL, ring_sizes, ring_forward, ring_backward,
-                                     mdc_i_cp_exact_forward, mdc_i_cp_exact_backward, mdc_i_cp_layout_pairs, ring_bytes};
+const mdc_i_cp_algo mdc_i_cp_ring = {"ring",
+                                     0,
+                                     0,
+                                     NULL,
+                                     ring_sizes,
+                                     ring_forward,
+                                     ring_backward,
+                                     mdc_i_cp_exact_forward,
+                                     mdc_i_cp_exact_backward,
+                                     mdc_i_cp_layout_pairs,
+                                     ring_bytes};

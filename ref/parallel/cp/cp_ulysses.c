@@ -43,7 +43,8 @@ static void to_heads_unpack(const mdc_cp *cp, float *xh, const float *recv, int 
         for (int b = 0; b < cp->B; b++)
             for (int t = 0; t < Tc; t++) {
                 int g = ch[t / cp->L] * cp->L + t % cp->L;
-                memcpy(xh + ((size_t)b * T + g) * row, recv + s * blk + ((size_t)b * Tc + t) * row, row * sizeof(float));
+                memcpy(xh + ((size_t)b * T + g) * row, recv + s * blk + ((size_t)b * Tc + t) * row,
+                       row * sizeof(float));
             }
     }
 }
@@ -58,7 +59,8 @@ static void to_pos_pack(const mdc_cp *cp, float *send, const float *xh, int k) {
         for (int b = 0; b < cp->B; b++)
             for (int t = 0; t < Tc; t++) {
                 int g = ch[t / cp->L] * cp->L + t % cp->L;
-                memcpy(send + s * blk + ((size_t)b * Tc + t) * row, xh + ((size_t)b * T + g) * row, row * sizeof(float));
+                memcpy(send + s * blk + ((size_t)b * Tc + t) * row, xh + ((size_t)b * T + g) * row,
+                       row * sizeof(float));
             }
     }
 }
@@ -73,8 +75,7 @@ static void to_pos_unpack(const mdc_cp *cp, float *x, const float *recv, int k, 
             const float *s = recv + j * blk + i * run;
             if (acc)
                 for (size_t x2 = 0; x2 < run; x2++) d[x2] += s[x2];
-            else
-                memcpy(d, s, run * sizeof(float));
+            else memcpy(d, s, run * sizeof(float));
         }
 }
 
@@ -185,7 +186,8 @@ static mdc_status backward_with(mdc_cp *cp, float *dqkv, const float *dout, cons
         mdc_i_cp_chunks(cp, s, ch);
         for (int bh = 0; bh < cp->B * Hu; bh++)
             for (int t = 0; t < Tc; t++)
-                Dh[(size_t)bh * T + ch[t / cp->L] * cp->L + t % cp->L] = cp->buf[1][(size_t)s * (ns / c) + (size_t)bh * Tc + t];
+                Dh[(size_t)bh * T + ch[t / cp->L] * cp->L + t % cp->L] =
+                    cp->buf[1][(size_t)s * (ns / c) + (size_t)bh * Tc + t];
     }
     if (!st) {
         to_heads_pack(cp, cp->buf[0], dout, 1);
@@ -211,8 +213,10 @@ static mdc_status backward_with(mdc_cp *cp, float *dqkv, const float *dout, cons
 static mdc_status ulysses_check(int c, int T, int Hl) {
     (void)T;
     if (Hl % c)
-        return mdc_fail(MDC_ERR_INVALID, "--cp-algo ulysses: the %d heads on each tensor-parallel rank are not divisible "
-                        "by --cp %d (ulysses gives every cp rank whole heads)", Hl, c);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--cp-algo ulysses: the %d heads on each tensor-parallel rank are not divisible "
+                        "by --cp %d (ulysses gives every cp rank whole heads)",
+                        Hl, c);
     return MDC_OK;
 }
 
@@ -238,12 +242,20 @@ static mdc_status ulysses_backward(mdc_cp *cp, float *dqkv, const float *dout, c
                                    const float *lse, const mdc_dropout *drop) {
     return backward_with(cp, dqkv, dout, out, qkv, lse, drop, heads_backward);
 }
-static mdc_status ulysses_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out,
-                                         const float *qkv, const float *lse, const mdc_dropout *drop) {
+static mdc_status ulysses_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
+                                         const float *lse, const mdc_dropout *drop) {
     return backward_with(cp, dqkv, dout, out, qkv, lse, drop, heads_backward_exact);
 }
 
 /* exact mode: the same all-to-alls around exact mode's attention */
-const mdc_i_cp_algo mdc_i_cp_ulysses = {"ulysses", 0, 1, ulysses_check, ulysses_sizes, ulysses_forward,
-                                        ulysses_backward, ulysses_exact_forward, ulysses_exact_backward,
-                                        ulysses_pairs, ulysses_bytes};
+const mdc_i_cp_algo mdc_i_cp_ulysses = {"ulysses",
+                                        0,
+                                        1,
+                                        ulysses_check,
+                                        ulysses_sizes,
+                                        ulysses_forward,
+                                        ulysses_backward,
+                                        ulysses_exact_forward,
+                                        ulysses_exact_backward,
+                                        ulysses_pairs,
+                                        ulysses_bytes};

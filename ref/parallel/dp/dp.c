@@ -90,11 +90,13 @@ static mdc_status hook(void *ctx, mdc_gpt2_hook_event ev, int u) {
     case MDC_HOOK_PRE_BACKWARD:
         if (z == 3) st = zero3_use(dp, u, u - 1); /* no-op for the head and the embedding */
         if (!st && z >= 2 && dp->red->in_backward) st = mdc_zero_i_live(dp, u);
-        if (!st && z >= 2 && dp->red->in_backward && u == head) st = mdc_zero_i_live(dp, 0); /* the LM head adds to wte's grad */
+        if (!st && z >= 2 && dp->red->in_backward && u == head)
+            st = mdc_zero_i_live(dp, 0); /* the LM head adds to wte's grad */
         break;
     case MDC_HOOK_POST_BACKWARD: {
         const dp_bucket *b = &dp->b[dp->unit_bucket[u]];
-        if (u == b->lo && dp->red->in_backward && !dp->defer && (z >= 2 || dp->micro == dp->dc.accum - 1) && (z || dp->N > 1))
+        if (u == b->lo && dp->red->in_backward && !dp->defer && (z >= 2 || dp->micro == dp->dc.accum - 1) &&
+            (z || dp->N > 1))
             st = reduce_bucket(dp, b);
         if (!st && z == 3) mdc_zero_i_release(dp, u);
         break;
@@ -216,7 +218,8 @@ mdc_status mdc_dp_finish(mdc_dp *dp) {
 /* floats: a pipeline stage's buckets (deferred) reduce now; the others already did */
 static mdc_status float_finish(mdc_dp *dp) {
     mdc_status st = MDC_OK;
-    for (int i = 0; dp->defer && (dp->dc.zero || dp->N > 1) && !st && i < dp->nbuckets; i++) st = reduce_bucket(dp, &dp->b[i]);
+    for (int i = 0; dp->defer && (dp->dc.zero || dp->N > 1) && !st && i < dp->nbuckets; i++)
+        st = reduce_bucket(dp, &dp->b[i]);
     mdc_dev_stream_join(dp->dev, &dp->stream);
     return st;
 }

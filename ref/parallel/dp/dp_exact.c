@@ -70,7 +70,8 @@ static mdc_status reduce(mdc_dp *dp, const dp_bucket *b) {
 }
 
 static mdc_status sums_finish(mdc_dp *dp) {
-    if (!mdc_xsum_ok(mdc_gpt2_exact_grads(dp->m))) return mdc_fail(MDC_ERR_OOM_HOST, "exact gradient sums: an accumulator");
+    if (!mdc_xsum_ok(mdc_gpt2_exact_grads(dp->m)))
+        return mdc_fail(MDC_ERR_OOM_HOST, "exact gradient sums: an accumulator");
     if (!dp->xbuf) {
         mdc_status st = mdc_dev_alloc(dp->dev, (void **)&dp->xbuf, dp->maxblock * (size_t)dp->N * sizeof(double),
                                       MDC_MEM_COMM, "dp.exact_bucket");

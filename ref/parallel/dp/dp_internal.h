@@ -7,8 +7,8 @@
 #include "minidc/kernels.h"
 
 typedef struct {
-    int lo, hi;      /* units lo..hi (ascending) */
-    size_t block;    /* floats per rank: sum of s_u over the units */
+    int lo, hi;   /* units lo..hi (ascending) */
+    size_t block; /* floats per rank: sum of s_u over the units */
 } dp_bucket;
 
 /* How the model's gradient sink reaches the group, chosen by its element type when the
@@ -38,24 +38,23 @@ struct mdc_dp {
     float *bucket_buf[2]; /* double-buffered bucket (MDC_MEM_COMM), N x max block floats */
     int next_buf;
     float *shard_p, *shard_g, *shard_m, *shard_v; /* ZeRO shards (which exist depends on stage) */
-    float **gathered;  /* ZeRO-3: per unit, the gathered buffer while resident (MDC_MEM_PARAMS) */
-    char *prefetched;  /* ZeRO-3 with prefetch: per unit, gathered on the comm stream, not joined */
-    void **live;       /* ZeRO-2/3: per unit, the full gradient's residency while live (GRADS) */
+    float **gathered; /* ZeRO-3: per unit, the gathered buffer while resident (MDC_MEM_PARAMS) */
+    char *prefetched; /* ZeRO-3 with prefetch: per unit, gathered on the comm stream, not joined */
+    void **live;      /* ZeRO-2/3: per unit, the full gradient's residency while live (GRADS) */
     int micro, t;
-    int owns_model;    /* mdc_dp_create's model (freed with the component) */
+    int owns_model; /* mdc_dp_create's model (freed with the component) */
     mdc_dev_stream stream;
     mdc_dev_stream gather_stream; /* ZeRO-3 prefetch: its own stream (as FSDP's all-gather
                                    * stream), so using a unit never waits for a reduction */
-    double step_bytes; /* sent in the last step */
-    const dp_reducer *red; /* by the gradient sink's element type */
-    int defer;         /* a pipeline stage: micro-batches interleave, so every bucket reduces at finish */
-    size_t maxblock;   /* the largest bucket's block */
-    double *xbuf;      /* exact mode's bucket: N x maxblock exact sums as doubles (MDC_MEM_COMM) */
-    size_t exact_marked; /* exact mode, last step: elements that needed accumulators */
-    double exact_bytes_want; /* and the bytes its reductions send by mdc_exact_reduce_bytes */
+    double step_bytes;            /* sent in the last step */
+    const dp_reducer *red;        /* by the gradient sink's element type */
+    int defer;                    /* a pipeline stage: micro-batches interleave, so every bucket reduces at finish */
+    size_t maxblock;              /* the largest bucket's block */
+    double *xbuf;                 /* exact mode's bucket: N x maxblock exact sums as doubles (MDC_MEM_COMM) */
+    size_t exact_marked;          /* exact mode, last step: elements that needed accumulators */
+    double exact_bytes_want;      /* and the bytes its reductions send by mdc_exact_reduce_bytes */
     size_t mem_after[3];
 };
-
 
 /* ---- ref/parallel/dp/zero.c ---- */
 /* Rank q's piece of unit u: unit-local [q s_u, min((q+1) s_u, n_u)); returns its length. */

@@ -29,13 +29,16 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
      * reduce-scatter + allgather of 4 S per rank each moving (N-1) blocks, the scalars'
      * allreduce of 2N doubles: 2(N-1)/N x 16 N */
     double k = dp->dc.accum, n1 = N - 1, blocks;
-    if (z <= 1) blocks = 2 * S;                        /* one reduction + one allgather */
-    else if (z == 2) blocks = k * S + S;               /* reduce-scatter per micro-batch */
+    if (z <= 1) blocks = 2 * S;                                           /* one reduction + one allgather */
+    else if (z == 2) blocks = k * S + S;                                  /* reduce-scatter per micro-batch */
     else blocks = k * (3 * S - (double)dp->us[0] - (double)dp->us[head]); /* see dp.h */
     if (dp->defer) /* a pipeline stage: one reduce-scatter per step (the micro-batches interleave) */
         blocks = z <= 2 ? 2 * S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]) + S;
     f->step_bytes_want = 4.0 * n1 * blocks;
-    f->step_bytes_formula = (z <= 1 || (dp->defer && z == 2) ? 2.0 : z == 2 ? k + 1 : dp->defer ? 2.0 * k + 1 : 3.0 * k) *
+    f->step_bytes_formula = (z <= 1 || (dp->defer && z == 2) ? 2.0
+                             : z == 2                        ? k + 1
+                             : dp->defer                     ? 2.0 * k + 1
+                                                             : 3.0 * k) *
                             n1 / N * 4.0 * psi;
     if (sums) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
         double gathers = z == 0 ? 0 : z <= 2 ? S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]);
@@ -67,11 +70,13 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
                                             {"4 Psi/N", "4 Psi/N", "8 Psi/N"}};
     static const char *const total[4] = {"16 Psi", "8 Psi + 8 Psi/N", "4 Psi + 12 Psi/N", "16 Psi/N"};
     char a[32], b[32], c[32], d[32];
-    fprintf(out, "\n%s on N = %d ranks: Psi = %zu parameter floats, shard S = %zu floats "
-                 "(Psi/N = %.2f; padding N S - Psi = %zu floats over %d units), %d buckets\n",
+    fprintf(out,
+            "\n%s on N = %d ranks: Psi = %zu parameter floats, shard S = %zu floats "
+            "(Psi/N = %.2f; padding N S - Psi = %zu floats over %d units), %d buckets\n",
             mdc_dp_stage_name(f.zero), f.N, f.psi, f.shard, (double)f.psi / f.N, f.shard * (size_t)f.N - f.psi, f.units,
             f.buckets);
-    fprintf(out, "memory per rank after a step, bytes     formula             formula value  padded (S for Psi/N)  measured (allocator)\n");
+    fprintf(out, "memory per rank after a step, bytes     formula             formula value  padded (S for Psi/N)  "
+                 "measured (allocator)\n");
     static const char *const cat[3] = {"parameters", "gradients", "optimizer (Adam m, v)"};
     size_t tm = 0, tw = 0;
     double tf = 0;
@@ -92,33 +97,42 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
     static const char *const xform[4] = {"2(N-1)/N x 8 Psi", "(N-1)/N x (8 + 4) Psi", "(N-1)/N x (8 + 4) Psi",
                                          "(N-1)/N x (8 + 8k) Psi"};
     if (sums)
-        fprintf(out, "  exact mode: gradients as exact sums (8 Psi, doubles) besides the float gradients (so gradients "
-                     "above are 8 Psi + %s), reduced once per step as doubles (8 bytes an element), %zu element(s) "
-                     "again as 80-byte accumulators where the double sum was not exact\n",
+        fprintf(out,
+                "  exact mode: gradients as exact sums (8 Psi, doubles) besides the float gradients (so gradients "
+                "above are 8 Psi + %s), reduced once per step as doubles (8 bytes an element), %zu element(s) "
+                "again as 80-byte accumulators where the double sum was not exact\n",
                 f.zero >= 2 ? "4 Psi/N" : "4 Psi", dp->exact_marked);
     fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s\n",
-            sums ? xform[f.zero] : dp->defer ? dform[f.zero] : cform[f.zero], f.step_bytes_formula, f.step_bytes_want,
-            f.step_bytes,
+            sums        ? xform[f.zero]
+            : dp->defer ? dform[f.zero]
+                        : cform[f.zero],
+            f.step_bytes_formula, f.step_bytes_want, f.step_bytes,
             f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS");
     if (dp->defer && !sums)
-        fprintf(out, "  a pipeline stage: every bucket reduces once per step, after the schedule (its micro-batches "
-                     "interleave)%s\n", f.zero == 3 ? "; the units are gathered for each micro-batch's F and B" : "");
+        fprintf(out,
+                "  a pipeline stage: every bucket reduces once per step, after the schedule (its micro-batches "
+                "interleave)%s\n",
+                f.zero == 3 ? "; the units are gathered for each micro-batch's F and B" : "");
     if (sums)
-        fprintf(out, "  exact = the buckets' exact %s (doubles, counts, and the map and accumulators where needed) + "
-                     "(N-1) x 4 x the gathers' blocks\n", f.zero ? "reduce-scatters" : "allreduces");
+        fprintf(out,
+                "  exact = the buckets' exact %s (doubles, counts, and the map and accumulators where needed) + "
+                "(N-1) x 4 x the gathers' blocks\n",
+                f.zero ? "reduce-scatters" : "allreduces");
     else if (f.zero <= 1)
         fprintf(out, "  exact = 2 (N-1) x 4 S (padded buckets: %s)\n",
                 f.zero ? "reduce-scatter + allgather" : "ring allreduce");
     else if (f.zero == 2)
         fprintf(out, "  exact = (k+1)(N-1) x 4 S (k = %d reduce-scatters, one allgather)\n", dp->dc.accum);
     else
-        fprintf(out, "  exact = k (N-1) x 4 (3 S - s_0 - s_head): per micro-batch (k = %d) every unit is "
-                     "gathered for forward and the blocks again for backward, and reduce-scattered once\n",
+        fprintf(out,
+                "  exact = k (N-1) x 4 (3 S - s_0 - s_head): per micro-batch (k = %d) every unit is "
+                "gathered for forward and the blocks again for backward, and reduce-scattered once\n",
                 dp->dc.accum);
-    fprintf(out, "virtual time (whole run): compute %.3f ms, communication %.3f ms exposed + %.3f ms hidden under "
-                 "%s (overlap), idle %.3f ms; total %.3f ms\n",
+    fprintf(out,
+            "virtual time (whole run): compute %.3f ms, communication %.3f ms exposed + %.3f ms hidden under "
+            "%s (overlap), idle %.3f ms; total %.3f ms\n",
             f.t_compute * 1e3, f.t_comm * 1e3, f.t_overlap * 1e3,
-            dp->dc.zero == 1 || dp->dc.zero == 2 ? "backward and the update (bucket allgathers)"
+            dp->dc.zero == 1 || dp->dc.zero == 2               ? "backward and the update (bucket allgathers)"
             : dp->dc.prefetch && dp->dc.zero == 3 && dp->N > 1 ? "compute (bucket reductions, prefetched gathers)"
                                                                : "backward",
             f.t_idle * 1e3, f.now * 1e3);

@@ -111,8 +111,8 @@ mdc_status mdc_zero_i_gather(mdc_dp *dp, int u) {
     size_t s = dp->us[u];
     char name[32];
     snprintf(name, sizeof name, "zero3.unit%d", u);
-    mdc_status st = mdc_dev_alloc(dp->dev, (void **)&dp->gathered[u], s * (size_t)dp->N * sizeof(float),
-                                  MDC_MEM_PARAMS, name);
+    mdc_status st = mdc_dev_alloc(dp->dev, (void **)&dp->gathered[u], s * (size_t)dp->N * sizeof(float), MDC_MEM_PARAMS,
+                                  name);
     if (st) return st;
     float *buf = dp->gathered[u];
     memcpy(buf + (size_t)dp->r * s, dp->shard_p + dp->shoff[u], s * sizeof(float));
@@ -187,9 +187,7 @@ static void for_each_segment_in(mdc_dp *dp, int ulo, int uhi, seg_fn fn, void *c
     }
 }
 
-static void for_each_segment(mdc_dp *dp, seg_fn fn, void *ctx) {
-    for_each_segment_in(dp, 0, dp->nunits - 1, fn, ctx);
-}
+static void for_each_segment(mdc_dp *dp, seg_fn fn, void *ctx) { for_each_segment_in(dp, 0, dp->nunits - 1, fn, ctx); }
 
 static float *grad_ptr(mdc_dp *dp, size_t flat, size_t sh) {
     return dp->dc.zero == 1 ? mdc_gpt2_grads(dp->m) + flat : dp->shard_g + sh;
@@ -247,8 +245,8 @@ static void seg_adamw(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void
     const upd_ctx *c = ctx;
     int decay = dp->tensors[ti].decay;
     float *p = param_ptr(dp, flat, sh);
-    mdc_adamw_update(dp->dev, p, dp->shard_m + sh, dp->shard_v + sh, grad_ptr(dp, flat, sh), n, c->o->lr,
-                     c->o->beta1, c->o->beta2, c->o->eps, decay ? c->o->weight_decay : 0.0f, c->scale, dp->t);
+    mdc_adamw_update(dp->dev, p, dp->shard_m + sh, dp->shard_v + sh, grad_ptr(dp, flat, sh), n, c->o->lr, c->o->beta1,
+                     c->o->beta2, c->o->eps, decay ? c->o->weight_decay : 0.0f, c->scale, dp->t);
 }
 
 mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm) {

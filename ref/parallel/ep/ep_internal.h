@@ -9,10 +9,10 @@ struct mdc_ep {
     mdc_group *g, *dense, *expert;
     mdc_gpt2 *m;
     mdc_gpt2_ep hook;
-    size_t *cnt;            /* 4 e: send counts, displacements, receive counts, displacements */
-    double bytes, calls;    /* the all-to-alls of the last step */
-    double wall;            /* seconds inside them (waiting for the slowest rank included) */
-    double rows_out;        /* rows this rank sent to other ranks (the formula's exact count) */
+    size_t *cnt;         /* 4 e: send counts, displacements, receive counts, displacements */
+    double bytes, calls; /* the all-to-alls of the last step */
+    double wall;         /* seconds inside them (waiting for the slowest rank included) */
+    double rows_out;     /* rows this rank sent to other ranks (the formula's exact count) */
 };
 
 #endif

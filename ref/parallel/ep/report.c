@@ -38,15 +38,17 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     size_t o = (size_t)snprintf(line, cap, "  moe: tokens/expert");
     for (int i = 0; i < E && o < cap; i++) o += (size_t)snprintf(line + o, cap - o, " %.0f", v[i]);
     if (o < cap)
-        o += (size_t)snprintf(line + o, cap - o, " (max/mean %.3f)  dropped %.0f (%.2f%%)  aux %.6f  z %.6f  routing %.0f",
+        o += (size_t)snprintf(line + o, cap - o,
+                              " (max/mean %.3f)  dropped %.0f (%.2f%%)  aux %.6f  z %.6f  routing %.0f",
                               tot > 0 ? mx / (tot / E) : 0, v[E], tot > 0 ? 100 * v[E] / tot : 0, v[E + 1] / tokens,
                               v[E + 2] / tokens, v[E + 8]);
     if (ep && o < cap) { /* per rank: 4 moves of its rows; uniform routing sends (e-1)/e of T k rows away */
         double n = v[E + 5], e = mdc_group_size(ep->g), per = v[E + 6] > 0 ? tot / v[E + 6] : 0;
         double mean = v[E + 3] / n, routed = (v[E + 4] / n) * c->C * 4, uniform = 4.0 * per * c->C * 4 * (e - 1) / e;
-        snprintf(line + o, cap - o, "  a2a %.0f B/rank (rows %.0f + counts; 4 T k h beta (e-1)/e = %.0f; max/mean %.3f; "
-                 "%.0f calls, %.1f ms wall)", mean, routed, uniform, mean > 0 ? bmax / mean : 0, ep->calls,
-                 v[E + 7] / n * 1e3);
+        snprintf(line + o, cap - o,
+                 "  a2a %.0f B/rank (rows %.0f + counts; 4 T k h beta (e-1)/e = %.0f; max/mean %.3f; "
+                 "%.0f calls, %.1f ms wall)",
+                 mean, routed, uniform, mean > 0 ? bmax / mean : 0, ep->calls, v[E + 7] / n * 1e3);
     }
     free(v);
     return MDC_OK;

@@ -89,8 +89,8 @@ static mdc_status take_set(mdc_pp *pp, int mb, int chunk, pp_set **out) {
             *out = &pp->sets[i];
             return MDC_OK;
         }
-    return mdc_fail(MDC_ERR_INVALID, "pipeline stage %d: no free activation set for micro-batch %d (chunk %d)", pp->stage,
-                    mb, chunk);
+    return mdc_fail(MDC_ERR_INVALID, "pipeline stage %d: no free activation set for micro-batch %d (chunk %d)",
+                    pp->stage, mb, chunk);
 }
 
 /* Message tags: the boundary into virtual stage vs of micro-batch mb, forward (0) or backward (1);
@@ -136,13 +136,16 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
             if (act->kind == MDC_PP_B) {
                 if ((st = mdc_waitall(&set->req[1], 1))) break; /* the last input gradient sent from this set */
                 if (vs == P - 1) st = mdc_gpt2_head_backward(m, a, p->dloss);
-                else st = mdc_recv(mdc_gpt2_acts_dresidual(a), bytes, next, tag(pp, mb, vs, 1), pp->g),
-                     rec[PP_START] = now(m);
+                else
+                    st = mdc_recv(mdc_gpt2_acts_dresidual(a), bytes, next, tag(pp, mb, vs, 1), pp->g),
+                    rec[PP_START] = now(m);
                 int parts = pp->s.split ? MDC_BWD_INPUT : MDC_BWD_BOTH;
                 for (int l = hi - 1; !st && l >= lo; l--) st = mdc_gpt2_block_backward(m, a, l, parts);
                 if (st) break;
                 if (vs == 0) st = mdc_gpt2_embed_backward(m, a);
-                else st = mdc_isend(mdc_gpt2_acts_dresidual(a), bytes, prev, tag(pp, mb, vs - 1, 1), pp->g, &set->req[1]);
+                else
+                    st = mdc_isend(mdc_gpt2_acts_dresidual(a), bytes, prev, tag(pp, mb, vs - 1, 1), pp->g,
+                                   &set->req[1]);
                 if (!pp->s.split) set->mb = -1, pp->held--;
             } else {
                 for (int l = hi - 1; !st && l >= lo; l--) st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_WEIGHT);

@@ -28,5 +28,4 @@ struct mdc_pp {
     double *rec;         /* the last step's actions, PP_REC doubles each */
 };
 
-
 #endif

@@ -89,8 +89,12 @@ static int cost(const mdc_pp_schedule *s, char kind) { return kind == MDC_PP_B &
 static int run_sim(const mdc_pp_schedule *s, mdc_pp_timeline *tl, int *stuck_stage) {
     int p = s->p, m = s->m, v = s->v, P = p * v, total = 0, left = 0;
     size_t cells = (size_t)P * m;
-    sim x = {s, calloc((size_t)p, sizeof(int)), calloc((size_t)p, sizeof(int)), malloc(sizeof(int) * cells),
-             malloc(sizeof(int) * cells), malloc(sizeof(int) * cells)};
+    sim x = {s,
+             calloc((size_t)p, sizeof(int)),
+             calloc((size_t)p, sizeof(int)),
+             malloc(sizeof(int) * cells),
+             malloc(sizeof(int) * cells),
+             malloc(sizeof(int) * cells)};
     if (!x.next || !x.free_at || !x.fe || !x.be || !x.we) {
         free(x.next), free(x.free_at), free(x.fe), free(x.be), free(x.we);
         return -2;
@@ -116,7 +120,10 @@ static int run_sim(const mdc_pp_schedule *s, mdc_pp_timeline *tl, int *stuck_sta
         }
         if (!progressed) {
             for (int st = 0; st < p; st++)
-                if (x.next[st] < s->n[st]) { *stuck_stage = st; break; }
+                if (x.next[st] < s->n[st]) {
+                    *stuck_stage = st;
+                    break;
+                }
             total = -1;
             break;
         }
@@ -131,7 +138,8 @@ static int run_sim(const mdc_pp_schedule *s, mdc_pp_timeline *tl, int *stuck_sta
                 for (int c = 0; c < v; c++)
                     for (int mb = 0; mb < m; mb++) {
                         size_t at = (size_t)(c * p + st) * m + mb;
-                        int spans[3][2] = {{x.fe[at] - 1, x.fe[at]}, {x.be[at] - cost(s, MDC_PP_B), x.be[at]},
+                        int spans[3][2] = {{x.fe[at] - 1, x.fe[at]},
+                                           {x.be[at] - cost(s, MDC_PP_B), x.be[at]},
                                            {x.we[at] - 1, x.we[at]}};
                         const char kinds[3] = {MDC_PP_F, MDC_PP_B, MDC_PP_W};
                         for (int k = 0; k < (s->split ? 3 : 2); k++)
@@ -178,9 +186,11 @@ void mdc_pp_timeline_free(mdc_pp_timeline *t) {
 static mdc_status build_zb(mdc_pp_schedule *s, int *cap) {
     int p = s->p, m = s->m;
     mdc_pp_schedule ord = {"", p, m, 1, 1, calloc((size_t)p, sizeof(int)), calloc((size_t)p, sizeof(mdc_pp_action *))};
-    int *ocap = calloc((size_t)p, sizeof(int)), *pos = calloc((size_t)p, sizeof(int)), *freeat = calloc((size_t)p, sizeof(int));
+    int *ocap = calloc((size_t)p, sizeof(int)), *pos = calloc((size_t)p, sizeof(int)),
+        *freeat = calloc((size_t)p, sizeof(int));
     int *fe = malloc(sizeof(int) * (size_t)p * m), *be = malloc(sizeof(int) * (size_t)p * m);
-    int *wq = malloc(sizeof(int) * (size_t)p * m), *wh = calloc((size_t)p, sizeof(int)), *wt = calloc((size_t)p, sizeof(int));
+    int *wq = malloc(sizeof(int) * (size_t)p * m), *wh = calloc((size_t)p, sizeof(int)),
+        *wt = calloc((size_t)p, sizeof(int));
     int *held = calloc((size_t)p, sizeof(int));
     mdc_status st = MDC_OK;
     if (!ord.n || !ord.a || !ocap || !pos || !freeat || !fe || !be || !wq || !wh || !wt || !held) {
@@ -203,7 +213,7 @@ static mdc_status build_zb(mdc_pp_schedule *s, int *cap) {
                 t = d, ok = d >= 0 && fe[q * m + a->mb] >= 0;
                 if (ok && fe[q * m + a->mb] > t) t = fe[q * m + a->mb];
             }
-            int must_w = wt[q] - wh[q] > q; /* pending W beyond what keeps the stage within p sets */
+            int must_w = wt[q] - wh[q] > q;        /* pending W beyond what keeps the stage within p sets */
             if (ok && t <= freeat[q] && !must_w) { /* the next F or B can start now */
                 freeat[q] += 1;
                 if (a->kind == MDC_PP_F) fe[q * m + a->mb] = freeat[q], held[q]++;
@@ -237,19 +247,24 @@ done:
 mdc_status mdc_pp_schedule_build(mdc_pp_schedule *s, const char *name, int p, int m, int v) {
     memset(s, 0, sizeof *s);
     if (p < 1 || m < 1) return mdc_fail(MDC_ERR_INVALID, "pipeline schedule: %d stage(s), %d micro-batch(es)", p, m);
-    if (!name || (strcmp(name, "gpipe") && strcmp(name, "1f1b") && strcmp(name, "zb-h1") && strcmp(name, "interleaved")))
+    if (!name ||
+        (strcmp(name, "gpipe") && strcmp(name, "1f1b") && strcmp(name, "zb-h1") && strcmp(name, "interleaved")))
         return mdc_fail(MDC_ERR_INVALID, "--schedule %s: unknown (known: gpipe 1f1b interleaved zb-h1)",
                         name ? name : "(null)");
     int inter = !strcmp(name, "interleaved");
     if (inter && (v < 2 || v > MDC_GPT2_MAX_CHUNKS))
-        return mdc_fail(MDC_ERR_INVALID, "--schedule interleaved: --virtual-stages %d: 2 to %d model chunks per stage", v,
-                        MDC_GPT2_MAX_CHUNKS);
+        return mdc_fail(MDC_ERR_INVALID, "--schedule interleaved: --virtual-stages %d: 2 to %d model chunks per stage",
+                        v, MDC_GPT2_MAX_CHUNKS);
     if (!inter && v != 1)
-        return mdc_fail(MDC_ERR_INVALID, "--virtual-stages %d: only --schedule interleaved runs several model chunks "
-                        "per stage (schedule %s has one)", v, name);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--virtual-stages %d: only --schedule interleaved runs several model chunks "
+                        "per stage (schedule %s has one)",
+                        v, name);
     if (inter && m % p)
-        return mdc_fail(MDC_ERR_INVALID, "--schedule interleaved: --microbatches %d is not a multiple of --pp %d (the "
-                        "chunks run in groups of p micro-batches)", m, p);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--schedule interleaved: --microbatches %d is not a multiple of --pp %d (the "
+                        "chunks run in groups of p micro-batches)",
+                        m, p);
     snprintf(s->name, sizeof s->name, "%s", name);
     s->p = p, s->m = m, s->v = v, s->split = !strcmp(name, "zb-h1");
     s->n = calloc((size_t)p, sizeof(int)), s->a = calloc((size_t)p, sizeof(mdc_pp_action *));
@@ -276,7 +291,8 @@ mdc_status mdc_pp_schedule_build(mdc_pp_schedule *s, const char *name, int p, in
 
 mdc_status mdc_pp_schedule_validate(const mdc_pp_schedule *s) {
     int p = s->p, m = s->m, v = s->v;
-    if (v < 1 || v > MDC_GPT2_MAX_CHUNKS) return mdc_fail(MDC_ERR_INVALID, "schedule %s: %d chunks per stage", s->name, v);
+    if (v < 1 || v > MDC_GPT2_MAX_CHUNKS)
+        return mdc_fail(MDC_ERR_INVALID, "schedule %s: %d chunks per stage", s->name, v);
     char *seen = calloc((size_t)m * v * 3, 1);
     if (!seen) return mdc_fail(MDC_ERR_OOM_HOST, "schedule validation");
     mdc_status st = MDC_OK;
@@ -287,27 +303,32 @@ mdc_status mdc_pp_schedule_validate(const mdc_pp_schedule *s) {
             int kind = a->kind == MDC_PP_F ? 0 : a->kind == MDC_PP_B ? 1 : a->kind == MDC_PP_W ? 2 : -1;
             char *at = seen + ((size_t)a->chunk * m + a->mb) * 3;
             if (kind < 0 || a->mb < 0 || a->mb >= m || a->chunk < 0 || a->chunk >= v || (kind == 2 && !s->split))
-                st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d action %d (%c%d chunk %d) is not an action of this "
-                              "schedule", s->name, q, k, a->kind, a->mb, a->chunk);
+                st = mdc_fail(MDC_ERR_INVALID,
+                              "schedule %s: stage %d action %d (%c%d chunk %d) is not an action of this "
+                              "schedule",
+                              s->name, q, k, a->kind, a->mb, a->chunk);
             else if (at[kind]++)
-                st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d action %d (%c%d chunk %d) comes twice", s->name, q,
-                              k, a->kind, a->mb, a->chunk);
+                st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d action %d (%c%d chunk %d) comes twice", s->name,
+                              q, k, a->kind, a->mb, a->chunk);
             else if (kind == 2 && !at[1])
-                st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d action %d (W%d) before its B", s->name, q, k, a->mb);
+                st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d action %d (W%d) before its B", s->name, q, k,
+                              a->mb);
         }
         for (int j = 0; j < m * v && !st; j++)
             for (int kind = 0; kind < (s->split ? 3 : 2); kind++)
                 if (!seen[j * 3 + kind])
-                    st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d has no %c%d (chunk %d)", s->name, q, "FBW"[kind],
-                                  j % m, j / m);
+                    st = mdc_fail(MDC_ERR_INVALID, "schedule %s: stage %d has no %c%d (chunk %d)", s->name, q,
+                                  "FBW"[kind], j % m, j / m);
     }
     free(seen);
     if (st) return st;
     int stuck = -1, r = run_sim(s, NULL, &stuck);
     if (r == -2) return mdc_fail(MDC_ERR_OOM_HOST, "schedule simulation");
     if (r < 0) { /* name the first action that can never run */
-        return mdc_fail(MDC_ERR_INVALID, "schedule %s: deadlock: stage %d waits forever (every stage's next action needs "
-                        "one that has not run)", s->name, stuck);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "schedule %s: deadlock: stage %d waits forever (every stage's next action needs "
+                        "one that has not run)",
+                        s->name, stuck);
     }
     return MDC_OK;
 }
@@ -330,8 +351,11 @@ int mdc_pp_sets_formula(const mdc_pp_schedule *s, int q) {
 }
 
 const char *mdc_pp_formula_text(const mdc_pp_schedule *s, int sets) {
-    if (sets) return !strcmp(s->name, "gpipe") ? "m" : s->split ? "min(p, m)" : s->v > 1 ? "min(2(p-s-1)+(v-1)p+1, vm)"
-                                                                                        : "min(p-s, m)";
+    if (sets)
+        return !strcmp(s->name, "gpipe") ? "m"
+               : s->split                ? "min(p, m)"
+               : s->v > 1                ? "min(2(p-s-1)+(v-1)p+1, vm)"
+                                         : "min(p-s, m)";
     return s->split ? "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W))" : s->v > 1 ? "(p-1)/(vm+p-1)" : "(p-1)/(m+p-1)";
 }
 
@@ -357,8 +381,9 @@ void mdc_pp_schedule_print(const mdc_pp_schedule *s, FILE *out) {
     fprintf(out, "  makespan %d units; ideal (no bubble) %d\n", t.units, 3 * m * v);
     double f = mdc_pp_bubble_formula(s, 1, 1, 1);
     for (int q = 0; q < p; q++)
-        fprintf(out, "  stage %d: bubble %.3f (idle / makespan; formula %s = %.3f), peak %s held %d (formula %s = %d)\n",
-                q, 1.0 - (double)t.busy[q] / t.units, mdc_pp_formula_text(s, 0), f,
+        fprintf(out,
+                "  stage %d: bubble %.3f (idle / makespan; formula %s = %.3f), peak %s held %d (formula %s = %d)\n", q,
+                1.0 - (double)t.busy[q] / t.units, mdc_pp_formula_text(s, 0), f,
                 v > 1 ? "chunk activation sets" : "activation sets", t.peak[q], mdc_pp_formula_text(s, 1),
                 mdc_pp_sets_formula(s, q));
     mdc_pp_timeline_free(&t);

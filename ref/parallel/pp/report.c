@@ -38,7 +38,8 @@ mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out) {
         fprintf(out, "\npipeline: p = %d stages, m = %d micro-batches, schedule %s", p, m, s->name);
         if (v > 1) fprintf(out, ", v = %d model chunks per stage", v);
         fprintf(out, "; one boundary tensor (b, s/sp, h) = %.0f bytes\n", per);
-        fprintf(out, "  makespan %.3f ms (the first start to the last end over the stages); mean F %.3f ms, B %.3f ms%s",
+        fprintf(out,
+                "  makespan %.3f ms (the first start to the last end over the stages); mean F %.3f ms, B %.3f ms%s",
                 span * 1e3, tf * 1e3, tb * 1e3, s->split ? "" : "\n");
         if (s->split) fprintf(out, ", W %.3f ms\n", tw * 1e3);
         fprintf(out, "  %-6s %12s %10s %10s %6s %10s %6s %14s %14s\n", "stage", "busy ms", "bubble", "formula", "held",
@@ -53,10 +54,11 @@ mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out) {
                     span > 0 ? 1 - f[R_BUSY] / span : 0, form, f[R_HELD], want, f[R_SETS], f[R_SENT], bw,
                     f[R_SENT] >= bw && f[R_HELD] == want ? "ok" : "DIFFERS");
         }
-        fprintf(out, "  bubble = 1 - busy / makespan in virtual time (the stage's kernels against the schedule's time); "
-                     "formula %s%s, for uniform stages and free links. held: the most activation sets%s holding a "
-                     "micro-batch at once (F to %s), against %s; alloc: the sets allocated%s. bytes: m boundary tensors "
-                     "each way across each virtual-stage boundary (the sends of other schemes count too)\n",
+        fprintf(out,
+                "  bubble = 1 - busy / makespan in virtual time (the stage's kernels against the schedule's time); "
+                "formula %s%s, for uniform stages and free links. held: the most activation sets%s holding a "
+                "micro-batch at once (F to %s), against %s; alloc: the sets allocated%s. bytes: m boundary tensors "
+                "each way across each virtual-stage boundary (the sends of other schemes count too)\n",
                 mdc_pp_formula_text(s, 0), s->split ? " from the mean F, B, W" : "", v > 1 ? " (of one chunk)" : "",
                 s->split ? "W" : "B", mdc_pp_formula_text(s, 1),
                 v > 1 ? ", a pool per chunk (its layers' size), each as large as that chunk's own peak" : "");

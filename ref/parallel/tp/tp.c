@@ -64,8 +64,8 @@ mdc_status mdc_tp_create(mdc_tp **out, mdc_group *g, int sp) {
     if (!tp) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_tp_create");
     tp->g = g, tp->t = mdc_group_size(g), tp->r = mdc_group_rank(g), tp->sp = sp;
     tp->dev = mdc_transport_device(mdc_group_transport(g));
-    mdc_gpt2_comm c = {tp, sp ? tp->t : 1, f_forward, f_backward, g_forward, g_backward, vocab, mdc_tp_i_x_reduce,
-                       mdc_tp_i_x_vocab};
+    mdc_gpt2_comm c = {tp,         sp ? tp->t : 1, f_forward,         f_backward,      g_forward,
+                       g_backward, vocab,          mdc_tp_i_x_reduce, mdc_tp_i_x_vocab};
     tp->comm = c;
     *out = tp;
     return MDC_OK;

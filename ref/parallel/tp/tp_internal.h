@@ -12,7 +12,7 @@ struct mdc_tp {
     mdc_tp_counts counts;
     float *scratch; /* the [t][B][T/t][C] staging of SP, and the padded loss statistics */
     size_t scratch_n;
-    int exact;        /* exact mode: the model's reductions carry accumulators (ref/parallel/tp/tp_exact.c) */
+    int exact; /* exact mode: the model's reductions carry accumulators (ref/parallel/tp/tp_exact.c) */
     mdc_exact *xscratch;
     size_t xscratch_n;
     double *dscratch;
