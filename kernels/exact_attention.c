@@ -11,7 +11,10 @@
  * The scores of a row against a key block are computed for every key at once from the block
  * transposed (each key's dot product still adds the channels in order, so the loop vectorizes
  * over the keys without changing a rounding); the sums over keys or rows vectorize over the
- * channels. */
+ * channels.
+ * Grouped-query heads (p->group > 1): query head h reads kv head h / group; dK and dV of a kv head
+ * get the exact sums over every query head of its group. The backward runs OpenMP over (b, kv
+ * head), so no two threads add into the same element. */
 #include <omp.h>
 #include <stdlib.h>
 
@@ -24,6 +27,9 @@ static int visible(const mdc_attn_pair *p, int qpos) {
 }
 
 static int dropping(const mdc_dropout *d) { return d && d->p > 0.0f; }
+
+/* query heads per kv head */
+static int group_of(const mdc_attn_pair *p) { return p->group > 1 ? p->group : 1; }
 
 static void charge(mdc_device *dev, const mdc_attn_pair *p, double per_pair) {
     double pairs = mdc_attn_pair_visible(p);
@@ -63,7 +69,7 @@ void mdc_x_attn_max(mdc_device *dev, const mdc_attn_pair *p, int blk) {
 #pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < p->B * p->NH; bh++) {
             int b = bh / p->NH, h = bh % p->NH, last = visible(p, p->qpos0 + p->nq - 1);
-            const float *k = p->k + b * p->kv_bs + h * hs;
+            const float *k = p->k + b * p->kv_bs + h / group_of(p) * hs;
             for (int j0 = 0; j0 < last;) {
                 int j1 = block_end(p, j0, last, blk), w = j1 - j0;
                 transpose(k, (size_t)p->kv_ld, j0, j1, hs, kt);
@@ -92,7 +98,8 @@ void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t
 #pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < p->B * p->NH; bh++) {
             int b = bh / p->NH, h = bh % p->NH, last = visible(p, p->qpos0 + p->nq - 1);
-            const float *k = p->k + b * p->kv_bs + h * hs, *v = p->v + b * p->kv_bs + h * hs;
+            size_t ko = b * p->kv_bs + h / group_of(p) * hs;
+            const float *k = p->k + ko, *v = p->v + ko;
             for (int j0 = 0; j0 < last;) {
                 int j1 = block_end(p, j0, last, blk), w = j1 - j0;
                 transpose(k, (size_t)p->kv_ld, j0, j1, hs, kt);
@@ -176,7 +183,7 @@ static void tile(const mdc_attn_pair *p, int b, int h, int i0, int i1, int j0, i
 
 void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t xdq, size_t xdk, size_t xdv,
                          int blk) {
-    int hs = p->hs;
+    int hs = p->hs, G = group_of(p), KV = p->NH / G;
     float scale = 1.0f / sqrtf((float)hs);
     int qb0 = p->qpos0 / blk, qb1 = (p->qpos0 + p->nq + blk - 1) / blk, kb0 = p->kpos0 / blk;
     int kb1 = (p->kpos0 + p->nk + blk - 1) / blk;
@@ -186,50 +193,53 @@ void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, s
         float *P = malloc(sizeof(float) * (3 * tb + 2 * kb + hs)), *Pd = P + tb, *dS = Pd + tb, *kt = dS + tb;
         float *vt = kt + kb, *acc = vt + kb;
 #pragma omp for schedule(dynamic, 1)
-        for (int bh = 0; bh < p->B * p->NH; bh++) { /* dq, dk, dv rows of one (b, h): this thread's */
-            int b = bh / p->NH, h = bh % p->NH;
-            const float *k = p->k + b * p->kv_bs + h * hs, *v = p->v + b * p->kv_bs + h * hs;
+        for (int bg = 0; bg < p->B * KV; bg++) { /* dk, dv rows of one (b, kv head), dq of its group: this thread's */
+            int b = bg / KV, g = bg % KV;
+            const float *k = p->k + b * p->kv_bs + g * hs, *v = p->v + b * p->kv_bs + g * hs;
             for (int kbi = kb0; kbi < kb1; kbi++) {
                 int j0 = kbi * blk - p->kpos0, j1 = j0 + blk;
                 j0 = j0 < 0 ? 0 : j0, j1 = j1 > p->nk ? p->nk : j1;
                 int w = j1 - j0, transposed = 0;
-                for (int qb = qb0; qb < qb1; qb++) {
-                    int i0 = qb * blk - p->qpos0, i1 = i0 + blk;
-                    i0 = i0 < 0 ? 0 : i0, i1 = i1 > p->nq ? p->nq : i1;
-                    if (visible(p, p->qpos0 + i1 - 1) <= j0) continue; /* no visible pair in the tile */
-                    if (!transposed)
-                        transpose(k, (size_t)p->kv_ld, j0, j1, hs, kt), transpose(v, (size_t)p->kv_ld, j0, j1, hs, vt);
-                    transposed = 1;
-                    tile(p, b, h, i0, i1, j0, j1, kt, vt, scale, P, Pd, dS);
-                    for (int i = i0; i < i1; i++) { /* dQ_i's share of this key block */
-                        memset(acc, 0, sizeof(float) * hs);
-                        for (int c = 0; c < w; c++) {
-                            float d = dS[(size_t)(i - i0) * w + c];
-                            const float *kr = k + (size_t)(j0 + c) * p->kv_ld;
-                            for (int y = 0; y < hs; y++) acc[y] = acc[y] + d * kr[y];
+                for (int h = g * G; h < (g + 1) * G; h++) /* the group's query heads share kt, vt */
+                    for (int qb = qb0; qb < qb1; qb++) {
+                        int i0 = qb * blk - p->qpos0, i1 = i0 + blk;
+                        i0 = i0 < 0 ? 0 : i0, i1 = i1 > p->nq ? p->nq : i1;
+                        if (visible(p, p->qpos0 + i1 - 1) <= j0) continue; /* no visible pair in the tile */
+                        if (!transposed) {
+                            transpose(k, (size_t)p->kv_ld, j0, j1, hs, kt);
+                            transpose(v, (size_t)p->kv_ld, j0, j1, hs, vt);
                         }
-                        for (int y = 0; y < hs; y++) acc[y] = acc[y] * scale;
-                        mdc_xsum_add(x, xdq + b * p->q_bs + (size_t)i * p->q_ld + h * hs, acc, (size_t)hs);
+                        transposed = 1;
+                        tile(p, b, h, i0, i1, j0, j1, kt, vt, scale, P, Pd, dS);
+                        for (int i = i0; i < i1; i++) { /* dQ_i's share of this key block */
+                            memset(acc, 0, sizeof(float) * hs);
+                            for (int c = 0; c < w; c++) {
+                                float d = dS[(size_t)(i - i0) * w + c];
+                                const float *kr = k + (size_t)(j0 + c) * p->kv_ld;
+                                for (int y = 0; y < hs; y++) acc[y] = acc[y] + d * kr[y];
+                            }
+                            for (int y = 0; y < hs; y++) acc[y] = acc[y] * scale;
+                            mdc_xsum_add(x, xdq + b * p->q_bs + (size_t)i * p->q_ld + h * hs, acc, (size_t)hs);
+                        }
+                        for (int c = 0; c < w; c++) { /* dK_j's and dV_j's share of this query block */
+                            size_t kvo = b * p->kv_bs + (size_t)(j0 + c) * p->kv_ld + g * hs;
+                            memset(acc, 0, sizeof(float) * hs);
+                            for (int i = i0; i < i1; i++) {
+                                float d = dS[(size_t)(i - i0) * w + c];
+                                const float *qr = p->q + b * p->q_bs + (size_t)i * p->q_ld + h * hs;
+                                for (int y = 0; y < hs; y++) acc[y] = acc[y] + d * qr[y];
+                            }
+                            for (int y = 0; y < hs; y++) acc[y] = acc[y] * scale;
+                            mdc_xsum_add(x, xdk + kvo, acc, (size_t)hs);
+                            memset(acc, 0, sizeof(float) * hs);
+                            for (int i = i0; i < i1; i++) {
+                                float pd = Pd[(size_t)(i - i0) * w + c];
+                                const float *dO = p->dout + b * p->o_bs + (size_t)i * p->o_ld + h * hs;
+                                for (int y = 0; y < hs; y++) acc[y] = acc[y] + pd * dO[y];
+                            }
+                            mdc_xsum_add(x, xdv + kvo, acc, (size_t)hs);
+                        }
                     }
-                    for (int c = 0; c < w; c++) { /* dK_j's and dV_j's share of this query block */
-                        size_t kvo = b * p->kv_bs + (size_t)(j0 + c) * p->kv_ld + h * hs;
-                        memset(acc, 0, sizeof(float) * hs);
-                        for (int i = i0; i < i1; i++) {
-                            float d = dS[(size_t)(i - i0) * w + c];
-                            const float *qr = p->q + b * p->q_bs + (size_t)i * p->q_ld + h * hs;
-                            for (int y = 0; y < hs; y++) acc[y] = acc[y] + d * qr[y];
-                        }
-                        for (int y = 0; y < hs; y++) acc[y] = acc[y] * scale;
-                        mdc_xsum_add(x, xdk + kvo, acc, (size_t)hs);
-                        memset(acc, 0, sizeof(float) * hs);
-                        for (int i = i0; i < i1; i++) {
-                            float pd = Pd[(size_t)(i - i0) * w + c];
-                            const float *dO = p->dout + b * p->o_bs + (size_t)i * p->o_ld + h * hs;
-                            for (int y = 0; y < hs; y++) acc[y] = acc[y] + pd * dO[y];
-                        }
-                        mdc_xsum_add(x, xdv + kvo, acc, (size_t)hs);
-                    }
-                }
             }
         }
         free(P);

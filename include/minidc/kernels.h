@@ -331,11 +331,14 @@ void mdc_dropout_residual_backward(mdc_device *dev,
 /* Attention between runs of queries and keys at global positions (kernels/attention_pair.c;
  * context parallelism). Row i of the queries is at position qpos0 + i, key j at kpos0 + j; a
  * row sees the keys at positions <= its own. Layouts by strides (floats): q and dq
- * [b q_bs + i q_ld + h hs + x]; k, v, dk, dv [b kv_bs + j kv_ld + h hs + x]; o and dout
- * [b o_bs + i o_ld + h hs + x]; the per-row m, l, lse, D [b s_bs + h s_hs + i]. drop: dropout
- * with global positions (NULL: none). begin clears the rows' state; forward merges one key run
- * into it (the log-sum-exp rule, any order of runs); finish normalizes o and writes lse;
- * rowdot writes D = rowsum(dout * o); backward adds the run's share to dq, dk and dv. */
+ * [b q_bs + i q_ld + h hs + x]; k, v, dk, dv [b kv_bs + j kv_ld + g hs + x], g = h / group
+ * the kv head of query head h (group: query heads per kv head, NH a multiple of it; 0 or 1:
+ * g = h); o and dout [b o_bs + i o_ld + h hs + x]; the per-row m, l, lse, D
+ * [b s_bs + h s_hs + i]. drop: dropout with global positions (NULL: none). begin clears the
+ * rows' state; forward merges one key run into it (the log-sum-exp rule, any order of runs);
+ * finish normalizes o and writes lse; rowdot writes D = rowsum(dout * o); backward adds the
+ * run's share to dq, dk and dv (dk, dv of a kv head: the sum over its group's query heads, in
+ * ascending order). */
 typedef struct {
     int B, NH, hs;
     int nq, nk, qpos0, kpos0;
@@ -346,6 +349,7 @@ typedef struct {
     float *dq, *dk, *dv;
     const float *dout, *lse, *D;
     const mdc_dropout *drop;
+    int group; /* query heads per kv head (grouped-query attention); 0 or 1: one each */
 } mdc_attn_pair;
 void mdc_attn_pair_begin(const mdc_attn_pair *p);
 void mdc_attn_pair_forward(mdc_device *dev, const mdc_attn_pair *p);
@@ -364,8 +368,9 @@ void mdc_attn_pair_cost(const mdc_attn_pair *p, int kind, double *flops, double 
  * exp(s - m) and of p v added exactly into x at xl + (the row's index, laid out like m) and
  * xo + (laid out like o); finish: o = xo / xl rounded, lse = m + log xl; rowdot: D in channel
  * order; backward: each (query block, key block) tile's float sums added exactly into x at
- * xdq + (laid out like q), xdk and xdv + (like k, v). The result does not depend on how the
- * runs are split or the order they come in. */
+ * xdq + (laid out like q), xdk and xdv + (like k, v; a kv head gets the exact sums of every query
+ * head of its group). The result does not depend on how the runs are split or the order they
+ * come in. */
 void mdc_x_attn_max(mdc_device *dev, const mdc_attn_pair *p, int blk);
 void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t xl, size_t xo, int blk);
 void mdc_x_attn_finish(mdc_device *dev, const mdc_attn_pair *p, const mdc_xsum *x, size_t xl, size_t xo, float *lse);
@@ -402,6 +407,40 @@ void mdc_attention_backward_tiled_drop(mdc_device *dev,
                                        const float *lse,  // (B,NH,T)
                                        const mdc_dropout *drop, int B, int T, int C, int NH);
 
+/* Grouped-query attention (Hugging Face Llama / Qwen, repeat_kv): H query heads, KV key/value
+ * heads (KV divides H), head width d (any d >= 1, not necessarily C/H); query head h reads kv
+ * head h / (H/KV); scores scaled by 1/sqrt(d). qkv rows are [q (H d) | k (KV d) | v (KV d)]:
+ * query head h at columns h d, kv head g of k at H d + g d, of v at H d + KV d + g d; out rows
+ * are H d wide. drop: dropout on the probabilities as the _drop kernels above (query head h is
+ * global drop->head0 + h; NULL: none). dk and dv of a kv head are the sums over the query heads
+ * of its group, added in ascending head order (the same bits for any thread count). Charges:
+ * FLOPs of H heads; the bytes of k, v, dk, dv count KV heads. The GPT-2 kernels above
+ * are these with KV = H, d = C/H (the same bits and charges). */
+void mdc_attention_gqa_forward(mdc_device *dev,
+                               float *out,       // (B,T,H*d)
+                               float *att,       // (B,H,T,T) undropped probabilities, saved
+                               const float *qkv, // (B,T,(H+2KV)*d)
+                               const mdc_dropout *drop, int B, int T, int H, int KV, int d);
+void mdc_attention_gqa_backward(mdc_device *dev,
+                                float *dqkv,       // (B,T,(H+2KV)*d) +=
+                                float *scratch,    // (B,H,T,T) work space, clobbered
+                                const float *dout, // (B,T,H*d)
+                                const float *qkv,  // (B,T,(H+2KV)*d)
+                                const float *att,  // (B,H,T,T) from the forward
+                                const mdc_dropout *drop, int B, int T, int H, int KV, int d);
+void mdc_attention_gqa_forward_tiled(mdc_device *dev,
+                                     float *out,       // (B,T,H*d)
+                                     float *lse,       // (B,H,T) of the undropped scores
+                                     const float *qkv, // (B,T,(H+2KV)*d)
+                                     const mdc_dropout *drop, int B, int T, int H, int KV, int d);
+void mdc_attention_gqa_backward_tiled(mdc_device *dev,
+                                      float *dqkv,       // (B,T,(H+2KV)*d) +=
+                                      const float *dout, // (B,T,H*d)
+                                      const float *out,  // (B,T,H*d) from the forward
+                                      const float *qkv,  // (B,T,(H+2KV)*d)
+                                      const float *lse,  // (B,H,T)
+                                      const mdc_dropout *drop, int B, int T, int H, int KV, int d);
+
 /* ---- exact mode's block kernels (kernels/exact_blocks.c, docs/exactness.md) -----------------
  * Each adds block partial sums into arrays of exact sums (minidc/exact.h) at offsets in
  * floats of the same layout as the float tensors; n is a multiple of the block. */
@@ -431,6 +470,81 @@ void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, co
  * `valid` of row i of logits (row stride ld). */
 void mdc_x_sumexp(mdc_device *dev, mdc_exact *se, const float *logits, int ld, const float *mx, int n, int valid,
                   int vblk);
+
+/* ---- Llama / Qwen layers (kernels/rmsnorm.c, swiglu.c, rope.c; Hugging Face's definitions) --- */
+/* RMSNorm: y = w * (x * rstd), rstd = 1/sqrt(mean(x^2) + eps) per row (any C >= 1: Qwen3's
+ * q_norm / k_norm run it per head, C = head_dim, N = tokens x heads). The backward's input part
+ * (dinp) and weight part (dweight) can run alone: pass NULL for the other (the same bits as both
+ * at once). */
+void mdc_rmsnorm_forward(mdc_device *dev,
+                         float *out,          // (N,C)
+                         float *rstd,         // (N) saved for backward
+                         const float *inp,    // (N,C)
+                         const float *weight, // (C)
+                         int N, int C, float eps);
+void mdc_rmsnorm_backward(mdc_device *dev,
+                          float *dinp,         // (N,C) += or NULL
+                          float *dweight,      // (C) += or NULL
+                          const float *dout,   // (N,C)
+                          const float *inp,    // (N,C)
+                          const float *weight, // (C)
+                          const float *rstd,   // (N) from the forward
+                          int N, int C);
+
+/* SwiGLU: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)); finite for any finite inputs. */
+void mdc_swiglu_forward(mdc_device *dev,
+                        float *out,        // (n)
+                        const float *gate, // (n)
+                        const float *up,   // (n)
+                        size_t n);
+/* dup += dout * silu(g); dgate += dout * up * s (1 + g (1 - s)), s = sigmoid(g). */
+void mdc_swiglu_backward(mdc_device *dev,
+                         float *dgate,      // (n) +=
+                         float *dup,        // (n) +=
+                         const float *gate, // (n)
+                         const float *up,   // (n)
+                         const float *dout, // (n)
+                         size_t n);
+
+/* Rotary position embeddings, HF's rotate_half convention: pair j of a head of d channels (d
+ * even) is (x[j], x[j + d/2]), rotated by the angle pos * inv_freq[j]. The tables are built with
+ * minidc's own exp, log, sin and cos (the same bits on every machine). */
+/* Llama 3's frequency scaling (rope_scaling "rope_type": "llama3"). */
+typedef struct {
+    float factor, low_freq_factor, high_freq_factor;
+    int original_max_position_embeddings;
+} mdc_rope_llama3;
+/* inv_freq[i] = 1 / theta^(2i/d) in float32 as HF computes it, then llama3's scaling (NULL: none). */
+void mdc_rope_inv_freq(float *inv_freq, // (d/2)
+                       int d, double theta, const mdc_rope_llama3 *llama3);
+/* cos_t[p][j], sin_t[p][j] of the float angle (float)pos(p) * inv_freq[j], pos(p) = pos[p], or
+ * pos0 + p with pos NULL (a context-parallel rank's global positions). */
+void mdc_rope_table(float *cos_t,          // (P,d/2)
+                    float *sin_t,          // (P,d/2)
+                    const float *inv_freq, // (d/2)
+                    int d,
+                    const int *pos, // (P) or NULL
+                    int pos0, int P);
+/* Rotates x in place: B*T rows ((B,T) ordered) at x + r*ld, each `heads` heads of d channels
+ * side by side (head h at columns h*d); row r uses table row r % T. x1' = x1 c - x2 s,
+ * x2' = x2 c + x1 s. */
+void mdc_rope_forward(mdc_device *dev,
+                      float *x, // (B*T, ld) rows of heads*d, rotated in place
+                      int ld, int heads, int d,
+                      const float *cos_t, // (T,d/2)
+                      const float *sin_t, // (T,d/2)
+                      int B, int T);
+/* The transpose, in place on the gradient (it replaces dx, it does not accumulate):
+ * dx1' = dx1 c + dx2 s, dx2' = dx2 c - dx1 s. */
+void mdc_rope_backward(mdc_device *dev,
+                       float *dx, // (B*T, ld) rows of heads*d, rotated in place
+                       int ld, int heads, int d,
+                       const float *cos_t, // (T,d/2)
+                       const float *sin_t, // (T,d/2)
+                       int B, int T);
+/* sin and cos of x in double, minidc's own (the tables' cos and sin before rounding to float):
+ * absolute error below 5e-16 for |x| < 2^26; NaN for |x| > 2^50, inf and NaN. */
+void mdc_rope_sincos(double x, double *sin_x, double *cos_x);
 
 #ifdef __cplusplus
 }
