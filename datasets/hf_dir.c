@@ -12,27 +12,15 @@
 
 #include <cjson/cJSON.h>
 
-#include "json_strict.h"
+#include "hf_config.h"
 #include "minidc/weights.h"
-
-enum { MAX_CONFIG = 1 << 20 };
 
 int mdc_hf_is_dir(const char *path) {
     struct stat sb;
     return path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* config.json checked, parsed, with the raw text of its top-level values */
-typedef struct {
-    const char *path;
-    char *text;
-    mdc_json_members top;
-    cJSON *root;
-} config_src;
-
-/* A value's raw text for a message (it passed the scanner: UTF-8, no NUL), cut at 40 bytes on
- * a character boundary. */
-static const char *raw(const config_src *c, const char *key, char *buf, size_t cap) {
+const char *mdc_i_hf_raw(const mdc_i_hf_src *c, const char *key, char *buf, size_t cap) {
     const mdc_json_member *m = mdc_json_member_find(&c->top, key);
     const char *v = m ? c->text + m->at : "";
     size_t n = m ? m->len : 0, cut = n;
@@ -42,26 +30,47 @@ static const char *raw(const config_src *c, const char *key, char *buf, size_t c
     return buf;
 }
 
-/* The integer key, in [1, 2^30] and written as one (digits only: 4.0 and 4e0 are floats to
- * Python, and transformers would compute with a float); *out untouched when absent and not
- * required. */
-static mdc_status int_field(const config_src *c, const char *key, int required, int *out) {
+mdc_status mdc_i_hf_int(const mdc_i_hf_src *c, const char *key, int required, int *out) {
     const mdc_json_member *m = mdc_json_member_find(&c->top, key);
     char buf[64];
-    if (!m) return required ? mdc_fail(MDC_ERR_FORMAT, "%s: no \"%s\" (a GPT-2 config has it)", c->path, key) : MDC_OK;
+    if (!m)
+        return required ? mdc_fail(MDC_ERR_FORMAT, "%s: no \"%s\" (%s config has it)", c->path, key, c->what) : MDC_OK;
     long long v = 0;
     size_t i = 0;
     for (; i < m->len && i < 11 && c->text[m->at + i] >= '0' && c->text[m->at + i] <= '9'; i++)
         v = v * 10 + (c->text[m->at + i] - '0');
     if (i != m->len || v < 1 || v > 1 << 30)
         return mdc_fail(MDC_ERR_FORMAT, "%s: \"%s\" must be a positive integer (digits only, at most 2^30), not %s",
-                        c->path, key, raw(c, key, buf, sizeof buf));
+                        c->path, key, mdc_i_hf_raw(c, key, buf, sizeof buf));
     *out = (int)v;
     return MDC_OK;
 }
 
+mdc_status mdc_i_hf_open(const char *path, const char *text, size_t n, mdc_i_hf_src *c) {
+    memset(c, 0, sizeof *c);
+    c->path = path, c->what = "a GPT-2";
+    unsigned char *bytes = NULL;
+    mdc_status st = text ? MDC_OK : mdc_read_file(path, MAX_CONFIG, &bytes, &n);
+    if (st) return st;
+    if (!(c->text = malloc(n + 1))) st = mdc_fail(MDC_ERR_OOM_HOST, "%s", path);
+    if (!st) memcpy(c->text, text ? text : (const char *)bytes, n), c->text[n] = 0;
+    free(bytes);
+    if (!st) st = mdc_json_strict(path, c->text, n, &c->top); /* no NUL byte gets past it: cJSON reads a C string */
+    if (!st && !(c->root = cJSON_Parse(c->text)))
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: not one JSON object (cJSON cannot read it)", path);
+    if (st) mdc_i_hf_close(c);
+    return st;
+}
+
+void mdc_i_hf_close(mdc_i_hf_src *c) {
+    cJSON_Delete(c->root);
+    mdc_json_members_free(&c->top);
+    free(c->text);
+    memset(c, 0, sizeof *c);
+}
+
 /* transformers' attribute_map: a GPT-2 config that also states hidden_size sets n_embd from it */
-static mdc_status aliases(const config_src *c, const mdc_hf_config *h) {
+static mdc_status aliases(const mdc_i_hf_src *c, const mdc_hf_config *h) {
     const struct {
         const char *alias, *key;
         int v;
@@ -71,7 +80,7 @@ static mdc_status aliases(const config_src *c, const mdc_hf_config *h) {
              {"num_hidden_layers", "n_layer", h->n_layer}};
     for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
         int v = 0;
-        mdc_status st = int_field(c, a[k].alias, 0, &v);
+        mdc_status st = mdc_i_hf_int(c, a[k].alias, 0, &v);
         if (st) return st;
         if (v && v != a[k].v)
             return mdc_fail(MDC_ERR_FORMAT, "%s: \"%s\" is %d but \"%s\" is %d (transformers reads %s as %s)", c->path,
@@ -82,24 +91,24 @@ static mdc_status aliases(const config_src *c, const mdc_hf_config *h) {
 
 /* The settings of GPT2Config that change the forward pass, each with the one value minidc's
  * model computes (transformers' defaults). */
-static mdc_status math_settings(const config_src *c, const mdc_hf_config *h) {
+static mdc_status math_settings(const mdc_i_hf_src *c, const mdc_hf_config *h) {
     char buf[64];
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, "layer_norm_epsilon");
     if (v && !cJSON_IsNumber(v)) return mdc_fail(MDC_ERR_FORMAT, "%s: \"layer_norm_epsilon\" is not a number", c->path);
     if (v && v->valuedouble != 1e-5)
         return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"layer_norm_epsilon\" is %s; minidc's LayerNorm uses 1e-5", c->path,
-                        raw(c, "layer_norm_epsilon", buf, sizeof buf));
+                        mdc_i_hf_raw(c, "layer_norm_epsilon", buf, sizeof buf));
     v = cJSON_GetObjectItemCaseSensitive(c->root, "activation_function");
     const char *act = cJSON_IsString(v) ? v->valuestring : "";
     if (v && strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh"))
         return mdc_fail(MDC_ERR_UNSUPPORTED,
                         "%s: \"activation_function\" is %s; minidc's MLP computes \"gelu_new\" "
                         "(\"gelu_pytorch_tanh\" is the same tanh formula and accepted too)",
-                        c->path, raw(c, "activation_function", buf, sizeof buf));
+                        c->path, mdc_i_hf_raw(c, "activation_function", buf, sizeof buf));
     v = cJSON_GetObjectItemCaseSensitive(c->root, "n_inner");
     if (v && !cJSON_IsNull(v)) {
         int inner = 0;
-        mdc_status st = int_field(c, "n_inner", 1, &inner);
+        mdc_status st = mdc_i_hf_int(c, "n_inner", 1, &inner);
         if (st) return st;
         if (inner != 4 * h->n_embd)
             return mdc_fail(MDC_ERR_UNSUPPORTED,
@@ -108,7 +117,7 @@ static mdc_status math_settings(const config_src *c, const mdc_hf_config *h) {
                             c->path, inner, 4 * h->n_embd, 4 * h->n_embd);
     }
     int ctx = 0;
-    mdc_status st = int_field(c, "n_ctx", 0, &ctx); /* a legacy key transformers ignores; still a size */
+    mdc_status st = mdc_i_hf_int(c, "n_ctx", 0, &ctx); /* a legacy key transformers ignores; still a size */
     if (st) return st;
     static const struct {
         const char *key;
@@ -123,15 +132,15 @@ static mdc_status math_settings(const config_src *c, const mdc_hf_config *h) {
         v = cJSON_GetObjectItemCaseSensitive(c->root, flags[k].key);
         if (v && !(flags[k].want ? cJSON_IsTrue(v) : cJSON_IsFalse(v)))
             return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"%s\" is %s; minidc supports only %s (%s)", c->path,
-                            flags[k].key, raw(c, flags[k].key, buf, sizeof buf), flags[k].want ? "true" : "false",
-                            flags[k].why);
+                            flags[k].key, mdc_i_hf_raw(c, flags[k].key, buf, sizeof buf),
+                            flags[k].want ? "true" : "false", flags[k].why);
     }
     v = cJSON_GetObjectItemCaseSensitive(c->root, "pruned_heads");
     if (v && !(cJSON_IsObject(v) && !v->child))
         return mdc_fail(MDC_ERR_UNSUPPORTED,
                         "%s: \"pruned_heads\" is %s; minidc supports only {} (every head of every "
                         "layer)",
-                        c->path, raw(c, "pruned_heads", buf, sizeof buf));
+                        c->path, mdc_i_hf_raw(c, "pruned_heads", buf, sizeof buf));
     v = cJSON_GetObjectItemCaseSensitive(c->root, "quantization_config");
     if (v && !cJSON_IsNull(v))
         return mdc_fail(MDC_ERR_UNSUPPORTED,
@@ -142,31 +151,22 @@ static mdc_status math_settings(const config_src *c, const mdc_hf_config *h) {
 }
 
 static mdc_status read_config(const char *cpath, mdc_hf_config *h) {
-    config_src c = {.path = cpath};
-    unsigned char *bytes;
-    size_t n;
+    mdc_i_hf_src c;
     memset(h, 0, sizeof *h);
-    mdc_status st = mdc_read_file(cpath, MAX_CONFIG, &bytes, &n);
+    mdc_status st = mdc_i_hf_open(cpath, NULL, 0, &c);
     if (st) return st;
-    if (!(c.text = malloc(n + 1))) st = mdc_fail(MDC_ERR_OOM_HOST, "%s", cpath);
-    if (!st) memcpy(c.text, bytes, n), c.text[n] = 0;
-    free(bytes);
-    if (!st) st = mdc_json_strict(cpath, c.text, n, &c.top); /* no NUL byte gets past it: cJSON reads a C string */
-    if (!st && !(c.root = cJSON_Parse(c.text)))
-        st = mdc_fail(MDC_ERR_FORMAT, "%s: not one JSON object (cJSON cannot read it)", cpath);
     const char *keys[5] = {"n_head", "n_layer", "n_embd", "vocab_size", "n_positions"};
     int *dst[5] = {&h->n_head, &h->n_layer, &h->n_embd, &h->vocab_size, &h->n_positions};
-    const cJSON *type = st ? NULL : cJSON_GetObjectItemCaseSensitive(c.root, "model_type");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(c.root, "model_type");
     char buf[64];
     if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "gpt2"))) /* before sizes of another model */
-        st = mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"model_type\" is %s, not \"gpt2\"", cpath,
-                      raw(&c, "model_type", buf, sizeof buf));
-    for (int i = 0; !st && i < 5; i++) st = int_field(&c, keys[i], 1, dst[i]);
+        st = mdc_fail(MDC_ERR_UNSUPPORTED,
+                      "%s: \"model_type\" is %s, not one of \"gpt2\", \"llama\", \"qwen2\", \"qwen3\"", cpath,
+                      mdc_i_hf_raw(&c, "model_type", buf, sizeof buf));
+    for (int i = 0; !st && i < 5; i++) st = mdc_i_hf_int(&c, keys[i], 1, dst[i]);
     if (!st) st = aliases(&c, h);
     if (!st) st = math_settings(&c, h);
-    cJSON_Delete(c.root);
-    mdc_json_members_free(&c.top);
-    free(c.text);
+    mdc_i_hf_close(&c);
     return st;
 }
 
@@ -176,6 +176,7 @@ mdc_status mdc_hf_read_dir(const char *dir, int heads, mdc_tensorfile **tf, mdc_
     if (snprintf(cpath, sizeof cpath, "%s/config.json", dir) >= (int)sizeof cpath ||
         snprintf(wpath, sizeof wpath, "%s/model.safetensors", dir) >= (int)sizeof wpath)
         return mdc_fail(MDC_ERR_INVALID, "%s: path too long", dir);
+    if (mdc_hf_dir_family(cpath) > 0) return mdc_family_read_dir(dir, cpath, tf, cfg);
     mdc_hf_config c;
     mdc_status st = read_config(cpath, &c);
     if (st) return st;

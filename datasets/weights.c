@@ -153,6 +153,14 @@ static mdc_status moe_from_names(const mdc_tensorfile *tf, const char *label, md
 
 mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *label, int heads, mdc_gpt2_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    const char *json = mdc_tensorfile_get_meta(tf, "config"); /* a family's: its config.json */
+    if (json) {
+        mdc_status st = mdc_family_config_parse(label, json, strlen(json), cfg);
+        if (!st && heads > 0 && heads != cfg->H)
+            st = mdc_fail(MDC_ERR_INVALID, "--heads %d contradicts %s's num_attention_heads %d (leave --heads out)",
+                          heads, label, cfg->H);
+        return st ? st : mdc_i_weights_check(tf, label, cfg);
+    }
     const mdc_tensor *wte = find_canon(tf, "wte"), *wpe = find_canon(tf, "wpe");
     if (!wte || !wpe)
         return mdc_fail(MDC_ERR_FORMAT, "%s: no tensor '%s' (GPT-2 weights need wte.weight and wpe.weight)", label,
@@ -210,6 +218,10 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
     if (st)
         return mdc_fail(st, "%s: inferred V=%d T=%d L=%d H=%d C=%d: %s", label, cfg->V, cfg->T, cfg->L, cfg->H, cfg->C,
                         mdc_detail());
+    return mdc_i_weights_check(tf, label, cfg);
+}
+
+mdc_status mdc_i_weights_check(const mdc_tensorfile *tf, const char *label, const mdc_gpt2_config *cfg) {
     /* every tensor of that model, with its shape, before anyone allocates it: a small file that
      * names h.199 must not cost a 200-layer model's memory to be refused */
     for (int i = 0; i < mdc_gpt2_tensor_count(cfg); i++) {
@@ -217,8 +229,9 @@ mdc_status mdc_gpt2_config_from_weights(const mdc_tensorfile *tf, const char *la
         mdc_gpt2_tensor_at(cfg, i, &p);
         const mdc_tensor *t = find_canon(tf, p.name);
         if (!t)
-            return mdc_fail(MDC_ERR_FORMAT, "%s: no tensor '%s' (the file's names imply L=%d layers: h.0 to h.%d)",
-                            label, mdc_gpt2_hf_name(&p), cfg->L, cfg->L - 1);
+            return mdc_fail(MDC_ERR_FORMAT, "%s: no tensor '%s' (the file's names imply L=%d layers: %s0 to %s%d)",
+                            label, mdc_gpt2_hf_name(&p), cfg->L, cfg->family ? "model.layers." : "h.",
+                            cfg->family ? "model.layers." : "h.", cfg->L - 1);
         if (t->ndim != p.ndim || t->shape[0] != p.shape[0] || (p.ndim == 2 && t->shape[1] != p.shape[1])) {
             char a[96], b[96];
             int64_t want[2] = {p.shape[0], p.shape[1]};
@@ -268,10 +281,11 @@ mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
         if (skip_prefix && !strncmp(t->name, skip_prefix, strlen(skip_prefix))) continue;
         const char *c = mdc_gpt2_canonical_name(t->name, buf, sizeof buf);
         if (is_hf_buffer(c)) continue;
-        if (!strcmp(c, "lm_head.weight")) {
+        if (!strcmp(c, "lm_head.weight") && mdc_gpt2_tensor_find(cfg, c) < 0) { /* tied: must be the embedding */
             lm_head = t;
             continue;
         }
+        if (strstr(c, ".rotary_emb.inv_freq")) continue; /* a buffer older transformers saved, not a parameter */
         int bl, blen = 0;
         if (sscanf(c, "h.%d.mlp.router.e_score_correction_bias%n", &bl, &blen) == 1 && blen > 0 && !c[blen]) {
             if ((st = load_bias(m, t, label, bl))) goto done;
@@ -279,8 +293,8 @@ mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
         }
         int k = mdc_gpt2_tensor_find(cfg, c);
         if (k < 0) {
-            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' is not a parameter of GPT-2 with L=%d", label, t->name,
-                          cfg->L);
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' is not a parameter of %s with L=%d", label, t->name,
+                          cfg->family ? mdc_gpt2_family_name(cfg->family) : "GPT-2", cfg->L);
             goto done;
         }
         if (src[k]) {
@@ -310,7 +324,7 @@ mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
     }
     if (lm_head) {
         mdc_param_tensor p;
-        mdc_gpt2_tensor_at(cfg, mdc_gpt2_tensor_find(cfg, "wte"), &p);
+        mdc_gpt2_tensor_at(cfg, 0, &p); /* the token embedding */
         tmp = malloc(p.numel * sizeof *tmp);
         if (!tmp) {
             st = mdc_fail(MDC_ERR_OOM_HOST, "%s", label);
@@ -319,9 +333,9 @@ mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
         if (lm_head->numel != p.numel || mdc_tensor_to_f32(lm_head, tmp, p.numel) ||
             memcmp(tmp, params + p.offset, p.numel * sizeof *tmp)) {
             st = mdc_fail(MDC_ERR_UNSUPPORTED,
-                          "%s: tensor '%s' differs from wte: the model ties the LM head "
+                          "%s: tensor '%s' differs from %s: the model ties the LM head "
                           "to the token embedding",
-                          label, lm_head->name);
+                          label, lm_head->name, p.name);
             goto done;
         }
     }
@@ -350,6 +364,11 @@ mdc_status mdc_gpt2_add_tensors(const mdc_gpt2 *m, const float *base, const char
 }
 
 mdc_status mdc_gpt2_set_config_meta(const mdc_gpt2_config *cfg, mdc_tensorfile *tf) {
+    if (cfg->family != MDC_FAMILY_GPT2) { /* a family's config.json, as its directory would hold it */
+        char text[4096];
+        mdc_status st = mdc_family_config_json(cfg, text, sizeof text);
+        return st ? st : mdc_tensorfile_set_meta(tf, "config", text);
+    }
     const struct {
         const char *key;
         int v;

@@ -11,6 +11,9 @@ mdc_status mdc_i_weights_to_f32(const char *label, const mdc_tensor *t, const md
 /* Every model tensor of m from tf; names starting with skip_prefix (if not NULL) are left for
  * the caller. */
 mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char *label, const char *skip_prefix);
+/* Every tensor of cfg's model is in tf with its shape, and the model fits in the host's memory
+ * (checked before anyone allocates it). */
+mdc_status mdc_i_weights_check(const mdc_tensorfile *tf, const char *label, const mdc_gpt2_config *cfg);
 /* A plain decimal integer: digits only, no sign, space or leading zero, at most UINT64_MAX.
  * Returns 1 and sets *out, else 0. */
 int mdc_i_parse_u64(const char *s, uint64_t *out);

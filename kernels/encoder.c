@@ -9,7 +9,8 @@
  *   shard forward:  out[i,:] = wte[inp[i]-lo,:] if lo <= inp[i] < lo+rows, else 0
  *                   FLOPs 0; bytes 4*(N + 2*N*C)  (the sum over ranks then adds positions)
  *   positions:      out[b,j,:] = in[b,j,:] + wpe[pos0+j,:] (or a map pos[j])  FLOPs B*Tl*C; bytes 12*B*Tl*C
- *   shard backward: as the backward, rows outside the shard skipped; dwpe from every position */
+ *   shard backward: as the backward, rows outside the shard skipped; dwpe from every position
+ *             (dwpe NULL, no position table: FLOPs B*T*C; bytes 4*(B*T + 3*B*T*C)) */
 #include <limits.h>
 
 #include "internal.h"
@@ -73,7 +74,7 @@ void mdc_embed_shard_backward(mdc_device *dev, float *dwte, float *dwpe, const f
             }
         }
 #pragma omp for schedule(static)
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < (dwpe ? T : 0); t++) {            /* dwpe NULL: no position table (the families) */
             float *d = dwpe + (size_t)(pos ? pos[t] : t) * C; /* positions are distinct: rows are the thread's */
             for (int b = 0; b < B; b++) {
                 const float *g = dout + ((size_t)b * T + t) * C;
@@ -82,5 +83,6 @@ void mdc_embed_shard_backward(mdc_device *dev, float *dwte, float *dwpe, const f
         }
     }
     double n = (double)B * T;
-    mdc_k_charge(dev, 2.0 * n * C, 4.0 * (n + 5.0 * n * C));
+    if (dwpe) mdc_k_charge(dev, 2.0 * n * C, 4.0 * (n + 5.0 * n * C));
+    else mdc_k_charge(dev, n * C, 4.0 * (n + 3.0 * n * C));
 }

@@ -214,6 +214,34 @@ void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t of
     mdc_k_charge(dev, 7.0 * n * C, 4.0 * (2.0 * n * C + 2.0 * n));
 }
 
+void mdc_x_rmsnorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, const float *dout, int ldo, const float *inp,
+                         int ldx, const float *rstd, int n, int heads, int d, int blk) {
+    int nb = n / blk, ok = 1;
+#pragma omp parallel
+    {
+        float *tmp = calloc((size_t)d, sizeof(float));
+        if (!tmp) {
+#pragma omp atomic write
+            ok = 0;
+        }
+#pragma omp for schedule(static)
+        for (int b = 0; b < nb; b++) {
+            if (!tmp) continue;
+            size_t r0 = (size_t)b * blk;
+            memset(tmp, 0, (size_t)d * sizeof(float));
+            mdc_rmsnorm_heads_backward(NULL, NULL, 0, tmp, dout + r0 * ldo, ldo, inp + r0 * ldx, ldx, NULL,
+                                       rstd + r0 * heads, blk, heads, d);
+#pragma omp critical(mdc_x_rmsnorm)
+            mdc_xsum_add(xs, offw, tmp, (size_t)d); /* every block's into the same sums: exact in any order */
+        }
+        free(tmp);
+    }
+    if (!ok) xs->oom = 1;
+    double u = (double)n * heads;
+    charge(dev, 0, (double)nb * d, 0);
+    mdc_k_charge(dev, 3.0 * u * d, 4.0 * (2.0 * u * d + u));
+}
+
 void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp, int lo,
                  int rows, const int *pos, int B, int T, int C) {
     /* one float per token and channel: the order of the tokens cannot matter */

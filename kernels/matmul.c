@@ -1,5 +1,6 @@
-/* Matrix products with bias, weights in Conv1D layout [in, out] (so no transposes in the
- * forward), and the tied LM head. Every product is mdc_k_sgemm (fixed-partition cblas_sgemm).
+/* Matrix products with bias, weights in Conv1D layout [in, out] (GPT-2: no transposes in the
+ * forward) or in nn.Linear's [out, in] (Llama, Qwen: the linear entries), and the LM head.
+ * The linear entries charge exactly what the matmul ones do (the same operands). Every product is mdc_k_sgemm (fixed-partition cblas_sgemm).
  *   matmul forward:   out = inp @ w + b
  *       FLOPs 2*N*C*OC + N*OC;  bytes 4*(N*C + C*OC + OC + N*OC)
  *   matmul residual:  out = res + inp @ w + b
@@ -99,4 +100,32 @@ void mdc_lmhead_backward(mdc_device *dev, float *dinp, float *dwte, const float 
     mdc_k_sgemm(1, 0, Vp, C, N, 1.0f, dlogits, Vp, inp, C, 1.0f, dwte, C);
     double n = N, c = C, v = Vp;
     mdc_k_charge(dev, 4 * n * c * v, 4 * (2 * n * v + 3 * v * c + 3 * n * c));
+}
+
+void mdc_linear_forward(mdc_device *dev, float *out, const float *residual, const float *inp, const float *weight,
+                        const float *bias, int N, int C, int OC) {
+    int acc = bias || residual;
+    if (acc) fill_bias(out, residual, bias, N, OC);
+    mdc_k_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, acc ? 1.0f : 0.0f, out, OC);
+    double n = N, c = C, oc = OC;
+    mdc_k_charge(dev, 2 * n * c * oc + (residual ? 2 : 1) * n * oc,
+                 4 * (n * c + c * oc + oc + (residual ? 2 : 1) * n * oc));
+}
+
+void mdc_linear_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC) {
+    double n = N, c = C, oc = OC;
+    double flops = dweight ? 2 * n * c * oc : 0, bytes = dweight ? 4 * (n * oc + n * c + 2 * c * oc) : 0;
+    if (dinp) {
+        mdc_k_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+        flops += 2 * n * c * oc;
+        bytes += 4 * (n * oc + c * oc + 2 * n * c);
+    }
+    if (dweight) mdc_k_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dbias) {
+        bias_backward(dbias, dout, N, OC);
+        flops += n * oc;
+        bytes += 4 * (n * oc + 2 * oc);
+    }
+    mdc_k_charge(dev, flops, bytes);
 }

@@ -56,6 +56,15 @@ int mdc_cmd_train(int argc, char **argv) {
                *out_opt[4] = {"--save", "--report", "--timeline", "--trace"};
     for (int k = 0; k < 4 && !st; k++) {
         if (!outs[k]) continue;
+        size_t n = strlen(outs[k]);
+        if (k == 0 && n && outs[k][n - 1] == '/') { /* --save DIR/: a Hugging Face directory of a family's model */
+            if (cfg.family == MDC_FAMILY_GPT2)
+                st = mdc_fail(MDC_ERR_INVALID,
+                              "--save %s: a directory is written for the Llama and Qwen families; "
+                              "save a GPT-2 run to a FILE",
+                              outs[k]);
+            continue;
+        }
         st = mdc_check_output(out_opt[k], outs[k]);
         if (!st) st = mdc_check_not_input(out_opt[k], outs[k], "--data", o.data);
         if (!st && k > 0) st = mdc_check_not_input(out_opt[k], outs[k], "--resume", o.resume);
@@ -138,6 +147,7 @@ int mdc_cmd_train(int argc, char **argv) {
     }
     mdc_train_state ts = {0, 0, (uint64_t)o.seed, 1, (uint64_t)B, 0};
     int step0 = 0;
+    if (o.init && !o.resume && (st = mdc_train_init(&rt, tr, ser, &cfg, o.init))) die(&rt, st, 1);
     if (o.resume) {
         if ((st = mdc_train_load(&rt, tr, ser, &cfg, o.resume, &ts))) die(&rt, st, 1);
         /* the step must fit the int step counter, with --steps added */

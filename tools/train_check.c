@@ -6,7 +6,7 @@
 
 #include "train_check.h"
 
-enum { NAME = 48 };
+enum { NAME = 64 };
 #define LOSS_RTOL 1e-5   /* first step: the same parameters and tokens, summed in other orders */
 #define GRAD_RTOL 1e-5   /* first step's gradients, normwise over every tensor */
 #define TENSOR_RTOL 1e-4 /* ... and per tensor, against max(||g_t||, ||g|| sqrt(n_t / n)) */

@@ -5,14 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "minidc/cp.h"
 #include "minidc/pp.h"
+#include "minidc/weights.h"
 #include "train_options.h"
 
 const char mdc_train_usage[] =
     "usage: minidc train [options]            (one rank)\n"
     "       mpiexec.mpich -n N minidc train --dp D --tp T [--sp] [--zero Z] [options]   (N = D x T)\n"
-    "  --config NAME       tiny | small | gpt2 (default tiny); sizes below override it\n"
+    "  --config NAME       tiny | small | gpt2 | llama-tiny | qwen2-tiny | qwen3-tiny (default tiny),\n"
+    "                      or a Llama / Qwen2 / Qwen3 config.json; sizes below override it\n"
+    "  --init DIR          start from the weights of a Hugging Face directory (or a weights file);\n"
+    "                      its config is the run's unless --config is given (then they must agree)\n"
     "  --vocab V --ctx T --layers L --heads H --channels C   explicit model sizes\n"
     "  --batch B           global sequences per step (default: the config's, 24 / 12 / 12)\n"
     "  --seq T             tokens per sequence (default: the context)\n"
@@ -24,7 +30,9 @@ const char mdc_train_usage[] =
     "  --force-seed        with --resume: take --seed even where the checkpoint has another\n"
     "  --data FILE         token shard; default: the generated repeat task\n"
     "  --save FILE / --resume FILE   checkpoint of the global tensors after the last step / before\n"
-    "                      the first (any mesh resumes any other's)\n"
+    "                      the first (any mesh resumes any other's); --save DIR/ (a family's\n"
+    "                      run): a Hugging Face directory (config.json, model.safetensors) with the\n"
+    "                      checkpoint beside them (training_state.safetensors; --resume DIR/ reads it)\n"
     "  --quiet             only the first, every 10th and the last step lines\n"
     "  --dp N              data-parallel ranks (default: the ranks left by the other axes)\n"
     "  --tp N              tensor-parallel ranks (Megatron: heads, MLP columns, vocabulary split)\n"
@@ -119,7 +127,7 @@ static mdc_status parse_layout(const char *a, const char *v, int *out, int *n) {
 
 mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *help) {
     memset(o, 0, sizeof *o);
-    o->config = "tiny", o->steps = 100, o->seed = 1, o->dp = -1, o->tp = 1, o->pp = 1, o->cp = 1, o->ep = 1;
+    o->config = NULL, o->steps = 100, o->seed = 1, o->dp = -1, o->tp = 1, o->pp = 1, o->cp = 1, o->ep = 1;
     o->accum = 1, o->fail_rank = -1;
     mdc_moe_cli_default(&o->moe);
     mdc_adamw_config_default(&o->opt);
@@ -191,6 +199,7 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--save")) o->save = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
+        else if (!strcmp(a, "--init")) o->init = v;
         else if (!strcmp(a, "--schedule")) o->schedule = v;
         else if (!strcmp(a, "--cp-layout")) o->cp_layout = v;
         else if (!strcmp(a, "--cp-algo")) o->cp_algo = v;
@@ -214,8 +223,13 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
 }
 
 mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config *cfg) {
-    int defB;
-    mdc_status st = mdc_gpt2_config_named(o->config, cfg, &defB);
+    int defB = 8;
+    mdc_status st;
+    if (o->config && access(o->config, R_OK) == 0) st = mdc_gpt2_config_from_json(o->config, cfg); /* a config.json */
+    else if (!o->config && o->init) { /* the directory's (or file's) own config */ mdc_tensorfile *tf = NULL;
+        st = mdc_gpt2_read_weights(o->init, o->H, &tf, cfg);
+        mdc_tensorfile_free(tf);
+    } else st = mdc_gpt2_config_named(o->config ? o->config : "tiny", cfg, &defB);
     if (st) return st;
     if (o->V) cfg->V = o->V, cfg->Vp = 0;
     if (o->T) cfg->T = o->T;

@@ -37,6 +37,17 @@ static mdc_status scratch_model(mdc_runtime *rt, const mdc_gpt2_config *cfg, mdc
     return st;
 }
 
+/* --save DIR/ and --resume DIR: a directory; its checkpoint is DIR/training_state.safetensors */
+static int dir_path(const char *path) {
+    size_t n = strlen(path);
+    return (n && path[n - 1] == '/') || mdc_hf_is_dir(path);
+}
+static mdc_status state_path(const char *dir, char *buf, size_t cap) {
+    size_t n = strlen(dir);
+    int w = snprintf(buf, cap, "%s%straining_state.safetensors", dir, n && dir[n - 1] == '/' ? "" : "/");
+    return w > 0 && (size_t)w < cap ? MDC_OK : mdc_fail(MDC_ERR_INVALID, "%s: path too long", dir);
+}
+
 mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config *cfg, const char *path,
                           const mdc_train_state *ts) {
     mdc_device *sdev = NULL;
@@ -54,7 +65,10 @@ mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config
     if (!st && rt->rank == 0) {
         size_t nb = (size_t)mdc_gpt2_moe_blocks(cfg) * cfg->E; /* the routing biases: the same on every rank */
         if (nb) memcpy(mdc_gpt2_moe_bias(sm), mdc_gpt2_moe_bias(mdc_trainer_model(t)), nb * sizeof(float));
-        st = mdc_checkpoint_save(path, sm, ts); /* atomic and fsync'd (mdc_atomic_*) */
+        char state[4200];
+        if (!dir_path(path)) st = mdc_checkpoint_save(path, sm, ts); /* atomic and fsync'd (mdc_atomic_*) */
+        else if (!(st = mdc_family_write_dir(sm, path)) && !(st = state_path(path, state, sizeof state)))
+            st = mdc_checkpoint_save(state, sm, ts); /* the directory transformers reads, the state beside it */
     }
     mdc_gpt2_free(sm);
     mdc_device_free(sdev);
@@ -66,7 +80,10 @@ mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
     mdc_tensorfile *tf = NULL;
     mdc_device *sdev = NULL;
     mdc_gpt2 *sm = NULL;
-    mdc_status st = mdc_safetensors_read(path, &tf);
+    char state[4200];
+    mdc_status st = dir_path(path) ? state_path(path, state, sizeof state) : MDC_OK;
+    if (dir_path(path)) path = state;
+    if (!st) st = mdc_safetensors_read(path, &tf);
     if (!st) st = scratch_model(rt, cfg, &sdev, &sm);
     if (!st) st = mdc_checkpoint_load(tf, path, sm, ts);
     int step = sm ? mdc_gpt2_adam_step(sm) : 0;
@@ -78,6 +95,31 @@ mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
         mdc_trainer *to = k ? serial : t;
         if (to) memcpy(mdc_gpt2_moe_bias(mdc_trainer_model(to)), mdc_gpt2_moe_bias(sm), nb * sizeof(float));
     }
+    mdc_tensorfile_free(tf);
+    mdc_gpt2_free(sm);
+    mdc_device_free(sdev);
+    return st;
+}
+
+mdc_status mdc_train_init(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, const mdc_gpt2_config *cfg,
+                          const char *path) {
+    mdc_tensorfile *tf = NULL;
+    mdc_device *sdev = NULL;
+    mdc_gpt2 *sm = NULL;
+    mdc_gpt2_config fc;
+    mdc_status st = mdc_gpt2_read_weights(path, cfg->H, &tf, &fc);
+    if (!st && (fc.family != cfg->family || fc.V != cfg->V || fc.C != cfg->C || fc.L != cfg->L || fc.H != cfg->H ||
+                fc.T != cfg->T || mdc_gpt2_param_count(&fc) != mdc_gpt2_param_count(cfg)))
+        st = mdc_fail(
+            MDC_ERR_INVALID,
+            "--init %s: its model (V=%d T=%d L=%d H=%d C=%d, %zu parameters) is not the run's (V=%d T=%d L=%d "
+            "H=%d C=%d, %zu); leave --config out to take the directory's",
+            path, fc.V, fc.T, fc.L, fc.H, fc.C, mdc_gpt2_param_count(&fc), cfg->V, cfg->T, cfg->L, cfg->H, cfg->C,
+            mdc_gpt2_param_count(cfg));
+    if (!st) st = scratch_model(rt, cfg, &sdev, &sm);
+    if (!st) st = mdc_gpt2_load_weights(sm, tf, path);
+    if (!st) st = mdc_trainer_load(t, mdc_gpt2_params(sm), NULL, NULL, 0);
+    if (!st && serial) st = mdc_trainer_load(serial, mdc_gpt2_params(sm), NULL, NULL, 0);
     mdc_tensorfile_free(tf);
     mdc_gpt2_free(sm);
     mdc_device_free(sdev);

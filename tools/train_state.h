@@ -18,6 +18,10 @@ mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config
  * `serial` (may be NULL) is loaded too. */
 mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, const mdc_gpt2_config *cfg,
                           const char *path, mdc_train_state *ts);
+/* The parameters of a Hugging Face directory or weights file into the trainer (and `serial`);
+ * its model must be the run's (MDC_ERR_INVALID naming both). */
+mdc_status mdc_train_init(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, const mdc_gpt2_config *cfg,
+                          const char *path);
 /* The first step of a run of `steps` steps resumed at `step` of checkpoint `path`:
  * MDC_ERR_FORMAT if the step is out of range (above 2^30), MDC_ERR_INVALID if step + steps
  * would pass INT_MAX; else *step0 = step. */

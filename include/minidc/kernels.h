@@ -131,6 +131,24 @@ void mdc_matmul_backward(mdc_device *dev,
                          const float *inp,    // (N,C)
                          const float *weight, // (C,OC)
                          int N, int C, int OC);
+/* The same products with the weight in nn.Linear's layout [out, in] (Llama, Qwen):
+ * out = residual + inp @ weight^T + bias (residual, bias may be NULL; out may alias residual). */
+void mdc_linear_forward(mdc_device *dev,
+                        float *out,            // (N,OC)
+                        const float *residual, // (N,OC) or NULL
+                        const float *inp,      // (N,C)
+                        const float *weight,   // (OC,C)
+                        const float *bias,     // (OC) or NULL
+                        int N, int C, int OC);
+/* dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout (each may be NULL). */
+void mdc_linear_backward(mdc_device *dev,
+                         float *dinp,         // (N,C) += or NULL
+                         float *dweight,      // (OC,C) += or NULL
+                         float *dbias,        // (OC) += or NULL
+                         const float *dout,   // (N,OC)
+                         const float *inp,    // (N,C)
+                         const float *weight, // (OC,C)
+                         int N, int C, int OC);
 /* The tied LM head: logits = inp @ wte^T over the padded vocabulary (no bias). */
 void mdc_lmhead_forward(mdc_device *dev,
                         float *logits,    // (N,Vp)
@@ -462,6 +480,10 @@ void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const fl
 /* LayerNorm's dweight, dbias (C each) over blocks of blk rows. */
 void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout, const float *inp,
                            const float *mean, const float *rstd, int n, int C, int blk);
+/* RMSNorm's dweight (d at offw) over the heads of n strided rows (mdc_rmsnorm_heads_backward's
+ * layout), over blocks of blk rows. */
+void mdc_x_rmsnorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, const float *dout, int ldo, const float *inp,
+                         int ldx, const float *rstd, int n, int heads, int d, int blk);
 /* Embedding rows [lo, lo + rows) of wte (at off_wte) += each token's dout row; wpe (at off_wpe,
  * -1: none) += every sequence's row at each position (pos[t], or t with pos NULL). */
 void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp, int lo,
@@ -491,20 +513,27 @@ void mdc_rmsnorm_backward(mdc_device *dev,
                           const float *rstd,   // (N) from the forward
                           int N, int C);
 
-/* SwiGLU: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)); finite for any finite inputs. */
+/* RMSNorm of every head of strided rows: head h of row r is d channels at inp + r ldi + h d,
+ * normalized with weight (d) into out + r ldo + h d, its rstd at rstd[r heads + h] (Qwen3's q_norm
+ * and k_norm on the q or k part of the fused qkv rows). The plain calls above are heads = 1. */
+void mdc_rmsnorm_heads_forward(mdc_device *dev, float *out, int ldo, float *rstd, const float *inp, int ldi,
+                               const float *weight, int N, int heads, int d, float eps);
+void mdc_rmsnorm_heads_backward(mdc_device *dev, float *dinp, int ldd, float *dweight, const float *dout, int ldo,
+                                const float *inp, int ldi, const float *weight, const float *rstd, int N, int heads,
+                                int d);
+
+/* SwiGLU on the fused gate|up product: out[r] = silu(gate[r]) * up[r], gate[r] the first F and
+ * up[r] the last F of row r of gu; silu(g) = g / (1 + exp(-g)); finite for any finite inputs. */
 void mdc_swiglu_forward(mdc_device *dev,
-                        float *out,        // (n)
-                        const float *gate, // (n)
-                        const float *up,   // (n)
-                        size_t n);
+                        float *out,      // (N,F)
+                        const float *gu, // (N,2F) [gate | up]
+                        int N, int F);
 /* dup += dout * silu(g); dgate += dout * up * s (1 + g (1 - s)), s = sigmoid(g). */
 void mdc_swiglu_backward(mdc_device *dev,
-                         float *dgate,      // (n) +=
-                         float *dup,        // (n) +=
-                         const float *gate, // (n)
-                         const float *up,   // (n)
-                         const float *dout, // (n)
-                         size_t n);
+                         float *dgu,        // (N,2F) += [dgate | dup]
+                         const float *gu,   // (N,2F)
+                         const float *dout, // (N,F)
+                         int N, int F);
 
 /* Rotary position embeddings, HF's rotate_half convention: pair j of a head of d channels (d
  * even) is (x[j], x[j + d/2]), rotated by the angle pos * inv_freq[j]. The tables are built with

@@ -44,7 +44,28 @@ typedef struct {
      * block l with l % moe_every == 0 (blocks 0, n, 2n, ...; 0 or 1: every block) is E experts,
      * each a GPT-2 MLP, and a router choosing topk of them per token */
     int E, topk, moe_every; /* topk 0 in a config means 2 (1 with one expert) */
+    /* The family (docs/models.md). GPT-2 (0): the above. Llama, Qwen2, Qwen3 (Hugging Face's
+     * modeling_llama / qwen2 / qwen3): RMSNorm, rotary positions on q and k (no wpe), grouped-query
+     * attention, the SwiGLU MLP, weights in nn.Linear's [out, in], named as transformers names them;
+     * the sizes and switches below (0 where a GPT-2 has no such setting). */
+    int family;           /* MDC_FAMILY_GPT2, _LLAMA, _QWEN2, _QWEN3 */
+    int KV;               /* key/value heads, num_key_value_heads (0: H); KV divides H */
+    int head_dim;         /* 0: C / H */
+    int ffn;              /* the MLP's width, intermediate_size (0: 4C) */
+    int qkv_bias;         /* q, k, v projections with biases (Qwen2; Llama's attention_bias) */
+    int o_bias;           /* o_proj with a bias (Llama's attention_bias) */
+    int mlp_bias;         /* gate, up, down projections with biases (Llama's mlp_bias) */
+    int qk_norm;          /* Qwen3: RMSNorm over each head of q and k before the rotation */
+    int untied;           /* lm_head.weight of its own (tie_word_embeddings false) */
+    float eps;            /* rms_norm_eps (0: 1e-6) */
+    double rope_theta;    /* 0: 10000 */
+    mdc_rope_llama3 rope; /* rope_scaling of rope_type llama3 (factor 0: none) */
 } mdc_gpt2_config;
+enum { MDC_FAMILY_GPT2 = 0, MDC_FAMILY_LLAMA, MDC_FAMILY_QWEN2, MDC_FAMILY_QWEN3 };
+/* "gpt2", "llama", "qwen2", "qwen3" (transformers' model_type); NULL for an unknown family. */
+const char *mdc_gpt2_family_name(int family);
+/* 1 when the LM head is the token embedding (GPT-2; a family with tie_word_embeddings). */
+int mdc_gpt2_tied(const mdc_gpt2_config *cfg);
 enum { MDC_GPT2_MAX_EXPERTS = 1024, MDC_GPT2_MAX_TOPK = 8 };
 
 /* Attention: the materialized kernel when the sequence T <= this (fast, B*H*T*T floats per
@@ -61,7 +82,8 @@ int mdc_gpt2_padded_vocab(int V);
 int mdc_gpt2_padded_vocab_tp(int V, int tp);
 
 /* Named configs: "tiny" (V=512 T=64 L=2 H=4 C=128), "small" (V=4096 T=128 L=4 H=8 C=256),
- * "gpt2" (V=50257 Vp=50304 T=1024 L=12 H=12 C=768). *batch (may be NULL) gets the config's
+ * "gpt2" (V=50257 Vp=50304 T=1024 L=12 H=12 C=768); the families' small ones "llama-tiny",
+ * "qwen2-tiny", "qwen3-tiny" (V=512 T=64 L=2 C=128 H=4 KV=2; docs/models.md). *batch (may be NULL) gets the config's
  * default batch (24, 12, 12: divisible by 2, 3 and 4). MDC_ERR_INVALID names the unknown
  * config and lists the known ones. */
 mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *batch);
@@ -71,9 +93,10 @@ mdc_status mdc_gpt2_config_check(mdc_gpt2_config *cfg);
 
 /* ---- the parameter table ---------------------------------------------------------------- */
 typedef struct {
-    char name[48]; /* Hugging Face name without "transformer.", e.g. "h.3.attn.c_attn.weight" */
+    char name[64]; /* Hugging Face name without "transformer.", e.g. "h.3.attn.c_attn.weight",
+                      "model.layers.3.self_attn.k_proj.weight" */
     int ndim;      /* 1 or 2 */
-    int shape[2];  /* Hugging Face shape (wte: [V, C]) */
+    int shape[2];  /* Hugging Face shape (wte: [V, C]; the families' linear weights [out, in]) */
     size_t offset; /* floats from the start of the parameter allocation (same in grads, m, v) */
     size_t numel;  /* shape[0] * shape[1] */
     size_t alloc;  /* floats reserved (wte: Vp * C; else numel) */
@@ -300,6 +323,10 @@ const mdc_gpt2_comm *mdc_gpt2_get_comm(const mdc_gpt2 *m); /* NULL: the serial m
 /* The local tensor table: shapes are local, offsets in the local allocation, `global` the
  * index of the global tensor (mdc_gpt2_tensor_at), `split`, `row0`, `col0`, `pieces` the slice. */
 int mdc_gpt2_local_count(const mdc_gpt2 *m);
+/* 1 when local tensor i is replicated over tp but its gradient on a tp rank is a partial sum,
+ * to be summed over tp before the step: with SP the norms and row-parallel biases (each rank
+ * sees its positions), always Qwen3's q_norm and k_norm (each rank sees its heads). */
+int mdc_gpt2_grad_partial(const mdc_gpt2 *m, int i);
 const mdc_param_tensor *mdc_gpt2_local_tensor(const mdc_gpt2 *m, int i);
 size_t mdc_gpt2_local_floats(const mdc_gpt2 *m);
 /* Copies this partition's tensors from a local vector (parameters, gradients, Adam moments)

@@ -68,6 +68,19 @@ int mdc_hf_is_dir(const char *path);
  * hidden_size and the other aliases equal to the sizes): MDC_ERR_FORMAT or MDC_ERR_UNSUPPORTED
  * naming the file and the key. */
 mdc_status mdc_hf_read_dir(const char *dir, int heads, mdc_tensorfile **tf, mdc_gpt2_config *cfg);
+/* ---- the Llama, Qwen2 and Qwen3 families (datasets/hf_family.c; docs/models.md) ----
+ * A config.json (model_type llama, qwen2, qwen3) read into a config: the sizes, GQA, head_dim,
+ * intermediate_size, rms_norm_eps, rope_theta, rope_scaling (llama3 or none), the biases and the
+ * tie; a key that changes the math at a value minidc does not compute, or a key it does not
+ * know, is refused by name (MDC_ERR_UNSUPPORTED); label names the file in errors. A directory
+ * with such a config.json is read by mdc_hf_read_dir: model.safetensors or
+ * model.safetensors.index.json and its shards, F32, BF16 or F16. */
+mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n, mdc_gpt2_config *cfg);
+mdc_status mdc_gpt2_config_from_json(const char *path, mdc_gpt2_config *cfg);
+/* The config.json transformers' from_pretrained reads for a family config, into buf. */
+mdc_status mdc_family_config_json(const mdc_gpt2_config *cfg, char *buf, size_t cap);
+/* dir (created if missing) gets config.json and model.safetensors (F32, the family's names). */
+mdc_status mdc_family_write_dir(mdc_gpt2 *m, const char *dir);
 /* Writes the model's parameters to a safetensors file (HF names, F32, config metadata). */
 mdc_status mdc_gpt2_save_weights(mdc_gpt2 *m, const char *path);
 

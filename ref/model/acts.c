@@ -15,9 +15,11 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
                                     int layers, int head) {
     mdc_i_acts_layout a;
     memset(&a, 0, sizeof a);
-    int t = p->tp, sp = p->sp;
-    size_t n = (size_t)B * T, nl = sp ? n / (size_t)t : n, C = (size_t)c->C;
-    size_t Cl = C / (size_t)t, Hl = (size_t)(c->H / t), Fl = 4 * C / (size_t)t, Vl = (size_t)c->Vp / (size_t)t;
+    int t = p->tp, sp = p->sp, fam = mdc_i_family(c), kv0;
+    size_t n = (size_t)B * T, nl = sp ? n / (size_t)t : n, C = (size_t)c->C, d = (size_t)mdc_i_head_dim(c);
+    size_t Hl = (size_t)(c->H / t), KVl = (size_t)mdc_i_kv_local(c, t, p->tp_rank, &kv0), Cl = Hl * d;
+    size_t QKVl = (Hl + 2 * KVl) * d, Fl = (size_t)mdc_i_ffn(c) / (size_t)t, FCl = fam ? 2 * Fl : Fl;
+    size_t Vl = (size_t)c->Vp / (size_t)t, big = FCl > QKVl ? FCl : QKVl, qk = c->qk_norm ? (Hl + KVl) : 0;
     a.tiled = T > MDC_GPT2_TILED_T || (needs & MDC_I_NEED_LSE);
     size_t attn = a.tiled ? (size_t)B * Hl * T : (size_t)B * Hl * T * T;
     size_t off = 0;
@@ -27,16 +29,18 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     TAKE(ln1, nl * C);
     TAKE(ln1_mean, nl);
     TAKE(ln1_rstd, nl);
-    TAKE(qkv, 3 * n * Cl);
+    TAKE(qkv, n * QKVl);
     TAKE(atty, n * Cl);
     TAKE(att, attn);
     TAKE(res2, nl * C);
     TAKE(ln2, nl * C);
     TAKE(ln2_mean, nl);
     TAKE(ln2_rstd, nl);
-    TAKE(fch, n * Fl);
+    TAKE(fch, n * FCl);
     TAKE(fchg, n * Fl);
     TAKE(res3, nl * C);
+    TAKE(qkraw, n * qk * d);
+    TAKE(qkrstd, n * qk);
     a.layer_stride = off - l0;
     off = l0 + a.layer_stride * (size_t)layers;
     if (head) {
@@ -50,9 +54,11 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     TAKE(dres, nl * C);
     TAKE(dln, nl * C);
     TAKE(datty, n * Cl);
-    TAKE(dbig, n * Fl);
-    TAKE(dbig2, n * Fl);
+    TAKE(dbig, n * big);
+    TAKE(dbig2, n * big);
     TAKE(attscratch, a.tiled ? 0 : (size_t)B * Hl * T * T);
+    TAKE(dqk, n * qk * d);
+    TAKE(rope, fam ? (size_t)T * d : 0);
     if (needs & (MDC_I_NEED_COMM | MDC_I_NEED_DROPOUT))
         TAKE(partial, n * C); /* a row-parallel product before its reduction or dropout */
     if (needs & MDC_I_NEED_COMM) {
@@ -70,9 +76,12 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
 
 mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T) {
     mdc_i_sizes s;
-    int t = m->part.tp, split = m->part.sp ? t : 1;
+    const mdc_gpt2_config *c = &m->cfg;
+    int t = m->part.tp, split = m->part.sp ? t : 1, kv0;
     s.B = B, s.T = T, s.Tl = T / split, s.n = B * T, s.nl = B * s.Tl;
-    s.C = m->cfg.C, s.Cl = m->cfg.C / t, s.Hl = m->cfg.H / t, s.Fl = 4 * m->cfg.C / t, s.Vl = m->cfg.Vp / t;
+    s.d = mdc_i_head_dim(c), s.Hl = c->H / t, s.KVl = mdc_i_kv_local(c, t, m->part.tp_rank, &kv0);
+    s.C = c->C, s.Cl = s.Hl * s.d, s.QKVl = (s.Hl + 2 * s.KVl) * s.d, s.Fl = mdc_i_ffn(c) / t, s.Vl = c->Vp / t;
+    s.FCl = mdc_i_family(c) ? 2 * s.Fl : s.Fl;
     return s;
 }
 

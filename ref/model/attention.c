@@ -9,11 +9,16 @@
  *            (ref/parallel/cp/). */
 #include "model_internal.h"
 
+/* GPT-2's heads are the grouped kernels' KV = H, d = C/H case (the same bits); its own entry
+ * points keep their trace names */
 static mdc_status kernel_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, float *att, float *qkv,
                                  const mdc_dropout *drop) {
     (void)l;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    if (a->lay.tiled) mdc_attention_forward_tiled_drop(m->dev, out, att, qkv, drop, a->B, a->T, s.Cl, s.Hl);
+    if (mdc_i_family(&m->cfg)) {
+        if (a->lay.tiled) mdc_attention_gqa_forward_tiled(m->dev, out, att, qkv, drop, a->B, a->T, s.Hl, s.KVl, s.d);
+        else mdc_attention_gqa_forward(m->dev, out, att, qkv, drop, a->B, a->T, s.Hl, s.KVl, s.d);
+    } else if (a->lay.tiled) mdc_attention_forward_tiled_drop(m->dev, out, att, qkv, drop, a->B, a->T, s.Cl, s.Hl);
     else mdc_attention_forward_drop(m->dev, out, att, qkv, drop, a->B, a->T, s.Cl, s.Hl);
     return MDC_OK;
 }
@@ -22,11 +27,14 @@ static mdc_status kernel_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *d
                                   const float *out, const float *qkv, const float *att, const mdc_dropout *drop) {
     (void)l;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    if (a->lay.tiled)
+    float *scratch = buf(a, a->lay.attscratch);
+    if (mdc_i_family(&m->cfg)) {
+        if (a->lay.tiled)
+            mdc_attention_gqa_backward_tiled(m->dev, dqkv, dout, out, qkv, att, drop, a->B, a->T, s.Hl, s.KVl, s.d);
+        else mdc_attention_gqa_backward(m->dev, dqkv, scratch, dout, qkv, att, drop, a->B, a->T, s.Hl, s.KVl, s.d);
+    } else if (a->lay.tiled)
         mdc_attention_backward_tiled_drop(m->dev, dqkv, dout, out, qkv, att, drop, a->B, a->T, s.Cl, s.Hl);
-    else
-        mdc_attention_backward_drop(m->dev, dqkv, buf(a, a->lay.attscratch), dout, qkv, att, drop, a->B, a->T, s.Cl,
-                                    s.Hl);
+    else mdc_attention_backward_drop(m->dev, dqkv, scratch, dout, qkv, att, drop, a->B, a->T, s.Cl, s.Hl);
     return MDC_OK;
 }
 

@@ -16,14 +16,21 @@
 void mdc_i_block_of(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_block *b) {
     const mdc_gpt2_config *c = &m->cfg;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    int head = c->C / c->H, mlp = 4 * c->C / c->H; /* exact mode's contraction blocks */
+    /* exact mode's contraction blocks: one head; I / gcd(H, I) (4C/H for GPT-2), which divides the MLP
+     * columns of every tp rank (tp divides H and I); wt: the weights are [out, in] */
+    int F = mdc_i_ffn(c), g = c->H, r = F;
+    while (r) {
+        int q = g % r;
+        g = r, r = q;
+    }
+    int head = s.d, mlp = F / g, wt = mdc_i_family(c);
 #define GL(k) mdc_i_gl(c, l, k)
     b->ln1 = (mdc_i_norm){GL(LN1W), GL(LN1B), lact(a, a->lay.ln1_mean, l), lact(a, a->lay.ln1_rstd, l)};
     b->ln2 = (mdc_i_norm){GL(LN2W), GL(LN2B), lact(a, a->lay.ln2_mean, l), lact(a, a->lay.ln2_rstd, l)};
-    b->qkv = (mdc_i_linear){l, GL(QKVW), GL(QKVB), s.C, 3 * s.Cl, head, 0, MDC_I_DS_LN1, MDC_I_DS_QKV, -1};
-    b->attp = (mdc_i_linear){l, GL(ATTPW), GL(ATTPB), s.Cl, s.C, head, 1, MDC_I_DS_ATTP, -1, MDC_DROP_ATTN_OUT};
-    b->fc = (mdc_i_linear){l, GL(FCW), GL(FCB), s.C, s.Fl, mlp, 0, MDC_I_DS_LN2, MDC_I_DS_FC, -1};
-    b->fcp = (mdc_i_linear){l, GL(FCPW), GL(FCPB), s.Fl, s.C, mlp, 1, MDC_I_DS_MLPP, -1, MDC_DROP_MLP_OUT};
+    b->qkv = (mdc_i_linear){l, GL(QKVW), GL(QKVB), s.C, s.QKVl, head, 0, MDC_I_DS_LN1, MDC_I_DS_QKV, -1, wt};
+    b->attp = (mdc_i_linear){l, GL(ATTPW), GL(ATTPB), s.Cl, s.C, head, 1, MDC_I_DS_ATTP, -1, MDC_DROP_ATTN_OUT, wt};
+    b->fc = (mdc_i_linear){l, GL(FCW), GL(FCB), s.C, s.FCl, mlp, 0, MDC_I_DS_LN2, MDC_I_DS_FC, -1, wt};
+    b->fcp = (mdc_i_linear){l, GL(FCPW), GL(FCPB), s.Fl, s.C, mlp, 1, MDC_I_DS_MLPP, -1, MDC_DROP_MLP_OUT, wt};
 #undef GL
 }
 
@@ -50,6 +57,7 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     TAP(1 + l, MDC_I_DS_IN, MDC_TAP_FWD, MDC_TAP_AT, x);
     m->norm->forward(m, a, &b.ln1, ln1, x);        /* ln1 = LN1(x) */
     TRY(mdc_i_col_linear(m, a, &b.qkv, qkv, ln1)); /* qkv = f(ln1) Wqkv + bqkv */
+    TRY(mdc_i_qk_norm(m, a, l, qkv));              /* Qwen3: q, k normalized per head */
     TRY(mdc_i_rotate(m, a, l, qkv));               /* rotary positions: q, k turned */
     TRY(mdc_i_attend(m, a, l, o, att, qkv));       /* o = attention(qkv) */
     TAP(1 + l, MDC_I_DS_Y, MDC_TAP_FWD, MDC_TAP_AT, o);

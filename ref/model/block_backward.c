@@ -18,7 +18,7 @@ static mdc_status stash_ptrs(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_wslot *
     const float **f[10] = {&w[MDC_W_FCP].dout, &w[MDC_W_FCP].drows, &w[MDC_W_FC].dout,    &w[MDC_W_FC].in,
                            &w[MDC_W_LN2].dout, &w[MDC_W_ATTP].dout, &w[MDC_W_ATTP].drows, &w[MDC_W_QKV].dout,
                            &w[MDC_W_QKV].in,   &w[MDC_W_LN1].dout};
-    size_t sz[10] = {n * C, nl * C, n * s.Fl, n * C, nl * C, n * C, nl * C, 3 * n * s.Cl, n * C, nl * C};
+    size_t sz[10] = {n * C, nl * C, n * s.FCl, n * C, nl * C, n * C, nl * C, n * s.QKVl, n * C, nl * C};
     int i = l - a->lo;
     if (!a->wstash[i]) {
         size_t tot = 0;
@@ -50,10 +50,11 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc
     TAP(1 + l, MDC_I_DS_RES2, MDC_TAP_BWD, MDC_TAP_AT, dres);
     TRY(mdc_i_row_linear_backward(m, a, &b.attp, dy, dres, o, KEEP(MDC_W_ATTP))); /* do = g^T(dx2) Wo^T */
     TAP(1 + l, MDC_I_DS_Y, MDC_TAP_BWD, MDC_TAP_AT, dy);
-    memset(dqkv, 0, (size_t)s.n * 3 * s.Cl * sizeof(float));
+    memset(dqkv, 0, (size_t)s.n * s.QKVl * sizeof(float));
     TRY(mdc_i_attend_backward(m, a, l, dqkv, dy, o, qkv, lact(a, y->att, l))); /* dqkv = attention^T(do) */
     TAP(1 + l, MDC_I_DS_QKV, MDC_TAP_BWD, MDC_TAP_AT, dqkv);
-    TRY(mdc_i_unrotate(m, a, l, dqkv)); /* rotary positions: the gradients of q, k turned back */
+    TRY(mdc_i_unrotate(m, a, l, dqkv));         /* rotary positions: the gradients of q, k turned back */
+    TRY(mdc_i_qk_norm_backward(m, a, l, dqkv)); /* Qwen3: through q_norm, k_norm */
     TRY(mdc_i_col_linear_backward(m, a, &b.qkv, dln, dqkv, lact(a, y->ln1, l), KEEP(MDC_W_QKV))); /* f^T(dqkv Wqkv^T) */
     m->norm->backward(m, a, &b.ln1, dres, dln, x, KEEP(MDC_W_LN1)); /* dx = dx2 + LN1^T(dln) */
     TAP(1 + l, MDC_I_DS_IN, MDC_TAP_BWD, MDC_TAP_AT, dres);

@@ -116,12 +116,21 @@ static mdc_status dump(mdc_gpt2 *m, const mdc_gpt2_acts *a, int unit, int bwd, i
     int64_t gw = 0, lw = 0;
     switch (width) {
     case MDC_I_W_C: gw = lw = c->C, bad |= add_run(&d[2], 0, 0, c->C); break;
-    case MDC_I_W_QKV:
-        gw = 3 * c->C, lw = 3 * s.Cl;
-        for (int k = 0; k < 3; k++) bad |= add_run(&d[2], k * s.Cl, k * c->C + r * s.Cl, s.Cl);
+    case MDC_I_W_QKV: { /* this rank's q heads, then its kv heads' k and v (with tp > KV: a replica's) */
+        int kv0, Q = c->H * s.d, KVd = mdc_i_kv_heads(c) * s.d, kvl = s.KVl * s.d;
+        mdc_i_kv_local(c, m->part.tp, r, &kv0);
+        gw = Q + 2 * KVd, lw = s.QKVl;
+        bad |= add_run(&d[2], 0, r * s.Cl, s.Cl);
+        bad |= add_run(&d[2], s.Cl, Q + kv0 * s.d, kvl);
+        bad |= add_run(&d[2], s.Cl + kvl, Q + KVd + kv0 * s.d, kvl);
         break;
-    case MDC_I_W_HEADS: gw = c->C, lw = s.Cl, bad |= add_run(&d[2], 0, r * s.Cl, s.Cl); break;
-    case MDC_I_W_FC: gw = 4 * c->C, lw = s.Fl, bad |= add_run(&d[2], 0, r * s.Fl, s.Fl); break;
+    }
+    case MDC_I_W_HEADS: gw = c->H * s.d, lw = s.Cl, bad |= add_run(&d[2], 0, r * s.Cl, s.Cl); break;
+    case MDC_I_W_FC:
+        gw = mdc_i_ffn(c), lw = s.Fl, bad |= add_run(&d[2], 0, r * s.Fl, s.Fl);
+        if (site == MDC_I_DS_FC && s.FCl > s.Fl) /* SwiGLU's gate and up: [gate | up] of this rank's columns */
+            gw *= 2, lw *= 2, bad |= add_run(&d[2], s.Fl, mdc_i_ffn(c) + r * s.Fl, s.Fl);
+        break;
     case MDC_I_W_E: gw = lw = c->E, bad |= add_run(&d[2], 0, 0, c->E); break;
     case MDC_I_W_KC: gw = lw = (int64_t)c->topk * c->C, bad |= add_run(&d[2], 0, 0, c->topk * c->C); break;
     case MDC_I_W_V: {
@@ -152,12 +161,14 @@ mdc_status mdc_i_dump_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int
     return dump(m, a, unit, dir == MDC_TAP_BWD, site, phase == MDC_TAP_PRE, sum, rows, mdc_i_tap_sites[site].width, x);
 }
 
-mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *inp, const float *W, int K) {
+mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, const float *inp) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    int K = L->K;
     float *y = malloc((size_t)s.n * s.C * sizeof *y);
-    if (!y) return mdc_fail(MDC_ERR_OOM_HOST, "dump: the product of layer %d", l);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.n, s.C, K, 1.0f, inp, K, W, s.C, 0.0f, y, s.C);
-    mdc_status st = mdc_i_dump_tap(m, a, 1 + l, site, MDC_TAP_FWD, MDC_TAP_POST, y);
+    if (!y) return mdc_fail(MDC_ERR_OOM_HOST, "dump: the product of layer %d", L->l);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, L->wt ? CblasTrans : CblasNoTrans, s.n, s.C, K, 1.0f, inp, K, P(m, L->w),
+                L->wt ? K : s.C, 0.0f, y, s.C);
+    mdc_status st = mdc_i_dump_tap(m, a, 1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, y);
     free(y);
     return st;
 }

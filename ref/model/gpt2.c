@@ -36,9 +36,9 @@ mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *ba
         mdc_gpt2_config c;
         int batch;
     } named[] = {
-        {"tiny", {512, 512, 64, 2, 4, 128, 0, 0, 0}, 24},
-        {"small", {4096, 4096, 128, 4, 8, 256, 0, 0, 0}, 12},
-        {"gpt2", {50257, 50304, 1024, 12, 12, 768, 0, 0, 0}, 12},
+        {"tiny", {.V = 512, .Vp = 512, .T = 64, .L = 2, .H = 4, .C = 128}, 24},
+        {"small", {.V = 4096, .Vp = 4096, .T = 128, .L = 4, .H = 8, .C = 256}, 12},
+        {"gpt2", {.V = 50257, .Vp = 50304, .T = 1024, .L = 12, .H = 12, .C = 768}, 12},
     };
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (name && !strcmp(name, named[i].name)) {
@@ -46,7 +46,11 @@ mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *ba
             if (batch) *batch = named[i].batch;
             return MDC_OK;
         }
-    return mdc_fail(MDC_ERR_INVALID, "--config: unknown config '%s' (known: tiny small gpt2)", name ? name : "(null)");
+    if (mdc_i_family_named(name, cfg, batch)) return MDC_OK;
+    return mdc_fail(MDC_ERR_INVALID,
+                    "--config: unknown config '%s' (known: tiny small gpt2 llama-tiny qwen2-tiny qwen3-tiny, or a "
+                    "config.json)",
+                    name ? name : "(null)");
 }
 
 mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
@@ -55,7 +59,8 @@ mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
     if (c->L <= 0) return mdc_fail(MDC_ERR_INVALID, "--layers: %d layers; must be positive", c->L);
     if (c->H <= 0) return mdc_fail(MDC_ERR_INVALID, "--heads: %d heads; must be positive", c->H);
     if (c->C <= 0) return mdc_fail(MDC_ERR_INVALID, "--channels: %d channels; must be positive", c->C);
-    if (c->C % c->H) return mdc_fail(MDC_ERR_INVALID, "--heads: %d heads do not divide --channels %d", c->H, c->C);
+    if (!mdc_i_family(c) && c->C % c->H)
+        return mdc_fail(MDC_ERR_INVALID, "--heads: %d heads do not divide --channels %d", c->H, c->C);
     if (c->V > (1 << 30) || c->T > (1 << 20) || c->C > (1 << 16) || c->L > 4096)
         return mdc_fail(MDC_ERR_INVALID, "model sizes too large (V %d, T %d, C %d, L %d)", c->V, c->T, c->C, c->L);
     if (c->Vp == 0) c->Vp = mdc_gpt2_padded_vocab(c->V);
@@ -68,14 +73,32 @@ mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
         return mdc_fail(MDC_ERR_INVALID, "--topk %d: between 1 and --experts %d (at most %d)", c->topk, c->E,
                         MDC_GPT2_MAX_TOPK);
     if (!c->E) c->topk = 0, c->moe_every = 0;
-    return MDC_OK;
+    return mdc_i_family(c) ? mdc_i_family_check(c) : MDC_OK;
 }
 
 /* ---- the parameter table -------------------------------------------------------------------- */
 
-int mdc_gpt2_tensor_count(const mdc_gpt2_config *cfg) { return 2 + mdc_i_gl(cfg, cfg->L, 0); }
+int mdc_gpt2_tensor_count(const mdc_gpt2_config *cfg) {
+    return mdc_i_family(cfg) ? mdc_i_family_tensor_count(cfg) : 2 + mdc_i_gl(cfg, cfg->L, 0);
+}
+
+int mdc_i_role(const mdc_gpt2_config *c, int gi, int *l, int *k) {
+    if (mdc_i_family(c)) return mdc_i_family_role(c, gi, l, k);
+    int n = mdc_gpt2_tensor_count(c);
+    *l = -1, *k = 0;
+    if (gi == 0) return MDC_I_EMBED;
+    if (gi == 1) return MDC_I_POS;
+    if (gi >= n - 2) return *k = gi - (n - 2), MDC_I_NORMF;
+    *l = mdc_i_layer_of(c, gi, k);
+    return MDC_I_LAYER;
+}
 
 int mdc_i_layer_of(const mdc_gpt2_config *c, int gi, int *k) {
+    if (mdc_i_family(c)) {
+        int l;
+        mdc_i_family_role(c, gi, &l, k);
+        return l;
+    }
     int r = gi - 2, n = mdc_i_moe_every(c), big = ROUTERW + 1 + 4 * c->E;
     if (!c->E) return *k = r % NLT, r / NLT;
     int period = big + (n - 1) * NLT, q = r / period;
@@ -119,6 +142,12 @@ mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tenso
     int n = mdc_gpt2_tensor_count(cfg);
     if (i < 0 || i >= n) return mdc_fail(MDC_ERR_INVALID, "tensor index %d out of range [0, %d)", i, n);
     memset(t, 0, sizeof *t);
+    if (mdc_i_family(cfg)) {
+        mdc_i_family_tensor_at(cfg, i, t);
+        t->numel = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+        t->global = i, t->pieces = 1;
+        return MDC_OK;
+    }
     size_t C = (size_t)cfg->C, wte = (size_t)cfg->Vp * C, wpe = (size_t)cfg->T * C;
     if (i == 0) {
         snprintf(t->name, sizeof t->name, "wte");
@@ -156,7 +185,7 @@ mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tenso
 
 int mdc_gpt2_tensor_expert(const mdc_gpt2_config *cfg, int i) {
     int k, n = mdc_gpt2_tensor_count(cfg);
-    if (!cfg->E || i < 2 || i >= n - 2) return -1;
+    if (!cfg->E || mdc_i_family(cfg) || i < 2 || i >= n - 2) return -1;
     int l = mdc_i_layer_of(cfg, i, &k);
     return mdc_i_is_moe(cfg, l) && k > ROUTERW ? (k - ROUTERW - 1) / 4 : -1;
 }
@@ -171,10 +200,11 @@ int mdc_gpt2_tensor_find(const mdc_gpt2_config *cfg, const char *name) {
 }
 
 size_t mdc_gpt2_param_floats(const mdc_gpt2_config *c) {
+    if (mdc_i_family(c)) return mdc_i_family_param_floats(c);
     return (size_t)c->Vp * c->C + (size_t)c->T * c->C + layers_floats(c, c->L) + 2 * (size_t)c->C;
 }
 size_t mdc_gpt2_param_count(const mdc_gpt2_config *c) {
-    return mdc_gpt2_param_floats(c) - (size_t)(c->Vp - c->V) * c->C;
+    return mdc_gpt2_param_floats(c) - (size_t)(c->Vp - c->V) * c->C * (mdc_i_family(c) && c->untied ? 2 : 1);
 }
 
 mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
@@ -340,6 +370,11 @@ mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before) {
 void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step) { m->drop_step = step; }
 
 mdc_status mdc_gpt2_set_cp(mdc_gpt2 *m, const mdc_gpt2_cp *cp) {
+    if (cp && cp->c > 1 && mdc_i_family(&m->cfg))
+        return mdc_fail(MDC_ERR_UNSUPPORTED,
+                        "--cp %d with the %s family: context-parallel attention over grouped-query heads is not built "
+                        "yet (GPT-2 configs only)",
+                        cp->c, mdc_gpt2_family_name(m->cfg.family));
     int before = mdc_i_acts_needs(m);
     m->cp = cp && cp->c > 1 ? cp : NULL;
     mdc_i_install(m);

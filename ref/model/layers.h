@@ -8,10 +8,11 @@
  *   ops        the arithmetic: the default kernels or exact mode's canonical blocks, and the
  *              gradient sink they add into (ref/model/ops.c, ref/model/exact/exact_ops.c);
  *   attention  materialized or tiled, exact, context parallel (ref/model/attention.c);
- *   mlp        dense GELU, or MoE (ref/model/mlp.c, ref/model/moe/moe.c);
- *   norm       LayerNorm (ref/model/norm.c);
+ *   mlp        dense GELU, SwiGLU (the families), or MoE (ref/model/mlp.c, ref/model/moe/moe.c);
+ *   norm       LayerNorm or RMSNorm (ref/model/norm.c);
  *   positions  learned: the embedding's (ops->embed_forward, embed_backward) at each row's
- *              global position (mdc_i_positions_of).
+ *              global position (mdc_i_positions_of); rotary: q and k turned after their
+ *              projection (ref/model/positions.c).
  * Taps: the observation points of the block (dumps: ref/model/dump.c), each site's layout in
  * one table (ref/model/taps.c). */
 #ifndef MINIDC_REF_MODEL_LAYERS_H
@@ -71,7 +72,7 @@ static inline mdc_status mdc_i_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int 
 #define TAP(unit, site, dir, phase, x) TRY(mdc_i_tap(m, a, (unit), (site), (dir), (phase), (x)))
 
 /* ---- linear layers ---------------------------------------------------------------------------- */
-/* One linear layer of block l as this rank holds it: out (rows, N) = in (rows, K) W + b. */
+/* One linear layer of block l as this rank holds it: out (rows, N) = in (rows, K) W + b (W^T with wt). */
 typedef struct {
     int l;     /* the block */
     int w, b;  /* global tensors of the weight (K, N) and the bias (-1: none) */
@@ -81,6 +82,7 @@ typedef struct {
     int site;  /* its tap site: the input of a column-parallel linear (f), the output of a row one (g) */
     int osite; /* column: the tap site of its output */
     int drop;  /* row: the residual branch's dropout site (MDC_DROP_*) */
+    int wt;    /* 1: W is stored (N, K), nn.Linear's [out, in] (the families); 0: Conv1D's (K, N) */
 } mdc_i_linear;
 
 /* out (B, T, N) = f(x) W + b; x the residual stream's rows. */
@@ -134,10 +136,11 @@ typedef struct {
 /* ---- the arithmetic: default kernels or exact mode's blocks --------------------------------- */
 typedef struct mdc_i_ops {
     const char *name;
-    /* out (n, N) = in (n, K) W + b (b may be NULL) */
-    void (*matmul)(mdc_gpt2 *m, float *out, const float *in, const float *W, const float *b, int n, int K, int N);
+    /* out (n, N) = in (n, K) W + b (b may be NULL); wt: W stored (N, K), the product in W^T */
+    void (*matmul)(mdc_gpt2 *m, float *out, const float *in, const float *W, const float *b, int n, int K, int N,
+                   int wt);
     /* din (n, K) = dout (n, N) W^T, din zero before */
-    void (*dinput)(mdc_gpt2 *m, float *din, const float *dout, const float *W, int n, int K, int N);
+    void (*dinput)(mdc_gpt2 *m, float *din, const float *dout, const float *W, int n, int K, int N, int wt);
     /* out = res + dropout(g(in W) + b) (drop may be NULL) */
     mdc_status (*row_forward)(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res,
                               const float *in, const mdc_dropout *drop);
@@ -147,12 +150,16 @@ typedef struct mdc_i_ops {
      * from drows (nl, N: a row-parallel layer's residual-stream rows) or, NULL, from dout;
      * blk: the token block of the sums (0: the model's) */
     void (*wgrad)(mdc_gpt2 *m, int gw, int gb, const float *in, const float *dout, const float *drows, int n, int nl,
-                  int K, int N, int blk);
+                  int K, int N, int blk, int wt);
     /* LayerNorm weight and bias gradients from dout, its input x and saved statistics (n rows) */
     void (*layernorm_wgrad)(mdc_gpt2 *m, const mdc_i_norm *N, const float *dout, const float *x, int n, int C);
     /* dx += LayerNorm's input gradient, with its weight gradients at once (the head's ln_f) */
     void (*layernorm_backward)(mdc_gpt2 *m, const mdc_i_norm *N, float *dx, const float *dout, const float *x, int n,
                                int C);
+    /* RMSNorm's weight gradient (tensor gw, d) over the heads of n strided rows (a block's norm:
+     * heads 1, d = C; q_norm, k_norm: every head of q or k) from dout, its input x and the rstd */
+    void (*rmsnorm_wgrad)(mdc_gpt2 *m, int gw, const float *dout, int ldo, const float *x, int ldx, const float *rstd,
+                          int n, int heads, int d);
     /* the sink as schemes see it: elements of grad_dtype (MDC_F32 floats, or MDC_EXACT sums),
      * n of them from offset off of the local gradient layout out of the sink or back into it */
     mdc_dtype grad_dtype;
@@ -220,9 +227,9 @@ typedef struct mdc_i_mlp {
     /* the weight parts kept by a backward with keep */
     void (*wgrad)(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const mdc_i_wslot *keep);
 } mdc_i_mlp;
-extern const mdc_i_mlp mdc_i_mlp_gelu, mdc_i_mlp_moe;
+extern const mdc_i_mlp mdc_i_mlp_gelu, mdc_i_mlp_swiglu, mdc_i_mlp_moe;
 static inline const mdc_i_mlp *mdc_i_mlp_of(const mdc_gpt2 *m, int l) {
-    return mdc_i_is_moe(&m->cfg, l) ? &mdc_i_mlp_moe : &mdc_i_mlp_gelu;
+    return mdc_i_is_moe(&m->cfg, l) ? &mdc_i_mlp_moe : mdc_i_family(&m->cfg) ? &mdc_i_mlp_swiglu : &mdc_i_mlp_gelu;
 }
 
 typedef struct mdc_i_norm_impl {
@@ -236,7 +243,12 @@ typedef struct mdc_i_norm_impl {
     void (*backward_all)(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, float *dx, const float *dout,
                          const float *x);
 } mdc_i_norm_impl;
-extern const mdc_i_norm_impl mdc_i_layernorm;
+extern const mdc_i_norm_impl mdc_i_layernorm, mdc_i_rmsnorm;
+/* Qwen3's q_norm and k_norm on the q and k heads of qkv (before the rotation), and their
+ * backward on dqkv (after it is turned back); nothing without them (ref/model/norm.c). The
+ * weight gradients are taken in the input part (B) of a split backward. */
+mdc_status mdc_i_qk_norm(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv);
+mdc_status mdc_i_qk_norm_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv);
 
 /* Where positions enter (ref/model/positions.c). Learned positions (GPT-2) are rows of a
  * table, wpe, that the embedding adds (the ops' embed entries); rotary positions turn q and k
@@ -247,7 +259,7 @@ typedef struct mdc_i_positions {
     mdc_status (*rotate)(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv);
     mdc_status (*unrotate)(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv);
 } mdc_i_positions;
-extern const mdc_i_positions mdc_i_positions_learned;
+extern const mdc_i_positions mdc_i_positions_learned, mdc_i_positions_rotary;
 static inline mdc_status mdc_i_rotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv) {
     return m->pos->rotate ? m->pos->rotate(m, a, l, qkv) : MDC_OK;
 }

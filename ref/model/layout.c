@@ -26,9 +26,20 @@ mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c,
         return mdc_fail(MDC_ERR_INVALID, "--tp %d: tensor-parallel rank %d out of range", t, p->tp_rank);
     if (c->H % t)
         return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide --heads %d (attention is split by heads)", t, c->H);
-    if ((4 * c->C) % t)
-        return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide the MLP width 4C = %d (--channels %d)", t, 4 * c->C,
-                        c->C);
+    int KV = mdc_i_kv_heads(c), F = mdc_i_ffn(c);
+    if (KV < t)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--tp %d is more than the %d key/value heads: replicating kv heads over tp ranks is not "
+                        "built yet (use --tp %d or fewer)",
+                        t, KV, KV);
+    if (KV % t && t % KV)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--tp %d and the %d key/value heads: one must divide the other (kv heads split over tp, or "
+                        "each replicated on tp / KV ranks)",
+                        t, KV);
+    if (F % t)
+        return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide the MLP width %d (%s)", t, F,
+                        mdc_i_family(c) ? "intermediate_size" : "4C, --channels");
     if (c->Vp % t)
         return mdc_fail(MDC_ERR_INVALID,
                         "--tp %d does not divide the padded vocabulary %d (--vocab %d padded to a "
@@ -57,42 +68,61 @@ static void slice_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, const mdc
                      mdc_param_tensor *t) {
     *t = *g;
     t->global = gi, t->split = MDC_SPLIT_NONE, t->row0 = 0, t->col0 = 0, t->pieces = 1, t->pstride = 0;
-    int tp = p->tp, r = p->tp_rank, C = c->C;
+    int tp = p->tp, r = p->tp_rank, C = c->C, l, k, role = mdc_i_role(c, gi, &l, &k);
     if (tp == 1) return;
-    if (gi == 0) { /* wte: rows of the padded vocabulary */
+    if (role == MDC_I_EMBED || role == MDC_I_HEAD) { /* wte, lm_head: rows of the padded vocabulary */
         int rows = c->Vp / tp, lo = r * rows, valid = c->V - lo;
         valid = valid < 0 ? 0 : valid > rows ? rows : valid;
         t->split = MDC_SPLIT_ROWS, t->row0 = lo, t->shape[0] = valid;
         t->numel = (size_t)valid * C, t->alloc = (size_t)rows * C;
         return;
     }
-    if (gi < 2 || gi >= mdc_gpt2_tensor_count(c) - 2) return; /* wpe, ln_f */
-    int k;
-    if (mdc_i_is_moe(c, mdc_i_layer_of(c, gi, &k)) && k >= ROUTERW) return; /* the router and experts: whole */
-    int last = g->ndim == 2 ? 1 : 0;                                        /* the dimension that holds columns */
-    switch (k) {
-    case QKVW:
-    case QKVB: /* the q, k, v columns of this rank's heads */
-        t->split = MDC_SPLIT_COLS, t->pieces = 3, t->pstride = C, t->col0 = r * (C / tp);
-        t->shape[last] = 3 * (C / tp);
-        break;
-    case FCW:
-    case FCB: t->split = MDC_SPLIT_COLS, t->col0 = r * (4 * C / tp), t->shape[last] = 4 * C / tp; break;
-    case ATTPW:
-    case FCPW: /* row-parallel: rows of the input dimension */
-        t->split = MDC_SPLIT_ROWS, t->shape[0] = g->shape[0] / tp, t->row0 = r * t->shape[0];
-        break;
-    default: /* LayerNorms and the row-parallel biases are replicated */ return;
-    }
+    if (role != MDC_I_LAYER) return;                /* wpe, the final norm */
+    if (mdc_i_is_moe(c, l) && k >= ROUTERW) return; /* the router and experts: whole */
+    int last = g->ndim == 2 ? 1 : 0;                /* the dimension that holds columns */
+    int d = mdc_i_head_dim(c), Q = c->H / tp * d, Fl = mdc_i_ffn(c) / tp, kv0, KVl = mdc_i_kv_local(c, tp, r, &kv0);
+    int lo = 0, n = 0, split = MDC_SPLIT_NONE; /* the slice: [lo, lo + n) of the split dimension */
+    if (!mdc_i_family(c)) switch (k) {
+        case QKVW:
+        case QKVB: /* the q, k, v columns of this rank's heads */
+            t->split = MDC_SPLIT_COLS, t->pieces = 3, t->pstride = C, t->col0 = r * (C / tp);
+            t->shape[last] = 3 * (C / tp);
+            t->numel = t->alloc = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+            return;
+        case FCW:
+        case FCB: split = MDC_SPLIT_COLS, lo = r * Fl, n = Fl; break;
+        case ATTPW:
+        case FCPW: split = MDC_SPLIT_ROWS, n = g->shape[0] / tp, lo = r * n; break; /* the row-parallel input */
+        default: return; /* LayerNorms and the row-parallel biases are replicated */
+        }
+    else switch (k) { /* [out, in]: column-parallel layers split their rows (a bias its entries) */
+        case QKVW:
+        case QKVB: split = MDC_SPLIT_ROWS, lo = r * Q, n = Q; break;
+        case KW:
+        case VW:
+        case KB:
+        case VB: split = MDC_SPLIT_ROWS, lo = kv0 * d, n = KVl * d; break;
+        case FCW:
+        case UPW:
+        case FCB:
+        case UPB: split = MDC_SPLIT_ROWS, lo = r * Fl, n = Fl; break;
+        case ATTPW: split = MDC_SPLIT_COLS, lo = r * Q, n = Q; break; /* row-parallel: the input columns */
+        case FCPW: split = MDC_SPLIT_COLS, lo = r * Fl, n = Fl; break;
+        default: return; /* the norms, q_norm, k_norm and the row-parallel biases are replicated */
+        }
+    if (split == MDC_SPLIT_ROWS && g->ndim == 1) split = MDC_SPLIT_COLS; /* a 1-D tensor is a row vector */
+    t->split = split;
+    if (split == MDC_SPLIT_ROWS) t->row0 = lo, t->shape[0] = n;
+    else t->col0 = lo, t->shape[last] = n;
     t->numel = t->alloc = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
 }
 
 static int held(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int gi) {
-    int n = mdc_gpt2_tensor_count(c);
-    if (gi == 0) return p->has_embed || p->has_head; /* the tied wte */
-    if (gi == 1) return p->has_embed;
-    if (gi >= n - 2) return p->has_head;
-    int k, l = mdc_i_layer_of(c, gi, &k);
+    int l, k, role = mdc_i_role(c, gi, &l, &k);
+    if (role == MDC_I_EMBED) /* the tied wte: the embedding's and the head's */
+        return p->has_embed || (p->has_head && mdc_i_ghead(c) == 0);
+    if (role == MDC_I_POS) return p->has_embed;
+    if (role == MDC_I_NORMF || role == MDC_I_HEAD) return p->has_head;
     if (mdc_i_is_moe(c, l) && k > ROUTERW && p->ep > 1) { /* expert j on ep rank j / (E/ep) */
         int j = (k - ROUTERW - 1) / 4;
         if (j / (c->E / p->ep) != p->ep_rank) return 0;
@@ -104,12 +134,11 @@ static int held(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int gi) {
 
 /* unit of global tensor gi: 0 embedding (or the head's wte without the embedding), 1 + l, L + 1 */
 static int unit_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int gi) {
-    int n = mdc_gpt2_tensor_count(c);
-    if (gi == 0) return p->has_embed ? 0 : c->L + 1;
-    if (gi == 1) return 0;
-    if (gi >= n - 2) return c->L + 1;
-    int k;
-    return 1 + mdc_i_layer_of(c, gi, &k);
+    int l, k, role = mdc_i_role(c, gi, &l, &k);
+    if (role == MDC_I_EMBED) return p->has_embed ? 0 : c->L + 1;
+    if (role == MDC_I_POS) return 0;
+    if (role == MDC_I_LAYER) return 1 + l;
+    return c->L + 1;
 }
 
 mdc_status mdc_i_layout_build(mdc_gpt2 *m) {
@@ -148,6 +177,14 @@ float *mdc_i_tensor(const mdc_gpt2 *m, float *base, int gi) {
 }
 
 int mdc_gpt2_local_count(const mdc_gpt2 *m) { return m->ntensors; }
+
+int mdc_gpt2_grad_partial(const mdc_gpt2 *m, int i) {
+    const mdc_param_tensor *t = &m->tensors[i];
+    int l, k, role = mdc_i_role(&m->cfg, t->global, &l, &k);
+    if (m->part.tp < 2 || t->split != MDC_SPLIT_NONE || role == MDC_I_POS) return 0;
+    if (role == MDC_I_LAYER && (k == QNW || k == KNW)) return 1; /* q_norm, k_norm: this rank's heads' share */
+    return m->part.sp; /* SP: the norms and row-parallel biases see this rank's positions only */
+}
 const mdc_param_tensor *mdc_gpt2_local_tensor(const mdc_gpt2 *m, int i) {
     return i >= 0 && i < m->ntensors ? &m->tensors[i] : NULL;
 }
@@ -239,10 +276,11 @@ void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed) {
         float *p = m->params + t->offset;
         memset(p, 0, t->alloc * sizeof(float));
         const char *dot = strrchr(t->name, '.');
-        if (strstr(t->name, "ln_")) {
+        if (strstr(t->name, "ln_") || strstr(t->name, "norm")) { /* GPT-2's ln_*, the families' *norm */
             if (!strcmp(dot, ".weight"))
                 for (size_t j = 0; j < t->alloc; j++) p[j] = 1.0f;
         } else if (t->ndim == 2) {
+            /* past wte's padding rows (an untied lm_head's own padding follows its V rows) */
             uint64_t pad = t->global > 0 ? (uint64_t)(m->cfg.Vp - m->cfg.V) * (uint64_t)m->cfg.C : 0;
             init_ctx ic = {m->params, seed, pad, strstr(t->name, "c_proj.weight") ? resid : 0.02f};
             for_each_run(&m->cfg, t, init_run, &ic);

@@ -35,7 +35,7 @@ mdc_status mdc_i_col_linear(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const float *in;
     TRY(mdc_i_gather_tapped(m, a, 1 + L->l, L->site, x, &in));
-    m->ops->matmul(m, out, in, P(m, L->w), L->b >= 0 ? P(m, L->b) : NULL, s.n, L->K, L->N);
+    m->ops->matmul(m, out, in, P(m, L->w), L->b >= 0 ? P(m, L->b) : NULL, s.n, L->K, L->N, L->wt);
     TAP(1 + L->l, L->osite, MDC_TAP_FWD, MDC_TAP_AT, out);
     return MDC_OK;
 }
@@ -49,12 +49,13 @@ mdc_status mdc_i_row_linear(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L
 void mdc_i_row_tail(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res, float *red,
                     const mdc_dropout *drop) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    const float *b = P(m, L->b);
+    const float *b = P(m, L->b); /* NULL: no bias */
     if (!drop) {
-        mdc_residual_bias_forward(m->dev, out, res, red, b, s.nl, s.C);
+        if (b) mdc_residual_bias_forward(m->dev, out, res, red, b, s.nl, s.C);
+        else mdc_residual_forward(m->dev, out, res, red, (size_t)s.nl * s.C);
         return;
     }
-    mdc_bias_forward(m->dev, red, b, s.nl, s.C);
+    if (b) mdc_bias_forward(m->dev, red, b, s.nl, s.C);
     mdc_dropout_residual_forward(m->dev, out, res, red, drop, a->B, s.Tl, s.C);
 }
 
@@ -79,7 +80,7 @@ const float *mdc_i_branch_grad(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int drop, c
 
 void mdc_i_linear_wgrad(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, const mdc_i_wslot *w) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    m->ops->wgrad(m, L->w, L->b, w->in, w->dout, L->row ? w->drows : NULL, s.n, s.nl, L->K, L->N, 0);
+    m->ops->wgrad(m, L->w, L->b, w->in, w->dout, L->row ? w->drows : NULL, s.n, s.nl, L->K, L->N, 0, L->wt);
 }
 
 void mdc_i_wready(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, const mdc_i_wslot *live, mdc_i_wslot *keep) {
@@ -108,7 +109,7 @@ mdc_status mdc_i_row_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     TAP(u, L->site, MDC_TAP_BWD, MDC_TAP_POST, w.dout);
     mdc_i_wready(m, a, L, &w, keep);
     memset(din, 0, (size_t)s.n * L->K * sizeof(float));
-    m->ops->dinput(m, din, w.dout, P(m, L->w), s.n, L->K, L->N);
+    m->ops->dinput(m, din, w.dout, P(m, L->w), s.n, L->K, L->N, L->wt);
     return MDC_OK;
 }
 

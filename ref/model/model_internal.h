@@ -12,23 +12,55 @@
 #include "minidc/dump.h"
 #include "minidc/model.h"
 
-/* per-layer tensors of a dense block, in file order; a MoE block has the first eight, then the
- * router and four per expert j: mdc_i_expert_k(j, q) for q in X_FCW .. X_FCPB */
+/* per-layer tensors of a dense block by kind: GPT-2's twelve, in file order; a MoE block has the
+ * first eight, then the router and four per expert j: mdc_i_expert_k(j, q) for q in X_FCW .. X_FCPB.
+ * The families' blocks use the same kinds for the same roles (QKVW is q_proj, its k_proj and v_proj
+ * follow it, so the three are one fused [(H + 2 KV) d, C] weight; FCW is gate_proj, UPW up_proj
+ * after it) plus their own; a family block holds the kinds its switches ask for, in the order
+ * mdc_i_layer_kinds gives. */
 enum { LN1W, LN1B, QKVW, QKVB, ATTPW, ATTPB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLT };
+enum { KW = NLT, VW, KB, VB, QNW, KNW, UPW, UPB, NKINDS };
 enum { ROUTERW = 8, X_FCW = 0, X_FCB, X_FCPW, X_FCPB };
 extern const char *const mdc_i_layer_names[NLT];
 static inline int mdc_i_expert_k(int j, int q) { return ROUTERW + 1 + 4 * j + q; }
+static inline int mdc_i_family(const mdc_gpt2_config *c) { return c->family != MDC_FAMILY_GPT2; }
+static inline int mdc_i_kv_heads(const mdc_gpt2_config *c) { return c->KV > 0 ? c->KV : c->H; }
+static inline int mdc_i_head_dim(const mdc_gpt2_config *c) { return c->head_dim > 0 ? c->head_dim : c->C / c->H; }
+static inline int mdc_i_ffn(const mdc_gpt2_config *c) { return c->ffn > 0 ? c->ffn : 4 * c->C; }
+/* The kv heads tp rank r of t holds, from *kv0: KV/t of them, or with t > KV one, the kv head of
+ * its query heads, replicated on t/KV ranks (Megatron's rule: KV % t == 0 or t % KV == 0). */
+static inline int mdc_i_kv_local(const mdc_gpt2_config *c, int t, int r, int *kv0) {
+    int KV = mdc_i_kv_heads(c);
+    if (KV >= t) return *kv0 = r * (KV / t), KV / t;
+    return *kv0 = r / (t / KV), 1;
+}
+/* A family block's kinds in order (kinds may be NULL); returns how many. */
+int mdc_i_layer_kinds(const mdc_gpt2_config *c, int *kinds);
+/* The place of a kind in a family block's tensors, -1 when the block has none. */
+int mdc_i_kind_slot(const mdc_gpt2_config *c, int kind);
 static inline int mdc_i_moe_every(const mdc_gpt2_config *c) { return c->moe_every > 0 ? c->moe_every : 1; }
 static inline int mdc_i_is_moe(const mdc_gpt2_config *c, int l) { return c->E > 0 && l % mdc_i_moe_every(c) == 0; }
 static inline int mdc_i_layer_tensors(const mdc_gpt2_config *c, int l) {
+    if (mdc_i_family(c)) return mdc_i_layer_kinds(c, NULL);
     return mdc_i_is_moe(c, l) ? ROUTERW + 1 + 4 * c->E : NLT;
 }
 /* MoE blocks before block l */
 static inline int mdc_i_moe_before(const mdc_gpt2_config *c, int l) {
     return c->E > 0 ? (l + mdc_i_moe_every(c) - 1) / mdc_i_moe_every(c) : 0;
 }
-/* The block of global tensor gi (2 <= gi < 2 + the blocks' tensors) and its index k in it. */
+/* The block of global tensor gi (a block's tensor) and its kind k in it. */
 int mdc_i_layer_of(const mdc_gpt2_config *c, int gi, int *k);
+/* What a global tensor is: the token embedding (0), GPT-2's wpe (1), a block's (*l, *k its kind),
+ * the final norm's weight or bias (*k 0, 1), an untied LM head. */
+enum { MDC_I_EMBED, MDC_I_POS, MDC_I_LAYER, MDC_I_NORMF, MDC_I_HEAD };
+int mdc_i_role(const mdc_gpt2_config *c, int gi, int *l, int *k);
+/* ref/model/family.c: the families' configs and tables (what gpt2.c's functions are for them) */
+int mdc_i_family_named(const char *name, mdc_gpt2_config *c, int *batch); /* 1: known */
+mdc_status mdc_i_family_check(mdc_gpt2_config *c);
+int mdc_i_family_tensor_count(const mdc_gpt2_config *c);
+size_t mdc_i_family_param_floats(const mdc_gpt2_config *c);
+int mdc_i_family_role(const mdc_gpt2_config *c, int gi, int *l, int *k);
+void mdc_i_family_tensor_at(const mdc_gpt2_config *c, int i, mdc_param_tensor *t);
 
 struct mdc_i_ops;
 struct mdc_i_attention;
@@ -89,19 +121,24 @@ struct mdc_gpt2 {
 
 /* Sizes of one rank's share of a micro-batch. */
 typedef struct {
-    int B, T, Tl;          /* batch, sequence, positions per rank in the residual stream (T / seq_split) */
-    int n, nl;             /* B T, B Tl */
-    int C, Cl, Hl, Fl, Vl; /* channels, attention width C/t, heads H/t, MLP width 4C/t, vocab Vp/t */
+    int B, T, Tl; /* batch, sequence, positions per rank in the residual stream (T / seq_split) */
+    int n, nl;    /* B T, B Tl */
+    int C, Cl, Hl, Fl,
+        Vl; /* channels, attention width Hl d (GPT-2: C/t), heads H/t, MLP width 4C/t (I/t), vocab Vp/t */
+    int d, KVl, QKVl, FCl; /* head dim; kv heads here; qkv width (Hl + 2 KVl) d; the MLP's first product's width
+                              (GPT-2 Fl; SwiGLU's gate and up 2 Fl) */
 } mdc_i_sizes;
 
 /* Offsets (floats) of every buffer in the one activation allocation. */
 typedef struct {
     size_t encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean, ln2_rstd, fch, fchg,
-        res3; /* per-layer buffers: base of the first held layer; stride below */
+        res3,          /* per-layer buffers: base of the first held layer; stride below */
+        qkraw, qkrstd; /* Qwen3: q and k before q_norm, k_norm (n (Hl + KVl) d), their rstd */
     size_t layer_stride;
     size_t lnf, lnf_mean, lnf_rstd, logits, losses, lse;
     /* backward work space (shared by the layers) */
-    size_t dres, dln, datty, dbig, dbig2, attscratch;
+    size_t dres, dln, datty, dbig, dbig2, attscratch, dqk;
+    size_t rope; /* rotary positions: the set's cos, sin tables (T, d/2 each) */
     /* with communication: the row-parallel partial sums, the gathered input (SP), the
      * partial input gradient (SP), the vocab-parallel loss statistics */
     size_t partial, full, dfull, vstat;
@@ -115,6 +152,7 @@ struct mdc_gpt2_acts {
     const mdc_gpt2 *m;
     int maxB, maxT, B, T, have_targets;
     int row0;         /* global batch row of row 0 (the dropout masks' key) */
+    int rope_T;       /* the sequence length its rotary tables were built for (0: none yet) */
     int lo, hi, head; /* its chunk's blocks [lo, hi); 1: it holds the head's tensors */
     mdc_i_acts_layout lay;
     float *buf;
@@ -142,11 +180,21 @@ mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T);
 mdc_status mdc_i_layout_build(mdc_gpt2 *m);
 /* pointer to local tensor of global index `gi` in base (params, grads, m, v), NULL if not held */
 float *mdc_i_tensor(const mdc_gpt2 *m, float *base, int gi);
-/* global index of layer l's tensor k, of the embeddings and ln_f */
+/* global index of layer l's tensor of kind k (-1: the block has none), of ln_f's weight and bias
+ * (-1: none), of the LM head's weight (the token embedding when tied) */
+int mdc_i_gl_family(const mdc_gpt2_config *c, int l, int k);
 static inline int mdc_i_gl(const mdc_gpt2_config *c, int l, int k) {
+    if (mdc_i_family(c)) return mdc_i_gl_family(c, l, k);
     return 2 + l * NLT + mdc_i_moe_before(c, l) * (4 * c->E + ROUTERW + 1 - NLT) + k;
 }
-static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) { return mdc_i_gl(c, c->L, 0) + bias; }
+static inline int mdc_i_glnf(const mdc_gpt2_config *c, int bias) {
+    if (mdc_i_family(c)) return bias ? -1 : mdc_i_gl_family(c, c->L, -1);
+    return mdc_i_gl(c, c->L, 0) + bias;
+}
+static inline int mdc_i_ghead(const mdc_gpt2_config *c) {
+    return mdc_i_family(c) && c->untied ? mdc_i_glnf(c, 0) + 1 : 0;
+}
+static inline int mdc_i_gpos(const mdc_gpt2_config *c) { return mdc_i_family(c) ? -1 : 1; }
 
 /* splitmix64 and the normal at a counter (initialization by global element index) */
 float mdc_i_normal_at(uint64_t seed, uint64_t i);
@@ -179,8 +227,8 @@ static inline int mdc_i_vocab_shard(const mdc_gpt2 *m, int Vl, int *lo) {
     int valid = m->cfg.V - *lo;
     return valid < 0 ? 0 : valid > Vl ? Vl : valid;
 }
-static inline float *P(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->params, gi); }
-static inline float *G(mdc_gpt2 *m, int gi) { return mdc_i_tensor(m, m->grads, gi); }
+static inline float *P(mdc_gpt2 *m, int gi) { return gi < 0 ? NULL : mdc_i_tensor(m, m->params, gi); }
+static inline float *G(mdc_gpt2 *m, int gi) { return gi < 0 ? NULL : mdc_i_tensor(m, m->grads, gi); }
 
 /* The dropout of a site of layer l on this rank's share of the micro-batch, keyed by global
  * indices (batch row, position, channel; for attention the global head); NULL when off. */
@@ -223,9 +271,10 @@ mdc_status mdc_i_moe_alloc(mdc_gpt2 *m);
 
 /* ---- tensor dumps (ref/model/dump.c): the tap that writes them --------------------------- */
 mdc_status mdc_i_dump_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase, const float *x);
-/* The serial model's row-parallel product inp (n, K) W (fused with the residual there). */
-mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int site, const float *inp, const float *W, int K);
 
 #include "layers.h"
+
+/* The serial model's row-parallel product inp (n, K) W of linear L (fused with the residual there). */
+mdc_status mdc_i_dump_product(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, const float *inp);
 
 #endif

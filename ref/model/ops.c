@@ -9,22 +9,31 @@
 #include "minidc/numerics.h"
 #include "model_internal.h"
 
-static void matmul(mdc_gpt2 *m, float *out, const float *in, const float *W, const float *b, int n, int K, int N) {
-    mdc_matmul_forward(m->dev, out, in, W, b, n, K, N);
+static void matmul(mdc_gpt2 *m, float *out, const float *in, const float *W, const float *b, int n, int K, int N,
+                   int wt) {
+    if (wt) mdc_linear_forward(m->dev, out, NULL, in, W, b, n, K, N);
+    else mdc_matmul_forward(m->dev, out, in, W, b, n, K, N);
 }
 
-static void dinput(mdc_gpt2 *m, float *din, const float *dout, const float *W, int n, int K, int N) {
-    mdc_matmul_backward(m->dev, din, NULL, NULL, dout, NULL, W, n, K, N);
+static void dinput(mdc_gpt2 *m, float *din, const float *dout, const float *W, int n, int K, int N, int wt) {
+    if (wt) mdc_linear_backward(m->dev, din, NULL, NULL, dout, NULL, W, n, K, N);
+    else mdc_matmul_backward(m->dev, din, NULL, NULL, dout, NULL, W, n, K, N);
 }
 
 /* Without SP a row-parallel bias's rows are dout's: one call for the weight and the bias. */
 static void wgrad(mdc_gpt2 *m, int gw, int gb, const float *in, const float *dout, const float *drows, int n, int nl,
-                  int K, int N, int blk) {
+                  int K, int N, int blk, int wt) {
     (void)blk;
     float *db = gb >= 0 ? G(m, gb) : NULL;
     int apart = drows && nl != n;
-    mdc_matmul_backward(m->dev, NULL, G(m, gw), apart ? NULL : db, dout, in, NULL, n, K, N);
+    if (wt) mdc_linear_backward(m->dev, NULL, G(m, gw), apart ? NULL : db, dout, in, NULL, n, K, N);
+    else mdc_matmul_backward(m->dev, NULL, G(m, gw), apart ? NULL : db, dout, in, NULL, n, K, N);
     if (apart && db) mdc_matmul_backward(m->dev, NULL, NULL, db, drows, NULL, NULL, nl, K, N);
+}
+
+static void rmsnorm_wgrad(mdc_gpt2 *m, int gw, const float *dout, int ldo, const float *x, int ldx, const float *rstd,
+                          int n, int heads, int d) {
+    mdc_rmsnorm_heads_backward(m->dev, NULL, 0, G(m, gw), dout, ldo, x, ldx, NULL, rstd, n, heads, d);
 }
 
 static void layernorm_wgrad(mdc_gpt2 *m, const mdc_i_norm *N, const float *dout, const float *x, int n, int C) {
@@ -65,7 +74,7 @@ static double scalar_value(const void *slot) { return *(const double *)slot; }
 
 static void lm_head(mdc_gpt2 *m, mdc_gpt2_acts *a, float *logits, const float *in) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    mdc_lmhead_forward(m->dev, logits, in, P(m, 0), s.n, s.C, s.Vl);
+    mdc_lmhead_forward(m->dev, logits, in, P(m, mdc_i_ghead(&m->cfg)), s.n, s.C, s.Vl);
 }
 
 /* ---- serial ------------------------------------------------------------------------------------ */
@@ -73,13 +82,14 @@ static mdc_status row_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
                                      const float *in, const mdc_dropout *drop) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const float *W = P(m, L->w), *b = P(m, L->b);
-    if (m->tap) TRY(mdc_i_dump_product(m, a, L->l, L->site, in, W, L->K)); /* the product the kernel fuses */
+    if (m->tap) TRY(mdc_i_dump_product(m, a, L, in)); /* the product the kernel fuses */
     if (!drop) {
-        mdc_matmul_residual_forward(m->dev, out, res, in, W, b, s.n, L->K, s.C);
+        if (L->wt) mdc_linear_forward(m->dev, out, res, in, W, b, s.n, L->K, s.C);
+        else mdc_matmul_residual_forward(m->dev, out, res, in, W, b, s.n, L->K, s.C);
         return MDC_OK;
     }
     float *part = buf(a, a->lay.partial);
-    mdc_matmul_forward(m->dev, part, in, W, b, s.n, L->K, s.C);
+    matmul(m, part, in, W, b, s.n, L->K, s.C, L->wt);
     mdc_dropout_residual_forward(m->dev, out, res, part, drop, a->B, s.Tl, s.C);
     return MDC_OK;
 }
@@ -88,13 +98,17 @@ static mdc_status col_dinput_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_l
                                     const float *dout) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     memset(dx, 0, (size_t)s.n * s.C * sizeof(float));
-    mdc_matmul_backward(m->dev, dx, NULL, NULL, dout, NULL, P(m, L->w), s.n, s.C, L->N);
+    dinput(m, dx, dout, P(m, L->w), s.n, s.C, L->N, L->wt);
     return MDC_OK;
 }
 
 static mdc_status embed_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float *enc) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const int *pos = mdc_i_positions_of(m, MDC_I_ROWS, s.Tl, NULL);
+    if (!P(m, mdc_i_gpos(&m->cfg))) { /* no position table: the tokens' rows alone */
+        mdc_embed_shard_forward(m->dev, enc, a->inputs, P(m, 0), 0, s.Vl, s.n, s.C);
+        return MDC_OK;
+    }
     if (!pos) {
         mdc_encoder_forward(m->dev, enc, a->inputs, P(m, 0), P(m, 1), a->B, a->T, s.C);
         return MDC_OK;
@@ -108,8 +122,9 @@ static mdc_status embed_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float *enc
 static mdc_status embed_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *dres) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const int *pos = mdc_i_positions_of(m, MDC_I_SEQ, s.Tl, NULL);
-    if (!pos) mdc_encoder_backward(m->dev, G(m, 0), G(m, 1), dres, a->inputs, a->B, a->T, s.C);
-    else mdc_embed_shard_backward(m->dev, G(m, 0), G(m, 1), dres, a->inputs, 0, s.Vl, pos, a->B, a->T, s.C);
+    float *gpos = G(m, mdc_i_gpos(&m->cfg));
+    if (!pos && gpos) mdc_encoder_backward(m->dev, G(m, 0), gpos, dres, a->inputs, a->B, a->T, s.C);
+    else mdc_embed_shard_backward(m->dev, G(m, 0), gpos, dres, a->inputs, 0, s.Vl, pos, a->B, a->T, s.C);
     return MDC_OK;
 }
 
@@ -130,16 +145,17 @@ static mdc_status head_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float dlos
     mdc_crossentropy_backward(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, dloss, s.n, c->V, c->Vp);
     TAP(c->L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
     memset(dlnf, 0, (size_t)s.n * s.C * sizeof(float));
-    mdc_lmhead_backward(m->dev, dlnf, G(m, 0), logits, in, P(m, 0), s.n, s.C, s.Vl);
+    int h = mdc_i_ghead(c);
+    mdc_lmhead_backward(m->dev, dlnf, G(m, h), logits, in, P(m, h), s.n, s.C, s.Vl);
     return MDC_OK;
 }
 
 /* the entries both default tables share: the float arithmetic and its sink */
 #define DEFAULT_ARITHMETIC                                                                                 \
     .matmul = matmul, .dinput = dinput, .wgrad = wgrad, .layernorm_wgrad = layernorm_wgrad,                \
-    .layernorm_backward = layernorm_backward, .grad_dtype = MDC_F32, .grad_pack = grad_pack,               \
-    .grad_unpack = grad_unpack, .grad_round = grad_round, .scalar_dtype = MDC_F64, .objective = objective, \
-    .add_squares = add_squares, .scalar_value = scalar_value, .lm_head = lm_head
+    .layernorm_backward = layernorm_backward, .rmsnorm_wgrad = rmsnorm_wgrad, .grad_dtype = MDC_F32,       \
+    .grad_pack = grad_pack, .grad_unpack = grad_unpack, .grad_round = grad_round, .scalar_dtype = MDC_F64, \
+    .objective = objective, .add_squares = add_squares, .scalar_value = scalar_value, .lm_head = lm_head
 
 const mdc_i_ops mdc_i_ops_serial = {
     .name = "serial",
@@ -157,7 +173,7 @@ static mdc_status row_forward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_line
                                  const float *in, const mdc_dropout *drop) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *part = buf(a, a->lay.partial), *red = m->part.sp ? buf(a, a->lay.full) : part;
-    mdc_matmul_forward(m->dev, part, in, P(m, L->w), NULL, s.n, L->K, s.C);
+    matmul(m, part, in, P(m, L->w), NULL, s.n, L->K, s.C, L->wt);
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_PRE, part);
     TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
@@ -175,19 +191,24 @@ static mdc_status col_dinput_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linea
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *dpart = m->part.sp ? buf(a, a->lay.dfull) : dx;
     memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
-    mdc_matmul_backward(m->dev, dpart, NULL, NULL, dout, NULL, P(m, L->w), s.n, s.C, L->N);
+    dinput(m, dpart, dout, P(m, L->w), s.n, s.C, L->N, L->wt);
     return f_backward(m, a, 1 + L->l, L->site, dx, dpart);
 }
 
 /* The vocabulary-parallel embedding: this shard's rows, summed over tp (g), then the positions. */
 static mdc_status embed_forward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, float *enc) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    const float *wpe = P(m, mdc_i_gpos(&m->cfg));
     float *part = buf(a, a->lay.partial), *red = m->part.sp ? enc : part;
     mdc_embed_shard_forward(m->dev, part, a->inputs, P(m, 0), m->part.tp_rank * s.Vl, s.Vl, s.n, s.C);
     TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
+    if (!wpe) { /* no position table: the tokens' rows alone */
+        if (red != enc) memcpy(enc, red, (size_t)s.nl * s.C * sizeof(float));
+        return MDC_OK;
+    }
     int pos0;
     const int *pos = mdc_i_positions_of(m, MDC_I_ROWS, s.Tl, &pos0);
-    mdc_embed_positions(m->dev, enc, red, P(m, 1), a->B, s.Tl, pos, pos0, s.C);
+    mdc_embed_positions(m->dev, enc, red, wpe, a->B, s.Tl, pos, pos0, s.C);
     return MDC_OK;
 }
 
@@ -195,7 +216,7 @@ static mdc_status embed_backward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const float *dout;
     TRY(mdc_i_gather_grad(m, a, dres, &dout));
-    mdc_embed_shard_backward(m->dev, G(m, 0), G(m, 1), dout, a->inputs, m->part.tp_rank * s.Vl, s.Vl,
+    mdc_embed_shard_backward(m->dev, G(m, 0), G(m, mdc_i_gpos(&m->cfg)), dout, a->inputs, m->part.tp_rank * s.Vl, s.Vl,
                              mdc_i_positions_of(m, MDC_I_SEQ, s.Tl, NULL), a->B, a->T, s.C);
     return MDC_OK;
 }
@@ -232,7 +253,8 @@ static mdc_status head_backward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, c
     TAP(m->cfg.L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
     /* the LM head is column-parallel over the vocabulary: its input gradient is a partial sum */
     memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
-    mdc_lmhead_backward(m->dev, dpart, G(m, 0), logits, in, P(m, 0), s.n, s.C, s.Vl);
+    int h = mdc_i_ghead(&m->cfg);
+    mdc_lmhead_backward(m->dev, dpart, G(m, h), logits, in, P(m, h), s.n, s.C, s.Vl);
     return f_backward(m, a, m->cfg.L + 1, MDC_I_DS_LNF, dlnf, dpart);
 }
 

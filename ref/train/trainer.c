@@ -116,7 +116,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         (st = mdc_pp_create(&t->pp, t->m, mdc_mesh_group(t->mesh, MDC_MESH_PP), tc->schedule ? tc->schedule : "1f1b",
                             tc->accum, tc->micro_batch, Tl, tc->pp_chunks > 1 ? tc->pp_chunks : 1)))
         goto fail;
-    int n = mdc_gpt2_local_count(t->m);
+    int n = mdc_gpt2_local_count(t->m), any_partial = 0;
     if (d->tp > 1 || d->pp > 1 || t->ep) {
         t->skip = calloc((size_t)n, 1), t->sp_partial = calloc((size_t)n, 1);
         if (!t->skip || !t->sp_partial) {
@@ -126,8 +126,9 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         for (int i = 0; i < n; i++) {
             const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
             int replicated = p->split == MDC_SPLIT_NONE;
-            t->skip[i] = replicated && t->tp_rank > 0;                         /* counted once, on tp rank 0 */
-            t->sp_partial[i] = tc->sp && replicated && p->global != 1;         /* wpe's gradient is whole */
+            t->skip[i] = replicated && t->tp_rank > 0;               /* counted once, on tp rank 0 */
+            t->sp_partial[i] = (char)mdc_gpt2_grad_partial(t->m, i); /* summed over tp by the step */
+            any_partial |= t->sp_partial[i];
             if (p->global == 0 && d->pp > 1 && t->pp_rank > 0) t->skip[i] = 1; /* the tied wte: the first stage's */
         }
         if (t->ep) mdc_ep_norm_skip(t->ep, t->skip); /* each sum counted once: by its group's rank 0 */
@@ -137,14 +138,14 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     p->dp = t->dp;
     if (t->ep) p->reduce = mdc_ep_reduce, p->reduce_ctx = t->ep;
     p->sum_group = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
-    p->tp_group = tc->sp && t->tp ? mdc_tp_group(t->tp) : NULL;
+    p->tp_group = any_partial && t->tp ? mdc_tp_group(t->tp) : NULL;
     p->count_loss = t->tp_rank == 0 && t->pp_rank == d->pp - 1; /* the last stage has the loss */
     p->count_moe = tc->sp || t->tp_rank == 0;                   /* with SP each tp rank routes its own tokens */
     p->pp = t->pp;
-    p->embed_group = t->pp ? mdc_mesh_group(t->mesh, MDC_MESH_EMBED) : NULL;
+    p->embed_group = t->pp && mdc_gpt2_tied(mdc_gpt2_get_config(t->m)) ? mdc_mesh_group(t->mesh, MDC_MESH_EMBED) : NULL;
     p->row0 = t->dp_rank * tc->accum * tc->micro_batch;
     p->skip = t->skip;
-    p->sp_partial = tc->sp ? t->sp_partial : NULL;
+    p->sp_partial = any_partial ? t->sp_partial : NULL;
     p->micro_batch = tc->micro_batch, p->accum = tc->accum, p->seq = Tl;
     p->tokens = (double)tc->micro_batch * tc->seq * tc->accum * d->dp;
     p->dloss = 1.0f / ((float)tc->micro_batch * (float)tc->accum * (float)d->dp * (float)tc->seq);

@@ -12,7 +12,7 @@
 #include "minidc/kernels.h"
 
 enum { B = 24, ACCUM = 2, STEPS = 3 };
-static const mdc_gpt2_config CFG = {65, 0, 8, 2, 2, 16, 0, 0, 0};
+static const mdc_gpt2_config CFG = {.V = 65, .T = 8, .L = 2, .H = 2, .C = 16};
 
 static void batch(int *in, int *tg, int step, int V, int T) {
     for (int i = 0; i < B * T; i++) {

@@ -29,7 +29,7 @@
 #include "minidc/train.h"
 
 enum { STEPS = 10 };
-static const mdc_gpt2_config CFG = {300, 0, 12, 2, 12, 48, 0, 0, 0};
+static const mdc_gpt2_config CFG = {.V = 300, .T = 12, .L = 2, .H = 12, .C = 48};
 
 static void batch(int *in, int *tg, int step, int n, int V) {
     for (int i = 0; i < n; i++) {
@@ -178,7 +178,7 @@ static double check_tensors(const char *name, const char *what, const mdc_gpt2_c
             double e = (double)a[p.offset + j] - b[p.offset + j];
             d2 += e * e, b2 += (double)b[p.offset + j] * b[p.offset + j];
         }
-        if (!(ratio(c) <= worst)) worst = ratio(c), snprintf(worst_name, 48, "%s", p.name);
+        if (!(ratio(c) <= worst)) worst = ratio(c), snprintf(worst_name, 64, "%s", p.name);
         TU_CHECK(c.first_bad == SIZE_MAX,
                  "%s: %s of %s: max |mesh - serial| %.3g is %.3g of max |serial| %.3g "
                  "(limit %g); first bad index %zu: %.9g vs serial %.9g",
@@ -207,7 +207,7 @@ static double check_reach(const char *name, const mdc_gpt2_config *cfg, const fl
             if (!(e <= reach) && bad == SIZE_MAX) bad = j - p.offset;
             tmax = fmax(tmax, e), d2 += e * e, b2 += (double)b[j] * b[j];
         }
-        if (tmax / reach > worst) worst = tmax / reach, snprintf(worst_name, 48, "%s", p.name);
+        if (tmax / reach > worst) worst = tmax / reach, snprintf(worst_name, 64, "%s", p.name);
         TU_CHECK(bad == SIZE_MAX,
                  "%s: parameter %s[%zu] after %d steps: %.9g vs serial %.9g, beyond AdamW's reach "
                  "%.3g",
@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
                     mdc_trainer *t;
                     MDC_CHECK(mdc_trainer_create(&t, rt.tr, rt.dev, &tc, 7));
                     double lrel = 0, lmax = 0, nmax = 0, gw = 0, pw, l2;
-                    char gname[48] = "-", pname[48] = "";
+                    char gname[64] = "-", pname[64] = "";
                     float loss, norm;
                     batch(in, tg, 0, B * T, cfg.V);
                     double fw = check_forward(name, t, &R, &cfg, B, accum, in, tg, &lrel);

@@ -7,7 +7,7 @@
  * and every rank; the local layout holds (Psi - R)/t + R floats. */
 #include "testutil.h"
 
-static const mdc_gpt2_config odd = {300, 0, 12, 3, 12, 48, 0, 0, 0};
+static const mdc_gpt2_config odd = {.V = 300, .T = 12, .L = 3, .H = 12, .C = 48};
 enum { B = 2, T = 12 };
 
 /* gradients of one micro-batch, block backward in the given order: 0 both at once, 1 W right

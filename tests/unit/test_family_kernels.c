@@ -233,16 +233,38 @@ static double sw_loss(void *p) {
     sw_ref(k);
     return dot_w(k->out, k->dy, k->n);
 }
+/* the kernels take the fused gate|up rows (N, 2F); these pack separate gate and up (N, F) arrays */
+static float *sw_pack(const float *g, const float *u, int N, int F) {
+    float *gu = malloc((size_t)N * 2 * F * sizeof(float));
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < F; i++)
+            gu[(size_t)r * 2 * F + i] = g[(size_t)r * F + i], gu[(size_t)r * 2 * F + F + i] = u[(size_t)r * F + i];
+    return gu;
+}
+static void sw_fwd(mdc_device *d, float *out, const float *g, const float *u, int N, int F) {
+    float *gu = sw_pack(g, u, N, F);
+    mdc_swiglu_forward(d, out, gu, N, F);
+    free(gu);
+}
+static void sw_bwd(mdc_device *d, float *dg, float *du, const float *g, const float *u, const float *dy, int N, int F) {
+    float *gu = sw_pack(g, u, N, F), *dgu = sw_pack(dg, du, N, F);
+    mdc_swiglu_backward(d, dgu, gu, dy, N, F);
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < F; i++)
+            dg[(size_t)r * F + i] = dgu[(size_t)r * 2 * F + i], du[(size_t)r * F + i] = dgu[(size_t)r * 2 * F + F + i];
+    free(gu), free(dgu);
+}
 static void test_swiglu(mdc_device *d) {
-    size_t n = 1003;
+    int N = 17, F = 59; /* n = 1003 */
+    size_t n = (size_t)N * F;
     float *g = fvec(n, 6), *u = fvec(n, 2), *dy = fvec(n, 1), *out = fzeros(n);
     float *dg = fzeros(n), *du = fzeros(n);
     sw_ctx k = {dcopy(g, n), dcopy(u, n), dcopy(dy, n), dalloc(n), n};
-    mdc_swiglu_forward(d, out, g, u, n);
+    sw_fwd(d, out, g, u, N, F);
     expect_charge(d, "swiglu forward charge", 5.0 * n, 12.0 * n);
     sw_ref(&k);
     near_each("swiglu forward vs double", out, k.out, n, 1e-6);
-    mdc_swiglu_backward(d, dg, du, g, u, dy, n);
+    sw_bwd(d, dg, du, g, u, dy, N, F);
     expect_charge(d, "swiglu backward charge", 14.0 * n, 28.0 * n);
     double *rdg = dalloc(n), *rdu = dalloc(n);
     for (size_t i = 0; i < n; i++) {
@@ -256,7 +278,7 @@ static void test_swiglu(mdc_device *d) {
     tu_fd_check("swiglu dup", k.u, n, du, sw_loss, &k);
     /* the backward accumulates: from g0, the float sums g0 + (the gradients from zero) */
     float *dg0 = fvec(n, 1), *du0 = fvec(n, 1), *ag = fdup(dg0, n), *au = fdup(du0, n);
-    mdc_swiglu_backward(NULL, ag, au, g, u, dy, n);
+    sw_bwd(NULL, ag, au, g, u, dy, N, F);
     for (size_t i = 0; i < n; i++) dg0[i] += dg[i], du0[i] += du[i];
     same_bits("swiglu dgate accumulates (+=)", ag, dg0, n);
     same_bits("swiglu dup accumulates (+=)", au, du0, n);
@@ -265,11 +287,11 @@ static void test_swiglu(mdc_device *d) {
     int nt = omp_get_max_threads();
     float *o1 = fzeros(n), *o4 = fzeros(n), *g1 = fzeros(n), *g4 = fzeros(n), *u1 = fzeros(n), *u4 = fzeros(n);
     omp_set_num_threads(1);
-    mdc_swiglu_forward(NULL, o1, g, u, n);
-    mdc_swiglu_backward(NULL, g1, u1, g, u, dy, n);
+    sw_fwd(NULL, o1, g, u, N, F);
+    sw_bwd(NULL, g1, u1, g, u, dy, N, F);
     omp_set_num_threads(4);
-    mdc_swiglu_forward(NULL, o4, g, u, n);
-    mdc_swiglu_backward(NULL, g4, u4, g, u, dy, n);
+    sw_fwd(NULL, o4, g, u, N, F);
+    sw_bwd(NULL, g4, u4, g, u, dy, N, F);
     omp_set_num_threads(nt);
     same_bits("swiglu 1 vs 4 threads: out", o4, o1, n);
     same_bits("swiglu 1 vs 4 threads: dgate", g4, g1, n);
@@ -281,8 +303,8 @@ static void test_swiglu(mdc_device *d) {
     size_t m = sizeof ge / sizeof ge[0];
     float eu[16], edy[16], eo[16], eg[16], eup[16];
     for (size_t i = 0; i < m; i++) eu[i] = 0.25f, edy[i] = -0.5f, eg[i] = eup[i] = 0;
-    mdc_swiglu_forward(NULL, eo, ge, eu, m);
-    mdc_swiglu_backward(NULL, eg, eup, ge, eu, edy, m);
+    sw_fwd(NULL, eo, ge, eu, 1, (int)m);
+    sw_bwd(NULL, eg, eup, ge, eu, edy, 1, (int)m);
     size_t bad = m;
     for (size_t i = 0; i < m && bad == m; i++)
         if (!isfinite(eo[i]) || !isfinite(eg[i]) || !isfinite(eup[i])) bad = i;

@@ -7,7 +7,7 @@
 
 #include "testutil.h"
 
-static const mdc_gpt2_config odd = {97, 0, 13, 2, 3, 72, 0, 0, 0};
+static const mdc_gpt2_config odd = {.V = 97, .T = 13, .L = 2, .H = 3, .C = 72};
 enum { B = 3, T = 13 };
 
 static void batch(int *in, int *tg, int V, int seed) {
@@ -63,7 +63,7 @@ static void test_table(void) {
     TU_CHECK(g.V == 4096 && g.T == 128 && g.L == 4 && g.H == 8 && g.C == 256 && bsz % 12 == 0, "small");
     TU_STATUS(mdc_gpt2_config_named("huge", &g, NULL), MDC_ERR_INVALID);
     TU_CONTAINS(mdc_detail(), "huge");
-    mdc_gpt2_config bad = {97, 0, 13, 2, 5, 72, 0, 0, 0};
+    mdc_gpt2_config bad = {.V = 97, .T = 13, .L = 2, .H = 5, .C = 72};
     TU_STATUS(mdc_gpt2_config_check(&bad), MDC_ERR_INVALID);
     TU_CONTAINS(mdc_detail(), "--heads");
 }
@@ -193,7 +193,7 @@ static void test_threads_flops_memory(void) {
     float *p1, *g1, *p2, *g2, l1[3], l2[3];
     run(1, &p1, &g1, l1);
     run(2, &p2, &g2, l2);
-    size_t np = mdc_gpt2_param_floats(&(mdc_gpt2_config){97, 128, 13, 2, 3, 72, 0, 0, 0});
+    size_t np = mdc_gpt2_param_floats(&(mdc_gpt2_config){.V = 97, .Vp = 128, .T = 13, .L = 2, .H = 3, .C = 72});
     int ok = tu_cmp_f32("losses 1 vs 2 threads", l2, l1, 3);
     ok &= tu_cmp_f32("gradients 1 vs 2 threads", g2, g1, np);
     ok &= tu_cmp_f32("parameters after 3 steps, 1 vs 2 threads", p2, p1, np);
@@ -247,7 +247,14 @@ static void test_errors(void) {
 /* A MoE config's table: every MoE block's router and experts in file order, contiguous, each
  * name found at its index, the experts known by index. */
 static void test_moe_table(void) {
-    mdc_gpt2_config c = {97, 0, 13, 3, 3, 72, 4, 2, 2}; /* blocks 0 and 2 are MoE, block 1 dense */
+    mdc_gpt2_config c = {.V = 97,
+                         .T = 13,
+                         .L = 3,
+                         .H = 3,
+                         .C = 72,
+                         .E = 4,
+                         .topk = 2,
+                         .moe_every = 2}; /* blocks 0 and 2 are MoE, block 1 dense */
     MDC_CHECK(mdc_gpt2_config_check(&c));
     int n = mdc_gpt2_tensor_count(&c);
     TU_CHECK(n == 4 + 12 * 3 + 2 * (4 * 4 - 3), "MoE tensor count %d", n);

@@ -27,9 +27,9 @@ static mdc_attn_pair whole(const mdc_gpt2 *m, const mdc_gpt2_acts *a, const floa
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_attn_pair p;
     memset(&p, 0, sizeof p);
-    p.B = a->B, p.NH = s.Hl, p.hs = s.Cl / s.Hl, p.nq = p.nk = a->T;
-    p.q = qkv, p.k = qkv + s.Cl, p.v = qkv + 2 * s.Cl, p.q_bs = p.kv_bs = (size_t)a->T * 3 * s.Cl;
-    p.q_ld = p.kv_ld = 3 * s.Cl;
+    p.B = a->B, p.NH = s.Hl, p.hs = s.d, p.nq = p.nk = a->T, p.group = s.Hl / s.KVl; /* GQA: query heads per kv head */
+    p.q = qkv, p.k = qkv + s.Cl, p.v = qkv + s.Cl + s.KVl * s.d, p.q_bs = p.kv_bs = (size_t)a->T * s.QKVl;
+    p.q_ld = p.kv_ld = s.QKVl;
     p.o = out, p.o_bs = (size_t)a->T * s.Cl, p.o_ld = s.Cl;
     p.s_bs = (size_t)s.Hl * a->T, p.s_hs = (size_t)a->T;
     p.drop = drop;
@@ -56,7 +56,7 @@ mdc_status mdc_i_x_attention_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *dqkv
     TRY(scratch(m, n3, rows));
     p.dout = dout, p.lse = lse, p.D = m->x.xf;
     mdc_x_attn_rowdot(m->dev, &p, m->x.xf);
-    mdc_x_attn_backward(m->dev, &p, &m->x.xa, 0, (size_t)p.o_ld, 2 * (size_t)p.o_ld, m->x.blk);
+    mdc_x_attn_backward(m->dev, &p, &m->x.xa, 0, (size_t)(p.k - qkv), (size_t)(p.v - qkv), m->x.blk);
     float *f = malloc(n3 * sizeof(float));
     if (!f) return mdc_fail(MDC_ERR_OOM_HOST, "exact attention gradients");
     mdc_xsum_round(&m->x.xa, 0, n3, f);

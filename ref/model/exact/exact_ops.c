@@ -7,12 +7,14 @@
 #include "minidc/numerics.h"
 #include "../model_internal.h"
 
-static void x_matmul(mdc_gpt2 *m, float *out, const float *in, const float *W, const float *b, int n, int K, int N) {
-    mdc_x_matmul(m->dev, out, in, K, W, N, 0, b, n, K, N);
+/* wt: W stored (N, K) (nn.Linear's layout), so the transposes swap */
+static void x_matmul(mdc_gpt2 *m, float *out, const float *in, const float *W, const float *b, int n, int K, int N,
+                     int wt) {
+    mdc_x_matmul(m->dev, out, in, K, W, wt ? K : N, wt, b, n, K, N);
 }
 
-static void x_dinput(mdc_gpt2 *m, float *din, const float *dout, const float *W, int n, int K, int N) {
-    mdc_x_matmul(m->dev, din, dout, N, W, N, 1, NULL, n, N, K);
+static void x_dinput(mdc_gpt2 *m, float *din, const float *dout, const float *W, int n, int K, int N, int wt) {
+    mdc_x_matmul(m->dev, din, dout, N, W, wt ? K : N, !wt, NULL, n, N, K);
 }
 
 /* the product in contraction blocks, summed exactly over them and tp */
@@ -21,7 +23,7 @@ static mdc_status x_row_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linea
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *red = buf(a, a->lay.partial);
     mdc_i_x_begin(m, a);
-    mdc_x_contract(m->dev, &m->x.act, in, L->K, P(m, L->w), s.C, 0, s.n, L->K, s.C, L->kblk);
+    mdc_x_contract(m->dev, &m->x.act, in, L->K, P(m, L->w), L->wt ? L->K : s.C, L->wt, s.n, L->K, s.C, L->kblk);
     TRY(mdc_i_x_reduce(m, a, red));
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
     mdc_i_row_tail(m, a, L, out, res, red, drop);
@@ -31,14 +33,15 @@ static mdc_status x_row_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linea
 static mdc_status x_col_dinput(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx, const float *dout) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_i_x_begin(m, a);
-    mdc_x_contract(m->dev, &m->x.act, dout, L->N, P(m, L->w), L->N, 1, s.n, L->N, s.C, L->kblk);
+    mdc_x_contract(m->dev, &m->x.act, dout, L->N, P(m, L->w), L->wt ? s.C : L->N, !L->wt, s.n, L->N, s.C, L->kblk);
     return mdc_i_x_reduce(m, a, dx);
 }
 
 static void x_wgrad(mdc_gpt2 *m, int gw, int gb, const float *in, const float *dout, const float *drows, int n, int nl,
-                    int K, int N, int blk) {
+                    int K, int N, int blk, int wt) {
     int b = blk ? blk : m->x.blk;
-    mdc_x_wgrad(m->dev, &m->x.g, mdc_i_xoff(m, gw), in, K, dout, N, n, K, N, b);
+    if (wt) mdc_x_wgrad(m->dev, &m->x.g, mdc_i_xoff(m, gw), dout, N, in, K, n, N, K, b); /* dW (N, K) = dout^T in */
+    else mdc_x_wgrad(m->dev, &m->x.g, mdc_i_xoff(m, gw), in, K, dout, N, n, K, N, b);
     if (gb < 0) return;
     if (drows) mdc_x_colsum(m->dev, &m->x.g, mdc_i_xoff(m, gb), drows, N, nl, N, b);
     else mdc_x_colsum(m->dev, &m->x.g, mdc_i_xoff(m, gb), dout, N, n, N, b);
@@ -55,6 +58,11 @@ static void x_layernorm_backward(mdc_gpt2 *m, const mdc_i_norm *N, float *dx, co
     x_layernorm_wgrad(m, N, dout, x, n, C);
 }
 
+static void x_rmsnorm_wgrad(mdc_gpt2 *m, int gw, const float *dout, int ldo, const float *x, int ldx, const float *rstd,
+                            int n, int heads, int d) {
+    mdc_x_rmsnorm_wgrad(m->dev, &m->x.g, mdc_i_xoff(m, gw), dout, ldo, x, ldx, rstd, n, heads, d, m->x.blk);
+}
+
 static void x_grad_pack(mdc_gpt2 *m, size_t off, size_t n, void *buf) { mdc_xsum_get(&m->x.g, off, n, buf); }
 static void x_grad_unpack(mdc_gpt2 *m, size_t off, size_t n, const void *buf) { mdc_xsum_set(&m->x.g, off, buf, n); }
 
@@ -63,14 +71,15 @@ static mdc_status x_embed_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const float *d
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const float *dout;
     TRY(mdc_i_gather_grad(m, a, dres, &dout));
-    mdc_x_embed(m->dev, &m->x.g, mdc_i_xoff(m, 0), (long)mdc_i_xoff(m, 1), dout, a->inputs, m->part.tp_rank * s.Vl,
-                s.Vl, mdc_i_positions_of(m, MDC_I_SEQ, s.Tl, NULL), a->B, a->T, s.C);
+    int gpos = mdc_i_gpos(&m->cfg);
+    mdc_x_embed(m->dev, &m->x.g, mdc_i_xoff(m, 0), gpos < 0 ? -1 : (long)mdc_i_xoff(m, gpos), dout, a->inputs,
+                m->part.tp_rank * s.Vl, s.Vl, mdc_i_positions_of(m, MDC_I_SEQ, s.Tl, NULL), a->B, a->T, s.C);
     return MDC_OK;
 }
 
 static void x_lm_head(mdc_gpt2 *m, mdc_gpt2_acts *a, float *logits, const float *in) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    mdc_x_matmul(m->dev, logits, in, s.C, P(m, 0), s.C, 1, NULL, s.n, s.C, s.Vl);
+    mdc_x_matmul(m->dev, logits, in, s.C, P(m, mdc_i_ghead(&m->cfg)), s.C, 1, NULL, s.n, s.C, s.Vl);
 }
 
 /* Vocabulary-parallel (serial: one shard): the max over tp, the sum-exp in vocabulary blocks
@@ -109,10 +118,11 @@ static mdc_status x_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, co
     mdc_crossentropy_backward_shard(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, lo, dloss, s.n, s.Vl,
                                     valid);
     TAP(m->cfg.L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
+    int h = mdc_i_ghead(&m->cfg);
     mdc_i_x_begin(m, a);
-    mdc_x_contract(m->dev, &m->x.act, logits, s.Vl, P(m, 0), s.C, 0, s.n, s.Vl, s.C, MDC_EXACT_VOCAB_BLOCK);
+    mdc_x_contract(m->dev, &m->x.act, logits, s.Vl, P(m, h), s.C, 0, s.n, s.Vl, s.C, MDC_EXACT_VOCAB_BLOCK);
     TRY(mdc_i_x_reduce(m, a, dlnf));
-    mdc_x_wgrad(m->dev, &m->x.g, mdc_i_xoff(m, 0), logits, s.Vl, in, s.C, s.n, s.Vl, s.C, m->x.blk);
+    mdc_x_wgrad(m->dev, &m->x.g, mdc_i_xoff(m, h), logits, s.Vl, in, s.C, s.n, s.Vl, s.C, m->x.blk);
     return MDC_OK;
 }
 
@@ -144,6 +154,7 @@ void mdc_i_ops_exact_over(mdc_i_ops *o, int token_block) {
     o->name = "exact";
     o->matmul = x_matmul, o->dinput = x_dinput, o->row_forward = x_row_forward, o->col_dinput = x_col_dinput;
     o->wgrad = x_wgrad, o->layernorm_wgrad = x_layernorm_wgrad, o->layernorm_backward = x_layernorm_backward;
+    o->rmsnorm_wgrad = x_rmsnorm_wgrad;
     o->grad_dtype = MDC_EXACT, o->grad_pack = x_grad_pack, o->grad_unpack = x_grad_unpack, o->grad_block = token_block;
     o->grad_round = x_grad_round, o->scalar_dtype = MDC_EXACT, o->objective = x_objective;
     o->add_squares = x_add_squares, o->scalar_value = x_scalar_value;

@@ -123,11 +123,11 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
         int j = j0 + jl;
         m->ops->matmul(m, q->h + (size_t)r0 * F, q->xr + (size_t)r0 * C,
                        P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCW))),
-                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCB))), nr, C, F);
+                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCB))), nr, C, F, 0);
         mdc_gelu_forward(d, q->u + (size_t)r0 * F, q->h + (size_t)r0 * F, (size_t)nr * F);
         m->ops->matmul(m, yr + (size_t)r0 * C, q->u + (size_t)r0 * F,
                        P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPW))),
-                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPB))), nr, F, C);
+                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPB))), nr, F, C, 0);
     });
     if (m->moe.ep) { /* back to the tokens' ranks: the reverse of the dispatch */
         mdc_status st = exchange(m, q, yr, q->ys, C, 1);
@@ -191,9 +191,9 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
             int j = j0 + jl;
             int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
             float *dyb = dyr + (size_t)r0 * C, *dub = du + (size_t)r0 * F, *dhb = dh + (size_t)r0 * F;
-            m->ops->dinput(m, dub, dyb, P(m, gp), nr, F, C);
+            m->ops->dinput(m, dub, dyb, P(m, gp), nr, F, C, 0);
             mdc_gelu_backward(d, dhb, q->h + (size_t)r0 * F, dub, (size_t)nr * F);
-            m->ops->dinput(m, dxr + (size_t)r0 * C, dhb, P(m, gf), nr, C, F);
+            m->ops->dinput(m, dxr + (size_t)r0 * C, dhb, P(m, gf), nr, C, F, 0);
         });
     /* the experts' weight gradients: one sum per segment (exact mode's canonical token blocks;
      * one segment per expert and source otherwise) */
@@ -202,8 +202,8 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
             int j = j0 + jl;
             int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
             const float *dyb = dyr + (size_t)r0 * C, *dhb = dh + (size_t)r0 * F;
-            m->ops->wgrad(m, gp, gp + 1, q->u + (size_t)r0 * F, dyb, NULL, nr, nr, F, C, nr);
-            m->ops->wgrad(m, gf, gf + 1, q->xr + (size_t)r0 * C, dhb, NULL, nr, nr, C, F, nr);
+            m->ops->wgrad(m, gp, gp + 1, q->u + (size_t)r0 * F, dyb, NULL, nr, nr, F, C, nr, 0);
+            m->ops->wgrad(m, gf, gf + 1, q->xr + (size_t)r0 * C, dhb, NULL, nr, nr, C, F, nr, 0);
         });
     /* dxs back on the tokens' ranks (into ys: dys is spent) */
     float *dxs = dxr;
@@ -212,9 +212,9 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
         const float *x = lact(a, a->lay.ln2, l);
         int gr = mdc_i_gl(c, l, ROUTERW);
         mdc_i_moe_router_grad(m, q, dgate, dz);
-        m->ops->wgrad(m, gr, -1, x, dz, NULL, n, n, C, E, 0);
+        m->ops->wgrad(m, gr, -1, x, dz, NULL, n, n, C, E, 0, 0);
         memset(dx, 0, (size_t)n * C * sizeof(float));
-        m->ops->dinput(m, dx, dz, P(m, gr), n, C, E);
+        m->ops->dinput(m, dx, dz, P(m, gr), n, C, E, 0);
 #pragma omp parallel for schedule(static)
         for (int t = 0; t < n; t++)
             for (int r = 0; r < k; r++) {

@@ -131,7 +131,7 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     TRY(mdc_dev_alloc(d, (void **)&q->fbuf, fixed * sizeof(float), MDC_MEM_ACTS, name));
     q->probs = q->fbuf, q->lse = q->probs + (size_t)n * E, q->gate = q->lse + n;
     /* router: z = x W_r, p = softmax(z) */
-    m->ops->matmul(m, q->probs, x, P(m, mdc_i_gl(&m->cfg, l, ROUTERW)), NULL, n, C, E);
+    m->ops->matmul(m, q->probs, x, P(m, mdc_i_gl(&m->cfg, l, ROUTERW)), NULL, n, C, E, 0);
     router_softmax(d, q->probs, q->lse, n, E);
     const float *bias = m->moe.bias + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
     double *cnt = m->moe.counts + (size_t)mdc_i_moe_before(&m->cfg, l) * E;

@@ -1,0 +1,364 @@
+/* Hugging Face directories and config.json of the Llama, Qwen2 and Qwen3 families
+ * (include/minidc/weights.h, docs/models.md): the config as transformers' LlamaConfig,
+ * Qwen2Config and Qwen3Config define it, read strictly (datasets/hf_config.h): the sizes are
+ * integers written as such, every key that changes the model's math must have a value minidc
+ * computes (a rope_scaling other than llama3, sliding windows, pretraining_tp, attention
+ * dropout, quantization are refused by name), the keys that do not (token ids, dtype, caching,
+ * versions) are ignored, and a key minidc does not know is refused by name. The weights are
+ * model.safetensors or the sharded form (model.safetensors.index.json naming
+ * model-0000K-of-0000N.safetensors), F32, BF16 or F16. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hf_config.h"
+#include "weights_internal.h"
+
+static const struct {
+    const char *type, *arch;
+    int family;
+} families[] = {{"llama", "LlamaForCausalLM", MDC_FAMILY_LLAMA},
+                {"qwen2", "Qwen2ForCausalLM", MDC_FAMILY_QWEN2},
+                {"qwen3", "Qwen3ForCausalLM", MDC_FAMILY_QWEN3}};
+
+static int family_of(const char *type) {
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (!strcmp(type, families[i].type)) return families[i].family;
+    return 0;
+}
+
+int mdc_hf_dir_family(const char *config_path) {
+    mdc_i_hf_src c;
+    if (mdc_i_hf_open(config_path, NULL, 0, &c)) return -1;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(c.root, "model_type");
+    int f = cJSON_IsString(t) ? family_of(t->valuestring) : 0;
+    mdc_i_hf_close(&c);
+    return f;
+}
+
+/* Keys that do not change the forward or backward pass. */
+static const char *const harmless[] = {"architectures",
+                                       "model_type",
+                                       "bos_token_id",
+                                       "eos_token_id",
+                                       "pad_token_id",
+                                       "torch_dtype",
+                                       "dtype",
+                                       "transformers_version",
+                                       "use_cache",
+                                       "initializer_range",
+                                       "_name_or_path",
+                                       "max_window_layers",
+                                       "sliding_window",
+                                       "output_attentions",
+                                       "output_hidden_states",
+                                       "return_dict",
+                                       "hidden_act",
+                                       "rope_scaling",
+                                       "rope_parameters",
+                                       "layer_types",
+                                       "use_sliding_window",
+                                       "pretraining_tp",
+                                       "attention_dropout",
+                                       "partial_rotary_factor",
+                                       "head_dim",
+                                       "tie_word_embeddings",
+                                       "attention_bias",
+                                       "mlp_bias",
+                                       "rms_norm_eps",
+                                       "rope_theta",
+                                       "num_key_value_heads",
+                                       "vocab_size",
+                                       "hidden_size",
+                                       "intermediate_size",
+                                       "num_hidden_layers",
+                                       "num_attention_heads",
+                                       "max_position_embeddings"};
+
+static mdc_status number(const mdc_i_hf_src *c, const char *key, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
+    if (!v || cJSON_IsNull(v)) return MDC_OK;
+    if (!cJSON_IsNumber(v)) return mdc_fail(MDC_ERR_FORMAT, "%s: \"%s\" is not a number", c->path, key);
+    *out = v->valuedouble;
+    return MDC_OK;
+}
+
+static mdc_status flag(const mdc_i_hf_src *c, const char *key, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
+    if (!v) return MDC_OK;
+    if (!cJSON_IsBool(v)) return mdc_fail(MDC_ERR_FORMAT, "%s: \"%s\" must be true or false", c->path, key);
+    *out = cJSON_IsTrue(v);
+    return MDC_OK;
+}
+
+/* A key that changes the math, accepted at the value minidc computes with only. */
+static mdc_status must_be(const mdc_i_hf_src *c, const char *key, int ok, const char *why) {
+    char buf[64];
+    if (ok) return MDC_OK;
+    return mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"%s\" is %s; %s", c->path, key, mdc_i_hf_raw(c, key, buf, sizeof buf),
+                    why);
+}
+
+/* rope_scaling (or transformers 5's rope_parameters, which also carries rope_theta) */
+static mdc_status rope(const mdc_i_hf_src *c, mdc_gpt2_config *cfg) {
+    const char *key = cJSON_GetObjectItemCaseSensitive(c->root, "rope_parameters") ? "rope_parameters" : "rope_scaling";
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(c->root, key);
+    if (!r || cJSON_IsNull(r)) return MDC_OK;
+    if (!cJSON_IsObject(r)) return mdc_fail(MDC_ERR_FORMAT, "%s: \"%s\" is not an object or null", c->path, key);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "rope_type");
+    if (!t) t = cJSON_GetObjectItemCaseSensitive(r, "type");
+    const char *type = cJSON_IsString(t) ? t->valuestring : "";
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(r, "rope_theta");
+    if (cJSON_IsNumber(theta)) cfg->rope_theta = theta->valuedouble;
+    if (!strcmp(type, "default")) return MDC_OK;
+    if (strcmp(type, "llama3"))
+        return mdc_fail(MDC_ERR_UNSUPPORTED,
+                        "%s: \"%s\" has rope_type \"%s\"; minidc computes the default rotation and llama3's scaling",
+                        c->path, key, type);
+    const char *names[4] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+    double v[4];
+    for (int i = 0; i < 4; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(r, names[i]);
+        if (!cJSON_IsNumber(x))
+            return mdc_fail(MDC_ERR_FORMAT, "%s: \"%s\" (llama3) has no number \"%s\"", c->path, key, names[i]);
+        v[i] = x->valuedouble;
+    }
+    if (v[3] != floor(v[3]) || v[3] < 1 || v[3] > 1 << 30)
+        return mdc_fail(MDC_ERR_FORMAT, "%s: %s original_max_position_embeddings %g is not a positive integer", c->path,
+                        key, v[3]);
+    cfg->rope = (mdc_rope_llama3){(float)v[0], (float)v[1], (float)v[2], (int)v[3]};
+    return MDC_OK;
+}
+
+/* The switches and keys whose value minidc must share. */
+static mdc_status checks(const mdc_i_hf_src *c, int family) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, "hidden_act");
+    mdc_status st = must_be(c, "hidden_act", !v || (cJSON_IsString(v) && !strcmp(v->valuestring, "silu")),
+                            "minidc's MLP is SwiGLU with silu");
+    double x = 0;
+    if (!st && !(st = number(c, "attention_dropout", &x)))
+        st = must_be(c, "attention_dropout", x == 0, "give minidc's --dropout instead (0 here)");
+    x = 1;
+    if (!st && !(st = number(c, "pretraining_tp", &x)))
+        st = must_be(c, "pretraining_tp", x == 1, "minidc computes each projection as one product (1)");
+    x = 1;
+    if (!st && !(st = number(c, "partial_rotary_factor", &x)))
+        st = must_be(c, "partial_rotary_factor", x == 1, "minidc rotates every channel of a head (1)");
+    int sw = 0;
+    if (!st) st = flag(c, "use_sliding_window", &sw);
+    if (!st) st = must_be(c, "use_sliding_window", !sw, "minidc's attention is full causal attention (false)");
+    v = cJSON_GetObjectItemCaseSensitive(c->root, "layer_types");
+    if (!st && v) {
+        int ok = cJSON_IsArray(v);
+        const cJSON *e;
+        cJSON_ArrayForEach(e, v) ok &= cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
+        st = must_be(c, "layer_types", ok, "minidc's layers are all \"full_attention\"");
+    }
+    v = cJSON_GetObjectItemCaseSensitive(c->root, "architectures");
+    if (!st && v) {
+        const cJSON *a = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 ? cJSON_GetArrayItem(v, 0) : NULL;
+        const char *want = families[family - 1].arch;
+        st = must_be(c, "architectures", a && cJSON_IsString(a) && !strcmp(a->valuestring, want),
+                     "minidc reads the causal LM of the family's model_type");
+    }
+    v = cJSON_GetObjectItemCaseSensitive(c->root, "quantization_config");
+    if (!st && v && !cJSON_IsNull(v))
+        st = mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"quantization_config\" is given; minidc reads unquantized weights",
+                      c->path);
+    for (const mdc_json_member *m = c->top.m; !st && m < c->top.m + c->top.count; m++) {
+        int known = !strcmp(m->key, "quantization_config");
+        for (size_t i = 0; i < sizeof harmless / sizeof harmless[0] && !known; i++)
+            known = !strcmp(m->key, harmless[i]);
+        if (!known)
+            st = mdc_fail(MDC_ERR_UNSUPPORTED,
+                          "%s: key \"%s\" is not one minidc knows for %s (it may change the model's math)", c->path,
+                          m->key, families[family - 1].type);
+    }
+    return st;
+}
+
+mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n, mdc_gpt2_config *cfg) {
+    mdc_i_hf_src c;
+    memset(cfg, 0, sizeof *cfg);
+    mdc_status st = mdc_i_hf_open(label, text, n, &c);
+    if (st) return st;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(c.root, "model_type");
+    int fam = cJSON_IsString(t) ? family_of(t->valuestring) : 0;
+    char buf[64];
+    if (!fam) {
+        st = mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"model_type\" is %s, not \"llama\", \"qwen2\" or \"qwen3\"", label,
+                      t ? mdc_i_hf_raw(&c, "model_type", buf, sizeof buf) : "missing");
+        mdc_i_hf_close(&c);
+        return st;
+    }
+    c.what = fam == MDC_FAMILY_LLAMA ? "a llama" : fam == MDC_FAMILY_QWEN2 ? "a qwen2" : "a qwen3";
+    cfg->family = fam;
+    const char *keys[6] = {"vocab_size",        "hidden_size",         "intermediate_size",
+                           "num_hidden_layers", "num_attention_heads", "max_position_embeddings"};
+    int *dst[6] = {&cfg->V, &cfg->C, &cfg->ffn, &cfg->L, &cfg->H, &cfg->T};
+    for (int i = 0; !st && i < 6; i++) st = mdc_i_hf_int(&c, keys[i], 1, dst[i]);
+    if (!st) st = mdc_i_hf_int(&c, "num_key_value_heads", 0, &cfg->KV);
+    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(c.root, "head_dim");
+    if (!st && hd && !cJSON_IsNull(hd)) st = mdc_i_hf_int(&c, "head_dim", 1, &cfg->head_dim);
+    if (!st && !cfg->head_dim && cfg->C % cfg->H)
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: no \"head_dim\", and num_attention_heads %d does not divide hidden_size %d",
+                      label, cfg->H, cfg->C);
+    double eps = 1e-6, theta = 10000;
+    if (!st) st = number(&c, "rms_norm_eps", &eps);
+    if (!st) st = number(&c, "rope_theta", &theta);
+    cfg->eps = (float)eps, cfg->rope_theta = theta;
+    int bias = 0;
+    if (!st) st = flag(&c, "tie_word_embeddings", &bias), cfg->untied = !bias;
+    if (!st && !cJSON_GetObjectItemCaseSensitive(c.root, "tie_word_embeddings")) cfg->untied = 1; /* the default */
+    bias = 0;
+    if (!st && fam != MDC_FAMILY_QWEN2) st = flag(&c, "attention_bias", &bias);
+    cfg->qkv_bias = fam == MDC_FAMILY_QWEN2 || bias, cfg->o_bias = bias;
+    if (!st && fam == MDC_FAMILY_LLAMA) st = flag(&c, "mlp_bias", &cfg->mlp_bias);
+    cfg->qk_norm = fam == MDC_FAMILY_QWEN3;
+    if (!st) st = rope(&c, cfg);
+    if (!st) st = checks(&c, fam);
+    mdc_i_hf_close(&c);
+    if (!st && (st = mdc_gpt2_config_check(cfg))) st = mdc_fail(st, "%s: %s", label, mdc_detail());
+    return st;
+}
+
+mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t cap) {
+    const char *type = mdc_gpt2_family_name(c->family);
+    if (!type || c->family == MDC_FAMILY_GPT2)
+        return mdc_fail(MDC_ERR_INVALID, "config.json: family %d is not llama, qwen2 or qwen3", c->family);
+    char scaling[256] = "null";
+    if (c->rope.factor != 0)
+        snprintf(scaling, sizeof scaling,
+                 "{\"rope_type\": \"llama3\", \"factor\": %.9g, \"low_freq_factor\": %.9g, \"high_freq_factor\": "
+                 "%.9g, \"original_max_position_embeddings\": %d}",
+                 c->rope.factor, c->rope.low_freq_factor, c->rope.high_freq_factor,
+                 c->rope.original_max_position_embeddings);
+    int d = c->head_dim > 0 ? c->head_dim : c->C / c->H, kv = c->KV > 0 ? c->KV : c->H;
+    char bias[96] = "";
+    if (c->family == MDC_FAMILY_LLAMA)
+        snprintf(bias, sizeof bias, "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n", c->o_bias ? "true" : "false",
+                 c->mlp_bias ? "true" : "false");
+    else if (c->family == MDC_FAMILY_QWEN3)
+        snprintf(bias, sizeof bias, "  \"attention_bias\": %s,\n", c->o_bias ? "true" : "false");
+    char eps[32]; /* the shortest decimal that reads back as the same float (1e-05, not 9.99999975e-06) */
+    for (int p = 1; p <= 9; p++) {
+        snprintf(eps, sizeof eps, "%.*g", p, c->eps);
+        if ((float)strtod(eps, NULL) == c->eps) break;
+    }
+    int n = snprintf(buf, cap,
+                     "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"vocab_size\": %d,\n"
+                     "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                     "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+                     "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %.17g,\n"
+                     "  \"rope_scaling\": %s,\n  \"tie_word_embeddings\": %s,\n%s  \"hidden_act\": \"silu\",\n"
+                     "  \"torch_dtype\": \"float32\"\n}\n",
+                     families[c->family - 1].arch, type, c->V, c->C, c->ffn > 0 ? c->ffn : 4 * c->C, c->L, c->H, kv, d,
+                     c->T, eps, c->rope_theta, scaling, c->untied ? "false" : "true", bias);
+    return n > 0 && (size_t)n < cap ? MDC_OK : mdc_fail(MDC_ERR_INVALID, "config.json: text too long");
+}
+
+/* Moves every tensor of src to the end of dst (shards into one list); a name twice is refused. */
+static mdc_status take_tensors(mdc_tensorfile *dst, mdc_tensorfile *src, const char *label) {
+    for (int i = 0; i < src->count; i++)
+        if (mdc_tensorfile_find(dst, src->tensors[i].name))
+            return mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' is in two shards", label, src->tensors[i].name);
+    if (dst->count + src->count > dst->cap) {
+        int cap = dst->count + src->count;
+        mdc_tensor *t = realloc(dst->tensors, (size_t)cap * sizeof *t);
+        if (!t) return mdc_fail(MDC_ERR_OOM_HOST, "%s", label);
+        dst->tensors = t, dst->cap = cap;
+    }
+    memcpy(dst->tensors + dst->count, src->tensors, (size_t)src->count * sizeof *src->tensors);
+    dst->count += src->count, src->count = 0;
+    return MDC_OK;
+}
+
+/* model.safetensors.index.json: every shard its weight_map names, once each, in the directory. */
+static mdc_status read_sharded(const char *dir, const char *ipath, mdc_tensorfile **tf) {
+    mdc_i_hf_src c;
+    mdc_status st = mdc_i_hf_open(ipath, NULL, 0, &c);
+    if (st) return st;
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(c.root, "weight_map"), *e;
+    if (!cJSON_IsObject(map)) st = mdc_fail(MDC_ERR_FORMAT, "%s: no object \"weight_map\"", ipath);
+    if (!st) st = mdc_tensorfile_new(tf);
+    const cJSON *walk = st ? NULL : map;
+    cJSON_ArrayForEach(e, walk) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !strcmp(e->valuestring, "..")) {
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: weight_map entry '%s' is not a file name in the directory", ipath,
+                          e->string);
+            break;
+        }
+        int seen = 0;
+        for (const cJSON *p = map->child; p != e && !seen; p = p->next) seen = !strcmp(p->valuestring, e->valuestring);
+        if (seen) continue;
+        char path[4096];
+        mdc_tensorfile *shard = NULL;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->valuestring) >= (int)sizeof path)
+            st = mdc_fail(MDC_ERR_INVALID, "%s: path too long", dir);
+        if (!st) st = mdc_safetensors_read(path, &shard);
+        if (!st) st = take_tensors(*tf, shard, path);
+        mdc_tensorfile_free(shard);
+        if (st) break;
+    }
+    for (e = st || !map ? NULL : map->child; e && !st; e = e->next)
+        if (!mdc_tensorfile_find(*tf, e->string))
+            st = mdc_fail(MDC_ERR_FORMAT, "%s: tensor '%s' is not in its shard %s", ipath, e->string, e->valuestring);
+    mdc_i_hf_close(&c);
+    if (st) mdc_tensorfile_free(*tf), *tf = NULL;
+    return st;
+}
+
+static int exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+mdc_status mdc_family_read_dir(const char *dir, const char *cpath, mdc_tensorfile **tf, mdc_gpt2_config *cfg) {
+    *tf = NULL;
+    mdc_status st = mdc_gpt2_config_from_json(cpath, cfg);
+    if (st) return st;
+    char wpath[4096], ipath[4096];
+    if (snprintf(wpath, sizeof wpath, "%s/model.safetensors", dir) >= (int)sizeof wpath ||
+        snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", dir) >= (int)sizeof ipath)
+        return mdc_fail(MDC_ERR_INVALID, "%s: path too long", dir);
+    if (exists(wpath) || !exists(ipath)) st = mdc_safetensors_read(wpath, tf);
+    else st = read_sharded(dir, ipath, tf);
+    if (!st) st = mdc_i_weights_check(*tf, exists(wpath) ? wpath : ipath, cfg);
+    if (st) mdc_tensorfile_free(*tf), *tf = NULL;
+    return st;
+}
+
+mdc_status mdc_gpt2_config_from_json(const char *path, mdc_gpt2_config *cfg) {
+    unsigned char *bytes;
+    size_t n;
+    mdc_status st = mdc_read_file(path, MAX_CONFIG, &bytes, &n);
+    if (st) return st;
+    st = mdc_family_config_parse(path, (const char *)bytes, n, cfg);
+    free(bytes);
+    return st;
+}
+
+mdc_status mdc_family_write_dir(mdc_gpt2 *m, const char *dir) {
+    const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
+    char path[4096], text[4096];
+    mdc_status st = mdc_family_config_json(cfg, text, sizeof text);
+    if (st) return st;
+    if (mkdir(dir, 0777) && !exists(dir)) return mdc_fail(MDC_ERR_IO, "%s: cannot create the directory", dir);
+    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path)
+        return mdc_fail(MDC_ERR_INVALID, "%s: path too long", dir);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f)) {
+        if (f) fclose(f);
+        return mdc_fail(MDC_ERR_IO, "%s: cannot write", path);
+    }
+    mdc_tensorfile *tf = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st = mdc_tensorfile_new(&tf);
+    if (!st) st = mdc_tensorfile_set_meta(tf, "format", "pt");
+    if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", tf);
+    if (!st) st = mdc_safetensors_write(path, tf);
+    mdc_tensorfile_free(tf);
+    return st;
+}
