@@ -182,7 +182,8 @@ int mdc_gpt2_grad_partial(const mdc_gpt2 *m, int i) {
     const mdc_param_tensor *t = &m->tensors[i];
     int l, k, role = mdc_i_role(&m->cfg, t->global, &l, &k);
     if (m->part.tp < 2 || t->split != MDC_SPLIT_NONE || role == MDC_I_POS) return 0;
-    if (role == MDC_I_LAYER && (k == QNW || k == KNW)) return 1; /* q_norm, k_norm: this rank's heads' share */
+    if (role == MDC_I_LAYER && mdc_i_family(&m->cfg) && (k == QNW || k == KNW))
+        return 1;      /* q_norm, k_norm: this rank's heads' share */
     return m->part.sp; /* SP: the norms and row-parallel biases see this rank's positions only */
 }
 const mdc_param_tensor *mdc_gpt2_local_tensor(const mdc_gpt2 *m, int i) {
