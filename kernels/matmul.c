@@ -70,22 +70,30 @@ static void bias_backward(float *dbias, const float *dout, int N, int OC) {
     }
 }
 
-void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
-                         const float *inp, const float *weight, int N, int C, int OC) {
+/* The backward of either layout (wt: weight (OC, C)); each part only when its output is asked for. */
+static void backward_parts(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
+                           const float *inp, const float *weight, int N, int C, int OC, int wt) {
     double n = N, c = C, oc = OC;
     double flops = dweight ? 2 * n * c * oc : 0, bytes = dweight ? 4 * (n * oc + n * c + 2 * c * oc) : 0;
     if (dinp) {
-        mdc_k_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, weight, OC, 1.0f, dinp, C);
+        if (wt) mdc_k_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+        else mdc_k_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, weight, OC, 1.0f, dinp, C);
         flops += 2 * n * c * oc;
         bytes += 4 * (n * oc + c * oc + 2 * n * c);
     }
-    if (dweight) mdc_k_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
+    if (dweight && wt) mdc_k_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    else if (dweight) mdc_k_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
     if (dbias) {
         bias_backward(dbias, dout, N, OC);
         flops += n * oc;
         bytes += 4 * (n * oc + 2 * oc);
     }
     mdc_k_charge(dev, flops, bytes);
+}
+
+void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC) {
+    backward_parts(dev, dinp, dweight, dbias, dout, inp, weight, N, C, OC, 0);
 }
 
 void mdc_lmhead_forward(mdc_device *dev, float *logits, const float *inp, const float *wte, int N, int C, int Vp) {
@@ -114,18 +122,5 @@ void mdc_linear_forward(mdc_device *dev, float *out, const float *residual, cons
 
 void mdc_linear_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
                          const float *inp, const float *weight, int N, int C, int OC) {
-    double n = N, c = C, oc = OC;
-    double flops = dweight ? 2 * n * c * oc : 0, bytes = dweight ? 4 * (n * oc + n * c + 2 * c * oc) : 0;
-    if (dinp) {
-        mdc_k_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-        flops += 2 * n * c * oc;
-        bytes += 4 * (n * oc + c * oc + 2 * n * c);
-    }
-    if (dweight) mdc_k_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-    if (dbias) {
-        bias_backward(dbias, dout, N, OC);
-        flops += n * oc;
-        bytes += 4 * (n * oc + 2 * oc);
-    }
-    mdc_k_charge(dev, flops, bytes);
+    backward_parts(dev, dinp, dweight, dbias, dout, inp, weight, N, C, OC, 1);
 }

@@ -27,21 +27,26 @@ static const float *rope_tables(mdc_gpt2 *m, mdc_gpt2_acts *a, const float **sin
     return cos_t;
 }
 
-static mdc_status rope_rotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv) {
-    (void)l;
+/* q (Hl heads at column 0) and k (KVl heads after them) of every row turned, or their gradients
+ * turned back (back: the transpose, in place) */
+static void turn(mdc_gpt2 *m, mdc_gpt2_acts *a, float *qkv, int back) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const float *sin_t, *cos_t = rope_tables(m, a, &sin_t);
-    mdc_rope_forward(m->dev, qkv, s.QKVl, s.Hl, s.d, cos_t, sin_t, a->B, a->T);
-    mdc_rope_forward(m->dev, qkv + s.Cl, s.QKVl, s.KVl, s.d, cos_t, sin_t, a->B, a->T);
+    void (*fn)(mdc_device *, float *, int, int, int, const float *, const float *, int, int) = back ? mdc_rope_backward
+                                                                                                    : mdc_rope_forward;
+    fn(m->dev, qkv, s.QKVl, s.Hl, s.d, cos_t, sin_t, a->B, a->T);
+    fn(m->dev, qkv + s.Cl, s.QKVl, s.KVl, s.d, cos_t, sin_t, a->B, a->T);
+}
+
+static mdc_status rope_rotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv) {
+    (void)l;
+    turn(m, a, qkv, 0);
     return MDC_OK;
 }
 
 static mdc_status rope_unrotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv) {
     (void)l;
-    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    const float *sin_t, *cos_t = rope_tables(m, a, &sin_t);
-    mdc_rope_backward(m->dev, dqkv, s.QKVl, s.Hl, s.d, cos_t, sin_t, a->B, a->T);
-    mdc_rope_backward(m->dev, dqkv + s.Cl, s.QKVl, s.KVl, s.d, cos_t, sin_t, a->B, a->T);
+    turn(m, a, dqkv, 1);
     return MDC_OK;
 }
 
