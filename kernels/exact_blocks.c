@@ -217,20 +217,23 @@ void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t of
 void mdc_x_rmsnorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, const float *dout, int ldo, const float *inp,
                          int ldx, const float *rstd, int n, int heads, int d, int blk) {
     int nb = n / blk, ok = 1;
+    /* a float partial per (token block, head): q_norm's heads are split over tp, so a partial
+     * over several heads would have another rank's bits */
 #pragma omp parallel
     {
-        float *tmp = calloc((size_t)d, sizeof(float));
+        float *tmp = calloc((size_t)d + (size_t)blk, sizeof(float)), *rs = tmp + d;
         if (!tmp) {
 #pragma omp atomic write
             ok = 0;
         }
 #pragma omp for schedule(static)
-        for (int b = 0; b < nb; b++) {
+        for (int bh = 0; bh < nb * heads; bh++) {
             if (!tmp) continue;
-            size_t r0 = (size_t)b * blk;
+            size_t r0 = (size_t)(bh / heads) * blk, h = (size_t)(bh % heads);
             memset(tmp, 0, (size_t)d * sizeof(float));
-            mdc_rmsnorm_heads_backward(NULL, NULL, 0, tmp, dout + r0 * ldo, ldo, inp + r0 * ldx, ldx, NULL,
-                                       rstd + r0 * heads, blk, heads, d);
+            for (int i = 0; i < blk; i++) rs[i] = rstd[(r0 + i) * heads + h];
+            mdc_rmsnorm_heads_backward(NULL, NULL, 0, tmp, dout + r0 * ldo + h * d, ldo, inp + r0 * ldx + h * d, ldx,
+                                       NULL, rs, blk, 1, d);
 #pragma omp critical(mdc_x_rmsnorm)
             mdc_xsum_add(xs, offw, tmp, (size_t)d); /* every block's into the same sums: exact in any order */
         }
@@ -238,7 +241,7 @@ void mdc_x_rmsnorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, const float
     }
     if (!ok) xs->oom = 1;
     double u = (double)n * heads;
-    charge(dev, 0, (double)nb * d, 0);
+    charge(dev, 0, (double)nb * heads * d, 0);
     mdc_k_charge(dev, 3.0 * u * d, 4.0 * (2.0 * u * d + u));
 }
 

@@ -1,19 +1,25 @@
 #!/usr/bin/python3
 """The PyTorch side of a cross-check: loads the weights `minidc forward` takes (a safetensors
 file, or a Hugging Face directory with config.json and model.safetensors), runs one forward and
-backward of a plain GPT-2 (tools/torch_gpt2.py) on the same tokens, on the CPU or a CUDA device,
-in float32, float64 or under bf16 autocast, and writes what `minidc forward --dump` writes under
-the same names: logits (B, T, V), loss, losses (B, T), grad.<name> (named as the weights file spells them), in
-execution order (BF16 after a bf16 run, so the comparison takes BF16's tolerance). Then `minidc compare torch.st minidc.st` names the first tensor that differs.
+backward on the same tokens, on the CPU or a CUDA device, in float32, float64 or under bf16
+autocast, and writes what `minidc forward --dump` writes under the same names: logits (B, T, V),
+loss, losses (B, T), grad.<name> (named as the weights file spells them), in execution order (BF16
+after a bf16 run, so the comparison takes BF16's tolerance). Then `minidc compare torch.st
+minidc.st` names the first tensor that differs. The model is a plain GPT-2 (tools/torch_gpt2.py),
+or, for a directory whose config.json says model_type llama, qwen2 or qwen3, that family's
+decoder (tools/torch_family.py, via tools/torch_family_dump.py; model.safetensors or the shards
+model.safetensors.index.json names), its gradients in minidc's order.
 With --dump-dir D it writes what `minidc forward --dump-dir` writes: the tensors at every site
-(the residual stream at each block boundary, each LayerNorm, qkv, the attention's output, each
-linear's product, the GELU, ln_f, the logits, the losses), their gradients and the parameters'
-gradients, as D/step1-rank0.safetensors in minidc's dump format (include/minidc/dump.h), so
+(the residual stream at each block boundary, each norm, qkv, the attention's output, each
+linear's product, the GELU; a family's q_norm, k_norm, rotated q and k, SwiGLU's gate, up and
+product; ln_f, the logits, the losses), their gradients and the parameters' gradients, as
+D/step1-rank0.safetensors in minidc's dump format (include/minidc/dump.h), so
 `minidc compare D minidc_dir` names the first site where the two runs part.
 
   /usr/bin/python3 tools/torch_dump.py --weights W --tokens X.npy --targets Y.npy
                    (--dump OUT.st | --dump-dir D) [--heads H] [--device cpu|cuda] [--dtype fp32|fp64|bf16]
-                   [--double-bias NAME]  (a planted bug for the tests: bias NAME added twice)
+                   [--double-bias NAME]  (GPT-2; a planted bug for the tests: bias NAME added twice)
+                   [--unrotated-k N]     (a family; a planted bug for the tests: block N's k not rotated)
 Exit 0 written, 2 bad usage or input."""
 import argparse
 import json
@@ -25,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_family_dump as family  # noqa: E402
 from torch_gpt2 import GPT2, read_safetensors, write_safetensors  # noqa: E402
 
 
@@ -65,21 +72,23 @@ BLOCK_SITES = ["in", "ln_1", "attn.qkv", "attn.y", "attn.c_proj", "res_2", "ln_2
                "mlp.c_proj", "out"]
 
 
-def write_dump_dir(d, sites, losses, model, c, bf16, spelled):
-    """sites: name -> tensor in execution order (forward), with .grad after the backward."""
+def write_dump_dir(d, sites, losses, params, layers, bf16, block_sites=BLOCK_SITES):
+    """sites: name -> tensor in execution order (forward), with .grad after the backward;
+    params: [(name, parameter)], their gradients in this order; block_sites: a block's sites,
+    whose gradients are written in the backward's order."""
     out, order = {}, []
     for n, t in sites.items():
         out["step1." + n] = t
         order.append("step1." + n)
     out["step1.losses"] = losses
     order.append("step1.losses")
-    back = ["logits", "ln_f"] + [f"h.{i}.{s}" for i in reversed(range(c["L"])) for s in reversed(BLOCK_SITES)]
+    back = ["logits", "ln_f"] + [f"h.{i}.{s}" for i in reversed(range(layers)) for s in reversed(block_sites)]
     for n in back:
         out["step1.grad." + n] = sites[n].grad
         order.append("step1.grad." + n)
-    for n, p in zip(model.names, model.ps):
-        out["step1.grad." + spelled(n)] = p.grad
-        order.append("step1.grad." + spelled(n))
+    for n, p in params:
+        out["step1.grad." + n] = p.grad
+        order.append("step1.grad." + n)
     out = {k: v.detach().float().cpu().numpy() for k, v in out.items()}
     meta = {"dump.format": "minidc-dump 1", "dump.run": "torch_dump", "dump.rank": "0 of 1", "dump.mesh": "PyTorch",
             "producer": "tools/torch_dump.py"}
@@ -90,6 +99,20 @@ def write_dump_dir(d, sites, losses, model, c, bf16, spelled):
     os.makedirs(d, exist_ok=True)
     write_safetensors(os.path.join(d, "step1-rank0.safetensors"), out, meta, order, bf16=order if bf16 else ())
     return len(order)
+
+
+def run_gpt2(c, w, spelled, x, y, dtype, dev, bf16, double_bias):
+    """(params, sites, logits, loss): one forward at dtype on dev (under bf16 autocast where bf16);
+    params: [(name as the weights file spells it, parameter)]."""
+    model = GPT2(c, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for n, p in zip(model.names, model.ps):
+            p.data = torch.from_numpy(w[n]).to(dtype)
+    model.to(dev)
+    sites = {}
+    with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=bf16):
+        logits, loss = model(x, y, sites, double_bias)
+    return [(spelled(n), p) for n, p in zip(model.names, model.ps)], sites, logits, loss
 
 
 def ids(path):
@@ -108,41 +131,50 @@ def main():
     ap.add_argument("--heads", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", choices=["fp32", "fp64", "bf16"], default="fp32")
+    ap.add_argument("--unrotated-k", type=int, action="append", default=[])
     a = ap.parse_args()
     if not a.dump and not a.dump_dir:
         ap.error("give --dump or --dump-dir")
     # a missing or unreadable input is an error message naming the file, not a traceback
     try:
-        w, c, spelled = load(a.weights, a.heads)
+        fc = family.family_config(a.weights)
+        w, c, spelled = (family.load(a.weights), fc, None) if fc else load(a.weights, a.heads)
         x, y = ids(a.tokens), ids(a.targets)
     except OSError as e:
         raise SystemExit(f"torch_dump: {e.filename or a.weights}: {e.strerror or e}")
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         raise SystemExit(f"torch_dump: cannot read the inputs ({a.weights}, {a.tokens}, {a.targets}): {e!r}")
+    if fc and a.double_bias:
+        ap.error("--double-bias is GPT-2's; a family's planted bug is --unrotated-k")
+    if not fc and a.unrotated_k:
+        ap.error("--unrotated-k is the families'; GPT-2's planted bug is --double-bias")
     dev = torch.device(a.device)
-    model = GPT2(c, torch.Generator().manual_seed(0))
     param_dtype = torch.float64 if a.dtype == "fp64" else torch.float32
-    with torch.no_grad():
-        for n, p in zip(model.names, model.ps):
-            p.data = torch.from_numpy(w[n]).to(param_dtype)
-    model.to(dev)
     x, y = x.to(dev), y.to(dev)
-    sites = {}
-    with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
-        logits, loss = model(x, y, sites, a.double_bias)
-    losses = F.cross_entropy(logits.float().reshape(-1, c["V"]), y.reshape(-1), reduction="none").reshape(y.shape)
-    model.zero_grad()
+    if fc:
+        try:
+            params, sites, logits, loss, layers = family.run(c, w, x, y, param_dtype, dev, a.dtype == "bf16",
+                                                            a.unrotated_k)
+        except (ValueError, KeyError) as e:
+            raise SystemExit(f"torch_dump: {a.weights}: not the {fc['model_type']} model its config.json "
+                             f"describes: {e!r}")
+        block_sites, V = family.block_sites(c), c["vocab_size"]
+    else:
+        params, sites, logits, loss = run_gpt2(c, w, spelled, x, y, param_dtype, dev, a.dtype == "bf16",
+                                               a.double_bias)
+        block_sites, V, layers = BLOCK_SITES, c["V"], c["L"]
+    losses = F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1), reduction="none").reshape(y.shape)
     loss.backward()
     if a.dump_dir:
-        n = write_dump_dir(a.dump_dir, sites, losses, model, c, a.dtype == "bf16", spelled)
+        n = write_dump_dir(a.dump_dir, sites, losses, params, layers, a.dtype == "bf16", block_sites)
         print(f"torch_dump: {a.dump_dir}/step1-rank0.safetensors: loss {float(loss):.6f}, {n} tensors at their sites")
     if not a.dump:
         return 0
     out = {"logits": logits, "loss": loss, "losses": losses}
     order = ["logits", "loss", "losses"]
-    for n, p in zip(model.names, model.ps):
-        out["grad." + spelled(n)] = p.grad
-        order.append("grad." + spelled(n))
+    for n, p in params:
+        out["grad." + n] = p.grad
+        order.append("grad." + n)
     out = {k: v.detach().float().cpu().numpy() for k, v in out.items()}
     # a bf16 run's tensors are bf16-accurate: written as BF16, `minidc compare` applies BF16's tolerance
     write_safetensors(a.dump, out, {"producer": "tools/torch_dump.py", "dtype": a.dtype, "device": a.device}, order,

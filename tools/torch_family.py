@@ -1,8 +1,10 @@
 """A plain PyTorch model of transformers' Llama, Qwen2 and Qwen3 decoders (LlamaForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM), written from their definitions (transformers is not needed),
 with Hugging Face's tensor names, and the writer of a Hugging Face model directory for them: the
-reference tests/xcheck/xcheck_family.py checks minidc's families against. The safetensors reading
-and writing is tools/torch_gpt2.py's. Run with Debian's PyTorch (/usr/bin/python3).
+reference tests/xcheck/xcheck_family.py checks minidc's families against, and the model
+tools/torch_dump.py runs on a family's directory (its forward can keep the tensors at minidc's
+dump sites). The safetensors reading and writing is tools/torch_gpt2.py's. Run with Debian's
+PyTorch (/usr/bin/python3).
 
 The config is a dict with transformers' keys: model_type ("llama" | "qwen2" | "qwen3"),
 vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
@@ -163,45 +165,70 @@ class Family(torch.nn.Module):
         self.ps = torch.nn.ParameterList(ps)
         self.p = dict(zip(self.names, self.ps))
 
-    def forward(self, idx, targets, p=None):
+    def forward(self, idx, targets, p=None, sites=None, unrotated_k=()):
         """(logits (B, T, V), mean cross-entropy against targets (B, T)). p: name -> tensor in
-        place of the parameters (for gradcheck)."""
+        place of the parameters (for gradcheck). sites (a dict): the tensors at minidc's dump
+        sites (embed, h.N.in, h.N.ln_1, h.N.attn.qkv, ..., ln_f, logits; widths as minidc dumps
+        them), each kept with retain_grad so that its gradient can be read after the backward.
+        unrotated_k: blocks whose k skips the rotation (a planted bug for the tests)."""
         c, p = self.c, p if p is not None else self.p
         V, C, L, H, KV, d, I = dims(c)
         B, T = idx.shape
         eps = c["rms_norm_eps"]
-        cos, sin = rope_cos_sin(c, T, self.dtype)
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        cos, sin = (t.to(idx.device) for t in rope_cos_sin(c, T, self.dtype))
+        mask = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
+
+        def site(name, t):
+            if sites is not None:
+                if t.requires_grad:
+                    t.retain_grad()
+                sites[name] = t
+            return t
 
         def lin(x, name):
             y = x @ p[name + ".weight"].t()
             return y + p[name + ".bias"] if name + ".bias" in p else y
 
-        x = p["model.embed_tokens.weight"][idx]
+        def residual(x, g, name):  # x + (g + b): the product g is the site, its bias after it
+            return x + (g + p[name + ".bias"] if name + ".bias" in p else g)
+
+        def rotate(t):  # (B, heads, T, d)
+            return t * cos + rotate_half(t) * sin
+
+        def kept(name, t):  # t (B, T, heads, d): the site (B, T, heads d) viewed back; without sites t itself
+            return t if sites is None else site(name, t.reshape(B, T, -1)).view(B, T, -1, d)
+
+        x = site("embed", p["model.embed_tokens.weight"][idx])
         for i in range(L):
-            b = f"model.layers.{i}."
-            a = rms_norm(x, p[b + "input_layernorm.weight"], eps)
-            q = lin(a, b + "self_attn.q_proj").view(B, T, H, d)
-            k = lin(a, b + "self_attn.k_proj").view(B, T, KV, d)
-            v = lin(a, b + "self_attn.v_proj").view(B, T, KV, d)
+            b, h = f"model.layers.{i}.", f"h.{i}."
+            site(h + "in", x)
+            a = site(h + "ln_1", rms_norm(x, p[b + "input_layernorm.weight"], eps))
+            q, k, v = (lin(a, b + f"self_attn.{n}_proj") for n in "qkv")
+            if sites is not None:  # one tensor [q | k | v], the projections' outputs
+                q, k, v = site(h + "attn.qkv", torch.cat((q, k, v), -1)).split((H * d, KV * d, KV * d), -1)
+            q, k, v = q.view(B, T, H, d), k.view(B, T, KV, d), v.view(B, T, KV, d)
             if has_qk_norm(c):
-                q = rms_norm(q, p[b + "self_attn.q_norm.weight"], eps)
-                k = rms_norm(k, p[b + "self_attn.k_norm.weight"], eps)
+                q = kept(h + "attn.q_norm", rms_norm(q, p[b + "self_attn.q_norm.weight"], eps))
+                k = kept(h + "attn.k_norm", rms_norm(k, p[b + "self_attn.k_norm.weight"], eps))
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, d)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
+            q = kept(h + "attn.rope_q", rotate(q).transpose(1, 2)).transpose(1, 2)
+            k = kept(h + "attn.rope_k", (k if i in unrotated_k else rotate(k)).transpose(1, 2)).transpose(1, 2)
             k = k.repeat_interleave(H // KV, dim=1)  # query head h reads kv head h // (H / KV)
             v = v.repeat_interleave(H // KV, dim=1)
             att = (q @ k.transpose(-2, -1)) / math.sqrt(d)
             att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(B, T, H * d)
-            x = x + lin(y, b + "self_attn.o_proj")
-            n = rms_norm(x, p[b + "post_attention_layernorm.weight"], eps)
-            m = F.silu(lin(n, b + "mlp.gate_proj")) * lin(n, b + "mlp.up_proj")
-            x = x + lin(m, b + "mlp.down_proj")
-        x = rms_norm(x, p["model.norm.weight"], eps)
+            y = site(h + "attn.y", (att @ v).transpose(1, 2).reshape(B, T, H * d))
+            g = site(h + "attn.c_proj", y @ p[b + "self_attn.o_proj.weight"].t())
+            x = site(h + "res_2", residual(x, g, b + "self_attn.o_proj"))
+            n = site(h + "ln_2", rms_norm(x, p[b + "post_attention_layernorm.weight"], eps))
+            gate = site(h + "mlp.gate", lin(n, b + "mlp.gate_proj"))
+            up = site(h + "mlp.up", lin(n, b + "mlp.up_proj"))
+            m = site(h + "mlp.product", F.silu(gate) * up)
+            g = site(h + "mlp.c_proj", m @ p[b + "mlp.down_proj.weight"].t())
+            x = site(h + "out", residual(x, g, b + "mlp.down_proj"))
+        x = site("ln_f", rms_norm(x, p["model.norm.weight"], eps))
         head = p["lm_head.weight"] if "lm_head.weight" in p else p["model.embed_tokens.weight"]
-        logits = x @ head.t()
+        logits = site("logits", x @ head.t())
         loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1).long())
         return logits, loss
 

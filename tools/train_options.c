@@ -15,8 +15,8 @@
 const char mdc_train_usage[] =
     "usage: minidc train [options]            (one rank)\n"
     "       mpiexec.mpich -n N minidc train --dp D --tp T [--sp] [--zero Z] [options]   (N = D x T)\n"
-    "  --config NAME       tiny | small | gpt2 | llama-tiny | qwen2-tiny | qwen3-tiny (default tiny),\n"
-    "                      or a Llama / Qwen2 / Qwen3 config.json; sizes below override it\n"
+    "  --config NAME       tiny (default) | small | gpt2 | llama-tiny | llama-gpt2 | qwen2-tiny |\n"
+    "                      qwen3-tiny, or a Llama / Qwen2 / Qwen3 config.json; sizes below override it\n"
     "  --init DIR          start from the weights of a Hugging Face directory (or a weights file);\n"
     "                      its config is the run's unless --config is given (then they must agree)\n"
     "  --vocab V --ctx T --layers L --heads H --channels C   explicit model sizes\n"
@@ -306,8 +306,8 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
     if ((o->cp_layout || o->cp_algo) && o->cp < 2)
         return mdc_fail(MDC_ERR_INVALID,
                         "--cp-layout and --cp-algo arrange context parallelism: they need --cp 2 or more");
-    if (o->cp > 1 &&
-        (st = mdc_cp_check(o->cp, o->seq, cfg->H % o->tp ? cfg->H : cfg->H / o->tp, o->cp_layout, o->cp_algo)))
+    if (o->cp > 1 && (st = mdc_cp_check(o->cp, o->seq, cfg->H % o->tp ? cfg->H : cfg->H / o->tp,
+                                        mdc_gpt2_kv_heads_local(cfg, o->tp), o->cp_layout, o->cp_algo)))
         return st;
     int chunk = o->seq / (o->cp * (o->cp_layout && !strcmp(o->cp_layout, "contiguous") ? 1 : 2));
     if (o->cp > 1 && o->exact && chunk % o->exact_block) {

@@ -29,13 +29,18 @@ extern "C" {
 
 typedef struct mdc_cp mdc_cp;
 
-/* Checks a configuration before any message: T divisible by 2c (zigzag) or c, the local heads
- * Hl (H / tp) divisible by c for ulysses, known names; MDC_ERR_INVALID names the option. */
-mdc_status mdc_cp_check(int c, int T, int Hl, const char *layout, const char *algo);
+/* Checks a configuration before any message: T divisible by 2c (zigzag) or c, the local query
+ * heads Hl and kv heads KVl divisible by c for ulysses, known names; MDC_ERR_INVALID names the
+ * option. */
+mdc_status mdc_cp_check(int c, int T, int Hl, int KVl, const char *layout, const char *algo);
 /* The component on group g (its size c, this rank's index r) for sequences of T positions,
- * micro-batches of B rows and Hl heads of hs channels on this rank. */
-mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int B, int Hl, int hs, const char *layout,
-                         const char *algo);
+ * micro-batches of B rows, Hl query heads and KVl key/value heads (grouped-query attention;
+ * KVl = Hl: GPT-2) of hs channels on this rank: a qkv row is Hl q heads, KVl k, KVl v. */
+mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int B, int Hl, int KVl, int hs,
+                         const char *layout, const char *algo);
+/* tp > KV in exact mode: fn(ctx, acc, n) sums the n accumulators of a key block's dK, dV over the
+ * tp ranks that share the kv head, before they are rounded (tp.h, mdc_tp_kv_sum_exact). */
+void mdc_cp_set_kv_sum(mdc_cp *cp, mdc_status (*fn)(void *ctx, mdc_exact *acc, size_t n), void *ctx);
 void mdc_cp_free(mdc_cp *cp);
 /* Exact mode (token block blk; 0 off): attention over the canonical blocks of
  * kernels/exact_attention.c, bit-identical to serial's exact mode for every algorithm and

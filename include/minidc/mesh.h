@@ -8,6 +8,7 @@
  *   dense gradients        dp x cp x ep (every rank holding the same dense weights)
  *   expert gradients       dp x cp (the expert-data-parallel group)
  *   SP LayerNorm and row-parallel bias gradients, the vocab-parallel loss: tp
+ *   the attention's dk, dv of a kv head held by tp / KV ranks: those ranks (kv)
  *   MoE aux-loss counts    tp x cp
  *   tied embedding         the first and the last pipeline stage
  *   loss, gradient norm    every rank */
@@ -38,6 +39,7 @@ typedef enum {
     MDC_MESH_TP_CP,  /* tp x cp */
     MDC_MESH_EMBED,  /* first + last pipeline stage (NULL on the stages between) */
     MDC_MESH_WORLD,
+    MDC_MESH_KV, /* the consecutive tp ranks that hold this rank's kv head (mdc_mesh_set_kv_replicas) */
     MDC_MESH_GROUPS
 } mdc_mesh_group_kind;
 
@@ -49,6 +51,9 @@ const char *mdc_axis_name(mdc_axis a);
 mdc_status mdc_mesh_create(mdc_mesh **out, mdc_transport *tr, const mdc_mesh_dims *d);
 void mdc_mesh_free(mdc_mesh *m); /* NULL is a no-op */
 mdc_mesh_dims mdc_mesh_get_dims(const mdc_mesh *m);
+/* Grouped-query attention with tp > KV: each kv head held by `replicas` consecutive tp ranks
+ * (tp / KV); makes the MDC_MESH_KV group (without it, this rank alone). No messages. */
+mdc_status mdc_mesh_set_kv_replicas(mdc_mesh *m, int replicas);
 int mdc_mesh_size(const mdc_mesh *m, mdc_axis a);
 int mdc_mesh_coord(const mdc_mesh *m, mdc_axis a); /* this rank's */
 int mdc_mesh_coord_of(const mdc_mesh *m, int rank, mdc_axis a);

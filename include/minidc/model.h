@@ -66,6 +66,11 @@ enum { MDC_FAMILY_GPT2 = 0, MDC_FAMILY_LLAMA, MDC_FAMILY_QWEN2, MDC_FAMILY_QWEN3
 const char *mdc_gpt2_family_name(int family);
 /* 1 when the LM head is the token embedding (GPT-2; a family with tie_word_embeddings). */
 int mdc_gpt2_tied(const mdc_gpt2_config *cfg);
+/* The tp ranks that hold one kv head: tp / KV when tp is larger than the kv heads (each kv head
+ * replicated on that many consecutive tp ranks), else 1. */
+int mdc_gpt2_kv_replicas(const mdc_gpt2_config *cfg, int tp);
+/* The kv heads a tp rank holds: KV / tp, or with tp > KV the one it shares. */
+int mdc_gpt2_kv_heads_local(const mdc_gpt2_config *cfg, int tp);
 enum { MDC_GPT2_MAX_EXPERTS = 1024, MDC_GPT2_MAX_TOPK = 8 };
 
 /* Attention: the materialized kernel when the sequence T <= this (fast, B*H*T*T floats per
@@ -269,6 +274,12 @@ typedef struct mdc_gpt2_comm {
      * per-position sum-exp accumulators of the loss summed over tp */
     mdc_status (*x_reduce)(void *ctx, float *local, const mdc_xsum *part, int B, int T, int C);
     mdc_status (*x_vocab)(void *ctx, mdc_exact *acc, int n);
+    /* tp > KV (mdc_gpt2_kv_replicas): the attention's dk, dv of the kv head this rank shares,
+     * columns [col0, col0 + width) of rows rows of ld floats, summed over the head's replicas
+     * (each saw its own query heads); exact mode: the exact sums of part's same elements, rounded
+     * once into out. NULL where tp <= KV. */
+    mdc_status (*kv_sum)(void *ctx, float *buf, int rows, int ld, int col0, int width);
+    mdc_status (*x_kv_sum)(void *ctx, float *out, const mdc_xsum *part, int rows, int ld, int col0, int width);
 } mdc_gpt2_comm;
 
 /* ---- exact mode (docs/exactness.md) -------------------------------------------------------
@@ -327,6 +338,11 @@ int mdc_gpt2_local_count(const mdc_gpt2 *m);
  * to be summed over tp before the step: with SP the norms and row-parallel biases (each rank
  * sees its positions), always Qwen3's q_norm and k_norm (each rank sees its heads). */
 int mdc_gpt2_grad_partial(const mdc_gpt2 *m, int i);
+/* With tp > KV: 1 when local tensor i is a slice of a kv head replicated over tp / KV ranks
+ * (k_proj, v_proj and their biases), 2 when, besides, this rank is not the kv head's first
+ * replica (its copy: left out of the gradient norm). Every replica computes the same complete
+ * gradient: the attention's backward sums dk, dv over the replicas (mdc_gpt2_comm.kv_sum). */
+int mdc_gpt2_kv_copy(const mdc_gpt2 *m, int i);
 const mdc_param_tensor *mdc_gpt2_local_tensor(const mdc_gpt2 *m, int i);
 size_t mdc_gpt2_local_floats(const mdc_gpt2 *m);
 /* Copies this partition's tensors from a local vector (parameters, gradients, Adam moments)

@@ -32,15 +32,21 @@ typedef struct mdc_tp mdc_tp;
 mdc_status mdc_tp_create(mdc_tp **out, mdc_group *g, int sp);
 /* Exact mode: the reductions carry accumulators; the report's formulas count them so. */
 void mdc_tp_set_exact(mdc_tp *tp, int on);
+/* tp > KV: the group of tp ranks that share this rank's kv head (borrowed), over which the
+ * attention's dk, dv are summed (an AllReduce of (b, s, 2 d) per layer, MDC_TP_AR_KV). */
+void mdc_tp_set_kv_group(mdc_tp *tp, mdc_group *kv);
+/* Exact mode with context parallelism: n accumulators of a key block's dK, dV summed over the kv
+ * group (ctx: the mdc_tp; counted under MDC_TP_AR_KV); cp.h's mdc_cp_set_kv_sum takes it. */
+mdc_status mdc_tp_kv_sum_exact(void *ctx, mdc_exact *acc, size_t n);
 void mdc_tp_free(mdc_tp *tp); /* NULL is a no-op */
 const mdc_gpt2_comm *mdc_tp_comm(mdc_tp *tp);
 mdc_group *mdc_tp_group(mdc_tp *tp);
 
-enum { MDC_TP_AR = 0, MDC_TP_AR_LOSS, MDC_TP_AG, MDC_TP_RS, MDC_TP_KINDS };
+enum { MDC_TP_AR = 0, MDC_TP_AR_LOSS, MDC_TP_AG, MDC_TP_RS, MDC_TP_AR_KV, MDC_TP_KINDS };
 typedef struct {
-    unsigned long long
-        calls[MDC_TP_KINDS];    /* AllReduce (B,T,C), AllReduce of loss statistics, AllGather, ReduceScatter */
-    double bytes[MDC_TP_KINDS]; /* sent by this rank */
+    unsigned long long calls[MDC_TP_KINDS]; /* AllReduce (B,T,C), AllReduce of loss statistics, AllGather,
+                                               ReduceScatter, AllReduce of a shared kv head's dk, dv */
+    double bytes[MDC_TP_KINDS];             /* sent by this rank */
 } mdc_tp_counts;
 void mdc_tp_get_counts(const mdc_tp *tp, mdc_tp_counts *c);
 void mdc_tp_reset_counts(mdc_tp *tp);

@@ -32,6 +32,8 @@ static mdc_status kernel_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *d
         if (a->lay.tiled)
             mdc_attention_gqa_backward_tiled(m->dev, dqkv, dout, out, qkv, att, drop, a->B, a->T, s.Hl, s.KVl, s.d);
         else mdc_attention_gqa_backward(m->dev, dqkv, scratch, dout, qkv, att, drop, a->B, a->T, s.Hl, s.KVl, s.d);
+        if (mdc_i_kv_shared(m)) /* a kv head on several tp ranks: each saw its query heads' share */
+            return m->comm->kv_sum(m->comm->ctx, dqkv, s.n, s.QKVl, s.Cl, 2 * s.KVl * s.d);
     } else if (a->lay.tiled)
         mdc_attention_backward_tiled_drop(m->dev, dqkv, dout, out, qkv, att, drop, a->B, a->T, s.Cl, s.Hl);
     else mdc_attention_backward_drop(m->dev, dqkv, scratch, dout, qkv, att, drop, a->B, a->T, s.Cl, s.Hl);
@@ -65,7 +67,10 @@ static mdc_status cp_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv,
                               const float *qkv, const float *att, const mdc_dropout *drop) {
     (void)l;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    return m->cp->backward(m->cp->ctx, m->dev, dqkv, dout, out, qkv, att, drop, a->B, s.Cl, s.Hl);
+    TRY(m->cp->backward(m->cp->ctx, m->dev, dqkv, dout, out, qkv, att, drop, a->B, s.Cl, s.Hl));
+    if (mdc_i_kv_shared(m) && !m->x.blk) /* exact mode: the component sums the accumulators before rounding */
+        return m->comm->kv_sum(m->comm->ctx, dqkv, s.n, s.QKVl, s.Cl, 2 * s.KVl * s.d);
+    return MDC_OK;
 }
 
 const mdc_i_attention mdc_i_attention_cp = {"cp", cp_forward, cp_backward};

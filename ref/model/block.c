@@ -27,10 +27,11 @@ void mdc_i_block_of(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_block *b) {
 #define GL(k) mdc_i_gl(c, l, k)
     b->ln1 = (mdc_i_norm){GL(LN1W), GL(LN1B), lact(a, a->lay.ln1_mean, l), lact(a, a->lay.ln1_rstd, l)};
     b->ln2 = (mdc_i_norm){GL(LN2W), GL(LN2B), lact(a, a->lay.ln2_mean, l), lact(a, a->lay.ln2_rstd, l)};
-    b->qkv = (mdc_i_linear){l, GL(QKVW), GL(QKVB), s.C, s.QKVl, head, 0, MDC_I_DS_LN1, MDC_I_DS_QKV, -1, wt};
-    b->attp = (mdc_i_linear){l, GL(ATTPW), GL(ATTPB), s.Cl, s.C, head, 1, MDC_I_DS_ATTP, -1, MDC_DROP_ATTN_OUT, wt};
-    b->fc = (mdc_i_linear){l, GL(FCW), GL(FCB), s.C, s.FCl, mlp, 0, MDC_I_DS_LN2, MDC_I_DS_FC, -1, wt};
-    b->fcp = (mdc_i_linear){l, GL(FCPW), GL(FCPB), s.Fl, s.C, mlp, 1, MDC_I_DS_MLPP, -1, MDC_DROP_MLP_OUT, wt};
+    b->qkv = (mdc_i_linear){l, GL(QKVW),     GL(QKVB),     s.C, s.QKVl, head,
+                            0, MDC_I_DS_LN1, MDC_I_DS_QKV, -1,  wt,     mdc_i_kv_copy(m) ? s.Cl : 0};
+    b->attp = (mdc_i_linear){l, GL(ATTPW), GL(ATTPB), s.Cl, s.C, head, 1, MDC_I_DS_ATTP, -1, MDC_DROP_ATTN_OUT, wt, 0};
+    b->fc = (mdc_i_linear){l, GL(FCW), GL(FCB), s.C, s.FCl, mlp, 0, MDC_I_DS_LN2, wt ? -1 : MDC_I_DS_FC, -1, wt, 0};
+    b->fcp = (mdc_i_linear){l, GL(FCPW), GL(FCPB), s.Fl, s.C, mlp, 1, MDC_I_DS_MLPP, -1, MDC_DROP_MLP_OUT, wt, 0};
 #undef GL
 }
 

@@ -52,9 +52,9 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc
     TAP(1 + l, MDC_I_DS_Y, MDC_TAP_BWD, MDC_TAP_AT, dy);
     memset(dqkv, 0, (size_t)s.n * s.QKVl * sizeof(float));
     TRY(mdc_i_attend_backward(m, a, l, dqkv, dy, o, qkv, lact(a, y->att, l))); /* dqkv = attention^T(do) */
-    TAP(1 + l, MDC_I_DS_QKV, MDC_TAP_BWD, MDC_TAP_AT, dqkv);
-    TRY(mdc_i_unrotate(m, a, l, dqkv));         /* rotary positions: the gradients of q, k turned back */
-    TRY(mdc_i_qk_norm_backward(m, a, l, dqkv)); /* Qwen3: through q_norm, k_norm */
+    TRY(mdc_i_unrotate(m, a, l, dqkv));                      /* rotary positions: the gradients of q, k turned back */
+    TRY(mdc_i_qk_norm_backward(m, a, l, dqkv));              /* Qwen3: through q_norm, k_norm */
+    TAP(1 + l, MDC_I_DS_QKV, MDC_TAP_BWD, MDC_TAP_AT, dqkv); /* the projection's output gradient */
     TRY(mdc_i_col_linear_backward(m, a, &b.qkv, dln, dqkv, lact(a, y->ln1, l), KEEP(MDC_W_QKV))); /* f^T(dqkv Wqkv^T) */
     m->norm->backward(m, a, &b.ln1, dres, dln, x, KEEP(MDC_W_LN1)); /* dx = dx2 + LN1^T(dln) */
     TAP(1 + l, MDC_I_DS_IN, MDC_TAP_BWD, MDC_TAP_AT, dres);

@@ -126,11 +126,13 @@ static mdc_status dump(mdc_gpt2 *m, const mdc_gpt2_acts *a, int unit, int bwd, i
         break;
     }
     case MDC_I_W_HEADS: gw = c->H * s.d, lw = s.Cl, bad |= add_run(&d[2], 0, r * s.Cl, s.Cl); break;
-    case MDC_I_W_FC:
-        gw = mdc_i_ffn(c), lw = s.Fl, bad |= add_run(&d[2], 0, r * s.Fl, s.Fl);
-        if (site == MDC_I_DS_FC && s.FCl > s.Fl) /* SwiGLU's gate and up: [gate | up] of this rank's columns */
-            gw *= 2, lw *= 2, bad |= add_run(&d[2], s.Fl, mdc_i_ffn(c) + r * s.Fl, s.Fl);
+    case MDC_I_W_FC: gw = mdc_i_ffn(c), lw = s.Fl, bad |= add_run(&d[2], 0, r * s.Fl, s.Fl); break;
+    case MDC_I_W_KV: { /* this rank's kv heads (with tp > KV: a replica's) */
+        int kv0;
+        mdc_i_kv_local(c, m->part.tp, r, &kv0);
+        gw = (int64_t)mdc_i_kv_heads(c) * s.d, lw = s.KVl * s.d, bad |= add_run(&d[2], 0, kv0 * s.d, s.KVl * s.d);
         break;
+    }
     case MDC_I_W_E: gw = lw = c->E, bad |= add_run(&d[2], 0, 0, c->E); break;
     case MDC_I_W_KC: gw = lw = (int64_t)c->topk * c->C, bad |= add_run(&d[2], 0, 0, c->topk * c->C); break;
     case MDC_I_W_V: {
@@ -141,7 +143,7 @@ static mdc_status dump(mdc_gpt2 *m, const mdc_gpt2_acts *a, int unit, int bwd, i
     default: break;
     }
     mdc_status st = bad ? mdc_fail(MDC_ERR_OOM_HOST, "dump: a piece's map") : MDC_OK;
-    const char *sn = mdc_i_tap_sites[site].name;
+    const char *sn = mdc_i_tap_site_name(m, site);
     char where[96], global[192], name[224];
     if (unit >= 1 && unit <= c->L) snprintf(where, sizeof where, "%sh.%d.%s", bwd ? "grad." : "", unit - 1, sn);
     else snprintf(where, sizeof where, "%s%s", bwd ? "grad." : "", sn);

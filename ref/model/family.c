@@ -25,6 +25,14 @@ const char *mdc_gpt2_family_name(int family) {
 }
 
 int mdc_gpt2_tied(const mdc_gpt2_config *cfg) { return mdc_i_ghead(cfg) == 0; }
+int mdc_gpt2_kv_heads_local(const mdc_gpt2_config *cfg, int tp) {
+    int kv0;
+    return mdc_i_kv_local(cfg, tp, 0, &kv0);
+}
+int mdc_gpt2_kv_replicas(const mdc_gpt2_config *cfg, int tp) {
+    int KV = mdc_i_kv_heads(cfg);
+    return tp > KV && KV > 0 && tp % KV == 0 ? tp / KV : 1;
+}
 
 /* ---- the blocks' tensors -------------------------------------------------------------------- */
 static const char *const kind_names[NKINDS] = {
@@ -105,6 +113,30 @@ size_t mdc_i_family_param_floats(const mdc_gpt2_config *c) {
     return emb * (c->untied ? 2 : 1) + (size_t)c->L * block_floats(c) + (size_t)c->C;
 }
 
+/* The FLOPs one serial step charges (mdc_gpt2_step_flops), kernel by kernel in the block's order:
+ * RMSNorm 4 per element forward, 13 backward (3 the weight's, 10 the input's); a linear 2 N K OC,
+ * plus N OC for its output (bias or not) or 2 N OC with the residual; backward 4 N K OC, N OC more
+ * with a bias; rotary 3 per element of q and k each way; Qwen3's q_norm and k_norm as RMSNorm
+ * over N x heads rows of d; SwiGLU 5 per element forward, 14 backward; the attention as GPT-2's
+ * per query head (the kv heads only share their keys). */
+double mdc_i_family_step_flops(const mdc_gpt2_config *c, int B, int T) {
+    double N = (double)B * T, C = c->C, V = c->V, Vp = c->Vp, d = mdc_i_head_dim(c), H = c->H, KV = mdc_i_kv_heads(c);
+    double I = mdc_i_ffn(c), Q = H * d, OC = (H + 2 * KV) * d, BH = (double)B * H, pc = 0.5 * (double)T * (T + 1);
+    double P = (double)mdc_i_family_param_floats(c), qb = c->qkv_bias, ob = c->o_bias, mb = c->mlp_bias;
+    int tiled = T > MDC_GPT2_TILED_T;
+    double qk = c->qk_norm ? N * (H + KV) * d : 0, rope = 3 * N * (H + KV) * d;
+    double attn_f = BH * (4 * d + 5) * pc;
+    double attn_b = tiled ? BH * ((10 * d + 4) * pc + 2.0 * T * d) : BH * (8 * d + 4) * pc;
+    double layer_f = 4 * N * C + (2 * N * C * OC + N * OC) + 4 * qk + rope + attn_f + (2 * N * Q * C + 2 * N * C) +
+                     4 * N * C + (2 * N * C * 2 * I + N * 2 * I) + 5 * N * I + (2 * N * I * C + 2 * N * C);
+    double layer_b = (4 * N * I * C + mb * N * C) + 14 * N * I + (4 * N * C * 2 * I + mb * N * 2 * I) + 13 * N * C +
+                     (4 * N * Q * C + ob * N * C) + attn_b + rope + 13 * qk + (4 * N * C * OC + qb * N * OC) +
+                     13 * N * C;
+    double fwd = c->L * layer_f + 4 * N * C + 2 * N * C * Vp + 4 * N * V + N;
+    double bwd = 3 * N * V + N + 4 * N * C * Vp + 13 * N * C + c->L * layer_b + N * C;
+    return fwd + bwd + 2 * P + 15 * P;
+}
+
 int mdc_i_family_role(const mdc_gpt2_config *c, int gi, int *l, int *k) {
     int per = mdc_i_layer_kinds(c, NULL), lnf = mdc_i_glnf(c, 0);
     *l = -1, *k = 0;
@@ -147,6 +179,21 @@ int mdc_i_family_named(const char *name, mdc_gpt2_config *c, int *batch) {
     if (!strcmp(name, "llama-tiny")) { /* GQA 2, head_dim C/H, an MLP width off the multiples of 64 */
         *c = base, c->family = MDC_FAMILY_LLAMA, c->ffn = 352, c->eps = 1e-5f, c->rope_theta = 500000, c->untied = 1;
         c->rope = (mdc_rope_llama3){8.0f, 1.0f, 4.0f, 32};
+    } else if (!strcmp(name, "llama-gpt2")) { /* Llama 3's layers at GPT-2 small's sizes (about 124M + the head) */
+        mdc_gpt2_config g = {.family = MDC_FAMILY_LLAMA,
+                             .V = 50257,
+                             .T = 1024,
+                             .L = 12,
+                             .H = 12,
+                             .C = 768,
+                             .KV = 4,
+                             .ffn = 2048,
+                             .eps = 1e-5f,
+                             .rope_theta = 500000,
+                             .untied = 1};
+        *c = g;
+        if (batch) *batch = 4;
+        return 1;
     } else if (!strcmp(name, "qwen2-tiny")) { /* q, k, v biases, tied */
         *c = base, c->family = MDC_FAMILY_QWEN2, c->ffn = 320, c->qkv_bias = 1, c->rope_theta = 1000000;
     } else if (!strcmp(name, "qwen3-tiny")) { /* q_norm, k_norm, head_dim 48 != C/H */

@@ -47,10 +47,11 @@ mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *ba
             return MDC_OK;
         }
     if (mdc_i_family_named(name, cfg, batch)) return MDC_OK;
-    return mdc_fail(MDC_ERR_INVALID,
-                    "--config: unknown config '%s' (known: tiny small gpt2 llama-tiny qwen2-tiny qwen3-tiny, or a "
-                    "config.json)",
-                    name ? name : "(null)");
+    return mdc_fail(
+        MDC_ERR_INVALID,
+        "--config: unknown config '%s' (known: tiny small gpt2 llama-tiny llama-gpt2 qwen2-tiny qwen3-tiny, or a "
+        "config.json)",
+        name ? name : "(null)");
 }
 
 mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
@@ -229,6 +230,7 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
 }
 
 double mdc_gpt2_step_flops(const mdc_gpt2_config *c, int B, int T) {
+    if (mdc_i_family(c)) return mdc_i_family_step_flops(c, B, T);
     double N = (double)B * T, C = c->C, V = c->V, Vp = c->Vp, hs = C / c->H, BH = (double)B * c->H;
     double pc = 0.5 * (double)T * (T + 1), P = (double)mdc_gpt2_param_floats(c);
     int tiled = T > MDC_GPT2_TILED_T;
@@ -370,11 +372,6 @@ mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before) {
 void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step) { m->drop_step = step; }
 
 mdc_status mdc_gpt2_set_cp(mdc_gpt2 *m, const mdc_gpt2_cp *cp) {
-    if (cp && cp->c > 1 && mdc_i_family(&m->cfg))
-        return mdc_fail(MDC_ERR_UNSUPPORTED,
-                        "--cp %d with the %s family: context-parallel attention over grouped-query heads is not built "
-                        "yet (GPT-2 configs only)",
-                        cp->c, mdc_gpt2_family_name(m->cfg.family));
     int before = mdc_i_acts_needs(m);
     m->cp = cp && cp->c > 1 ? cp : NULL;
     mdc_i_install(m);

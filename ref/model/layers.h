@@ -25,12 +25,18 @@ enum {
     MDC_I_DS_IN,
     MDC_I_DS_LN1,
     MDC_I_DS_QKV,
+    MDC_I_DS_QNORM, /* the families: q, k after q_norm, k_norm (Qwen3), after the rotation */
+    MDC_I_DS_KNORM,
+    MDC_I_DS_ROPEQ,
+    MDC_I_DS_ROPEK,
     MDC_I_DS_Y,
     MDC_I_DS_ATTP,
     MDC_I_DS_RES2,
     MDC_I_DS_LN2,
     MDC_I_DS_FC,
-    MDC_I_DS_GELU,
+    MDC_I_DS_GATE, /* SwiGLU: gate_proj's and up_proj's outputs (the fused product's halves) */
+    MDC_I_DS_UP,
+    MDC_I_DS_GELU, /* the activation's output (SwiGLU: silu(gate) * up, "mlp.product") */
     MDC_I_DS_MLPP,
     MDC_I_DS_ROUTER,
     MDC_I_DS_EXPERTS,
@@ -49,14 +55,16 @@ enum { MDC_TAP_FWD, MDC_TAP_BWD };
  * the tensor-parallel region (every local position: (B, T)), or a communication point of f
  * (the residual stream before it, the region after it; reversed for gradients) or of g. */
 enum { MDC_TAP_STREAM, MDC_TAP_REGION, MDC_TAP_F, MDC_TAP_G };
-/* Widths: C, the heads' qkv (3 C/t), the heads' C/t, the MLP's 4C/t, the vocabulary shard,
- * none ((B, T)), the experts E, k C (a token's k slots). */
-enum { MDC_I_W_C, MDC_I_W_QKV, MDC_I_W_HEADS, MDC_I_W_FC, MDC_I_W_V, MDC_I_W_NONE, MDC_I_W_E, MDC_I_W_KC };
+/* Widths: C, the heads' qkv ((Hl + 2 KVl) d), the query heads' Hl d, the MLP's 4C/t (I/t), the
+ * vocabulary shard, none ((B, T)), the experts E, k C (a token's k slots), the kv heads' KVl d. */
+enum { MDC_I_W_C, MDC_I_W_QKV, MDC_I_W_HEADS, MDC_I_W_FC, MDC_I_W_V, MDC_I_W_NONE, MDC_I_W_E, MDC_I_W_KC, MDC_I_W_KV };
 typedef struct {
     const char *name;
     int place, width;
+    const char *family_name; /* the Llama and Qwen families' name for it (NULL: name) */
 } mdc_i_tap_site;
 extern const mdc_i_tap_site mdc_i_tap_sites[MDC_I_DS_N];
+const char *mdc_i_tap_site_name(const mdc_gpt2 *m, int site);
 /* The rows of a tap: MDC_I_ROWS (the residual stream's) or MDC_I_SEQ (every local position);
  * sum: a partial sum over tp (g's input forward, f's backward). */
 enum { MDC_I_ROWS, MDC_I_SEQ };
@@ -65,6 +73,9 @@ void mdc_i_tap_layout(int site, int dir, int phase, int *rows, int *sum);
  * head), in direction dir, at phase. */
 typedef mdc_status (*mdc_i_tap_fn)(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase,
                                    const float *x);
+/* A tap of columns [col0, col0 + the site's width) of every local position's row of ld floats
+ * (copied out only when something observes). */
+mdc_status mdc_i_tap_cols(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, const float *x, int ld, int col0);
 static inline mdc_status mdc_i_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase,
                                    const float *x) {
     return m->tap ? m->tap(m, a, unit, site, dir, phase, x) : MDC_OK;
@@ -83,6 +94,8 @@ typedef struct {
     int osite; /* column: the tap site of its output */
     int drop;  /* row: the residual branch's dropout site (MDC_DROP_*) */
     int wt;    /* 1: W is stored (N, K), nn.Linear's [out, in] (the families); 0: Conv1D's (K, N) */
+    int dx_n;  /* column: the input gradient from the first dx_n output columns only (0: all); the
+                  rest are a shared kv head's k, v, whose input gradient its first replica gives */
 } mdc_i_linear;
 
 /* out (B, T, N) = f(x) W + b; x the residual stream's rows. */

@@ -27,11 +27,6 @@ mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c,
     if (c->H % t)
         return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide --heads %d (attention is split by heads)", t, c->H);
     int KV = mdc_i_kv_heads(c), F = mdc_i_ffn(c);
-    if (KV < t)
-        return mdc_fail(MDC_ERR_INVALID,
-                        "--tp %d is more than the %d key/value heads: replicating kv heads over tp ranks is not "
-                        "built yet (use --tp %d or fewer)",
-                        t, KV, KV);
     if (KV % t && t % KV)
         return mdc_fail(MDC_ERR_INVALID,
                         "--tp %d and the %d key/value heads: one must divide the other (kv heads split over tp, or "
@@ -185,6 +180,13 @@ int mdc_gpt2_grad_partial(const mdc_gpt2 *m, int i) {
     if (role == MDC_I_LAYER && mdc_i_family(&m->cfg) && (k == QNW || k == KNW))
         return 1;      /* q_norm, k_norm: this rank's heads' share */
     return m->part.sp; /* SP: the norms and row-parallel biases see this rank's positions only */
+}
+int mdc_gpt2_kv_copy(const mdc_gpt2 *m, int i) {
+    const mdc_param_tensor *t = &m->tensors[i];
+    int l, k;
+    if (mdc_i_role(&m->cfg, t->global, &l, &k) != MDC_I_LAYER || !mdc_i_kv_shared(m)) return 0;
+    if (k != KW && k != VW && k != KB && k != VB) return 0;
+    return mdc_i_kv_copy(m) ? 2 : 1;
 }
 const mdc_param_tensor *mdc_gpt2_local_tensor(const mdc_gpt2 *m, int i) {
     return i >= 0 && i < m->ntensors ? &m->tensors[i] : NULL;

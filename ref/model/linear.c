@@ -36,7 +36,7 @@ mdc_status mdc_i_col_linear(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L
     const float *in;
     TRY(mdc_i_gather_tapped(m, a, 1 + L->l, L->site, x, &in));
     m->ops->matmul(m, out, in, P(m, L->w), L->b >= 0 ? P(m, L->b) : NULL, s.n, L->K, L->N, L->wt);
-    TAP(1 + L->l, L->osite, MDC_TAP_FWD, MDC_TAP_AT, out);
+    if (L->osite >= 0) TAP(1 + L->l, L->osite, MDC_TAP_FWD, MDC_TAP_AT, out);
     return MDC_OK;
 }
 
@@ -118,6 +118,11 @@ mdc_status mdc_i_col_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     mdc_i_wslot w = {NULL, dout, NULL};
     TRY(mdc_i_gather(m, a, x, &w.in)); /* SP: the input gathered again (Megatron) */
     mdc_i_wready(m, a, L, &w, keep);
+    if (L->dx_n) { /* the other columns' input gradient is another rank's: zero here (dout is the block's scratch) */
+        mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+        for (int r = 0; r < s.n; r++)
+            memset((float *)dout + (size_t)r * L->N + L->dx_n, 0, (size_t)(L->N - L->dx_n) * sizeof(float));
+    }
     TRY(m->ops->col_dinput(m, a, L, dx, dout));
     TAP(1 + L->l, L->site, MDC_TAP_BWD, MDC_TAP_POST, dx);
     return MDC_OK;

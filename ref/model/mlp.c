@@ -25,7 +25,11 @@ static mdc_status dense_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int swiglu
     mdc_i_block_of(m, a, l, &b);
     float *h = lact(a, a->lay.fch, l), *u = lact(a, a->lay.fchg, l);
     TRY(mdc_i_col_linear(m, a, &b.fc, h, x)); /* h = f(x) W1 + b1 */
-    act_forward(m, &s, swiglu, u, h);         /* u = act(h) */
+    if (swiglu) {                             /* its gate and up halves */
+        TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_GATE, MDC_TAP_FWD, h, s.FCl, 0));
+        TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_UP, MDC_TAP_FWD, h, s.FCl, s.Fl));
+    }
+    act_forward(m, &s, swiglu, u, h); /* u = act(h) */
     TAP(1 + l, MDC_I_DS_GELU, MDC_TAP_FWD, MDC_TAP_AT, u);
     return mdc_i_row_linear(m, a, &b.fcp, out, res, u); /* out = res + dropout(g(u W2) + b2) */
 }
@@ -40,7 +44,10 @@ static mdc_status dense_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int swigl
     TAP(1 + l, MDC_I_DS_GELU, MDC_TAP_BWD, MDC_TAP_AT, du);
     memset(dh, 0, (size_t)s.n * s.FCl * sizeof(float));
     act_backward(m, &s, swiglu, dh, lact(a, a->lay.fch, l), du);
-    TAP(1 + l, MDC_I_DS_FC, MDC_TAP_BWD, MDC_TAP_AT, dh);
+    if (swiglu) {
+        TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_UP, MDC_TAP_BWD, dh, s.FCl, s.Fl));
+        TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_GATE, MDC_TAP_BWD, dh, s.FCl, 0));
+    } else TAP(1 + l, MDC_I_DS_FC, MDC_TAP_BWD, MDC_TAP_AT, dh);
     return mdc_i_col_linear_backward(m, a, &b.fc, dx, dh, lact(a, a->lay.ln2, l), keep ? &keep[MDC_W_FC] : NULL);
 }
 

@@ -59,6 +59,7 @@ int mdc_i_family_named(const char *name, mdc_gpt2_config *c, int *batch); /* 1: 
 mdc_status mdc_i_family_check(mdc_gpt2_config *c);
 int mdc_i_family_tensor_count(const mdc_gpt2_config *c);
 size_t mdc_i_family_param_floats(const mdc_gpt2_config *c);
+double mdc_i_family_step_flops(const mdc_gpt2_config *c, int B, int T);
 int mdc_i_family_role(const mdc_gpt2_config *c, int gi, int *l, int *k);
 void mdc_i_family_tensor_at(const mdc_gpt2_config *c, int i, mdc_param_tensor *t);
 
@@ -118,6 +119,13 @@ struct mdc_gpt2 {
     float drop_p;                  /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
+
+/* tp > KV: this rank's kv head is shared with other tp ranks; and this rank is not its first
+ * replica (whose input gradient and k_norm gradient count for the head) */
+static inline int mdc_i_kv_shared(const mdc_gpt2 *m) { return mdc_gpt2_kv_replicas(&m->cfg, m->part.tp) > 1; }
+static inline int mdc_i_kv_copy(const mdc_gpt2 *m) {
+    return mdc_i_kv_shared(m) && m->part.tp_rank % mdc_gpt2_kv_replicas(&m->cfg, m->part.tp) != 0;
+}
 
 /* Sizes of one rank's share of a micro-batch. */
 typedef struct {

@@ -71,18 +71,22 @@ mdc_status mdc_i_qk_norm(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv) {
     mdc_rmsnorm_heads_forward(m->dev, qkv, s.QKVl, rstd, raw, w, P(m, mdc_i_gl(c, l, QNW)), s.n, s.Hl, s.d, c->eps);
     mdc_rmsnorm_heads_forward(m->dev, qkv + s.Cl, s.QKVl, rstd + (size_t)s.n * s.Hl, raw + s.Cl, w,
                               P(m, mdc_i_gl(c, l, KNW)), s.n, s.KVl, s.d, c->eps);
-    return MDC_OK;
+    TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_QNORM, MDC_TAP_FWD, qkv, s.QKVl, 0));
+    return mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_KNORM, MDC_TAP_FWD, qkv, s.QKVl, s.Cl);
 }
 
 mdc_status mdc_i_qk_norm_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv) {
     if (!m->cfg.qk_norm) return MDC_OK;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_KNORM, MDC_TAP_BWD, dqkv, s.QKVl, s.Cl));
+    TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_QNORM, MDC_TAP_BWD, dqkv, s.QKVl, 0));
     int w = (s.Hl + s.KVl) * s.d, gq = mdc_i_gl(&m->cfg, l, QNW), gk = mdc_i_gl(&m->cfg, l, KNW);
     const float *raw = lact(a, a->lay.qkraw, l), *rstd = lact(a, a->lay.qkrstd, l), *krstd = rstd + (size_t)s.n * s.Hl;
     float *dqk = buf(a, a->lay.dqk);
     memset(dqk, 0, (size_t)s.n * w * sizeof(float));
     m->ops->rmsnorm_wgrad(m, gq, dqkv, s.QKVl, raw, w, rstd, s.n, s.Hl, s.d);
-    m->ops->rmsnorm_wgrad(m, gk, dqkv + s.Cl, s.QKVl, raw + s.Cl, w, krstd, s.n, s.KVl, s.d);
+    if (!mdc_i_kv_copy(m)) /* a shared kv head's k_norm share: its first replica's */
+        m->ops->rmsnorm_wgrad(m, gk, dqkv + s.Cl, s.QKVl, raw + s.Cl, w, krstd, s.n, s.KVl, s.d);
     mdc_rmsnorm_heads_backward(m->dev, dqk, w, NULL, dqkv, s.QKVl, raw, w, P(m, gq), rstd, s.n, s.Hl, s.d);
     mdc_rmsnorm_heads_backward(m->dev, dqk + s.Cl, w, NULL, dqkv + s.Cl, s.QKVl, raw + s.Cl, w, P(m, gk), krstd, s.n,
                                s.KVl, s.d);

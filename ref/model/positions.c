@@ -39,13 +39,16 @@ static void turn(mdc_gpt2 *m, mdc_gpt2_acts *a, float *qkv, int back) {
 }
 
 static mdc_status rope_rotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv) {
-    (void)l;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     turn(m, a, qkv, 0);
-    return MDC_OK;
+    TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_ROPEQ, MDC_TAP_FWD, qkv, s.QKVl, 0));
+    return mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_ROPEK, MDC_TAP_FWD, qkv, s.QKVl, s.Cl);
 }
 
 static mdc_status rope_unrotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv) {
-    (void)l;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_ROPEK, MDC_TAP_BWD, dqkv, s.QKVl, s.Cl));
+    TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_ROPEQ, MDC_TAP_BWD, dqkv, s.QKVl, 0));
     turn(m, a, dqkv, 1);
     return MDC_OK;
 }

@@ -9,12 +9,18 @@ const mdc_i_tap_site mdc_i_tap_sites[MDC_I_DS_N] = {
     [MDC_I_DS_IN] = {"in", MDC_TAP_STREAM, MDC_I_W_C},
     [MDC_I_DS_LN1] = {"ln_1", MDC_TAP_F, MDC_I_W_C},
     [MDC_I_DS_QKV] = {"attn.qkv", MDC_TAP_REGION, MDC_I_W_QKV},
+    [MDC_I_DS_QNORM] = {"attn.q_norm", MDC_TAP_REGION, MDC_I_W_HEADS},
+    [MDC_I_DS_KNORM] = {"attn.k_norm", MDC_TAP_REGION, MDC_I_W_KV},
+    [MDC_I_DS_ROPEQ] = {"attn.rope_q", MDC_TAP_REGION, MDC_I_W_HEADS},
+    [MDC_I_DS_ROPEK] = {"attn.rope_k", MDC_TAP_REGION, MDC_I_W_KV},
     [MDC_I_DS_Y] = {"attn.y", MDC_TAP_REGION, MDC_I_W_HEADS},
     [MDC_I_DS_ATTP] = {"attn.c_proj", MDC_TAP_G, MDC_I_W_C},
     [MDC_I_DS_RES2] = {"res_2", MDC_TAP_STREAM, MDC_I_W_C},
     [MDC_I_DS_LN2] = {"ln_2", MDC_TAP_F, MDC_I_W_C},
     [MDC_I_DS_FC] = {"mlp.c_fc", MDC_TAP_REGION, MDC_I_W_FC},
-    [MDC_I_DS_GELU] = {"mlp.gelu", MDC_TAP_REGION, MDC_I_W_FC},
+    [MDC_I_DS_GATE] = {"mlp.gate", MDC_TAP_REGION, MDC_I_W_FC},
+    [MDC_I_DS_UP] = {"mlp.up", MDC_TAP_REGION, MDC_I_W_FC},
+    [MDC_I_DS_GELU] = {"mlp.gelu", MDC_TAP_REGION, MDC_I_W_FC, "mlp.product"},
     [MDC_I_DS_MLPP] = {"mlp.c_proj", MDC_TAP_G, MDC_I_W_C},
     [MDC_I_DS_ROUTER] = {"mlp.router", MDC_TAP_STREAM, MDC_I_W_E},
     [MDC_I_DS_EXPERTS] = {"mlp.experts", MDC_TAP_STREAM, MDC_I_W_KC},
@@ -43,4 +49,22 @@ void mdc_i_tap_layout(int site, int dir, int phase, int *rows, int *sum) {
     int region = (place == MDC_TAP_F) == (dir == MDC_TAP_FWD) ? phase == MDC_TAP_POST : phase == MDC_TAP_PRE;
     *rows = region ? MDC_I_SEQ : MDC_I_ROWS;
     *sum = region && phase == MDC_TAP_PRE; /* a partial sum over tp waits for its reduction */
+}
+
+const char *mdc_i_tap_site_name(const mdc_gpt2 *m, int site) {
+    const mdc_i_tap_site *t = &mdc_i_tap_sites[site];
+    return mdc_i_family(&m->cfg) && t->family_name ? t->family_name : t->name;
+}
+
+mdc_status mdc_i_tap_cols(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, const float *x, int ld,
+                          int col0) {
+    if (!m->tap) return MDC_OK;
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    int w = mdc_i_tap_sites[site].width, n = w == MDC_I_W_KV ? s.KVl * s.d : w == MDC_I_W_FC ? s.Fl : s.Cl;
+    float *y = malloc((size_t)s.n * n * sizeof *y);
+    if (!y) return mdc_fail(MDC_ERR_OOM_HOST, "tap: %s of layer %d", mdc_i_tap_site_name(m, site), unit - 1);
+    for (int r = 0; r < s.n; r++) memcpy(y + (size_t)r * n, x + (size_t)r * ld + col0, (size_t)n * sizeof *y);
+    mdc_status st = m->tap(m, a, unit, site, dir, MDC_TAP_AT, y);
+    free(y);
+    return st;
 }

@@ -8,7 +8,8 @@
 #include "minidc/mesh.h"
 
 struct mdc_mesh {
-    int n[MDC_AXES], c[MDC_AXES], rank, size;
+    int n[MDC_AXES], c[MDC_AXES], rank, size, kv; /* kv: tp ranks per kv head (MDC_MESH_KV) */
+    mdc_transport *tr;
     mdc_group *g[MDC_MESH_GROUPS];
 };
 
@@ -22,6 +23,7 @@ static unsigned varies(mdc_mesh_group_kind k) {
     case MDC_MESH_CP: return 1u << MDC_AXIS_CP;
     case MDC_MESH_EP: return 1u << MDC_AXIS_EP;
     case MDC_MESH_DP: return 1u << MDC_AXIS_DP;
+    case MDC_MESH_KV: return 1u << MDC_AXIS_TP;
     case MDC_MESH_PP:
     case MDC_MESH_EMBED: return 1u << MDC_AXIS_PP;
     case MDC_MESH_DENSE: return 1u << MDC_AXIS_DP | 1u << MDC_AXIS_CP | 1u << MDC_AXIS_EP;
@@ -45,6 +47,7 @@ static int members(const mdc_mesh *m, mdc_mesh_group_kind k, int *out) {
         for (int a = 0; a < MDC_AXES; a++)
             if (!(v >> a & 1u) && c[a] != m->c[a]) same = 0;
         if (k == MDC_MESH_EMBED && c[MDC_AXIS_PP] != 0 && c[MDC_AXIS_PP] != m->n[MDC_AXIS_PP] - 1) same = 0;
+        if (k == MDC_MESH_KV && c[MDC_AXIS_TP] / m->kv != m->c[MDC_AXIS_TP] / m->kv) same = 0;
         if (same) out[cnt++] = r;
     }
     return cnt;
@@ -73,7 +76,7 @@ mdc_status mdc_mesh_create(mdc_mesh **out, mdc_transport *tr, const mdc_mesh_dim
         return mdc_fail(MDC_ERR_OOM_HOST, "mesh");
     }
     memcpy(m->n, n, sizeof n);
-    m->rank = mdc_transport_rank(tr), m->size = size;
+    m->rank = mdc_transport_rank(tr), m->size = size, m->kv = 1, m->tr = tr;
     coords(m, m->rank, m->c);
     mdc_status st = MDC_OK;
     for (int k = 0; k < MDC_MESH_GROUPS && !st; k++) {
@@ -99,6 +102,19 @@ void mdc_mesh_free(mdc_mesh *m) {
 mdc_mesh_dims mdc_mesh_get_dims(const mdc_mesh *m) {
     mdc_mesh_dims d = {m->n[0], m->n[1], m->n[2], m->n[3], m->n[4]};
     return d;
+}
+
+mdc_status mdc_mesh_set_kv_replicas(mdc_mesh *m, int replicas) {
+    if (replicas < 1 || m->n[MDC_AXIS_TP] % replicas)
+        return mdc_fail(MDC_ERR_INVALID, "%d tp ranks per kv head do not divide --tp %d", replicas, m->n[MDC_AXIS_TP]);
+    int *ranks = malloc((size_t)m->size * sizeof(int));
+    if (!ranks) return mdc_fail(MDC_ERR_OOM_HOST, "mesh");
+    m->kv = replicas;
+    mdc_group_free(m->g[MDC_MESH_KV]);
+    int cnt = members(m, MDC_MESH_KV, ranks);
+    mdc_status st = mdc_group_create(&m->g[MDC_MESH_KV], m->tr, ranks, cnt, 1 + MDC_MESH_KV);
+    free(ranks);
+    return st;
 }
 int mdc_mesh_size(const mdc_mesh *m, mdc_axis a) { return m->n[a]; }
 int mdc_mesh_coord(const mdc_mesh *m, mdc_axis a) { return m->c[a]; }
@@ -139,11 +155,13 @@ void mdc_mesh_print(const mdc_mesh *m, FILE *out) {
         {MDC_MESH_EP, "expert parallel: the MoE blocks' all-to-alls (ep)"},
         {MDC_MESH_EXPERT, "expert gradients: the same experts' replicas (dp x cp)"},
         {MDC_MESH_TP, "tensor parallel: f, g, the vocab-parallel loss; SP LayerNorm and bias gradients"},
+        {MDC_MESH_KV, "a kv head's replicas over tp: the attention's dk, dv summed (tp / KV)"},
         {MDC_MESH_WORLD, "loss and gradient norm (every rank)"},
     };
     int *mem = malloc((size_t)m->size * sizeof(int));
     for (size_t i = 0; mem && i < sizeof uses / sizeof uses[0]; i++) {
         if ((uses[i].k == MDC_MESH_EP || uses[i].k == MDC_MESH_EXPERT) && m->n[MDC_AXIS_EP] < 2) continue;
+        if (uses[i].k == MDC_MESH_KV && m->kv < 2) continue;
         int cnt = members(m, uses[i].k, mem);
         fprintf(out, "  %-80s group of %d, rank 0's: [", uses[i].what, cnt);
         for (int j = 0; j < cnt && j < 16; j++) fprintf(out, "%s%d", j ? " " : "", mem[j]);

@@ -62,7 +62,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         return mdc_fail(MDC_ERR_INVALID, "micro-batch %d x --accum %d x --seq %d: all must be positive",
                         tc->micro_batch, tc->accum, tc->seq);
     if (d->cp > 1) {
-        mdc_status cs = mdc_cp_check(d->cp, tc->seq, tc->cfg.H / d->tp, tc->cp_layout, tc->cp_algo);
+        mdc_status cs = mdc_cp_check(d->cp, tc->seq, tc->cfg.H / d->tp, mdc_gpt2_kv_heads_local(&tc->cfg, d->tp),
+                                     tc->cp_layout, tc->cp_algo);
         if (cs) return cs;
     }
     int Tl = tc->seq / (d->cp > 1 ? d->cp : 1); /* the positions of each sequence on this rank */
@@ -71,13 +72,16 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     t->tc = *tc;
     t->md = *d, t->md.dp = d->dp / d->ep;
     mdc_status st = MDC_OK;
+    int kvr = mdc_gpt2_kv_replicas(&tc->cfg, d->tp);
     if (tr && (st = mdc_mesh_create(&t->mesh, tr, &t->md))) goto fail;
+    if (t->mesh && kvr > 1 && (st = mdc_mesh_set_kv_replicas(t->mesh, kvr))) goto fail;
     t->tp_rank = coord(t, MDC_AXIS_TP);
     t->dp_rank = coord(t, MDC_AXIS_EP) + d->ep * coord(t, MDC_AXIS_DP), t->dp_size = d->dp,
     t->pp_rank = coord(t, MDC_AXIS_PP);
     mdc_gpt2_part part = stage_part(tc, t->tp_rank, t->pp_rank, coord(t, MDC_AXIS_EP));
     if ((st = mdc_gpt2_part_check(&part, &tc->cfg, Tl))) goto fail;
     if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
+    if (t->tp && kvr > 1) mdc_tp_set_kv_group(t->tp, mdc_mesh_group(t->mesh, MDC_MESH_KV));
     if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch, Tl,
                                    mdc_dp_model_flags(tc->zero))))
         goto fail;
@@ -88,9 +92,12 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
                             mdc_mesh_group(t->mesh, MDC_MESH_EXPERT), t->m)))
         goto fail;
     if (d->cp > 1) { /* before the activation sets: attention then keeps each row's lse */
+        int hs = tc->cfg.head_dim > 0 ? tc->cfg.head_dim : tc->cfg.C / tc->cfg.H;
         if ((st = mdc_cp_create(&t->cp, mdc_mesh_group(t->mesh, MDC_MESH_CP), dev, tc->seq, tc->micro_batch,
-                                tc->cfg.H / d->tp, tc->cfg.C / tc->cfg.H, tc->cp_layout, tc->cp_algo)))
+                                tc->cfg.H / d->tp, mdc_gpt2_kv_heads_local(&tc->cfg, d->tp), hs, tc->cp_layout,
+                                tc->cp_algo)))
             goto fail;
+        if (kvr > 1) mdc_cp_set_kv_sum(t->cp, mdc_tp_kv_sum_exact, t->tp);
         if ((st = mdc_gpt2_set_cp(t->m, mdc_cp_model(t->cp)))) goto fail;
         if (tc->exact_block && (st = mdc_cp_set_exact(t->cp, tc->exact_block))) goto fail;
         t->cp_tok = malloc(2 * sizeof(int) * (size_t)tc->accum * tc->micro_batch * Tl);
@@ -127,6 +134,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
             const mdc_param_tensor *p = mdc_gpt2_local_tensor(t->m, i);
             int replicated = p->split == MDC_SPLIT_NONE;
             t->skip[i] = replicated && t->tp_rank > 0;               /* counted once, on tp rank 0 */
+            t->skip[i] |= mdc_gpt2_kv_copy(t->m, i) == 2;            /* a kv head's: on its first replica */
             t->sp_partial[i] = (char)mdc_gpt2_grad_partial(t->m, i); /* summed over tp by the step */
             any_partial |= t->sp_partial[i];
             if (p->global == 0 && d->pp > 1 && t->pp_rank > 0) t->skip[i] = 1; /* the tied wte: the first stage's */

@@ -12,7 +12,7 @@
 /* ---- replicas --------------------------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t *h;
+    uint64_t *h, *kv; /* per local tensor: the tp replicas', a shared kv head's */
     const mdc_gpt2 *m;
 } hash_ctx;
 static void hash_run(uint64_t *h, const float *p, size_t n) {
@@ -23,6 +23,7 @@ static void hash_visit(void *vc, int ti, size_t at, float *grad, float *param, s
     (void)grad, (void)at;
     hash_ctx *c = vc;
     if (mdc_gpt2_local_tensor(c->m, ti)->split == MDC_SPLIT_NONE) hash_run(&c->h[ti], param, n);
+    else if (mdc_gpt2_kv_copy(c->m, ti)) hash_run(&c->kv[ti], param, n);
 }
 
 /* Tensor ti's hashes gathered over g: the first member whose hash differs from member 0's, or -1. */
@@ -44,10 +45,10 @@ static mdc_status differs(const uint64_t *mine, int n, mdc_group *g, int *who, i
 
 mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
     int n = mdc_gpt2_local_count(t->m), who, which;
-    uint64_t *h = malloc(sizeof(uint64_t) * (size_t)n * 2), *full = h + n;
+    uint64_t *h = malloc(sizeof(uint64_t) * (size_t)n * 3), *full = h + n, *kv = h + 2 * n;
     if (!h) return mdc_fail(MDC_ERR_OOM_HOST, "replica check");
-    for (int i = 0; i < 2 * n; i++) h[i] = 0xcbf29ce484222325ull;
-    hash_ctx c = {h, t->m};
+    for (int i = 0; i < 3 * n; i++) h[i] = 0xcbf29ce484222325ull;
+    hash_ctx c = {h, kv, t->m};
     if (t->dp) mdc_dp_for_each_segment(t->dp, hash_visit, &c);
     else
         for (int i = 0; i < n; i++) {
@@ -76,6 +77,15 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
                       "rank 0 and tp rank %d (dp rank %d): the tp ranks computed different bits (a reduction that did "
                       "not give every rank the same result)",
                       t->steps, mdc_gpt2_local_tensor(t->m, which)->name, who, t->dp_rank);
+    /* 1b. tp > KV: a kv head's k, v slices on the tp ranks that share it */
+    mdc_group *kvg = t->mesh && mdc_gpt2_kv_replicas(&t->tc.cfg, t->md.tp) > 1 ? mdc_mesh_group(t->mesh, MDC_MESH_KV)
+                                                                               : NULL;
+    if (!st && kvg && !(st = differs(kv, n, kvg, &who, &which)) && who >= 0)
+        st = mdc_fail(MDC_ERR_MISMATCH,
+                      "--check-replicas: after step %d the shared kv head's '%s' differs between tp rank %d and "
+                      "tp rank %d (dp rank %d): its replicas' dk, dv sum or update did not give them the same bits",
+                      t->steps, mdc_gpt2_local_tensor(t->m, which)->name, mdc_group_world_rank(kvg, 0) % t->md.tp,
+                      mdc_group_world_rank(kvg, who) % t->md.tp, t->dp_rank);
     /* 2. the dense group (dp x cp x ep): every replica of the partition holds the same parameters */
     mdc_group *dense = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
     if (!st && t->tc.zero < 3 && dense && mdc_group_size(dense) > 1 && !(st = differs(full, n, dense, &who, &which)) &&

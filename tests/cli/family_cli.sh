@@ -1,8 +1,9 @@
 #!/bin/bash
 # The Llama, Qwen2 and Qwen3 families on the mesh: each family's small config on tp 2, tp 2 with
-# SP, dp 2 with ZeRO-3 and pp 2 equal to serial (--check-serial), exact mode on tp 2 (+SP) and
-# pp 2 bit for bit; what is not built yet refused by name (context parallelism, more tp ranks
-# than kv heads); a run saved as a Hugging Face directory read back by forward, and resumed from
+# SP, dp 2 with ZeRO-3, pp 2, tp 4 (more tp ranks than kv heads: each kv head on two) and cp 2
+# (ring, zigzag; rotary positions at global positions) equal to serial (--check-serial), exact
+# mode on each bit for bit; the all-gather and Ulysses algorithms, interleaved pipelines and
+# 8-rank meshes of several axes; Ulysses over too few kv heads refused by name; a run saved as a Hugging Face directory read back by forward, and resumed from
 # it bit for bit. Each is a scenario (tests/cli/scenario.sh).
 . "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
@@ -33,7 +34,56 @@ for c in llama-tiny qwen2-tiny qwen3-tiny; do
     parity "$c: --pp 2 equals serial" "$near" 2 --config $c --pp 2
     parity "$c: exact, --tp 2 --sp bit for bit" "$same" 2 --config $c --tp 2 --sp --exact
     parity "$c: exact, --pp 2 --dp 2 bit for bit" "$same" 4 --config $c --pp 2 --dp 2 --exact
+    parity "$c: exact, --tp 4 (2 kv heads, each on 2 ranks) bit for bit" "$same" 4 --config $c --tp 4 --exact
+    parity "$c: --cp 2 (ring, zigzag) equals serial" "$near" 2 --config $c --cp 2
+    parity "$c: exact, --cp 2 (ring, zigzag) bit for bit" "$same" 2 --config $c --cp 2 --exact
 done
+# odd sizes: a vocabulary padded (700 to 768), GQA 3 with one kv head (on every tp rank), head_dim
+# 40 != C/H = 32, intermediate_size 201, every bias, an untied head, llama3 scaling
+cat >"$tmp/odd.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 700, "hidden_size": 96,
+ "intermediate_size": 201, "num_hidden_layers": 2, "num_attention_heads": 3, "num_key_value_heads": 1,
+ "head_dim": 40, "max_position_embeddings": 48, "rms_norm_eps": 1e-05, "rope_theta": 500000,
+ "rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+                  "original_max_position_embeddings": 16},
+ "tie_word_embeddings": false, "attention_bias": true, "mlp_bias": true, "hidden_act": "silu"}
+JSON
+parity "odd llama: --tp 3 (one kv head on 3 ranks) equals serial, replicas agree" "$near" 3 --config "$tmp/odd.json" --tp 3 --sp --check-replicas
+parity "odd llama: exact, --tp 3 --sp bit for bit" "$same" 3 --config "$tmp/odd.json" --tp 3 --sp --exact --exact-block 4
+parity "odd llama: exact, --tp 3 --cp 2 bit for bit" "$same" 6 --config "$tmp/odd.json" --tp 3 --cp 2 --exact
+parity "odd llama: --pp 2 --dp 2 --zero 3 equals serial" "$near" 4 --config "$tmp/odd.json" --pp 2 --dp 2 --zero 3
+parity "llama-tiny: exact, --cp 2 all-gather bit for bit" "$same" 2 --config llama-tiny --cp 2 --cp-algo allgather --exact
+parity "qwen2-tiny: --cp 2 ulysses equals serial" "$near" 2 --config qwen2-tiny --cp 2 --cp-algo ulysses
+parity "qwen3-tiny: exact, --cp 2 ulysses bit for bit" "$same" 2 --config qwen3-tiny --cp 2 --cp-algo ulysses --exact
+parity "qwen3-tiny: exact, --cp 2 --tp 4 (shared kv heads under the ring) bit for bit" "$same" 8 --config qwen3-tiny --cp 2 --tp 4 --exact
+parity "llama-tiny: --pp 2 interleaved (2 chunks a stage) equals serial" "$near" 2 --config llama-tiny --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --accum 4
+parity "llama-tiny: exact, --pp 2 interleaved bit for bit" "$same" 2 --config llama-tiny --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --accum 4 --exact
+parity "qwen3-tiny: exact, --pp 2 zb-h1 bit for bit" "$same" 2 --config qwen3-tiny --pp 2 --schedule zb-h1 --accum 4 --exact
+parity "qwen2-tiny: exact, --dp 2 --zero 3 bit for bit" "$same" 2 --config qwen2-tiny --dp 2 --zero 3 --exact
+parity "qwen3-tiny: exact, 8 ranks --tp 2 --cp 2 --pp 2 bit for bit" "$same" 8 --config qwen3-tiny --tp 2 --cp 2 --pp 2 --exact
+parity "llama-tiny: 8 ranks --tp 2 --sp --cp 2 --dp 2 --zero 3 equals serial" "$near" 8 --config llama-tiny --tp 2 --sp --cp 2 --dp 2 --zero 3
+parity "llama-tiny: --tp 4 (each kv head on 2 ranks) equals serial, replicas agree" "$near" 4 --config llama-tiny --tp 4 --check-replicas
+parity "qwen3-tiny: --tp 4 --sp (each kv head on 2 ranks) equals serial" "$near" 4 --config qwen3-tiny --tp 4 --sp
+
+# exact mode's dumps: every site (rope_q, rope_k, q_norm, k_norm, the SwiGLU gate, up and product
+# among them) and every gradient of a step, reassembled from the mesh, byte for byte the serial
+# run's (a gradient can differ in bits that AdamW's update then rounds away: the parameters alone
+# would not show it)
+dumps_equal() { # what ranks config mesh-args...
+    local what=$1 n=$2 cfg=$3; shift 3
+    scenario "$what" || return 0
+    rm -rf "$tmp/ds" "$tmp/dm"
+    run 1 --config $cfg --steps 1 --quiet --exact --dump-dir "$tmp/ds"
+    [ $rc = 0 ] && run "$n" --config $cfg "$@" --steps 1 --quiet --exact --dump-dir "$tmp/dm"
+    if [ $rc != 0 ]; then flunk "$what" "exit $rc"; tail -5 "$tmp/out"; return; fi
+    "$bin" compare "$tmp/ds" "$tmp/dm" --rtol 0 --atol 0 >"$tmp/cmp" 2>&1
+    local crc=$?
+    local sites=$(grep -c "attn.rope_q\|attn.k_norm\|mlp.gate \|mlp.product" "$tmp/cmp")
+    if [ $crc != 0 ] || [ "$sites" -lt 16 ]; then flunk "$what" "compare exit $crc, $sites new sites:"; grep -v " 0 *0 *0 *0$" "$tmp/cmp" | head -5; return; fi
+    pass "$what"; echo "  $(tail -1 "$tmp/cmp")"
+}
+dumps_equal "qwen3-tiny: exact dumps, --tp 2 --sp: every site and gradient bit for bit" 2 qwen3-tiny --tp 2 --sp
+dumps_equal "qwen3-tiny: exact dumps, --tp 4 --cp 2: every site and gradient bit for bit" 8 qwen3-tiny --tp 4 --cp 2
 
 refused() { # what pattern ranks args...
     local what=$1 pat=$2; shift 2
@@ -42,8 +92,7 @@ refused() { # what pattern ranks args...
     if [ $rc = 0 ] || ! grep -q -- "$pat" "$tmp/out"; then flunk "$what" "exit $rc, want a refusal naming '$pat'"; cat "$tmp/out"; return; fi
     pass "$what"; echo "  $(grep -m1 -- "$pat" "$tmp/out")"
 }
-refused "context parallelism refused by name" "context-parallel attention over grouped-query heads" 2 --config llama-tiny --cp 2
-refused "tp above the kv heads refused" "--tp 4 is more than the 2 key/value heads" 4 --config qwen3-tiny --tp 4
+refused "ulysses over fewer kv heads than cp ranks refused" "ulysses gives every cp rank whole kv heads" 4 --config qwen2-tiny --cp 2 --tp 2 --cp-algo ulysses
 
 if scenario "--save DIR/: a directory forward reads, resumed bit for bit"; then
     what="--save DIR/: a directory forward reads, resumed bit for bit"

@@ -12,7 +12,7 @@
 static void check_layout(mdc_runtime *rt, const char *layout, const char *algo, int T) {
     int c = rt->size, r = rt->rank, zig = !strcmp(layout, "zigzag"), Tc = T / c, B = 2, Hl = 2 * c, hs = 4;
     mdc_cp *cp;
-    MDC_CHECK(mdc_cp_create(&cp, rt->world, rt->dev, T, B, Hl, hs, layout, algo));
+    MDC_CHECK(mdc_cp_create(&cp, rt->world, rt->dev, T, B, Hl, Hl, hs, layout, algo));
     const mdc_gpt2_cp *mc = mdc_cp_model(cp);
     TU_CHECK(mc->c == c && mc->T == T, "%s: c %d T %d", layout, mc->c, mc->T);
     int L = zig ? T / (2 * c) : Tc, bad = 0;
@@ -63,14 +63,14 @@ int main(int argc, char **argv) {
         check_layout(&rt, "zigzag", algos[k], T);
         check_layout(&rt, "contiguous", algos[k], T);
     }
-    TU_STATUS(mdc_cp_check(c, T, 2 * c, "diagonal", "ring"), MDC_ERR_INVALID);
+    TU_STATUS(mdc_cp_check(c, T, 2 * c, 2 * c, "diagonal", "ring"), MDC_ERR_INVALID);
     TU_CONTAINS(mdc_detail(), "--cp-layout");
-    TU_STATUS(mdc_cp_check(c, T, 2 * c, "zigzag", "tree"), MDC_ERR_INVALID);
+    TU_STATUS(mdc_cp_check(c, T, 2 * c, 2 * c, "zigzag", "tree"), MDC_ERR_INVALID);
     TU_CONTAINS(mdc_detail(), "--cp-algo tree");
     if (c > 1) {
-        TU_STATUS(mdc_cp_check(c, 2 * c + 1, 2 * c, "zigzag", "ring"), MDC_ERR_INVALID);
+        TU_STATUS(mdc_cp_check(c, 2 * c + 1, 2 * c, 2 * c, "zigzag", "ring"), MDC_ERR_INVALID);
         TU_CONTAINS(mdc_detail(), "--seq");
-        TU_STATUS(mdc_cp_check(c, T, 2 * c + 1, "zigzag", "ulysses"), MDC_ERR_INVALID);
+        TU_STATUS(mdc_cp_check(c, T, 2 * c + 1, 2 * c + 1, "zigzag", "ulysses"), MDC_ERR_INVALID);
         TU_CONTAINS(mdc_detail(), "ulysses");
     }
     int rc = tu_finish("test_cp_layout");

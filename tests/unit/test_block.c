@@ -92,7 +92,7 @@ static void test_partitions(void) {
     mdc_gpt2_init(ser, 11);
     size_t P = mdc_gpt2_param_floats(&cfg);
     float *glob = malloc(P * sizeof(float)), *back = NULL;
-    mdc_gpt2_comm comm = {NULL, 1, f_fwd, f_bwd, f_bwd, g_bwd, vocab, NULL, NULL};
+    mdc_gpt2_comm comm = {NULL, 1, f_fwd, f_bwd, f_bwd, g_bwd, vocab, NULL, NULL, NULL, NULL};
     for (int t = 2; t <= 4; t++) {
         memset(glob, 0, P * sizeof(float));
         for (int r = 0; r < t; r++) {

@@ -308,11 +308,69 @@ static void test_moe_table(void) {
     mdc_device_free(d);
 }
 
+/* The families: charged FLOPs and peak memory against mdc_gpt2_step_flops and
+ * mdc_gpt2_memory_need, on odd sizes (a padded vocabulary, GQA 3, head_dim != C/H, I not a multiple
+ * of 64, every bias, an untied head, q_norm and k_norm) and on the named configs at B x T. */
+static void test_family_flops_memory(void) {
+    mdc_gpt2_config odd_llama = {.family = MDC_FAMILY_LLAMA,
+                                 .V = 97,
+                                 .T = T,
+                                 .L = 2,
+                                 .H = 6,
+                                 .KV = 2,
+                                 .C = 72,
+                                 .head_dim = 16,
+                                 .ffn = 100,
+                                 .qkv_bias = 1,
+                                 .o_bias = 1,
+                                 .mlp_bias = 1,
+                                 .untied = 1,
+                                 .eps = 1e-5f,
+                                 .rope_theta = 10000.0};
+    mdc_gpt2_config odd_qwen3 = odd_llama;
+    odd_qwen3.family = MDC_FAMILY_QWEN3, odd_qwen3.qkv_bias = odd_qwen3.o_bias = odd_qwen3.mlp_bias = 0;
+    odd_qwen3.qk_norm = 1, odd_qwen3.untied = 0, odd_qwen3.KV = 1;
+    mdc_gpt2_config cfgs[5] = {odd_llama, odd_qwen3};
+    const char *names[3] = {"llama-tiny", "qwen2-tiny", "qwen3-tiny"};
+    for (int k = 0; k < 3; k++) {
+        int batch;
+        MDC_CHECK(mdc_gpt2_config_named(names[k], &cfgs[2 + k], &batch));
+        cfgs[2 + k].T = T;
+    }
+    for (int k = 0; k < 5; k++) {
+        mdc_gpt2_config *c = &cfgs[k];
+        MDC_CHECK(mdc_gpt2_config_check(c));
+        mdc_device *d = tu_device(1);
+        mdc_gpt2 *m;
+        MDC_CHECK(mdc_gpt2_create(&m, d, c, B, T));
+        mdc_gpt2_init(m, 5);
+        int in[B * T], tg[B * T];
+        for (int s = 0; s < 2; s++) {
+            batch(in, tg, c->V, s);
+            mdc_dev_reset_counters(d);
+            step(m, in, tg, NULL);
+            mdc_dev_counters kc;
+            mdc_dev_get_counters(d, &kc);
+            double want = mdc_gpt2_step_flops(c, B, T);
+            TU_CHECK(fabs(kc.flops - want) <= 1e-12 * want, "family config %d: step charged %.17g FLOPs, formula %.17g",
+                     k, kc.flops, want);
+        }
+        mdc_gpt2_memory need = mdc_gpt2_memory_need(c, B, T);
+        TU_CHECK(mdc_dev_mem_peak(d, MDC_MEM_COUNT) == need.total && mdc_dev_mem_peak(d, MDC_MEM_ACTS) == need.acts,
+                 "family config %d: peak device memory %zu (activations %zu), computed need %zu (%zu)", k,
+                 mdc_dev_mem_peak(d, MDC_MEM_COUNT), mdc_dev_mem_peak(d, MDC_MEM_ACTS), need.total, need.acts);
+        mdc_gpt2_free(m);
+        mdc_device_free(d);
+    }
+    printf("families: charged FLOPs and peak memory of 5 configs equal the formulas\n");
+}
+
 int main(void) {
     test_table();
     test_moe_table();
     test_gradients();
     test_threads_flops_memory();
+    test_family_flops_memory();
     test_learns();
     test_errors();
     return tu_finish("test_model");

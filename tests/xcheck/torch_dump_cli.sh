@@ -5,7 +5,11 @@
 # only at a bf16-sized tolerance, and a weight of block 1 perturbed on the PyTorch side is
 # reported with logits as the first differing tensor (exit 1). With --dump-dir on both sides the
 # tensors at every site compare clean, and the same perturbed weight is reported at its site
-# (h.1.attn.c_proj), a bias added twice at its (h.1.mlp.c_fc). Skipped (77) without PyTorch.
+# (h.1.attn.c_proj), a bias added twice at its (h.1.mlp.c_fc). A Llama, Qwen2 and Qwen3
+# directory minidc saves (tools/torch_family.py's model on the PyTorch side) compares clean with
+# --dump and at every site (rope_q, rope_k, q_norm, k_norm, the SwiGLU gate, up and product among
+# them) in float32 and float64, and block 1's k left unrotated is reported at its site
+# (h.1.attn.rope_k). Skipped (77) without PyTorch.
 # Each comparison is a scenario (tests/cli/scenario.sh); a PyTorch dump is made when a scenario
 # reading it is selected.
 . "$(dirname "$0")/../cli/scenario.sh"
@@ -80,6 +84,26 @@ if scenario "$twice"; then
     torch_dump "--double-bias" --weights "$tmp/w.st" $io --dump-dir "$tmp/td2" --double-bias h.1.mlp.c_fc.bias
     check "$twice" 1 "first differing tensor step1.h.1.mlp.c_fc: element" "$tmp/td2" "$tmp/md"
 fi
+# the families: a directory minidc saves (config.json, model.safetensors), the same tokens
+for f in "llama 24 83" "qwen2 29 88" "qwen3 27 94"; do
+    set -- $f
+    c=$1 ndump=$2 nsites=$3
+    fam32="$c: PyTorch fp32 against minidc"
+    famsites="$c: PyTorch fp32 against minidc at every site"
+    fam64="$c: PyTorch fp64 against minidc at every site"
+    unrot="$c: k of block 1 not rotated, at its site"
+    any "$fam32" "$famsites" "$fam64" "$unrot" || continue
+    "$bin" train --config $c-tiny --steps 1 --quiet --save "$tmp/$c/" >/dev/null 2>&1 &&
+        "$bin" forward --weights "$tmp/$c" $io --dump "$tmp/$c.st" --dump-dir "$tmp/md_$c" >/dev/null ||
+        { flunk "setup: $c-tiny saved and replayed by minidc forward" "exit $?"; continue; }
+    any "$fam32" "$famsites" && torch_dump "$c" --weights "$tmp/$c" $io --dump "$tmp/t_$c.st" --dump-dir "$tmp/td_$c"
+    check "$fam32" 0 "EQUAL: $ndump tensors" "$tmp/t_$c.st" "$tmp/$c.st"
+    check "$famsites" 0 "EQUAL: $nsites tensors" "$tmp/td_$c" "$tmp/md_$c"
+    scenario "$fam64" && torch_dump "$c --dtype fp64" --weights "$tmp/$c" $io --dump-dir "$tmp/td64_$c" --dtype fp64
+    check "$fam64" 0 "EQUAL: $nsites tensors" "$tmp/td64_$c" "$tmp/md_$c"
+    scenario "$unrot" && torch_dump "$c --unrotated-k 1" --weights "$tmp/$c" $io --dump-dir "$tmp/tdk_$c" --unrotated-k 1
+    check "$unrot" 1 "first differing tensor step1.h.1.attn.rope_k: element" "$tmp/tdk_$c" "$tmp/md_$c"
+done
 # a missing input: a message naming it and a non-zero exit, no traceback
 label="torch_dump on a missing file: a message naming it, no traceback"
 if scenario "$label"; then

@@ -26,20 +26,9 @@ import subprocess
 import sys
 import tempfile
 
-TOL = 1e-5
+from xcheck_common import ADAM, MINIDC, TOL, np, rel_err, torch
+
 STEPS = 10
-ADAM = dict(lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1e-5, grad_clip=1.0)
-
-try:
-    import numpy as np
-    import torch
-except ImportError as e:  # pragma: no cover
-    print(f"skipped: PyTorch or numpy not importable ({e}); install python3-torch python3-numpy")
-    sys.exit(77)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MINIDC = os.path.join(ROOT, os.environ.get("BUILD", "build"), "minidc")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
 from torch_family import (Family, dims, random_weights, rope_cos_sin, rope_inv_freq,  # noqa: E402
                           rotate_half, write_hf_dir)
 from torch_gpt2 import read_safetensors  # noqa: E402
@@ -79,15 +68,6 @@ TINY = [
          intermediate_size=10, rms_norm_eps=1e-6, rope_theta=1e6, rope_scaling=None,
          tie_word_embeddings=True, attention_bias=False),
 ]
-
-
-def rel_err(got, want):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if got.shape != want.shape:
-        return float("inf")
-    scale = np.abs(want).max() if want.size else 0.0
-    diff = np.abs(got - want).max() if want.size else 0.0
-    return float(diff / scale) if scale > 0 else float(diff)
 
 
 def llama3_formula(d, theta, rs, dtype):

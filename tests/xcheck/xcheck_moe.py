@@ -21,24 +21,12 @@ import subprocess
 import sys
 import tempfile
 
-TOL = 1e-5
+from xcheck_common import ADAM, MINIDC, TOL, np, rel_err, torch
+
 STEPS = 3
 MARGIN = 1e-4
-
-try:
-    import numpy as np
-    import torch
-except ImportError as e:  # pragma: no cover
-    print(f"skipped: PyTorch or numpy not importable ({e}); install python3-torch python3-numpy")
-    sys.exit(77)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MINIDC = os.path.join(ROOT, os.environ.get("BUILD", "build"), "minidc")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 from torch_gpt2 import GPT2, read_safetensors  # noqa: E402
 from torch_moe import MoEGPT2, write_moe_case  # noqa: E402
-from xcheck_torch import ADAM, rel_err  # noqa: E402
 
 BASE = dict(moe_every=1, capacity_factor=0.0, drop="position", renorm=False, aux=0.0, z=0.0)
 # cli_topk: pass --topk, else minidc takes k from the weights' __metadata__ moe_topk

@@ -26,21 +26,9 @@ import subprocess
 import sys
 import tempfile
 
-TOL = 1e-5
+from xcheck_common import ADAM, MINIDC, TOL, np, rel_err, torch
+
 STEPS = 10
-ADAM = dict(lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1e-5, grad_clip=1.0)
-
-try:
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:  # pragma: no cover
-    print(f"skipped: PyTorch or numpy not importable ({e}); install python3-torch python3-numpy")
-    sys.exit(77)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MINIDC = os.path.join(ROOT, os.environ.get("BUILD", "build"), "minidc")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
 from torch_gpt2 import GPT2, read_safetensors, write_safetensors  # noqa: E402
 
 CONFIGS = [
@@ -48,15 +36,6 @@ CONFIGS = [
     dict(name="odd", V=97, T=13, L=2, H=3, C=72, B=3, seq=13, hf_style=False, seed=1),
     dict(name="hf-style", V=128, T=32, L=3, H=4, C=64, B=2, seq=24, hf_style=True, seed=2),
 ]
-
-
-def rel_err(got, want):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if got.shape != want.shape:
-        return float("inf")
-    scale = np.abs(want).max() if want.size else 0.0
-    diff = np.abs(got - want).max() if want.size else 0.0
-    return float(diff / scale) if scale > 0 else float(diff)
 
 
 def reference(c, weights, x, y, dtype, eps):

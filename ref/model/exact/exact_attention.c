@@ -60,8 +60,14 @@ mdc_status mdc_i_x_attention_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float *dqkv
     float *f = malloc(n3 * sizeof(float));
     if (!f) return mdc_fail(MDC_ERR_OOM_HOST, "exact attention gradients");
     mdc_xsum_round(&m->x.xa, 0, n3, f);
-    for (size_t i = 0; i < n3; i++) dqkv[i] += f[i];
+    mdc_status st = MDC_OK;
+    if (mdc_i_kv_shared(m)) { /* a kv head on several tp ranks: dk, dv summed over them before the rounding */
+        mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+        st = m->comm->x_kv_sum(m->comm->ctx, f, &m->x.xa, s.n, s.QKVl, s.Cl, 2 * s.KVl * s.d);
+    }
+    for (size_t i = 0; !st && i < n3; i++) dqkv[i] += f[i];
     free(f);
+    if (st) return st;
     mdc_dev_kernel(m->dev, (double)n3, 8.0 * (double)n3, MDC_PREC_FP32);
     return mdc_xsum_ok(&m->x.xa) ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "exact attention sums");
 }

@@ -14,7 +14,7 @@ static const mdc_i_cp_algo *algo_of(const char *a) {
     return NULL;
 }
 
-mdc_status mdc_cp_check(int c, int T, int Hl, const char *layout, const char *algo) {
+mdc_status mdc_cp_check(int c, int T, int Hl, int KVl, const char *layout, const char *algo) {
     int zig = !layout || !strcmp(layout, "zigzag");
     if (layout && !zig && strcmp(layout, "contiguous"))
         return mdc_fail(MDC_ERR_INVALID, "--cp-layout %s: unknown (zigzag or contiguous)", layout);
@@ -26,7 +26,9 @@ mdc_status mdc_cp_check(int c, int T, int Hl, const char *layout, const char *al
                         "--seq %d is not divisible by %d, the %s layout's chunks for --cp %d (use a --seq "
                         "that is a multiple of %d)",
                         T, zig ? 2 * c : c, zig ? "zigzag" : "contiguous", c, zig ? 2 * c : c);
-    return a->check ? a->check(c, T, Hl) : MDC_OK;
+    if (KVl < 1 || Hl % KVl)
+        return mdc_fail(MDC_ERR_INVALID, "%d query heads on a rank are not a multiple of its %d kv heads", Hl, KVl);
+    return a->check ? a->check(c, T, Hl, KVl) : MDC_OK;
 }
 
 /* the model's entry points: the installed algorithm */
@@ -46,16 +48,17 @@ static mdc_status backward(void *ctx, mdc_device *dev, float *dqkv, const float 
 
 /* ---- the component ------------------------------------------------------------------------------ */
 
-mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int B, int Hl, int hs, const char *layout,
-                         const char *algo) {
+mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int B, int Hl, int KVl, int hs,
+                         const char *layout, const char *algo) {
     *out = NULL;
     int c = mdc_group_size(g);
-    mdc_status st = mdc_cp_check(c, T, Hl, layout, algo);
+    mdc_status st = mdc_cp_check(c, T, Hl, KVl, layout, algo);
     if (st) return st;
     mdc_cp *cp = calloc(1, sizeof *cp);
     if (!cp) return mdc_fail(MDC_ERR_OOM_HOST, "context parallelism");
     cp->g = g, cp->dev = dev, cp->c = c, cp->r = mdc_group_rank(g), cp->T = T, cp->Tc = T / c, cp->B = B;
-    cp->Hl = Hl, cp->hs = hs, cp->zigzag = !layout || !strcmp(layout, "zigzag"), cp->algo = algo_of(algo);
+    cp->Hl = Hl, cp->KVl = KVl, cp->hs = hs, cp->zigzag = !layout || !strcmp(layout, "zigzag"),
+    cp->algo = algo_of(algo);
     cp->fwd = cp->algo->forward, cp->bwd = cp->algo->backward;
     cp->L = T / (cp->zigzag ? 2 * c : c);
     cp->pos = malloc(sizeof(int) * (size_t)cp->Tc);
@@ -101,6 +104,10 @@ mdc_status mdc_cp_set_exact(mdc_cp *cp, int blk) {
     cp->fwd = cp->exact ? cp->algo->exact_forward : cp->algo->forward; /* installed here, once */
     cp->bwd = cp->exact ? cp->algo->exact_backward : cp->algo->backward;
     return MDC_OK;
+}
+
+void mdc_cp_set_kv_sum(mdc_cp *cp, mdc_status (*fn)(void *ctx, mdc_exact *acc, size_t n), void *ctx) {
+    cp->kv_sum = fn, cp->kv_ctx = ctx;
 }
 
 void mdc_cp_slice(const mdc_cp *cp, int *out, const int *in, int rows) {

@@ -1,13 +1,13 @@
 /* All-gather attention (Llama 3's context parallelism; ref/parallel/cp/cp_internal.h): every
  * rank gathers every rank's key block once and attends to them all; the backward gathers them
  * again (nothing kept from the forward) and reduce-scatters dK, dV. Per layer a rank sends
- * 3 (c-1) K (K a key block, B T/c 2 Cl floats). Exact mode: cp_exact.c.
+ * 3 (c-1) K (K a key block, B T/c 2 KVl hs floats). Exact mode: cp_exact.c.
  * buffers: 0 the packed own block; 2 its dK, dV; 4 every rank's blocks, then their dK, dV
  * (c blocks each); 5, 6 the rows' m and l; 7 D. */
 #include "cp_internal.h"
 
 static void allgather_sizes(const mdc_cp *cp, size_t f[8]) {
-    size_t n2 = (size_t)cp->B * cp->Tc * 2 * cp->Hl * cp->hs, ns = (size_t)cp->B * cp->Hl * cp->Tc;
+    size_t n2 = (size_t)cp->B * cp->Tc * 2 * mdc_i_cp_kw(cp), ns = (size_t)cp->B * cp->Hl * cp->Tc;
     size_t v[8] = {n2, 0, n2, 0, 2 * (size_t)cp->c * n2, ns, ns, ns};
     memcpy(f, v, sizeof v);
 }
@@ -44,7 +44,7 @@ static mdc_status allgather_backward(mdc_cp *cp, float *dqkv, const float *dout,
 
 /* gathered twice, reduce-scattered once */
 static double allgather_bytes(const mdc_cp *cp) {
-    double c = cp->c, K = 4.0 * cp->B * cp->Tc * 2 * cp->Hl * cp->hs;
+    double c = cp->c, K = 4.0 * cp->B * cp->Tc * 2 * (double)mdc_i_cp_kw(cp);
     return 3 * (c - 1) * K;
 }
 

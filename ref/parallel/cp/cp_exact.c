@@ -117,14 +117,13 @@ typedef struct {
 static void visit_back(mdc_cp *cp, int src, const float *kv, void *vc) {
     bwd_ctx *x = vc;
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0});
-    size_t L = (size_t)cp->L, Cl = (size_t)cp->Hl * cp->hs;
+    size_t L = (size_t)cp->L, Cl = mdc_i_cp_qw(cp), K = mdc_i_cp_kw(cp), W = mdc_i_cp_row(cp);
     size_t xd = x->xdkv + (cp->algo->gathers ? (size_t)src * cp->buf_floats[0] : 0);
     for (int a = 0; a < na; a++)
         for (int b = 0; b < na; b++) {
             mdc_attn_pair p = mdc_i_cp_pair(cp, a, src, b, x->qkv, kv, (float *)x->out, NULL, NULL, x->drop);
             p.dout = x->dout + a * L * Cl, p.lse = x->lse + a * L, p.D = cp->buf[7] + a * L;
-            mdc_x_attn_backward(cp->dev, &p, &cp->xs, a * L * 3 * Cl, xd + b * L * 2 * Cl, xd + b * L * 2 * Cl + Cl,
-                                cp->exact);
+            mdc_x_attn_backward(cp->dev, &p, &cp->xs, a * L * W, xd + b * L * 2 * K, xd + b * L * 2 * K + K, cp->exact);
         }
 }
 
@@ -133,7 +132,8 @@ static void charge_round(mdc_cp *cp, size_t n) { mdc_dev_kernel(cp->dev, (double
 mdc_status mdc_i_cp_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,
                                    const float *lse, const mdc_dropout *drop) {
     double b0 = mdc_dev_bytes_sent(cp->dev);
-    size_t n2 = cp->buf_floats[0], n3 = n2 / 2 * 3, nb = cp->algo->gathers ? (size_t)cp->c : 2;
+    size_t n2 = cp->buf_floats[0], n3 = (size_t)cp->B * cp->Tc * mdc_i_cp_row(cp),
+           nb = cp->algo->gathers ? (size_t)cp->c : 2;
     int c = cp->c, r = cp->r, next = (r + 1) % c, prev = (r + c - 1) % c, na = mdc_i_cp_chunks(cp, r, (int[2]){0});
     /* xs: dQ (laid out like qkv), then the visiting block's dK, dV (ring) or every block's (all-gather);
      * xe: accumulators, the travelling dK, dV (ring: two, then the own block's) or every block's and the own */
@@ -184,19 +184,20 @@ mdc_status mdc_i_cp_exact_backward(mdc_cp *cp, float *dqkv, const float *dout, c
         st = st ? st : w;
     }
     if (!st && !mdc_xsum_ok(&cp->xs)) st = mdc_fail(MDC_ERR_OOM_HOST, "exact context-parallel sums");
+    if (!st && cp->kv_sum) st = cp->kv_sum(cp->kv_ctx, own, n2); /* tp > KV: the kv head's other replicas' shares */
     if (st) return st;
     /* rounded once: the own block's dK, dV and the rows' dQ, into dqkv (zero before) */
     float *f = cp->buf[2];
     mdc_exact_round_n(own, n2, f);
     charge_round(cp, n2);
     mdc_i_cp_add_dkv(cp, dqkv, f);
-    size_t Cl = (size_t)cp->Hl * cp->hs, n = (size_t)cp->B * cp->Tc;
+    size_t Cl = mdc_i_cp_qw(cp), W = mdc_i_cp_row(cp), n = (size_t)cp->B * cp->Tc;
     for (size_t i = 0; i < n; i++) { /* dq: the q columns of each row */
         float q[1024];
         for (size_t q0 = 0; q0 < Cl; q0 += 1024) {
             size_t w = Cl - q0 < 1024 ? Cl - q0 : 1024;
-            mdc_xsum_round(&cp->xs, i * 3 * Cl + q0, w, q);
-            for (size_t y = 0; y < w; y++) dqkv[i * 3 * Cl + q0 + y] += q[y];
+            mdc_xsum_round(&cp->xs, i * W + q0, w, q);
+            for (size_t y = 0; y < w; y++) dqkv[i * W + q0 + y] += q[y];
         }
     }
     charge_round(cp, n * Cl);

@@ -16,8 +16,8 @@ struct mdc_cp {
     mdc_gpt2_cp model;
     mdc_group *g;
     mdc_device *dev;
-    int c, r, T, Tc, L, zigzag, B, Hl, hs;
-    const mdc_i_cp_algo *algo; /* the attention algorithm (the registry's entry) */
+    int c, r, T, Tc, L, zigzag, B, Hl, KVl, hs; /* KVl: kv heads (grouped-query attention; Hl for GPT-2) */
+    const mdc_i_cp_algo *algo;                  /* the attention algorithm (the registry's entry) */
     /* its forward and backward as installed: the float or exact mode's (mdc_cp_set_exact) */
     mdc_status (*fwd)(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop);
     mdc_status (*bwd)(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv, const float *lse,
@@ -30,7 +30,16 @@ struct mdc_cp {
     mdc_xsum xs;                /* its exact sums */
     mdc_exact *xe;              /* dK, dV as accumulators, to send (MDC_MEM_ACTS) */
     size_t xe_n;
+    /* exact mode with tp > KV: the own block's dK, dV accumulators summed over the kv head's replicas */
+    mdc_status (*kv_sum)(void *ctx, mdc_exact *acc, size_t n);
+    void *kv_ctx;
 };
+
+/* A row of qkv: Hl query heads, then KVl key and KVl value heads, hs channels each; a key block's
+ * row: the k and v heads. */
+static inline size_t mdc_i_cp_qw(const mdc_cp *cp) { return (size_t)cp->Hl * cp->hs; }
+static inline size_t mdc_i_cp_kw(const mdc_cp *cp) { return (size_t)cp->KVl * cp->hs; }
+static inline size_t mdc_i_cp_row(const mdc_cp *cp) { return mdc_i_cp_qw(cp) + 2 * mdc_i_cp_kw(cp); }
 
 enum { CP_TAG_KV = 1, CP_TAG_KVB = 1 + 256, CP_TAG_DKV = 1 + 512, CP_TAG_KV2 = 1 + 768 };
 
@@ -42,7 +51,7 @@ struct mdc_i_cp_algo {
     const char *name;
     int gathers;     /* every rank's key blocks at once (all-gather), else they travel the ring */
     int whole_heads; /* each rank attends whole sequences of some heads: balanced on any layout */
-    mdc_status (*check)(int c, int T, int Hl); /* NULL: no restriction beyond the layout's */
+    mdc_status (*check)(int c, int T, int Hl, int KVl); /* NULL: no restriction beyond the layout's */
     void (*sizes)(const mdc_cp *cp, size_t floats[8]);
     mdc_status (*forward)(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop);
     mdc_status (*backward)(mdc_cp *cp, float *dqkv, const float *dout, const float *out, const float *qkv,

@@ -1,8 +1,9 @@
 /* The layouts of context parallelism and the attention pairs its algorithms are built from
  * (ref/parallel/cp/cp_internal.h): kernels/attention_pair.c runs a run of local query rows
  * against a run of keys, at their global positions, merged into the rows' online-softmax state
- * (log-sum-exp rule), so the key blocks may arrive in any order. A key block is (B, T/c, 2 Cl):
- * the k and v columns of a rank's local positions, its chunks in order. Zig-zag: rank r holds
+ * (log-sum-exp rule), so the key blocks may arrive in any order. A key block is (B, T/c, 2 KVl hs):
+ * the k and v columns of a rank's local positions, its chunks in order (grouped-query attention:
+ * each of the KVl kv heads serves Hl / KVl query heads). Zig-zag: rank r holds
  * chunks r and 2c-1-r of 2c; contiguous: chunk r of c. */
 #include "cp_internal.h"
 
@@ -16,33 +17,33 @@ int mdc_i_cp_chunks(const mdc_cp *cp, int q, int out[2]) {
 /* ---- the key blocks and the pairs ------------------------------------------------------------ */
 
 void mdc_i_cp_pack_kv(mdc_cp *cp, float *kv, const float *qkv) {
-    size_t Cl = (size_t)cp->Hl * cp->hs, n = (size_t)cp->B * cp->Tc;
-    for (size_t i = 0; i < n; i++) memcpy(kv + i * 2 * Cl, qkv + i * 3 * Cl + Cl, 2 * Cl * sizeof(float));
-    mdc_dev_kernel(cp->dev, 0, 16.0 * (double)n * Cl, MDC_PREC_FP32);
+    size_t Q = mdc_i_cp_qw(cp), K = mdc_i_cp_kw(cp), W = mdc_i_cp_row(cp), n = (size_t)cp->B * cp->Tc;
+    for (size_t i = 0; i < n; i++) memcpy(kv + i * 2 * K, qkv + i * W + Q, 2 * K * sizeof(float));
+    mdc_dev_kernel(cp->dev, 0, 16.0 * (double)n * K, MDC_PREC_FP32);
 }
 
 void mdc_i_cp_add_dkv(mdc_cp *cp, float *dqkv, const float *dkv) {
-    size_t Cl = (size_t)cp->Hl * cp->hs, n = (size_t)cp->B * cp->Tc;
+    size_t Q = mdc_i_cp_qw(cp), K = mdc_i_cp_kw(cp), W = mdc_i_cp_row(cp), n = (size_t)cp->B * cp->Tc;
     for (size_t i = 0; i < n; i++) {
-        float *d = dqkv + i * 3 * Cl + Cl;
-        const float *s = dkv + i * 2 * Cl;
-        for (size_t x = 0; x < 2 * Cl; x++) d[x] += s[x];
+        float *d = dqkv + i * W + Q;
+        const float *s = dkv + i * 2 * K;
+        for (size_t x = 0; x < 2 * K; x++) d[x] += s[x];
     }
-    mdc_dev_kernel(cp->dev, 2.0 * (double)n * Cl, 24.0 * (double)n * Cl, MDC_PREC_FP32);
+    mdc_dev_kernel(cp->dev, 2.0 * (double)n * K, 24.0 * (double)n * K, MDC_PREC_FP32);
 }
 
 mdc_attn_pair mdc_i_cp_pair(const mdc_cp *cp, int a, int src, int b, const float *qkv, const float *kv, float *out,
                             float *m, float *l, const mdc_dropout *drop) {
     int mine[2], theirs[2];
     mdc_i_cp_chunks(cp, cp->r, mine), mdc_i_cp_chunks(cp, src, theirs);
-    size_t Cl = (size_t)cp->Hl * cp->hs, L = (size_t)cp->L;
+    size_t Cl = mdc_i_cp_qw(cp), K = mdc_i_cp_kw(cp), W = mdc_i_cp_row(cp), L = (size_t)cp->L;
     mdc_attn_pair p;
     memset(&p, 0, sizeof p);
-    p.B = cp->B, p.NH = cp->Hl, p.hs = cp->hs, p.nq = p.nk = cp->L;
+    p.B = cp->B, p.NH = cp->Hl, p.hs = cp->hs, p.nq = p.nk = cp->L, p.group = cp->Hl / cp->KVl;
     p.qpos0 = mine[a] * cp->L, p.kpos0 = kv ? theirs[b] * cp->L : 0;
-    p.q = qkv + a * L * 3 * Cl, p.q_bs = (size_t)cp->Tc * 3 * Cl, p.q_ld = (int)(3 * Cl);
-    if (kv) p.k = kv + b * L * 2 * Cl, p.v = p.k + Cl;
-    p.kv_bs = (size_t)cp->Tc * 2 * Cl, p.kv_ld = (int)(2 * Cl);
+    p.q = qkv + a * L * W, p.q_bs = (size_t)cp->Tc * W, p.q_ld = (int)W;
+    if (kv) p.k = kv + b * L * 2 * K, p.v = p.k + K;
+    p.kv_bs = (size_t)cp->Tc * 2 * K, p.kv_ld = (int)(2 * K);
     p.o = out + a * L * Cl, p.o_bs = (size_t)cp->Tc * Cl, p.o_ld = (int)Cl;
     p.m = m + a * L, p.l = l + a * L, p.s_bs = (size_t)cp->Hl * cp->Tc, p.s_hs = (size_t)cp->Tc;
     p.drop = drop;
@@ -73,12 +74,12 @@ void mdc_i_cp_attend(mdc_cp *cp, int src, const float *qkv, const float *kv, flo
 void mdc_i_cp_attend_back(mdc_cp *cp, int src, const float *qkv, const float *kv, float *dqkv, float *dkv,
                           const float *dout, const float *out, const float *lse, const mdc_dropout *drop) {
     int na = mdc_i_cp_chunks(cp, cp->r, (int[2]){0}), n = 0;
-    size_t Cl = (size_t)cp->Hl * cp->hs, L = (size_t)cp->L;
+    size_t Cl = mdc_i_cp_qw(cp), K = mdc_i_cp_kw(cp), L = (size_t)cp->L;
     mdc_attn_pair p[4];
     for (int a = 0; a < na; a++)
         for (int b = 0; b < na; b++, n++) {
             p[n] = mdc_i_cp_pair(cp, a, src, b, qkv, kv, (float *)out, NULL, NULL, drop);
-            p[n].dq = dqkv + a * L * 3 * Cl, p[n].dk = dkv + b * L * 2 * Cl, p[n].dv = p[n].dk + Cl;
+            p[n].dq = dqkv + a * L * mdc_i_cp_row(cp), p[n].dk = dkv + b * L * 2 * K, p[n].dv = p[n].dk + K;
             p[n].dout = dout + a * L * Cl, p[n].lse = lse + a * L, p[n].D = cp->buf[7] + a * L;
             mdc_attn_pair_backward(NULL, &p[n]);
         }

@@ -2,13 +2,13 @@
  * ring of the cp group, c steps, each rank attending to the block it holds while the next one
  * arrives; the backward sends the blocks round again, each carrying its dK, dV, which reach
  * their owner last. Per layer a rank sends (c-1) K forward, (c-1) K + c K backward (K a key
- * block, B T/c 2 Cl floats). Exact mode: cp_exact.c.
+ * block, B T/c 2 KVl hs floats). Exact mode: cp_exact.c.
  * buffers: 0, 1 the key blocks; 2, 3 their dK, dV; 4 the arriving dK, dV; 5, 6 the rows' m and
  * l; 7 D. */
 #include "cp_internal.h"
 
 static void ring_sizes(const mdc_cp *cp, size_t f[8]) {
-    size_t n2 = (size_t)cp->B * cp->Tc * 2 * cp->Hl * cp->hs, ns = (size_t)cp->B * cp->Hl * cp->Tc;
+    size_t n2 = (size_t)cp->B * cp->Tc * 2 * mdc_i_cp_kw(cp), ns = (size_t)cp->B * cp->Hl * cp->Tc;
     size_t v[8] = {n2, n2, n2, n2, n2, ns, ns, ns};
     memcpy(f, v, sizeof v);
 }
@@ -73,7 +73,7 @@ static mdc_status ring_backward(mdc_cp *cp, float *dqkv, const float *dout, cons
 
 /* blocks, blocks again, dK and dV */
 static double ring_bytes(const mdc_cp *cp) {
-    double c = cp->c, K = 4.0 * cp->B * cp->Tc * 2 * cp->Hl * cp->hs;
+    double c = cp->c, K = 4.0 * cp->B * cp->Tc * 2 * (double)mdc_i_cp_kw(cp);
     return (c - 1) * K + (c - 1) * K + c * K;
 }
 

@@ -1,12 +1,19 @@
 /* Tensor parallelism's figures beside their formulas (include/minidc/tp.h): the calls and bytes
  * of f, g and the vocab-parallel loss per kind against docs/design.md's formulas, the SP
  * gradients' reduction, the parameters and activations per rank. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tp_internal.h"
 
 /* ---- the figures beside their formulas --------------------------------------------------------- */
+
+/* the head width d of the families (C/H for GPT-2) */
+static double kv_width(const mdc_gpt2 *m) {
+    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
+    return c->head_dim > 0 ? c->head_dim : c->C / c->H;
+}
 
 void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double *want_calls, double *want_bytes) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
@@ -34,76 +41,70 @@ void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, d
         want_bytes[MDC_TP_AG] = want_calls[MDC_TP_AG] * ring_bsh, want_bytes[MDC_TP_RS] = red;
     }
     want_calls[MDC_TP_AR_LOSS] = 3 * k * Hd, want_bytes[MDC_TP_AR_LOSS] = Hd * k * 2 * ring_bsp * (tp->exact ? 22 : 3);
+    /* tp > KV: each layer's dk, dv of the shared kv head (b s 2d, padded to the r replicas) */
+    double r = tp->kv ? mdc_group_size(tp->kv) : 1, n = (double)b * s * 2 * kv_width(m);
+    want_calls[MDC_TP_AR_KV] = tp->kv ? k * L : 0;
+    want_bytes[MDC_TP_AR_KV] = !tp->kv     ? 0
+                               : tp->exact ? tp->exact_kv_bytes_want
+                                           : k * L * 2 * (r - 1) * (ceil(n / r) * beta);
 }
 
-void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double sp_grad_bytes, FILE *out) {
-    if (mdc_group_world_rank(tp->g, 0) != 0 || tp->r != 0) return; /* world rank 0 prints */
+/* The replicated tensors whose gradients are partial over tp, summed once per step: with SP every
+ * norm and row-parallel bias of this partition (GPT-2: ln_1, ln_2, attn.c_proj.b, mlp.c_proj.b a
+ * layer, ln_f's two; the families: their two RMSNorms, o_proj's and down_proj's biases where they
+ * have them, model.norm), and always Qwen3's q_norm and k_norm (d each, every layer). */
+static void partial_line(const mdc_tp *tp, const mdc_gpt2 *m, double bytes, FILE *out) {
+    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
+    const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
+    double L = 0, Hd = part->has_head, t = tp->t, d = kv_width(m);
+    for (int q = 0; q < part->chunks; q++) L += part->hi[q] - part->lo[q];
+    double per = c->family ? 2 + c->o_bias + c->mlp_bias : 6, fin = c->family ? 1 : 2;
+    double Rh = tp->sp ? per * L + fin * Hd : 0, Rd = c->family && c->qk_norm ? 2 * L : 0;
+    if (Rh + Rd == 0) return;
+    double nf = (double)mdc_tp_padded(tp, (size_t)(Rh * c->C + Rd * d));
+    char form[96];
+    if (!c->family) snprintf(form, sizeof form, "(6L+2)' h");
+    else if (Rd == 0) snprintf(form, sizeof form, "((%.0f L + 1) h)'", per);
+    else if (Rh == 0) snprintf(form, sizeof form, "(2 L d)' (q_norm, k_norm)");
+    else snprintf(form, sizeof form, "((%.0f L + 1) h + 2 L d)'", per);
+    fprintf(out,
+            "  partial gradients of replicated tensors (%s): one AllReduce over tp per step, %.0f bytes; formula "
+            "2(t-1)/t %s beta = %.0f (L = %.0f layers here; ' padded to a multiple of t; ZeRO-2/3: the shard's part)\n",
+            tp->sp ? "SP: norms and row-parallel biases" : "q_norm, k_norm", bytes, form,
+            2 * (t - 1) * (nf / t) * (tp->exact ? 80 : 4), L);
+}
+
+/* Parameters per rank: split tensors 1/t of their whole, replicated ones whole, and with tp > KV
+ * the k, v slices 1/KV of theirs (one kv head, held by tp/KV ranks). */
+static void params_line(const mdc_tp *tp, const mdc_gpt2 *m, FILE *out) {
+    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
+    double t = tp->t, repl = 0, psi = 0, kvw = 0, KV = c->KV > 0 ? c->KV : c->H;
+    for (int i = 0; i < mdc_gpt2_local_count(m); i++) { /* this partition's share (a stage's tensors), whole */
+        const mdc_param_tensor *p = mdc_gpt2_local_tensor(m, i);
+        if (p->split == MDC_SPLIT_NONE) repl += (double)p->alloc, psi += (double)p->alloc;
+        else if (mdc_gpt2_kv_copy(m, i)) kvw += (double)p->alloc * KV, psi += (double)p->alloc * KV;
+        else psi += (double)p->alloc * t;
+    }
+    double local = (double)mdc_gpt2_local_floats(m), want = (psi - repl - kvw) / t + repl + kvw / KV;
+    if (kvw > 0)
+        fprintf(out,
+                "  parameters per rank: (Psi - R - K)/t + R + K/KV = (%.0f - %.0f - %.0f)/%d + %.0f + %.0f/%.0f = %.0f "
+                "floats; allocated %.0f %s (R = the replicated norms; K = k_proj, v_proj: one kv head on tp/KV = %.0f "
+                "ranks)\n",
+                psi, repl, kvw, tp->t, repl, kvw, KV, want, local, local == want ? "ok" : "DIFFERS", t / KV);
+    else
+        fprintf(out,
+                "  parameters per rank: (Psi - R)/t + R = (%.0f - %.0f)/%d + %.0f = %.0f floats; allocated %.0f %s "
+                "(R = the replicated %s)\n",
+                psi, repl, tp->t, repl, want, local, local == want ? "ok" : "DIFFERS",
+                c->family ? "norms and row-parallel biases" : "LayerNorms, wpe and row-parallel biases");
+}
+
+/* activations per layer, floats: minidc's fp32 stash (ref/model/acts.c's layout) beside
+ * Korthikanti et al. 2022's 16-bit count (with dropout masks), with and without SP */
+static void activations_gpt2(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, FILE *out) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     double t = tp->t, h = c->C, a = c->H, bs = (double)b * s, bsh = bs * h;
-    double bsp = (double)mdc_tp_padded(tp, (size_t)(b * s));
-    const mdc_tp_counts *n = &tp->counts;
-    double want_calls[MDC_TP_KINDS], want_bytes[MDC_TP_KINDS];
-    mdc_tp_formulas(tp, m, b, s, k, want_calls, want_bytes);
-    static const char *const what[MDC_TP_KINDS] = {"AllReduce (b,s,h)", "AllReduce (b,s) loss", "AllGather (b,s,h)",
-                                                   "ReduceScatter (b,s,h)"};
-    static const char *const form_tp[MDC_TP_KINDS] = {"k(4L+2) x 2(t-1)/t bsh beta", "3k x 2(t-1)/t bs' beta", "-",
-                                                      "-"};
-    static const char *const form_x[MDC_TP_KINDS] = {"k x 2(t-1)/t bsh beta + exact ones (below)",
-                                                     "k x 2(t-1)/t bs' (2 + 20) beta", "-",
-                                                     "k x (t-1)/t bsh beta + exact ones (below)"};
-    static const char *const form_sp[MDC_TP_KINDS] = {"-", "3k x 2(t-1)/t bs' beta", "k(6L+3) x (t-1)/t bsh beta",
-                                                      "k(4L+2) x (t-1)/t bsh beta"};
-    fprintf(out,
-            "\ntensor parallel t = %d%s: k = %d micro-batch(es) of b = %d x s = %d tokens, h = %d, L = %d, beta = 4 "
-            "bytes; per rank, last step\n",
-            tp->t, tp->sp ? " with sequence parallelism" : "", k, b, s, c->C, c->L);
-    fprintf(out, "  %-24s %6s %8s %14s %14s  %s\n", "collective", "calls", "formula", "bytes sent", "formula",
-            "bytes formula");
-    for (int i = 0; i < MDC_TP_KINDS; i++)
-        fprintf(out, "  %-24s %6llu %8.0f %14.0f %14.0f  %s %s\n", what[i], n->calls[i], want_calls[i], n->bytes[i],
-                want_bytes[i],
-                tp->exact && i != MDC_TP_AG ? form_x[i]
-                : tp->sp                    ? form_sp[i]
-                                            : form_tp[i],
-                n->calls[i] == want_calls[i] && n->bytes[i] == want_bytes[i] ? "ok" : "DIFFERS");
-    fprintf(out, "  (bs' = bs padded to a multiple of t = %.0f. Per layer: %s; once per micro-batch: %s)\n", bsp,
-            tp->sp ? "AG + RS at f and g forward, AG + RS backward, AG of f's input again: 10 (t-1)/t bsh beta"
-                   : "AR at the 2 g forward, AR at the 2 f backward: 4 x 2(t-1)/t bsh beta",
-            tp->sp ? "the embedding's RS forward and AG backward, ln_f's AG forward and again backward, the LM "
-                     "head's input gradient RS"
-                   : "the embedding's AR (g) and the LM head's input gradient AR (f)");
-    if (tp->exact)
-        fprintf(out,
-                "  exact mode: k(4L+1) reductions (all but the embedding's) are exact sums: doubles, 2 beta, plus "
-                "16(t-1) bytes of counts each, and accumulators for %zu element(s) whose double sum was not exact; "
-                "the loss's sum-exp as 80-byte accumulators (20 beta); the max and the target logit stay float\n",
-                tp->exact_marked);
-    if (tp->sp) { /* (6L + 2) h floats: ln_1, ln_2 and the two biases of each layer, ln_f */
-        double nf = (double)mdc_tp_padded(tp, (size_t)(6 * c->L + 2) * (size_t)c->C);
-        fprintf(out,
-                "  SP gradients of LayerNorms and row-parallel biases: one AllReduce over tp per step, %.0f bytes; "
-                "formula 2(t-1)/t (6L+2)' h beta = %.0f (' padded to a multiple of t; ZeRO-2/3: the shard's part)\n",
-                sp_grad_bytes, 2 * (t - 1) * (nf / t) * (tp->exact ? 80 : 4));
-    }
-    /* memory */
-    size_t local = mdc_gpt2_local_floats(m), repl = 0;
-    for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
-        const mdc_param_tensor *p = mdc_gpt2_local_tensor(m, i);
-        if (p->split == MDC_SPLIT_NONE) repl += p->alloc;
-    }
-    double psi = 0; /* this partition's share of the model (a pipeline stage's tensors), whole */
-    for (int i = 0; i < mdc_gpt2_local_count(m); i++) {
-        const mdc_param_tensor *p = mdc_gpt2_local_tensor(m, i);
-        psi += (double)p->alloc * (p->split == MDC_SPLIT_NONE ? 1 : t);
-    }
-    double split = psi - (double)repl;
-    fprintf(out,
-            "  parameters per rank: (Psi - R)/t + R = (%.0f - %zu)/%d + %zu = %.0f floats; allocated %zu %s "
-            "(R = the replicated LayerNorms, wpe and row-parallel biases)\n",
-            psi, repl, tp->t, repl, split / t + (double)repl, local,
-            (double)local == split / t + (double)repl ? "ok" : "DIFFERS");
-    /* activations per layer, floats: minidc's fp32 stash (ref/model/block.c's layout) beside
-     * Korthikanti et al. 2022's 16-bit count (with dropout masks), with and without SP */
     int tiled = s > MDC_GPT2_TILED_T; /* the attention kernel the model chose */
     double att = tiled ? b * (a / t) * s : b * (a / t) * (double)s * s;
     double ours_tp = 4 * bsh + 12 * bsh / t + 4 * bs + att, ours_sp = 16 * bsh / t + 4 * bs / t + att;
@@ -117,6 +118,83 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
             "    beside Korthikanti et al. 2022 (16-bit, with dropout masks): sbh(10 + 24/t + 5as/(ht)) = %.0f without "
             "SP, (sbh/t)(34 + 5as/h) = %.0f with SP\n",
             kor_tp, kor_sp);
+}
+
+/* The families' layer keeps: the two norms' inputs and outputs (4 sbh) and their 1/rms (with the
+ * layout's mean slots, 4 sb), the projection's q, k, v (a q heads, g kv heads here of d), the
+ * attention's output (a d), its probabilities or log-sum-exp, gate|up (2 I) and the SwiGLU
+ * product (I); Qwen3 q and k before their norms with their 1/rms. Korthikanti et al.'s count
+ * derived for these layers in 16 bits without dropout: the norms' inputs and the projections'
+ * inputs 2 bytes x 4 sbh, q, k, v 2 sb(a + 2g)d, the attention output 2 sbad, gate, up and the
+ * product 2 x 3 sbI, the probabilities 2 as^2 b (none kept by a fused kernel). */
+static void activations_family(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, FILE *out) {
+    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
+    double t = tp->t, h = c->C, a = c->H / t, d = kv_width(m), I = (c->ffn > 0 ? c->ffn : 4 * c->C) / t;
+    double g = mdc_gpt2_kv_heads_local(c, tp->t), bs = (double)b * s, q = c->qk_norm ? (a + g) * (d + 1) : 0;
+    int tiled = s > MDC_GPT2_TILED_T;
+    double att = tiled ? b * a * s : b * a * (double)s * s, sp = tp->sp ? t : 1;
+    double ours = bs / sp * (4 * h + 4) + bs * ((a + 2 * g) * d + a * d + 3 * I + q) + att;
+    double kor = 2 * (4 * bs * h / sp + bs * (a + 2 * g) * d + bs * a * d + 3 * bs * I) + 2 * a * (double)s * s * b;
+    fprintf(out,
+            "  activations per layer, bytes: minidc's fp32 stash 4 x (sb(4h + 4)%s + sb((a/t + 2g) d + a d/t + 3I/t%s) "
+            "+ %s) = %.0f (g = %.0f kv heads here); this run's allocator %.0f\n",
+            tp->sp ? "/t" : "", c->qk_norm ? " + (a/t + g)(d + 1)" : "",
+            tiled ? "a b s/t (tiled: the log-sum-exp)" : "a b s^2/t (the probabilities)", 4 * ours, g,
+            4.0 * (double)mdc_gpt2_acts_layer_floats(m, b, s));
+    fprintf(
+        out,
+        "    beside Korthikanti et al.'s count for these layers (16-bit, no dropout): 2 x (4 sbh%s + sb(a/t + 2g)d + "
+        "sbad/t + 3 sbI/t) + 2as^2b/t = %.0f (a fused attention keeps none of the as^2b/t)\n",
+        tp->sp ? "/t" : "", kor);
+}
+
+void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double sp_grad_bytes, FILE *out) {
+    if (mdc_group_world_rank(tp->g, 0) != 0 || tp->r != 0) return; /* world rank 0 prints */
+    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
+    double t = tp->t, bs = (double)b * s, bsh = bs * c->C;
+    double bsp = (double)mdc_tp_padded(tp, (size_t)(b * s));
+    const mdc_tp_counts *n = &tp->counts;
+    double want_calls[MDC_TP_KINDS], want_bytes[MDC_TP_KINDS];
+    mdc_tp_formulas(tp, m, b, s, k, want_calls, want_bytes);
+    static const char *const what[MDC_TP_KINDS] = {"AllReduce (b,s,h)", "AllReduce (b,s) loss", "AllGather (b,s,h)",
+                                                   "ReduceScatter (b,s,h)", "AllReduce (b,s,2d) kv"};
+    static const char *const form_tp[MDC_TP_KINDS] = {"k(4L+2) x 2(t-1)/t bsh beta", "3k x 2(t-1)/t bs' beta", "-", "-",
+                                                      "kL x 2(r-1)/r (2bsd)' beta"};
+    static const char *const form_x[MDC_TP_KINDS] = {
+        "k x 2(t-1)/t bsh beta + exact ones (below)", "k x 2(t-1)/t bs' (2 + 20) beta", "-",
+        "k x (t-1)/t bsh beta + exact ones (below)", "kL exact sums over r (2bsd, doubles)"};
+    static const char *const form_sp[MDC_TP_KINDS] = {"-", "3k x 2(t-1)/t bs' beta", "k(6L+3) x (t-1)/t bsh beta",
+                                                      "k(4L+2) x (t-1)/t bsh beta", "kL x 2(r-1)/r (2bsd)' beta"};
+    fprintf(out,
+            "\ntensor parallel t = %d%s: k = %d micro-batch(es) of b = %d x s = %d tokens, h = %d, L = %d, beta = 4 "
+            "bytes; per rank, last step\n",
+            tp->t, tp->sp ? " with sequence parallelism" : "", k, b, s, c->C, c->L);
+    fprintf(out, "  %-24s %6s %8s %14s %14s  %s\n", "collective", "calls", "formula", "bytes sent", "formula",
+            "bytes formula");
+    for (int i = 0; i < MDC_TP_KINDS; i++)
+        if (i != MDC_TP_AR_KV || tp->kv)
+            fprintf(out, "  %-24s %6llu %8.0f %14.0f %14.0f  %s %s\n", what[i], n->calls[i], want_calls[i], n->bytes[i],
+                    want_bytes[i],
+                    tp->exact && i != MDC_TP_AG ? form_x[i]
+                    : tp->sp                    ? form_sp[i]
+                                                : form_tp[i],
+                    n->calls[i] == want_calls[i] && n->bytes[i] == want_bytes[i] ? "ok" : "DIFFERS");
+    fprintf(out, "  (bs' = bs padded to a multiple of t = %.0f. Per layer: %s; once per micro-batch: %s)\n", bsp,
+            tp->sp ? "AG + RS at f and g forward, AG + RS backward, AG of f's input again: 10 (t-1)/t bsh beta"
+                   : "AR at the 2 g forward, AR at the 2 f backward: 4 x 2(t-1)/t bsh beta",
+            tp->sp ? "the embedding's RS forward and AG backward, ln_f's AG forward and again backward, the LM "
+                     "head's input gradient RS"
+                   : "the embedding's AR (g) and the LM head's input gradient AR (f)");
+    if (tp->exact)
+        fprintf(out,
+                "  exact mode: k(4L+1) reductions (all but the embedding's) are exact sums: doubles, 2 beta, plus "
+                "16(t-1) bytes of counts each, and accumulators for %zu element(s) whose double sum was not exact; "
+                "the loss's sum-exp as 80-byte accumulators (20 beta); the max and the target logit stay float\n",
+                tp->exact_marked);
+    partial_line(tp, m, sp_grad_bytes, out);
+    params_line(tp, m, out);
+    if (c->family) activations_family(tp, m, b, s, out);
+    else activations_gpt2(tp, m, b, s, out);
     double red = 48 * bsh;
     fprintf(out,
             "  LayerNorm and bias+residual FLOPs per layer per micro-batch (48 per element of (b,s,h)): %.0f on every "

@@ -58,14 +58,31 @@ static mdc_status vocab(void *ctx, float *buf, int n, int is_max) {
     return st;
 }
 
+/* a shared kv head's dk, dv (columns [col0, col0 + width) of each row) summed over its replicas,
+ * packed and padded to a multiple of the group's size */
+static mdc_status kv_sum(void *ctx, float *buf, int rows, int ld, int col0, int width) {
+    mdc_tp *tp = ctx;
+    size_t w = (size_t)width, n = (size_t)rows * w, r = (size_t)mdc_group_size(tp->kv), p = (n + r - 1) / r * r;
+    float *s = mdc_tp_i_scratch(tp, p);
+    if (!s) return mdc_fail(MDC_ERR_OOM_HOST, "tp kv gradients (%zu floats)", p);
+    for (size_t i = 0; i < (size_t)rows; i++) memcpy(s + i * w, buf + i * (size_t)ld + col0, w * sizeof(float));
+    memset(s + n, 0, (p - n) * sizeof(float));
+    double b0 = mdc_dev_bytes_sent(tp->dev);
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, s, p, MDC_F32, MDC_SUM, tp->kv);
+    tp->counts.calls[MDC_TP_AR_KV]++;
+    tp->counts.bytes[MDC_TP_AR_KV] += mdc_dev_bytes_sent(tp->dev) - b0;
+    for (size_t i = 0; !st && i < (size_t)rows; i++) memcpy(buf + i * (size_t)ld + col0, s + i * w, w * sizeof(float));
+    return st;
+}
+
 mdc_status mdc_tp_create(mdc_tp **out, mdc_group *g, int sp) {
     *out = NULL;
     mdc_tp *tp = calloc(1, sizeof *tp);
     if (!tp) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_tp_create");
     tp->g = g, tp->t = mdc_group_size(g), tp->r = mdc_group_rank(g), tp->sp = sp;
     tp->dev = mdc_transport_device(mdc_group_transport(g));
-    mdc_gpt2_comm c = {tp,         sp ? tp->t : 1, f_forward,         f_backward,      g_forward,
-                       g_backward, vocab,          mdc_tp_i_x_reduce, mdc_tp_i_x_vocab};
+    mdc_gpt2_comm c = {tp,    sp ? tp->t : 1,    f_forward,        f_backward, g_forward, g_backward,
+                       vocab, mdc_tp_i_x_reduce, mdc_tp_i_x_vocab, NULL,       NULL};
     tp->comm = c;
     *out = tp;
     return MDC_OK;
@@ -81,9 +98,13 @@ void mdc_tp_free(mdc_tp *tp) {
 
 const mdc_gpt2_comm *mdc_tp_comm(mdc_tp *tp) { return &tp->comm; }
 void mdc_tp_set_exact(mdc_tp *tp, int on) { tp->exact = on; }
+void mdc_tp_set_kv_group(mdc_tp *tp, mdc_group *kv) {
+    tp->kv = kv;
+    tp->comm.kv_sum = kv ? kv_sum : NULL, tp->comm.x_kv_sum = kv ? mdc_tp_i_x_kv_sum : NULL;
+}
 mdc_group *mdc_tp_group(mdc_tp *tp) { return tp->g; }
 void mdc_tp_get_counts(const mdc_tp *tp, mdc_tp_counts *c) { *c = tp->counts; }
 void mdc_tp_reset_counts(mdc_tp *tp) {
     memset(&tp->counts, 0, sizeof tp->counts);
-    tp->exact_marked = 0, tp->exact_bytes_want = 0;
+    tp->exact_marked = 0, tp->exact_bytes_want = 0, tp->exact_kv_bytes_want = 0;
 }

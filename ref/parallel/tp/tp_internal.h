@@ -6,6 +6,7 @@
 
 struct mdc_tp {
     mdc_group *g;
+    mdc_group *kv; /* tp > KV: the ranks sharing this rank's kv head, or NULL */
     int t, r, sp;
     mdc_device *dev;
     mdc_gpt2_comm comm;
@@ -17,8 +18,9 @@ struct mdc_tp {
     size_t xscratch_n;
     double *dscratch;
     size_t dscratch_n;
-    size_t exact_marked;     /* exact mode since the counts' reset: elements whose sum needed accumulators */
-    double exact_bytes_want; /* and the bytes of those reductions by mdc_exact_reduce_bytes */
+    size_t exact_marked;        /* exact mode since the counts' reset: elements whose sum needed accumulators */
+    double exact_bytes_want;    /* and the bytes of those reductions by mdc_exact_reduce_bytes */
+    double exact_kv_bytes_want; /* the same for the shared kv heads' dk, dv */
 };
 
 /* A host buffer of at least n doubles (grown as needed). */
@@ -31,6 +33,7 @@ void mdc_sp_i_permute(void *dst, const void *src, size_t esz, int t, int B, int 
 /* exact mode's communication points (ref/parallel/tp/tp_exact.c) */
 mdc_status mdc_tp_i_x_reduce(void *ctx, float *local, const mdc_xsum *part, int B, int T, int C);
 mdc_status mdc_tp_i_x_vocab(void *ctx, mdc_exact *acc, int n);
+mdc_status mdc_tp_i_x_kv_sum(void *ctx, float *out, const mdc_xsum *part, int rows, int ld, int col0, int width);
 
 /* A host buffer of at least n floats (grown as needed; not charged: a layout detail). */
 float *mdc_tp_i_scratch(mdc_tp *tp, size_t n);

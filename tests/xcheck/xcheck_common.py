@@ -1,0 +1,31 @@
+"""What the PyTorch cross-checks (tests/xcheck/xcheck_*.py) share: the bound on relative errors,
+the AdamW settings both sides train with, the skip (exit 77) where PyTorch or numpy is missing,
+where the tree and the minidc binary are (BUILD, default build), tools/ on the import path for
+the PyTorch models, and the relative error every check reports."""
+import os
+import sys
+
+__all__ = ["ADAM", "MINIDC", "ROOT", "TOL", "np", "rel_err", "torch"]
+TOL = 1e-5
+ADAM = dict(lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1e-5, grad_clip=1.0)
+
+try:
+    import numpy as np
+    import torch
+except ImportError as e:  # pragma: no cover
+    print(f"skipped: PyTorch or numpy not importable ({e}); install python3-torch python3-numpy")
+    sys.exit(77)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MINIDC = os.path.join(ROOT, os.environ.get("BUILD", "build"), "minidc")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+
+def rel_err(got, want):
+    """max |got - want| / max |want| (the plain difference where want is 0; inf for other shapes)"""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return float("inf")
+    scale = np.abs(want).max() if want.size else 0.0
+    diff = np.abs(got - want).max() if want.size else 0.0
+    return float(diff / scale) if scale > 0 else float(diff)
