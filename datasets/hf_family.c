@@ -21,7 +21,9 @@ static const struct {
     int family;
 } families[] = {{"llama", "LlamaForCausalLM", MDC_FAMILY_LLAMA},
                 {"qwen2", "Qwen2ForCausalLM", MDC_FAMILY_QWEN2},
-                {"qwen3", "Qwen3ForCausalLM", MDC_FAMILY_QWEN3}};
+                {"qwen3", "Qwen3ForCausalLM", MDC_FAMILY_QWEN3},
+                {"mixtral", "MixtralForCausalLM", MDC_FAMILY_MIXTRAL},
+                {"qwen3_moe", "Qwen3MoeForCausalLM", MDC_FAMILY_QWEN3_MOE}}; /* in MDC_FAMILY_* order */
 
 static int family_of(const char *type) {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
@@ -39,43 +41,17 @@ int mdc_hf_dir_family(const char *config_path) {
 }
 
 /* Keys that do not change the forward or backward pass. */
-static const char *const harmless[] = {"architectures",
-                                       "model_type",
-                                       "bos_token_id",
-                                       "eos_token_id",
-                                       "pad_token_id",
-                                       "torch_dtype",
-                                       "dtype",
-                                       "transformers_version",
-                                       "use_cache",
-                                       "initializer_range",
-                                       "_name_or_path",
-                                       "max_window_layers",
-                                       "sliding_window",
-                                       "output_attentions",
-                                       "output_hidden_states",
-                                       "return_dict",
-                                       "hidden_act",
-                                       "rope_scaling",
-                                       "rope_parameters",
-                                       "layer_types",
-                                       "use_sliding_window",
-                                       "pretraining_tp",
-                                       "attention_dropout",
-                                       "partial_rotary_factor",
-                                       "head_dim",
-                                       "tie_word_embeddings",
-                                       "attention_bias",
-                                       "mlp_bias",
-                                       "rms_norm_eps",
-                                       "rope_theta",
-                                       "num_key_value_heads",
-                                       "vocab_size",
-                                       "hidden_size",
-                                       "intermediate_size",
-                                       "num_hidden_layers",
-                                       "num_attention_heads",
-                                       "max_position_embeddings"};
+static const char *const harmless[] = {
+    "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype",
+    "transformers_version", "use_cache", "initializer_range", "_name_or_path", "max_window_layers", "sliding_window",
+    "output_attentions", "output_hidden_states", "return_dict", "hidden_act", "rope_scaling", "rope_parameters",
+    "layer_types", "use_sliding_window", "pretraining_tp", "attention_dropout", "partial_rotary_factor", "head_dim",
+    "tie_word_embeddings", "attention_bias", "mlp_bias", "rms_norm_eps", "rope_theta", "num_key_value_heads",
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "max_position_embeddings",
+    /* the MoE families' (their values are read or checked below) */
+    "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+    "decoder_sparse_step", "mlp_only_layers", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise"};
 
 static mdc_status number(const mdc_i_hf_src *c, const char *key, double *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
@@ -130,6 +106,44 @@ static mdc_status rope(const mdc_i_hf_src *c, mdc_gpt2_config *cfg) {
                         key, v[3]);
     cfg->rope = (mdc_rope_llama3){(float)v[0], (float)v[1], (float)v[2], (int)v[3]};
     return MDC_OK;
+}
+
+/* Mixtral's and Qwen3-MoE's experts and router: E, k, the experts' width, the renormalization,
+ * which layers are sparse; the aux loss only where it is not in the loss (output_router_logits
+ * false, as transformers' default: with it, transformers adds router_aux_loss_coef times its
+ * load_balancing_loss_func, which minidc does not compute); no router jitter. */
+static mdc_status moe_keys(const mdc_i_hf_src *c, int fam, mdc_gpt2_config *cfg) {
+    int mix = fam == MDC_FAMILY_MIXTRAL, on = 0;
+    mdc_status st = mdc_i_hf_int(c, mix ? "num_local_experts" : "num_experts", 1, &cfg->E);
+    if (!st) st = mdc_i_hf_int(c, "num_experts_per_tok", 1, &cfg->topk);
+    if (!st && cfg->topk > cfg->E)
+        st = mdc_fail(MDC_ERR_FORMAT, "%s: num_experts_per_tok %d is more than the %d experts", c->path, cfg->topk,
+                      cfg->E);
+    cfg->moe_renorm = 1, cfg->moe_every = 1;
+    if (!st && !mix) {
+        st = mdc_i_hf_int(c, "moe_intermediate_size", 1, &cfg->moe_ffn);
+        cfg->moe_renorm = 0;
+        if (!st) st = flag(c, "norm_topk_prob", &cfg->moe_renorm);
+        if (!st && cJSON_GetObjectItemCaseSensitive(c->root, "decoder_sparse_step"))
+            st = mdc_i_hf_int(c, "decoder_sparse_step", 1, &cfg->moe_every);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, "mlp_only_layers");
+        if (!st && v)
+            st = must_be(c, "mlp_only_layers", cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0,
+                         "minidc's sparse layers follow decoder_sparse_step alone ([])");
+    }
+    if (!st) st = flag(c, "output_router_logits", &on);
+    if (!st)
+        st = must_be(c, "output_router_logits", !on,
+                     "transformers then adds its load_balancing_loss_func to the loss, which minidc does not compute "
+                     "(false)");
+    double jitter = 0;
+    if (!st && !(st = number(c, "router_jitter_noise", &jitter)))
+        st = must_be(c, "router_jitter_noise", jitter == 0, "minidc's router has no noise (0)");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(c->root, "sliding_window");
+    if (!st && mix && w && !cJSON_IsNull(w)) /* Mixtral's attention uses a window when one is given */
+        st = must_be(c, "sliding_window", cJSON_IsNumber(w) && w->valuedouble >= cfg->T,
+                     "minidc's attention is full causal attention (null, or at least max_position_embeddings)");
+    return st;
 }
 
 /* The switches and keys whose value minidc must share. */
@@ -188,12 +202,14 @@ mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n
     int fam = cJSON_IsString(t) ? family_of(t->valuestring) : 0;
     char buf[64];
     if (!fam) {
-        st = mdc_fail(MDC_ERR_UNSUPPORTED, "%s: \"model_type\" is %s, not \"llama\", \"qwen2\" or \"qwen3\"", label,
-                      t ? mdc_i_hf_raw(&c, "model_type", buf, sizeof buf) : "missing");
+        st = mdc_fail(MDC_ERR_UNSUPPORTED,
+                      "%s: \"model_type\" is %s, not \"llama\", \"qwen2\", \"qwen3\", \"mixtral\" or \"qwen3_moe\"",
+                      label, t ? mdc_i_hf_raw(&c, "model_type", buf, sizeof buf) : "missing");
         mdc_i_hf_close(&c);
         return st;
     }
-    c.what = fam == MDC_FAMILY_LLAMA ? "a llama" : fam == MDC_FAMILY_QWEN2 ? "a qwen2" : "a qwen3";
+    static const char *const what[] = {"", "a llama", "a qwen2", "a qwen3", "a mixtral", "a qwen3_moe"};
+    c.what = what[fam];
     cfg->family = fam;
     const char *keys[6] = {"vocab_size",        "hidden_size",         "intermediate_size",
                            "num_hidden_layers", "num_attention_heads", "max_position_embeddings"};
@@ -216,7 +232,8 @@ mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n
     if (!st && fam != MDC_FAMILY_QWEN2) st = flag(&c, "attention_bias", &bias);
     cfg->qkv_bias = fam == MDC_FAMILY_QWEN2 || bias, cfg->o_bias = bias;
     if (!st && fam == MDC_FAMILY_LLAMA) st = flag(&c, "mlp_bias", &cfg->mlp_bias);
-    cfg->qk_norm = fam == MDC_FAMILY_QWEN3;
+    cfg->qk_norm = fam == MDC_FAMILY_QWEN3 || fam == MDC_FAMILY_QWEN3_MOE;
+    if (!st && (fam == MDC_FAMILY_MIXTRAL || fam == MDC_FAMILY_QWEN3_MOE)) st = moe_keys(&c, fam, cfg);
     if (!st) st = rope(&c, cfg);
     if (!st) st = checks(&c, fam);
     mdc_i_hf_close(&c);
@@ -227,7 +244,8 @@ mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n
 mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t cap) {
     const char *type = mdc_gpt2_family_name(c->family);
     if (!type || c->family == MDC_FAMILY_GPT2)
-        return mdc_fail(MDC_ERR_INVALID, "config.json: family %d is not llama, qwen2 or qwen3", c->family);
+        return mdc_fail(MDC_ERR_INVALID, "config.json: family %d is not llama, qwen2, qwen3, mixtral or qwen3_moe",
+                        c->family);
     char scaling[256] = "null";
     if (c->rope.factor != 0)
         snprintf(scaling, sizeof scaling,
@@ -240,8 +258,21 @@ mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t ca
     if (c->family == MDC_FAMILY_LLAMA)
         snprintf(bias, sizeof bias, "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n", c->o_bias ? "true" : "false",
                  c->mlp_bias ? "true" : "false");
-    else if (c->family == MDC_FAMILY_QWEN3)
+    else if (c->family == MDC_FAMILY_QWEN3 || c->family == MDC_FAMILY_QWEN3_MOE)
         snprintf(bias, sizeof bias, "  \"attention_bias\": %s,\n", c->o_bias ? "true" : "false");
+    char moe[512] = "";
+    if (c->family == MDC_FAMILY_MIXTRAL)
+        snprintf(moe, sizeof moe,
+                 "  \"num_local_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
+                 "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n  \"sliding_window\": null,\n",
+                 c->E, c->topk);
+    else if (c->family == MDC_FAMILY_QWEN3_MOE)
+        snprintf(moe, sizeof moe,
+                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"moe_intermediate_size\": %d,\n"
+                 "  \"norm_topk_prob\": %s,\n  \"decoder_sparse_step\": %d,\n  \"mlp_only_layers\": [],\n"
+                 "  \"output_router_logits\": false,\n  \"router_aux_loss_coef\": 0.001,\n",
+                 c->E, c->topk, c->moe_ffn > 0 ? c->moe_ffn : (c->ffn > 0 ? c->ffn : 4 * c->C),
+                 c->moe_renorm ? "true" : "false", c->moe_every > 0 ? c->moe_every : 1);
     char eps[32]; /* the shortest decimal that reads back as the same float (1e-05, not 9.99999975e-06) */
     for (int p = 1; p <= 9; p++) {
         snprintf(eps, sizeof eps, "%.*g", p, c->eps);
@@ -252,10 +283,10 @@ mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t ca
                      "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
                      "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
                      "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %.17g,\n"
-                     "  \"rope_scaling\": %s,\n  \"tie_word_embeddings\": %s,\n%s  \"hidden_act\": \"silu\",\n"
+                     "  \"rope_scaling\": %s,\n  \"tie_word_embeddings\": %s,\n%s%s  \"hidden_act\": \"silu\",\n"
                      "  \"torch_dtype\": \"float32\"\n}\n",
                      families[c->family - 1].arch, type, c->V, c->C, c->ffn > 0 ? c->ffn : 4 * c->C, c->L, c->H, kv, d,
-                     c->T, eps, c->rope_theta, scaling, c->untied ? "false" : "true", bias);
+                     c->T, eps, c->rope_theta, scaling, c->untied ? "false" : "true", bias, moe);
     return n > 0 && (size_t)n < cap ? MDC_OK : mdc_fail(MDC_ERR_INVALID, "config.json: text too long");
 }
 

@@ -2,8 +2,8 @@
 # make check-aarch64: exact mode must save the same bytes on aarch64 as on x86-64.
 # Cross-builds minidc with aarch64-linux-gnu-gcc (the Makefile's own rules and flags) into
 # build-aarch64/, runs a subset of the tests under qemu-aarch64-static, then trains the tiny
-# model with --exact serially and on 2 ranks (tp 2 + sp) on both ISAs and compares the
-# checkpoints with cmp and the printed loss lines. Last line: "aarch64: N passed, N failed".
+# model with --exact serially and on 2 ranks (tp 2 + sp), and qwen3-tiny serially, on both ISAs
+# and compares the checkpoints with cmp and the printed loss lines. Last line: "aarch64: N passed, N failed".
 #
 # The arm64 libraries (MPICH, OpenBLAS, cJSON and what they load) come as a sysroot: their
 # .deb files are fetched with `apt-get download` into build-aarch64/debs/ and unpacked with
@@ -185,6 +185,8 @@ test_fuzz_files      -    60
 test_dropout         -    60
 test_block           -    60
 test_attention_pair  -    60
+test_attention_gqa   -    60
+test_family_kernels  -    120
 test_kernel_shapes   -    60
 test_kernels         -    300
 test_model           -    200
@@ -203,7 +205,7 @@ EOF
 [ "${AARCH64_NUMERICS:-0}" = 1 ] && run_test test_numerics - 1500
 t_tests=$(($(date +%s) - t0))
 
-# ---- exact training: x86-64 and aarch64, serial and tp 2 + sp, the same options ----
+# ---- exact training: x86-64 and aarch64, serial and tp 2 + sp (and a family serially), the same options ----
 runs=$OUT/runs
 rm -rf $runs && mkdir -p $runs
 train=(train --config tiny --seed 1 --steps "$STEPS" --exact)
@@ -222,9 +224,13 @@ train_run x86-tp2sp 120 "$MPIEXEC" -n 2 "$NATIVE/minidc" "${train[@]}" --tp 2 --
 train_run aarch64-serial 900 "${QEMU[@]}" $OUT/minidc "${train[@]}" --save $runs/aarch64-serial.st
 train_run aarch64-tp2sp 900 "$MPIEXEC" -genv UCX_TLS "self,sm" -n 2 "${QEMU[@]}" $OUT/minidc "${train[@]}" \
     --tp 2 --sp --save $runs/aarch64-tp2sp.st
+# a family: rotary positions (minidc's own sin and cos), q_norm, k_norm, grouped-query attention, SwiGLU
+ftrain=(train --config qwen3-tiny --seed 1 --steps "$STEPS" --exact)
+train_run x86-qwen3 120 "$NATIVE/minidc" "${ftrain[@]}" --save $runs/x86-qwen3.st
+train_run aarch64-qwen3 900 "${QEMU[@]}" $OUT/minidc "${ftrain[@]}" --save $runs/aarch64-qwen3.st
 t_train=$(($(date +%s) - t0))
-ref=$runs/x86-serial
-for tag in x86-tp2sp aarch64-serial aarch64-tp2sp; do
+for pair in x86-serial:x86-tp2sp x86-serial:aarch64-serial x86-serial:aarch64-tp2sp x86-qwen3:aarch64-qwen3; do
+    ref=$runs/${pair%%:*} tag=${pair#*:}
     if [ ! -s $ref.st ] || [ ! -s $runs/$tag.st ]; then
         report fail "checkpoint $tag = x86-serial" "missing"; continue
     fi

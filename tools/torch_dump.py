@@ -6,13 +6,16 @@ autocast, and writes what `minidc forward --dump` writes under the same names: l
 loss, losses (B, T), grad.<name> (named as the weights file spells them), in execution order (BF16
 after a bf16 run, so the comparison takes BF16's tolerance). Then `minidc compare torch.st
 minidc.st` names the first tensor that differs. The model is a plain GPT-2 (tools/torch_gpt2.py),
-or, for a directory whose config.json says model_type llama, qwen2 or qwen3, that family's
-decoder (tools/torch_family.py, via tools/torch_family_dump.py; model.safetensors or the shards
-model.safetensors.index.json names), its gradients in minidc's order.
+or, for a directory whose config.json says model_type llama, qwen2, qwen3, mixtral or qwen3_moe,
+that family's decoder (tools/torch_family.py, via tools/torch_family_dump.py; model.safetensors or
+the shards model.safetensors.index.json names), its gradients in minidc's order (a MoE family's
+dump has loss.aux and loss.z after losses, zero as minidc's for the directory).
 With --dump-dir D it writes what `minidc forward --dump-dir` writes: the tensors at every site
 (the residual stream at each block boundary, each norm, qkv, the attention's output, each
 linear's product, the GELU; a family's q_norm, k_norm, rotated q and k, SwiGLU's gate, up and
-product; ln_f, the logits, the losses), their gradients and the parameters' gradients, as
+product; a sparse block's router p and its k chosen experts' outputs, forward only as minidc
+dumps them, and their gated sum; ln_f, the logits, the losses), their gradients and the
+parameters' gradients, as
 D/step1-rank0.safetensors in minidc's dump format (include/minidc/dump.h), so
 `minidc compare D minidc_dir` names the first site where the two runs part.
 
@@ -75,14 +78,16 @@ BLOCK_SITES = ["in", "ln_1", "attn.qkv", "attn.y", "attn.c_proj", "res_2", "ln_2
 def write_dump_dir(d, sites, losses, params, layers, bf16, block_sites=BLOCK_SITES):
     """sites: name -> tensor in execution order (forward), with .grad after the backward;
     params: [(name, parameter)], their gradients in this order; block_sites: a block's sites,
-    whose gradients are written in the backward's order."""
+    whose gradients are written in the backward's order (a list for every block, or a function
+    of the block's index)."""
     out, order = {}, []
     for n, t in sites.items():
         out["step1." + n] = t
         order.append("step1." + n)
     out["step1.losses"] = losses
     order.append("step1.losses")
-    back = ["logits", "ln_f"] + [f"h.{i}.{s}" for i in reversed(range(layers)) for s in reversed(block_sites)]
+    per_block = block_sites if callable(block_sites) else lambda i: block_sites
+    back = ["logits", "ln_f"] + [f"h.{i}.{s}" for i in reversed(range(layers)) for s in reversed(per_block(i))]
     for n in back:
         out["step1.grad." + n] = sites[n].grad
         order.append("step1.grad." + n)
@@ -158,7 +163,7 @@ def main():
         except (ValueError, KeyError) as e:
             raise SystemExit(f"torch_dump: {a.weights}: not the {fc['model_type']} model its config.json "
                              f"describes: {e!r}")
-        block_sites, V = family.block_sites(c), c["vocab_size"]
+        block_sites, V = (lambda i: family.block_sites(c, i, grads=True)), c["vocab_size"]
     else:
         params, sites, logits, loss = run_gpt2(c, w, spelled, x, y, param_dtype, dev, a.dtype == "bf16",
                                                a.double_bias)
@@ -171,7 +176,8 @@ def main():
     if not a.dump:
         return 0
     out = {"logits": logits, "loss": loss, "losses": losses}
-    order = ["logits", "loss", "losses"]
+    out.update({n: torch.tensor(v) for n, v in (family.extra_losses(c) if fc else {}).items()})
+    order = list(out)
     for n, p in params:
         out["grad." + n] = p.grad
         order.append("grad." + n)

@@ -1,14 +1,16 @@
-"""tools/torch_dump.py's Llama, Qwen2 and Qwen3 part: a Hugging Face directory of one of these
-families read (config.json, and model.safetensors or the shards model.safetensors.index.json
-names) and run by the PyTorch model of tools/torch_family.py, keeping the tensors at minidc's
-dump sites. Run with Debian's PyTorch (/usr/bin/python3)."""
+"""tools/torch_dump.py's Llama, Qwen2, Qwen3, Mixtral and Qwen3-MoE part: a Hugging Face directory
+of one of these families read (config.json, and model.safetensors or the shards
+model.safetensors.index.json names) and run by the PyTorch model of tools/torch_family.py, keeping
+the tensors at minidc's dump sites (a sparse block's router p, its experts' outputs and their gated
+sum among them). Run with Debian's PyTorch (/usr/bin/python3)."""
 import json
 import os
 
 import numpy as np
 import torch
 
-from torch_family import FAMILIES, Family, dims, has_qk_norm, tensor_shapes
+from torch_family import (FAMILIES, MOE_FAMILIES, MOE_NAMES, Family, dims, expert_names, has_qk_norm, is_sparse,
+                          moe_dims, tensor_shapes)
 from torch_gpt2 import read_safetensors
 
 
@@ -19,7 +21,7 @@ def family_config(path):
         return None
     with open(cfg) as f:
         c = json.load(f)
-    return c if c.get("model_type") in FAMILIES else None
+    return c if c.get("model_type") in FAMILIES + MOE_FAMILIES else None
 
 
 def load(path):
@@ -36,15 +38,31 @@ def load(path):
     return w
 
 
-def block_sites(c):
-    """A block's sites in execution order, as minidc dumps them for the family."""
+def block_sites(c, i=0, grads=False):
+    """Block i's sites in execution order, as minidc dumps them for the family: a dense block's
+    SwiGLU (mlp.gate, mlp.up, mlp.product, mlp.c_proj), a sparse block's mlp.router (p),
+    mlp.experts (the k chosen experts' outputs) and mlp.moe (their gated sum). grads: the sites
+    whose gradients minidc dumps (a sparse block's router and experts have none there)."""
     qk = ["attn.q_norm", "attn.k_norm"] if has_qk_norm(c) else []
-    return (["in", "ln_1", "attn.qkv"] + qk + ["attn.rope_q", "attn.rope_k", "attn.y", "attn.c_proj", "res_2",
-            "ln_2", "mlp.gate", "mlp.up", "mlp.product", "mlp.c_proj", "out"])
+    if not is_sparse(c, i):
+        mlp = ["mlp.gate", "mlp.up", "mlp.product", "mlp.c_proj"]
+    else:
+        mlp = ["mlp.moe"] if grads else ["mlp.router", "mlp.experts", "mlp.moe"]
+    return ["in", "ln_1", "attn.qkv"] + qk + ["attn.rope_q", "attn.rope_k", "attn.y", "attn.c_proj", "res_2",
+                                              "ln_2"] + mlp + ["out"]
+
+
+def extra_losses(c):
+    """name -> value: the scalars minidc's --dump writes after losses for the family: a MoE
+    family's loss.aux and loss.z, zero (the directory's run has no auxiliary-loss coefficients:
+    transformers adds its load-balancing loss only with output_router_logits, which minidc
+    refuses), none for a dense family."""
+    return {"loss.aux": 0.0, "loss.z": 0.0} if c["model_type"] in MOE_FAMILIES else {}
 
 
 # a block's tensors in minidc's table order (ref/model/family.c): q, k, v's weights adjacent, then
-# their biases; gate's and up's the same (transformers' module order puts each bias after its weight)
+# their biases; gate's and up's the same (transformers' module order puts each bias after its weight);
+# a sparse block's router and experts take the dense MLP's place (block_tensors)
 BLOCK_TENSORS = ["input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
                  "self_attn.v_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
                  "self_attn.q_norm.weight", "self_attn.k_norm.weight", "self_attn.o_proj.weight",
@@ -53,18 +71,36 @@ BLOCK_TENSORS = ["input_layernorm.weight", "self_attn.q_proj.weight", "self_attn
                  "mlp.down_proj.bias"]
 
 
+def block_tensors(c, i):
+    """Block i's tensors' names in minidc's table order: a sparse block's attention and
+    post_attention_layernorm, the router, then per expert j its gate, up and down (Mixtral's w1,
+    w3, w2)."""
+    b = f"model.layers.{i}."
+    if not is_sparse(c, i):
+        return [b + k for k in BLOCK_TENSORS]
+    dense_mlp = BLOCK_TENSORS.index("mlp.gate_proj.weight")
+    experts = [n for j in range(moe_dims(c)[0]) for n in expert_names(c, i, j)]
+    return ([b + k for k in BLOCK_TENSORS[:dense_mlp]] + [b + MOE_NAMES[c["model_type"]][0] + ".gate.weight"]
+            + experts)
+
+
 def param_order(c):
     """The parameters' names in the order minidc writes their gradients."""
     have = tensor_shapes(c)
-    blocks = [f"model.layers.{i}.{k}" for i in range(dims(c)[2]) for k in BLOCK_TENSORS]
+    blocks = [n for i in range(dims(c)[2]) for n in block_tensors(c, i)]
     return [n for n in ["model.embed_tokens.weight"] + blocks + ["model.norm.weight", "lm_head.weight"] if n in have]
 
 
 def run(c, w, x, y, dtype, dev, bf16, unrotated_k=()):
     """(params, sites, logits, loss, layers): one forward at dtype on dev (under bf16 autocast
-    where bf16), the sites kept for the backward; params: [(name, parameter)] in minidc's order."""
+    where bf16), the sites kept for the backward; params: [(name, parameter)] in minidc's order.
+    The experts' weights start with a zero .grad, which the backward adds to: an expert no token
+    reaches has the zero gradient minidc writes for it."""
     model = Family(c, w, dtype).to(dev)
+    for i in range(dims(c)[2]):
+        for n in (e for j in range(moe_dims(c)[0] if is_sparse(c, i) else 0) for e in expert_names(c, i, j)):
+            model.p[n].grad = torch.zeros_like(model.p[n])
     sites = {}
     with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=bf16):
-        logits, loss = model(x, y, sites=sites, unrotated_k=unrotated_k)
+        logits, loss = model(x, y, sites=sites, unrotated_k=unrotated_k, moe_sites=True)
     return [(n, model.p[n]) for n in param_order(c)], sites, logits, loss, dims(c)[2]

@@ -42,7 +42,9 @@ typedef struct {
     int C;  /* channels; H must divide C */
     /* mixture of experts (ref/model/moe/moe.c): 0 experts is the dense GPT-2. With E > 0 the MLP of every
      * block l with l % moe_every == 0 (blocks 0, n, 2n, ...; 0 or 1: every block) is E experts,
-     * each a GPT-2 MLP, and a router choosing topk of them per token */
+     * each a GPT-2 MLP, and a router choosing topk of them per token. The MoE families (Mixtral,
+     * Qwen3-MoE): every block l with (l + 1) % moe_every == 0 (decoder_sparse_step), experts of
+     * SwiGLU, moe_ffn wide */
     int E, topk, moe_every; /* topk 0 in a config means 2 (1 with one expert) */
     /* The family (docs/models.md). GPT-2 (0): the above. Llama, Qwen2, Qwen3 (Hugging Face's
      * modeling_llama / qwen2 / qwen3): RMSNorm, rotary positions on q and k (no wpe), grouped-query
@@ -60,9 +62,19 @@ typedef struct {
     float eps;            /* rms_norm_eps (0: 1e-6) */
     double rope_theta;    /* 0: 10000 */
     mdc_rope_llama3 rope; /* rope_scaling of rope_type llama3 (factor 0: none) */
+    int moe_ffn;          /* an expert's width: moe_intermediate_size (Qwen3-MoE; 0: ffn, as Mixtral) */
+    int moe_renorm;       /* gates renormalized over the chosen k: Mixtral always, Qwen3-MoE norm_topk_prob */
 } mdc_gpt2_config;
-enum { MDC_FAMILY_GPT2 = 0, MDC_FAMILY_LLAMA, MDC_FAMILY_QWEN2, MDC_FAMILY_QWEN3 };
-/* "gpt2", "llama", "qwen2", "qwen3" (transformers' model_type); NULL for an unknown family. */
+enum {
+    MDC_FAMILY_GPT2 = 0,
+    MDC_FAMILY_LLAMA,
+    MDC_FAMILY_QWEN2,
+    MDC_FAMILY_QWEN3,
+    MDC_FAMILY_MIXTRAL,
+    MDC_FAMILY_QWEN3_MOE
+};
+/* "gpt2", "llama", "qwen2", "qwen3", "mixtral", "qwen3_moe" (transformers' model_type); NULL for an
+ * unknown family. */
 const char *mdc_gpt2_family_name(int family);
 /* 1 when the LM head is the token embedding (GPT-2; a family with tie_word_embeddings). */
 int mdc_gpt2_tied(const mdc_gpt2_config *cfg);

@@ -20,7 +20,7 @@
 #include "model_internal.h"
 
 const char *mdc_gpt2_family_name(int family) {
-    static const char *const names[] = {"gpt2", "llama", "qwen2", "qwen3"};
+    static const char *const names[] = {"gpt2", "llama", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
     return family >= 0 && family < (int)(sizeof names / sizeof names[0]) ? names[family] : NULL;
 }
 
@@ -43,41 +43,83 @@ static const char *const kind_names[NKINDS] = {
     [FCW] = "mlp.gate_proj.weight",      [UPW] = "mlp.up_proj.weight",       [FCB] = "mlp.gate_proj.bias",
     [UPB] = "mlp.up_proj.bias",          [FCPW] = "mlp.down_proj.weight",    [FCPB] = "mlp.down_proj.bias",
 };
+/* a block's kinds before its MLP (the attention's and post_attention_layernorm), and the dense MLP's */
+static const int attn_all[] = {LN1W, QKVW, KW, VW, QKVB, KB, VB, QNW, KNW, ATTPW, ATTPB, LN2W};
+static const int mlp_all[] = {FCW, UPW, FCB, UPB, FCPW, FCPB};
+enum { NATTN = sizeof attn_all / sizeof attn_all[0], NMLP = sizeof mlp_all / sizeof mlp_all[0] };
 
-int mdc_i_layer_kinds(const mdc_gpt2_config *c, int *kinds) {
-    int all[] = {LN1W, QKVW, KW, VW, QKVB, KB, VB, QNW, KNW, ATTPW, ATTPB, LN2W, FCW, UPW, FCB, UPB, FCPW, FCPB};
-    int n = 0;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        int k = all[i];
-        int on = k == QKVB || k == KB || k == VB     ? c->qkv_bias
-                 : k == QNW || k == KNW              ? c->qk_norm
-                 : k == ATTPB                        ? c->o_bias
-                 : k == FCB || k == UPB || k == FCPB ? c->mlp_bias
-                                                     : 1;
-        if (!on) continue;
-        if (kinds) kinds[n] = k;
-        n++;
-    }
+static int kind_on(const mdc_gpt2_config *c, int k) {
+    return k == QKVB || k == KB || k == VB     ? c->qkv_bias
+           : k == QNW || k == KNW              ? c->qk_norm
+           : k == ATTPB                        ? c->o_bias
+           : k == FCB || k == UPB || k == FCPB ? c->mlp_bias
+                                               : 1;
+}
+/* the i-th of list's kinds that are on, or -1; *n: how many are on */
+static int nth_on(const mdc_gpt2_config *c, const int *list, int len, int i, int *n) {
+    int got = -1, cnt = 0;
+    for (int j = 0; j < len; j++)
+        if (kind_on(c, list[j]) && cnt++ == i) got = list[j];
+    if (n) *n = cnt;
+    return got;
+}
+static int attn_count(const mdc_gpt2_config *c) {
+    int n;
+    nth_on(c, attn_all, NATTN, -1, &n);
+    return n;
+}
+static int mlp_count(const mdc_gpt2_config *c) {
+    int n;
+    nth_on(c, mlp_all, NMLP, -1, &n);
     return n;
 }
 
-int mdc_i_kind_slot(const mdc_gpt2_config *c, int kind) {
-    int kinds[NKINDS], n = mdc_i_layer_kinds(c, kinds);
-    for (int i = 0; i < n; i++)
-        if (kinds[i] == kind) return i;
+int mdc_i_layer_kinds(const mdc_gpt2_config *c, int l) {
+    return attn_count(c) + (mdc_i_is_moe(c, l) ? 1 + 3 * c->E : mlp_count(c));
+}
+
+int mdc_i_layer_kind(const mdc_gpt2_config *c, int l, int i) {
+    int na = attn_count(c);
+    if (i < na) return nth_on(c, attn_all, NATTN, i, NULL);
+    if (!mdc_i_is_moe(c, l)) return nth_on(c, mlp_all, NMLP, i - na, NULL);
+    return i == na ? FROUTER : mdc_i_fexpert_k((i - na - 1) / 3, (i - na - 1) % 3);
+}
+
+int mdc_i_kind_slot(const mdc_gpt2_config *c, int l, int kind) {
+    int na = attn_count(c), moe = mdc_i_is_moe(c, l);
+    if (kind >= FROUTER) return moe && kind < mdc_i_fexpert_k(c->E, 0) ? na + kind - FROUTER : -1;
+    if (!kind_on(c, kind)) return -1;
+    for (int i = 0; i < na; i++)
+        if (nth_on(c, attn_all, NATTN, i, NULL) == kind) return i;
+    for (int i = 0; !moe && i < mlp_count(c); i++)
+        if (nth_on(c, mlp_all, NMLP, i, NULL) == kind) return na + i;
     return -1;
 }
 
+/* the global index of block l's first tensor (l = L: the final norm) */
+static int layer_first(const mdc_gpt2_config *c, int l) {
+    int mb = mdc_i_moe_before(c, l);
+    return 1 + l * attn_count(c) + (l - mb) * mlp_count(c) + mb * (1 + 3 * c->E);
+}
+
 int mdc_i_gl_family(const mdc_gpt2_config *c, int l, int k) {
-    int base = 1 + l * mdc_i_layer_kinds(c, NULL);
+    int base = layer_first(c, l);
     if (k < 0) return base; /* past block l - 1 (l = L: the final norm) */
-    int s = mdc_i_kind_slot(c, k);
+    int s = mdc_i_kind_slot(c, l, k);
     return s < 0 ? -1 : base + s;
 }
 
 static void kind_shape(const mdc_gpt2_config *c, int k, int *ndim, int shape[2]) {
     int C = c->C, d = mdc_i_head_dim(c), Q = c->H * d, KVd = mdc_i_kv_heads(c) * d, I = mdc_i_ffn(c);
     *ndim = 1, shape[1] = 0;
+    if (k >= FROUTER) { /* the router [E, C]; an expert's gate and up [F, C], down [C, F] */
+        int F = mdc_i_moe_ffn(c), q = (k - FROUTER - 1) % 3;
+        *ndim = 2;
+        if (k == FROUTER) shape[0] = c->E, shape[1] = C;
+        else if (q == XD) shape[0] = C, shape[1] = F;
+        else shape[0] = F, shape[1] = C;
+        return;
+    }
     switch (k) {
     case QKVW: *ndim = 2, shape[0] = Q, shape[1] = C; break;
     case KW:
@@ -99,18 +141,46 @@ static void kind_shape(const mdc_gpt2_config *c, int k, int *ndim, int shape[2])
 
 static size_t numel(int ndim, const int shape[2]) { return (size_t)shape[0] * (ndim == 2 ? (size_t)shape[1] : 1); }
 
-static size_t block_floats(const mdc_gpt2_config *c) {
-    int kinds[NKINDS], n = mdc_i_layer_kinds(c, kinds), nd, sh[2];
+static size_t kind_floats(const mdc_gpt2_config *c, int k) {
+    int nd, sh[2];
+    kind_shape(c, k, &nd, sh);
+    return numel(nd, sh);
+}
+/* floats of a dense block and of a MoE block */
+static size_t block_floats(const mdc_gpt2_config *c, int moe) {
     size_t f = 0;
-    for (int i = 0; i < n; i++) kind_shape(c, kinds[i], &nd, sh), f += numel(nd, sh);
+    for (int i = 0; i < NATTN; i++)
+        if (kind_on(c, attn_all[i])) f += kind_floats(c, attn_all[i]);
+    if (moe) return f + kind_floats(c, FROUTER) + (size_t)c->E * 3 * kind_floats(c, mdc_i_fexpert_k(0, XG));
+    for (int i = 0; i < NMLP; i++)
+        if (kind_on(c, mlp_all[i])) f += kind_floats(c, mlp_all[i]);
     return f;
 }
+/* floats of blocks [0, l) */
+static size_t layers_floats(const mdc_gpt2_config *c, int l) {
+    int mb = mdc_i_moe_before(c, l);
+    return (size_t)(l - mb) * block_floats(c, 0) + (size_t)mb * block_floats(c, 1);
+}
+
+mdc_i_expert mdc_i_expert_of(const mdc_gpt2_config *c, int l, int j) {
+    mdc_i_expert x;
+    if (mdc_i_family(c)) { /* gate|up fused (adjacent), no biases, [out, in] */
+        x.w1 = mdc_i_gl(c, l, mdc_i_fexpert_k(j, XG)), x.w2 = mdc_i_gl(c, l, mdc_i_fexpert_k(j, XD));
+        x.b1 = x.b2 = -1, x.wt = 1, x.swiglu = 1, x.F = mdc_i_moe_ffn(c), x.F1 = 2 * x.F;
+    } else {
+        x.w1 = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW)), x.b1 = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCB));
+        x.w2 = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), x.b2 = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPB));
+        x.wt = 0, x.swiglu = 0, x.F = x.F1 = 4 * c->C;
+    }
+    return x;
+}
+int mdc_i_router_of(const mdc_gpt2_config *c, int l) { return mdc_i_gl(c, l, mdc_i_family(c) ? FROUTER : ROUTERW); }
 
 int mdc_i_family_tensor_count(const mdc_gpt2_config *c) { return mdc_i_glnf(c, 0) + 1 + (c->untied ? 1 : 0); }
 
 size_t mdc_i_family_param_floats(const mdc_gpt2_config *c) {
     size_t emb = (size_t)c->Vp * c->C;
-    return emb * (c->untied ? 2 : 1) + (size_t)c->L * block_floats(c) + (size_t)c->C;
+    return emb * (c->untied ? 2 : 1) + layers_floats(c, c->L) + (size_t)c->C;
 }
 
 /* The FLOPs one serial step charges (mdc_gpt2_step_flops), kernel by kernel in the block's order:
@@ -127,47 +197,78 @@ double mdc_i_family_step_flops(const mdc_gpt2_config *c, int B, int T) {
     double qk = c->qk_norm ? N * (H + KV) * d : 0, rope = 3 * N * (H + KV) * d;
     double attn_f = BH * (4 * d + 5) * pc;
     double attn_b = tiled ? BH * ((10 * d + 4) * pc + 2.0 * T * d) : BH * (8 * d + 4) * pc;
+    /* a block before its MLP (both norms included), then the dense MLP */
     double layer_f = 4 * N * C + (2 * N * C * OC + N * OC) + 4 * qk + rope + attn_f + (2 * N * Q * C + 2 * N * C) +
-                     4 * N * C + (2 * N * C * 2 * I + N * 2 * I) + 5 * N * I + (2 * N * I * C + 2 * N * C);
-    double layer_b = (4 * N * I * C + mb * N * C) + 14 * N * I + (4 * N * C * 2 * I + mb * N * 2 * I) + 13 * N * C +
-                     (4 * N * Q * C + ob * N * C) + attn_b + rope + 13 * qk + (4 * N * C * OC + qb * N * OC) +
-                     13 * N * C;
-    double fwd = c->L * layer_f + 4 * N * C + 2 * N * C * Vp + 4 * N * V + N;
-    double bwd = 3 * N * V + N + 4 * N * C * Vp + 13 * N * C + c->L * layer_b + N * C;
+                     4 * N * C;
+    double layer_b = 13 * N * C + (4 * N * Q * C + ob * N * C) + attn_b + rope + 13 * qk +
+                     (4 * N * C * OC + qb * N * OC) + 13 * N * C;
+    double dense_f = (2 * N * C * 2 * I + N * 2 * I) + 5 * N * I + (2 * N * I * C + 2 * N * C);
+    double dense_b = (4 * N * I * C + mb * N * C) + 14 * N * I + (4 * N * C * 2 * I + mb * N * 2 * I);
+    /* a MoE block's MLP instead (dropless: A = N k rows): the router 2NCE + NE, its softmax 5NE,
+     * the experts' gate|up, SwiGLU and down on A rows, the combine 2AC and the residual NC;
+     * backward the gates' gradient 3AC, the experts' input and weight gradients, the router's
+     * softmax 8NE and its two products, the rows back into dx AC */
+    double E = c->E, F = mdc_i_moe_ffn(c), A = N * c->topk, moe = mdc_i_moe_before(c, c->L);
+    double moe_f = 2 * N * C * E + N * E + 5 * N * E + (2 * A * C * 2 * F + A * 2 * F) + 5 * A * F +
+                   (2 * A * F * C + A * C) + 2 * A * C + N * C;
+    double moe_b = 3 * A * C + 4 * A * F * C + 14 * A * F + 8 * A * C * F + 8 * N * E + 4 * N * C * E + A * C;
+    double fwd = c->L * layer_f + (c->L - moe) * dense_f + moe * moe_f + 4 * N * C + 2 * N * C * Vp + 4 * N * V + N;
+    double bwd = 3 * N * V + N + 4 * N * C * Vp + 13 * N * C + c->L * layer_b + (c->L - moe) * dense_b + moe * moe_b +
+                 N * C;
     return fwd + bwd + 2 * P + 15 * P;
 }
 
 int mdc_i_family_role(const mdc_gpt2_config *c, int gi, int *l, int *k) {
-    int per = mdc_i_layer_kinds(c, NULL), lnf = mdc_i_glnf(c, 0);
+    int lnf = mdc_i_glnf(c, 0);
     *l = -1, *k = 0;
     if (gi == 0) return MDC_I_EMBED;
     if (gi == lnf) return MDC_I_NORMF;
     if (gi > lnf) return MDC_I_HEAD;
-    int kinds[NKINDS];
-    mdc_i_layer_kinds(c, kinds);
-    *l = (gi - 1) / per, *k = kinds[(gi - 1) % per];
+    int lo = 0, hi = c->L - 1; /* the last block whose first tensor is at or before gi */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (layer_first(c, mid) <= gi) lo = mid;
+        else hi = mid - 1;
+    }
+    *l = lo, *k = mdc_i_layer_kind(c, lo, gi - layer_first(c, lo));
     return MDC_I_LAYER;
 }
 
+/* the name of kind k of block l under the family's names */
+static void kind_name(const mdc_gpt2_config *c, int l, int k, char *out, size_t n) {
+    if (k < FROUTER) {
+        snprintf(out, n, "model.layers.%d.%s", l, kind_names[k]);
+        return;
+    }
+    int mixtral = c->family == MDC_FAMILY_MIXTRAL, j = (k - FROUTER - 1) / 3, q = (k - FROUTER - 1) % 3;
+    static const char *const mix[3] = {"w1", "w3", "w2"}, *const qw[3] = {"gate_proj", "up_proj", "down_proj"};
+    if (k == FROUTER) snprintf(out, n, "model.layers.%d.%s.gate.weight", l, mixtral ? "block_sparse_moe" : "mlp");
+    else
+        snprintf(out, n, "model.layers.%d.%s.experts.%d.%s.weight", l, mixtral ? "block_sparse_moe" : "mlp", j,
+                 mixtral ? mix[q] : qw[q]);
+}
+
 void mdc_i_family_tensor_at(const mdc_gpt2_config *c, int i, mdc_param_tensor *t) {
-    size_t C = (size_t)c->C, emb = (size_t)c->Vp * C, per = block_floats(c);
+    size_t C = (size_t)c->C, emb = (size_t)c->Vp * C, blocks = layers_floats(c, c->L);
     int l, k, role = mdc_i_family_role(c, i, &l, &k);
     t->decay = 1;
     if (role == MDC_I_EMBED || role == MDC_I_HEAD) {
         snprintf(t->name, sizeof t->name, role == MDC_I_EMBED ? "model.embed_tokens.weight" : "lm_head.weight");
         t->ndim = 2, t->shape[0] = c->V, t->shape[1] = c->C, t->alloc = emb;
-        t->offset = role == MDC_I_EMBED ? 0 : emb + (size_t)c->L * per + C;
+        t->offset = role == MDC_I_EMBED ? 0 : emb + blocks + C;
         return;
     }
     if (role == MDC_I_NORMF) {
         snprintf(t->name, sizeof t->name, "model.norm.weight");
-        t->ndim = 1, t->shape[0] = c->C, t->alloc = C, t->offset = emb + (size_t)c->L * per, t->decay = 0;
+        t->ndim = 1, t->shape[0] = c->C, t->alloc = C, t->offset = emb + blocks, t->decay = 0;
         return;
     }
-    int kinds[NKINDS], n = mdc_i_layer_kinds(c, kinds), nd, sh[2];
-    size_t off = emb + (size_t)l * per;
-    for (int j = 0; j < n && kinds[j] != k; j++) kind_shape(c, kinds[j], &nd, sh), off += numel(nd, sh);
-    snprintf(t->name, sizeof t->name, "model.layers.%d.%s", l, kind_names[k]);
+    size_t off = emb + layers_floats(c, l);
+    int s = mdc_i_kind_slot(c, l, k), na = attn_count(c), upto = k > FROUTER ? na : s;
+    for (int j = 0; j < upto; j++) off += kind_floats(c, mdc_i_layer_kind(c, l, j));
+    if (k > FROUTER) /* past the router and the experts before: gate, up and down are F C each */
+        off += kind_floats(c, FROUTER) + (size_t)(k - FROUTER - 1) * kind_floats(c, mdc_i_fexpert_k(0, XG));
+    kind_name(c, l, k, t->name, sizeof t->name);
     kind_shape(c, k, &t->ndim, t->shape);
     t->offset = off, t->alloc = numel(t->ndim, t->shape), t->decay = t->ndim == 2;
 }
@@ -194,6 +295,12 @@ int mdc_i_family_named(const char *name, mdc_gpt2_config *c, int *batch) {
         *c = g;
         if (batch) *batch = 4;
         return 1;
+    } else if (!strcmp(name, "mixtral-tiny")) { /* Llama attention, 8 SwiGLU experts of I, top-2, renormalized */
+        *c = base, c->family = MDC_FAMILY_MIXTRAL, c->ffn = 176, c->eps = 1e-5f, c->rope_theta = 1000000;
+        c->untied = 1, c->E = 8, c->topk = 2, c->moe_renorm = 1;
+    } else if (!strcmp(name, "qwen3-moe-tiny")) { /* Qwen3 attention, 6 experts of 96, top-2 raw gates, block 0 dense */
+        *c = base, c->family = MDC_FAMILY_QWEN3_MOE, c->ffn = 256, c->moe_ffn = 96, c->head_dim = 48, c->qk_norm = 1;
+        c->rope_theta = 1000000, c->E = 6, c->topk = 2, c->moe_every = 2;
     } else if (!strcmp(name, "qwen2-tiny")) { /* q, k, v biases, tied */
         *c = base, c->family = MDC_FAMILY_QWEN2, c->ffn = 320, c->qkv_bias = 1, c->rope_theta = 1000000;
     } else if (!strcmp(name, "qwen3-tiny")) { /* q_norm, k_norm, head_dim 48 != C/H */
@@ -218,9 +325,13 @@ mdc_status mdc_i_family_check(mdc_gpt2_config *c) {
                         "%s: head_dim %d must be even and in [2, 4096] (rotary positions pair its halves)", fam, d);
     if (mdc_i_ffn(c) > (1 << 20) || (long long)c->H * d > (1 << 20))
         return mdc_fail(MDC_ERR_INVALID, "%s: intermediate_size %d or heads x head_dim too large", fam, mdc_i_ffn(c));
-    if (c->E)
-        return mdc_fail(MDC_ERR_INVALID, "--experts %d: mixture-of-experts blocks are GPT-2's; the %s family is dense",
+    int moe_family = c->family == MDC_FAMILY_MIXTRAL || c->family == MDC_FAMILY_QWEN3_MOE;
+    if (c->E && !moe_family)
+        return mdc_fail(MDC_ERR_INVALID, "--experts %d: the %s family is dense (its MoE relatives: mixtral, qwen3_moe)",
                         c->E, fam);
+    if (moe_family && c->E < 1) return mdc_fail(MDC_ERR_INVALID, "%s: num_experts %d must be positive", fam, c->E);
+    if (c->moe_ffn < 0 || mdc_i_moe_ffn(c) > (1 << 20))
+        return mdc_fail(MDC_ERR_INVALID, "%s: moe_intermediate_size %d out of range", fam, c->moe_ffn);
     if (c->eps == 0) c->eps = 1e-6f;
     if (!(c->eps > 0)) return mdc_fail(MDC_ERR_INVALID, "%s: rms_norm_eps %g must be positive", fam, c->eps);
     if (c->rope_theta == 0) c->rope_theta = 10000;

@@ -47,11 +47,11 @@ mdc_status mdc_gpt2_config_named(const char *name, mdc_gpt2_config *cfg, int *ba
             return MDC_OK;
         }
     if (mdc_i_family_named(name, cfg, batch)) return MDC_OK;
-    return mdc_fail(
-        MDC_ERR_INVALID,
-        "--config: unknown config '%s' (known: tiny small gpt2 llama-tiny llama-gpt2 qwen2-tiny qwen3-tiny, or a "
-        "config.json)",
-        name ? name : "(null)");
+    return mdc_fail(MDC_ERR_INVALID,
+                    "--config: unknown config '%s' (known: tiny small gpt2 llama-tiny llama-gpt2 qwen2-tiny qwen3-tiny "
+                    "mixtral-tiny qwen3-moe-tiny, or a "
+                    "config.json)",
+                    name ? name : "(null)");
 }
 
 mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
@@ -186,7 +186,12 @@ mdc_status mdc_gpt2_tensor_at(const mdc_gpt2_config *cfg, int i, mdc_param_tenso
 
 int mdc_gpt2_tensor_expert(const mdc_gpt2_config *cfg, int i) {
     int k, n = mdc_gpt2_tensor_count(cfg);
-    if (!cfg->E || mdc_i_family(cfg) || i < 2 || i >= n - 2) return -1;
+    if (!cfg->E || i < 1 || i >= n) return -1;
+    if (mdc_i_family(cfg)) {
+        int l, role = mdc_i_role(cfg, i, &l, &k);
+        return role == MDC_I_LAYER && k > FROUTER ? (k - FROUTER - 1) / 3 : -1;
+    }
+    if (i < 2 || i >= n - 2) return -1;
     int l = mdc_i_layer_of(cfg, i, &k);
     return mdc_i_is_moe(cfg, l) && k > ROUTERW ? (k - ROUTERW - 1) / 4 : -1;
 }
@@ -218,11 +223,12 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
     m.optim = 2 * p;
     m.acts = a.total * sizeof(float) + 2 * (size_t)B * T * sizeof(int);
     if (cfg->E) { /* MoE blocks (dropless: n k rows): each keeps its routing and its rows (in, out, before
-                     and after GELU) from its forward to its backward (ref/model/moe/moe.c); the first backward
-                     adds its work space while every block's are held */
+                     and after the activation) from its forward to its backward (ref/model/moe/moe.c); the
+                     first backward adds its work space while every block's are held */
         size_t n = (size_t)B * T, k = (size_t)cfg->topk, E = (size_t)cfg->E, C = (size_t)cfg->C, A = n * k;
-        size_t state = (n * E + n + n * k) + (2 * A * C + 2 * A * 4 * C + 4),
-               work = n * k + n * E + 2 * A * 4 * C + A * C + 4;
+        mdc_i_expert x = mdc_i_expert_of(cfg, cfg->L - 1, 0);
+        size_t FF = (size_t)x.F1 + (size_t)x.F; /* GPT-2 4C + 4C; SwiGLU gate|up 2F + F */
+        size_t state = (n * E + n + n * k) + (2 * A * C + A * FF + 4), work = n * k + n * E + A * FF + A * C + 4;
         m.acts += ((size_t)mdc_i_moe_before(cfg, cfg->L) * state + work) * sizeof(float);
     }
     m.total = m.params + m.grads + m.optim + m.acts;

@@ -17,16 +17,21 @@
  * The families' blocks use the same kinds for the same roles (QKVW is q_proj, its k_proj and v_proj
  * follow it, so the three are one fused [(H + 2 KV) d, C] weight; FCW is gate_proj, UPW up_proj
  * after it) plus their own; a family block holds the kinds its switches ask for, in the order
- * mdc_i_layer_kinds gives. */
+ * mdc_i_layer_kind gives; a family's MoE block the attention's and post_attention_layernorm, then
+ * FROUTER and each expert's gate, up (adjacent: one fused [2 F, C] product) and down,
+ * mdc_i_fexpert_k(j, q) for q in XG, XU, XD. */
 enum { LN1W, LN1B, QKVW, QKVB, ATTPW, ATTPB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLT };
 enum { KW = NLT, VW, KB, VB, QNW, KNW, UPW, UPB, NKINDS };
 enum { ROUTERW = 8, X_FCW = 0, X_FCB, X_FCPW, X_FCPB };
+enum { FROUTER = NKINDS, XG = 0, XU, XD };
 extern const char *const mdc_i_layer_names[NLT];
 static inline int mdc_i_expert_k(int j, int q) { return ROUTERW + 1 + 4 * j + q; }
+static inline int mdc_i_fexpert_k(int j, int q) { return FROUTER + 1 + 3 * j + q; }
 static inline int mdc_i_family(const mdc_gpt2_config *c) { return c->family != MDC_FAMILY_GPT2; }
 static inline int mdc_i_kv_heads(const mdc_gpt2_config *c) { return c->KV > 0 ? c->KV : c->H; }
 static inline int mdc_i_head_dim(const mdc_gpt2_config *c) { return c->head_dim > 0 ? c->head_dim : c->C / c->H; }
 static inline int mdc_i_ffn(const mdc_gpt2_config *c) { return c->ffn > 0 ? c->ffn : 4 * c->C; }
+static inline int mdc_i_moe_ffn(const mdc_gpt2_config *c) { return c->moe_ffn > 0 ? c->moe_ffn : mdc_i_ffn(c); }
 /* The kv heads tp rank r of t holds, from *kv0: KV/t of them, or with t > KV one, the kv head of
  * its query heads, replicated on t/KV ranks (Megatron's rule: KV % t == 0 or t % KV == 0). */
 static inline int mdc_i_kv_local(const mdc_gpt2_config *c, int t, int r, int *kv0) {
@@ -34,19 +39,30 @@ static inline int mdc_i_kv_local(const mdc_gpt2_config *c, int t, int r, int *kv
     if (KV >= t) return *kv0 = r * (KV / t), KV / t;
     return *kv0 = r / (t / KV), 1;
 }
-/* A family block's kinds in order (kinds may be NULL); returns how many. */
-int mdc_i_layer_kinds(const mdc_gpt2_config *c, int *kinds);
-/* The place of a kind in a family block's tensors, -1 when the block has none. */
-int mdc_i_kind_slot(const mdc_gpt2_config *c, int kind);
 static inline int mdc_i_moe_every(const mdc_gpt2_config *c) { return c->moe_every > 0 ? c->moe_every : 1; }
-static inline int mdc_i_is_moe(const mdc_gpt2_config *c, int l) { return c->E > 0 && l % mdc_i_moe_every(c) == 0; }
-static inline int mdc_i_layer_tensors(const mdc_gpt2_config *c, int l) {
-    if (mdc_i_family(c)) return mdc_i_layer_kinds(c, NULL);
-    return mdc_i_is_moe(c, l) ? ROUTERW + 1 + 4 * c->E : NLT;
+static inline int mdc_i_is_moe(const mdc_gpt2_config *c, int l) {
+    if (!c->E) return 0;
+    return mdc_i_family(c) ? (l + 1) % mdc_i_moe_every(c) == 0 : l % mdc_i_moe_every(c) == 0;
 }
 /* MoE blocks before block l */
 static inline int mdc_i_moe_before(const mdc_gpt2_config *c, int l) {
-    return c->E > 0 ? (l + mdc_i_moe_every(c) - 1) / mdc_i_moe_every(c) : 0;
+    if (!c->E) return 0;
+    return mdc_i_family(c) ? l / mdc_i_moe_every(c) : (l + mdc_i_moe_every(c) - 1) / mdc_i_moe_every(c);
+}
+/* A family block's i-th kind, its number of tensors, the place of a kind in it (-1: none). */
+int mdc_i_layer_kind(const mdc_gpt2_config *c, int l, int i);
+int mdc_i_layer_kinds(const mdc_gpt2_config *c, int l);
+int mdc_i_kind_slot(const mdc_gpt2_config *c, int l, int kind);
+/* The MoE block's router and expert j's tensors (global indices; -1: no such bias) and widths:
+ * the first product's (GPT-2 F = 4C; SwiGLU's gate|up 2F) and the activation's F. */
+typedef struct {
+    int w1, b1, w2, b2, wt, swiglu, F1, F;
+} mdc_i_expert;
+mdc_i_expert mdc_i_expert_of(const mdc_gpt2_config *c, int l, int j);
+int mdc_i_router_of(const mdc_gpt2_config *c, int l);
+static inline int mdc_i_layer_tensors(const mdc_gpt2_config *c, int l) {
+    if (mdc_i_family(c)) return mdc_i_layer_kinds(c, l);
+    return mdc_i_is_moe(c, l) ? ROUTERW + 1 + 4 * c->E : NLT;
 }
 /* The block of global tensor gi (a block's tensor) and its kind k in it. */
 int mdc_i_layer_of(const mdc_gpt2_config *c, int gi, int *k);

@@ -116,7 +116,7 @@ expect() { # what pattern config-edit (python expression on c, the config dict) 
 expect "n_layer against the tensors" '"n_layer" is 3 but' 'c["n_layer"] = 3'
 expect "n_positions against the tensors" '"n_positions" is 1024 but' 'c["n_positions"] = 1024'
 expect "another epsilon" '"layer_norm_epsilon" is 1e-06; minidc' 'c["layer_norm_epsilon"] = 1e-6'
-expect "another model" '"model_type" is "mixtral", not one of "gpt2"' 'c["model_type"] = "mixtral"'
+expect "another model" '"model_type" is "gemma", not one of "gpt2"' 'c["model_type"] = "gemma"'
 expect "a llama type on GPT-2 keys" 'no "hidden_size" (a llama config has it)' 'c["model_type"] = "llama"'
 expect "a missing field" 'no "n_embd"' 'del c["n_embd"]'
 expect "a fractional size" '"n_head" must be a positive integer' 'c["n_head"] = 4.5'

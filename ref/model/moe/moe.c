@@ -77,14 +77,15 @@ static mdc_status exchange(mdc_gpt2 *m, const moe_state *q, const float *from, f
 /* The kept assignments' rows into the send layout (xs), then to the experts' ranks (xr). */
 static mdc_status dispatch(mdc_gpt2 *m, int l, const float *x, moe_state *q) {
     mdc_device *d = m->dev;
-    int n = q->n, C = m->cfg.C, F = 4 * C, k = m->cfg.topk;
+    mdc_i_expert x0 = mdc_i_expert_of(&m->cfg, l, 0);
+    int n = q->n, C = m->cfg.C, k = m->cfg.topk;
     char name[48];
     /* the rows: xs and ys here; xr (its own only with ep), h and u on the experts' side */
-    size_t A = (size_t)q->A, R = (size_t)q->R, vb = 2 * A * C + (m->moe.ep ? R * C : 0) + 2 * R * F;
+    size_t A = (size_t)q->A, R = (size_t)q->R, vb = 2 * A * C + (m->moe.ep ? R * C : 0) + R * (x0.F1 + x0.F);
     snprintf(name, sizeof name, "MoE block %d rows", l);
     TRY(mdc_dev_alloc(d, (void **)&q->vbuf, (vb + 4) * sizeof(float), MDC_MEM_ACTS, name));
     q->xs = q->vbuf, q->ys = q->xs + A * C, q->xr = m->moe.ep ? q->ys + A * C : q->xs;
-    q->h = q->vbuf + 2 * A * C + (m->moe.ep ? R * C : 0), q->u = q->h + R * F;
+    q->h = q->vbuf + 2 * A * C + (m->moe.ep ? R * C : 0), q->u = q->h + R * x0.F1;
     for (int t = 0; t < n; t++)
         for (int r = 0; r < k; r++)
             if (q->row[(size_t)t * k + r] >= 0)
@@ -114,20 +115,19 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
     TAP(1 + l, MDC_I_DS_ROUTER, MDC_TAP_FWD, MDC_TAP_AT, q->probs);
     TRY(dispatch(m, l, x, q));
     mdc_device *d = m->dev;
-    int C = m->cfg.C, F = 4 * C, k = m->cfg.topk, e = m->moe.ep ? m->moe.ep->e : 1, El = m->cfg.E / e;
+    int C = m->cfg.C, k = m->cfg.topk, e = m->moe.ep ? m->moe.ep->e : 1, El = m->cfg.E / e;
     int j0 = (m->moe.ep ? m->moe.ep->rank : 0) * El;
     float *yr = q->ys; /* serial: the experts write the combine's input directly */
     if (m->moe.ep)
         TRY(mdc_dev_alloc(d, (void **)&yr, (size_t)q->R * C * sizeof(float) + 4, MDC_MEM_ACTS, "MoE expert outputs"));
+    /* GPT-2: GELU(x W1 + b1) W2 + b2; the families: down(silu(gate x) * up x) */
     FOR_BLOCKS(q, e, El, {
-        int j = j0 + jl;
-        m->ops->matmul(m, q->h + (size_t)r0 * F, q->xr + (size_t)r0 * C,
-                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCW))),
-                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCB))), nr, C, F, 0);
-        mdc_gelu_forward(d, q->u + (size_t)r0 * F, q->h + (size_t)r0 * F, (size_t)nr * F);
-        m->ops->matmul(m, yr + (size_t)r0 * C, q->u + (size_t)r0 * F,
-                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPW))),
-                       P(m, mdc_i_gl(&m->cfg, l, mdc_i_expert_k(j, X_FCPB))), nr, F, C, 0);
+        mdc_i_expert ex = mdc_i_expert_of(&m->cfg, l, j0 + jl);
+        float *h = q->h + (size_t)r0 * ex.F1, *u = q->u + (size_t)r0 * ex.F;
+        m->ops->matmul(m, h, q->xr + (size_t)r0 * C, P(m, ex.w1), P(m, ex.b1), nr, C, ex.F1, ex.wt);
+        if (ex.swiglu) mdc_swiglu_forward(d, u, h, nr, ex.F);
+        else mdc_gelu_forward(d, u, h, (size_t)nr * ex.F);
+        m->ops->matmul(m, yr + (size_t)r0 * C, u, P(m, ex.w2), P(m, ex.b2), nr, ex.F, C, ex.wt);
     });
     if (m->moe.ep) { /* back to the tokens' ranks: the reverse of the dispatch */
         mdc_status st = exchange(m, q, yr, q->ys, C, 1);
@@ -157,15 +157,16 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
     if (!q) return mdc_fail(MDC_ERR_INVALID, "block_backward: MoE block %d has no forward state", l);
     mdc_device *d = m->dev;
     const mdc_gpt2_config *c = &m->cfg;
-    int n = q->n, C = c->C, F = 4 * C, E = c->E, k = c->topk, e = m->moe.ep ? m->moe.ep->e : 1, El = E / e;
+    mdc_i_expert x0 = mdc_i_expert_of(c, l, 0);
+    int n = q->n, C = c->C, E = c->E, k = c->topk, e = m->moe.ep ? m->moe.ep->e : 1, El = E / e;
     int j0 = (m->moe.ep ? m->moe.ep->rank : 0) * El;
     size_t A = (size_t)q->A, R = (size_t)q->R, nk = (size_t)n * k;
     float *tmp;
     /* dgate, dz; dyr (ep), du, dh, dxr */
-    size_t tn = nk + (size_t)n * E + (m->moe.ep ? R * C : 0) + 2 * R * F + R * C;
+    size_t tn = nk + (size_t)n * E + (m->moe.ep ? R * C : 0) + R * (x0.F + x0.F1) + R * C;
     TRY(mdc_dev_alloc(d, (void **)&tmp, (tn + 4) * sizeof(float), MDC_MEM_ACTS, "MoE backward"));
     float *dgate = tmp, *dz = dgate + nk, *dyr = dz + (size_t)n * E, *du = dyr + (m->moe.ep ? R * C : 0);
-    float *dh = du + R * F, *dxr = dh + R * F;
+    float *dh = du + R * x0.F, *dxr = dh + R * x0.F1;
     /* the gates' gradient, then dys = gate x dout in place of ys */
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < n; t++)
@@ -184,37 +185,37 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
     mdc_status st = MDC_OK;
     if (m->moe.ep) st = exchange(m, q, q->ys, dyr, C, 0);
     else dyr = q->ys;
-    memset(du, 0, 2 * R * F * sizeof(float));
+    memset(du, 0, R * (x0.F + x0.F1) * sizeof(float));
     memset(dxr, 0, R * C * sizeof(float));
     if (!st)
         FOR_BLOCKS(q, e, El, {
-            int j = j0 + jl;
-            int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
-            float *dyb = dyr + (size_t)r0 * C, *dub = du + (size_t)r0 * F, *dhb = dh + (size_t)r0 * F;
-            m->ops->dinput(m, dub, dyb, P(m, gp), nr, F, C, 0);
-            mdc_gelu_backward(d, dhb, q->h + (size_t)r0 * F, dub, (size_t)nr * F);
-            m->ops->dinput(m, dxr + (size_t)r0 * C, dhb, P(m, gf), nr, C, F, 0);
+            mdc_i_expert x = mdc_i_expert_of(c, l, j0 + jl);
+            float *dyb = dyr + (size_t)r0 * C, *dub = du + (size_t)r0 * x.F, *dhb = dh + (size_t)r0 * x.F1;
+            const float *h = q->h + (size_t)r0 * x.F1;
+            m->ops->dinput(m, dub, dyb, P(m, x.w2), nr, x.F, C, x.wt);
+            if (x.swiglu) mdc_swiglu_backward(d, dhb, h, dub, nr, x.F);
+            else mdc_gelu_backward(d, dhb, h, dub, (size_t)nr * x.F);
+            m->ops->dinput(m, dxr + (size_t)r0 * C, dhb, P(m, x.w1), nr, C, x.F1, x.wt);
         });
     /* the experts' weight gradients: one sum per segment (exact mode's canonical token blocks;
      * one segment per expert and source otherwise) */
     if (!st)
         FOR_SEGMENTS(q, e, El, {
-            int j = j0 + jl;
-            int gp = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCPW)), gf = mdc_i_gl(c, l, mdc_i_expert_k(j, X_FCW));
-            const float *dyb = dyr + (size_t)r0 * C, *dhb = dh + (size_t)r0 * F;
-            m->ops->wgrad(m, gp, gp + 1, q->u + (size_t)r0 * F, dyb, NULL, nr, nr, F, C, nr, 0);
-            m->ops->wgrad(m, gf, gf + 1, q->xr + (size_t)r0 * C, dhb, NULL, nr, nr, C, F, nr, 0);
+            mdc_i_expert x = mdc_i_expert_of(c, l, j0 + jl);
+            const float *dyb = dyr + (size_t)r0 * C, *dhb = dh + (size_t)r0 * x.F1;
+            m->ops->wgrad(m, x.w2, x.b2, q->u + (size_t)r0 * x.F, dyb, NULL, nr, nr, x.F, C, nr, x.wt);
+            m->ops->wgrad(m, x.w1, x.b1, q->xr + (size_t)r0 * C, dhb, NULL, nr, nr, C, x.F1, nr, x.wt);
         });
     /* dxs back on the tokens' ranks (into ys: dys is spent) */
     float *dxs = dxr;
     if (!st && m->moe.ep) st = exchange(m, q, dxr, q->ys, C, 1), dxs = q->ys;
     if (!st) {
         const float *x = lact(a, a->lay.ln2, l);
-        int gr = mdc_i_gl(c, l, ROUTERW);
+        int gr = mdc_i_router_of(c, l), wt = mdc_i_family(c); /* the families' router: [E, C] */
         mdc_i_moe_router_grad(m, q, dgate, dz);
-        m->ops->wgrad(m, gr, -1, x, dz, NULL, n, n, C, E, 0, 0);
+        m->ops->wgrad(m, gr, -1, x, dz, NULL, n, n, C, E, 0, wt);
         memset(dx, 0, (size_t)n * C * sizeof(float));
-        m->ops->dinput(m, dx, dz, P(m, gr), n, C, E, 0);
+        m->ops->dinput(m, dx, dz, P(m, gr), n, C, E, wt);
 #pragma omp parallel for schedule(static)
         for (int t = 0; t < n; t++)
             for (int r = 0; r < k; r++) {

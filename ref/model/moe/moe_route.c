@@ -15,7 +15,11 @@ mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o) {
     if (o->aux_alpha < 0 || o->z_beta < 0 || !isfinite(o->aux_alpha) || !isfinite(o->z_beta))
         return mdc_fail(MDC_ERR_INVALID, "--moe-aux-loss %g --moe-z-loss %g: must be 0 or positive", o->aux_alpha,
                         o->z_beta);
+    if (mdc_i_family(&m->cfg) && o->renorm && !m->cfg.moe_renorm)
+        return mdc_fail(MDC_ERR_INVALID, "--moe-renorm: the %s config decides (norm_topk_prob false)",
+                        mdc_gpt2_family_name(m->cfg.family));
     m->moe.o = *o;
+    if (mdc_i_family(&m->cfg)) m->moe.o.renorm = m->cfg.moe_renorm; /* Mixtral always, Qwen3-MoE norm_topk_prob */
     return MDC_OK;
 }
 void mdc_gpt2_set_moe_scale(mdc_gpt2 *m, float dloss) { m->moe.dloss = dloss; }
@@ -131,7 +135,7 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     TRY(mdc_dev_alloc(d, (void **)&q->fbuf, fixed * sizeof(float), MDC_MEM_ACTS, name));
     q->probs = q->fbuf, q->lse = q->probs + (size_t)n * E, q->gate = q->lse + n;
     /* router: z = x W_r, p = softmax(z) */
-    m->ops->matmul(m, q->probs, x, P(m, mdc_i_gl(&m->cfg, l, ROUTERW)), NULL, n, C, E, 0);
+    m->ops->matmul(m, q->probs, x, P(m, mdc_i_router_of(&m->cfg, l)), NULL, n, C, E, mdc_i_family(&m->cfg));
     router_softmax(d, q->probs, q->lse, n, E);
     const float *bias = m->moe.bias + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
     double *cnt = m->moe.counts + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
