@@ -162,7 +162,7 @@ static mdc_status read_config(const char *cpath, mdc_hf_config *h) {
     if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "gpt2"))) /* before sizes of another model */
         st = mdc_fail(MDC_ERR_UNSUPPORTED,
                       "%s: \"model_type\" is %s, not one of \"gpt2\", \"llama\", \"qwen2\", \"qwen3\", \"mixtral\", "
-                      "\"qwen3_moe\"",
+                      "\"qwen3_moe\", \"qwen2_moe\"",
                       cpath, mdc_i_hf_raw(&c, "model_type", buf, sizeof buf));
     for (int i = 0; !st && i < 5; i++) st = mdc_i_hf_int(&c, keys[i], 1, dst[i]);
     if (!st) st = aliases(&c, h);

@@ -23,7 +23,8 @@ static const struct {
                 {"qwen2", "Qwen2ForCausalLM", MDC_FAMILY_QWEN2},
                 {"qwen3", "Qwen3ForCausalLM", MDC_FAMILY_QWEN3},
                 {"mixtral", "MixtralForCausalLM", MDC_FAMILY_MIXTRAL},
-                {"qwen3_moe", "Qwen3MoeForCausalLM", MDC_FAMILY_QWEN3_MOE}}; /* in MDC_FAMILY_* order */
+                {"qwen3_moe", "Qwen3MoeForCausalLM", MDC_FAMILY_QWEN3_MOE},
+                {"qwen2_moe", "Qwen2MoeForCausalLM", MDC_FAMILY_QWEN2_MOE}}; /* in MDC_FAMILY_* order */
 
 static int family_of(const char *type) {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
@@ -51,7 +52,8 @@ static const char *const harmless[] = {
     "max_position_embeddings",
     /* the MoE families' (their values are read or checked below) */
     "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
-    "decoder_sparse_step", "mlp_only_layers", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise"};
+    "decoder_sparse_step", "mlp_only_layers", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",
+    "shared_expert_intermediate_size"};
 
 static mdc_status number(const mdc_i_hf_src *c, const char *key, double *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
@@ -126,6 +128,10 @@ static mdc_status moe_keys(const mdc_i_hf_src *c, int fam, mdc_gpt2_config *cfg)
         if (!st) st = flag(c, "norm_topk_prob", &cfg->moe_renorm);
         if (!st && cJSON_GetObjectItemCaseSensitive(c->root, "decoder_sparse_step"))
             st = mdc_i_hf_int(c, "decoder_sparse_step", 1, &cfg->moe_every);
+        if (!st && fam == MDC_FAMILY_QWEN2_MOE) { /* its shared expert, gated by sigmoid(shared_expert_gate x) */
+            st = mdc_i_hf_int(c, "shared_expert_intermediate_size", 0, &cfg->shared_ffn);
+            cfg->shared_gate = cfg->shared_ffn > 0;
+        }
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, "mlp_only_layers");
         if (!st && v)
             st = must_be(c, "mlp_only_layers", cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0,
@@ -203,12 +209,13 @@ mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n
     char buf[64];
     if (!fam) {
         st = mdc_fail(MDC_ERR_UNSUPPORTED,
-                      "%s: \"model_type\" is %s, not \"llama\", \"qwen2\", \"qwen3\", \"mixtral\" or \"qwen3_moe\"",
+                      "%s: \"model_type\" is %s, not \"llama\", \"qwen2\", \"qwen3\", \"mixtral\", \"qwen3_moe\" or "
+                      "\"qwen2_moe\"",
                       label, t ? mdc_i_hf_raw(&c, "model_type", buf, sizeof buf) : "missing");
         mdc_i_hf_close(&c);
         return st;
     }
-    static const char *const what[] = {"", "a llama", "a qwen2", "a qwen3", "a mixtral", "a qwen3_moe"};
+    static const char *const what[] = {"", "a llama", "a qwen2", "a qwen3", "a mixtral", "a qwen3_moe", "a qwen2_moe"};
     c.what = what[fam];
     cfg->family = fam;
     const char *keys[6] = {"vocab_size",        "hidden_size",         "intermediate_size",
@@ -229,11 +236,13 @@ mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n
     if (!st) st = flag(&c, "tie_word_embeddings", &bias), cfg->untied = !bias;
     if (!st && !cJSON_GetObjectItemCaseSensitive(c.root, "tie_word_embeddings")) cfg->untied = 1; /* the default */
     bias = 0;
-    if (!st && fam != MDC_FAMILY_QWEN2) st = flag(&c, "attention_bias", &bias);
-    cfg->qkv_bias = fam == MDC_FAMILY_QWEN2 || bias, cfg->o_bias = bias;
+    int qwen2 = fam == MDC_FAMILY_QWEN2 || fam == MDC_FAMILY_QWEN2_MOE; /* q, k, v biases always */
+    if (!st && !qwen2) st = flag(&c, "attention_bias", &bias);
+    cfg->qkv_bias = qwen2 || bias, cfg->o_bias = bias;
     if (!st && fam == MDC_FAMILY_LLAMA) st = flag(&c, "mlp_bias", &cfg->mlp_bias);
     cfg->qk_norm = fam == MDC_FAMILY_QWEN3 || fam == MDC_FAMILY_QWEN3_MOE;
-    if (!st && (fam == MDC_FAMILY_MIXTRAL || fam == MDC_FAMILY_QWEN3_MOE)) st = moe_keys(&c, fam, cfg);
+    if (!st && (fam == MDC_FAMILY_MIXTRAL || fam == MDC_FAMILY_QWEN3_MOE || fam == MDC_FAMILY_QWEN2_MOE))
+        st = moe_keys(&c, fam, cfg);
     if (!st) st = rope(&c, cfg);
     if (!st) st = checks(&c, fam);
     mdc_i_hf_close(&c);
@@ -244,7 +253,8 @@ mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n
 mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t cap) {
     const char *type = mdc_gpt2_family_name(c->family);
     if (!type || c->family == MDC_FAMILY_GPT2)
-        return mdc_fail(MDC_ERR_INVALID, "config.json: family %d is not llama, qwen2, qwen3, mixtral or qwen3_moe",
+        return mdc_fail(MDC_ERR_INVALID,
+                        "config.json: family %d is not llama, qwen2, qwen3, mixtral, qwen3_moe or qwen2_moe",
                         c->family);
     char scaling[256] = "null";
     if (c->rope.factor != 0)
@@ -266,13 +276,17 @@ mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t ca
                  "  \"num_local_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
                  "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n  \"sliding_window\": null,\n",
                  c->E, c->topk);
-    else if (c->family == MDC_FAMILY_QWEN3_MOE)
+    else if (c->family == MDC_FAMILY_QWEN3_MOE || c->family == MDC_FAMILY_QWEN2_MOE) {
+        char shared[64] = "";
+        if (c->family == MDC_FAMILY_QWEN2_MOE)
+            snprintf(shared, sizeof shared, "  \"shared_expert_intermediate_size\": %d,\n", c->shared_ffn);
         snprintf(moe, sizeof moe,
-                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"moe_intermediate_size\": %d,\n"
+                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"moe_intermediate_size\": %d,\n%s"
                  "  \"norm_topk_prob\": %s,\n  \"decoder_sparse_step\": %d,\n  \"mlp_only_layers\": [],\n"
                  "  \"output_router_logits\": false,\n  \"router_aux_loss_coef\": 0.001,\n",
-                 c->E, c->topk, c->moe_ffn > 0 ? c->moe_ffn : (c->ffn > 0 ? c->ffn : 4 * c->C),
+                 c->E, c->topk, c->moe_ffn > 0 ? c->moe_ffn : (c->ffn > 0 ? c->ffn : 4 * c->C), shared,
                  c->moe_renorm ? "true" : "false", c->moe_every > 0 ? c->moe_every : 1);
+    }
     char eps[32]; /* the shortest decimal that reads back as the same float (1e-05, not 9.99999975e-06) */
     for (int p = 1; p <= 9; p++) {
         snprintf(eps, sizeof eps, "%.*g", p, c->eps);

@@ -6,17 +6,16 @@ autocast, and writes what `minidc forward --dump` writes under the same names: l
 loss, losses (B, T), grad.<name> (named as the weights file spells them), in execution order (BF16
 after a bf16 run, so the comparison takes BF16's tolerance). Then `minidc compare torch.st
 minidc.st` names the first tensor that differs. The model is a plain GPT-2 (tools/torch_gpt2.py),
-or, for a directory whose config.json says model_type llama, qwen2, qwen3, mixtral or qwen3_moe,
-that family's decoder (tools/torch_family.py, via tools/torch_family_dump.py; model.safetensors or
+or, for a directory whose config.json says model_type llama, qwen2, qwen3, mixtral, qwen3_moe or
+qwen2_moe, that family's decoder (tools/torch_family.py, via tools/torch_family_dump.py; model.safetensors or
 the shards model.safetensors.index.json names), its gradients in minidc's order (a MoE family's
 dump has loss.aux and loss.z after losses, zero as minidc's for the directory).
 With --dump-dir D it writes what `minidc forward --dump-dir` writes: the tensors at every site
 (the residual stream at each block boundary, each norm, qkv, the attention's output, each
 linear's product, the GELU; a family's q_norm, k_norm, rotated q and k, SwiGLU's gate, up and
 product; a sparse block's router p and its k chosen experts' outputs, forward only as minidc
-dumps them, and their gated sum; ln_f, the logits, the losses), their gradients and the
-parameters' gradients, as
-D/step1-rank0.safetensors in minidc's dump format (include/minidc/dump.h), so
+dumps them, Qwen2-MoE's shared expert's output, and the block's sum; ln_f, the logits, the
+losses), their gradients and the parameters' gradients, as D/step1-rank0.safetensors in minidc's dump format (include/minidc/dump.h), so
 `minidc compare D minidc_dir` names the first site where the two runs part.
 
   /usr/bin/python3 tools/torch_dump.py --weights W --tokens X.npy --targets Y.npy

@@ -1,36 +1,31 @@
 """A plain PyTorch model of transformers' Llama, Qwen2 and Qwen3 decoders (LlamaForCausalLM,
-Qwen2ForCausalLM, Qwen3ForCausalLM) and of the mixtures of experts Mixtral and Qwen3-MoE
-(MixtralForCausalLM, Qwen3MoeForCausalLM), written from their definitions (transformers is not needed),
-with Hugging Face's tensor names, and the writer of a Hugging Face model directory for them: the
-reference tests/xcheck/xcheck_family.py and tests/xcheck/xcheck_moe_family.py check minidc's
-families against, and the model tools/torch_dump.py runs on a family's directory (its forward can
-keep the tensors at minidc's dump sites). The safetensors reading and writing is
-tools/torch_gpt2.py's. Run with Debian's PyTorch (/usr/bin/python3).
+Qwen2ForCausalLM, Qwen3ForCausalLM) and of the mixtures of experts Mixtral, Qwen3-MoE and Qwen2-MoE
+(MixtralForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM), written from their definitions
+(transformers is not needed), with Hugging Face's tensor names, and the writer of a Hugging Face
+model directory for them: the reference tests/xcheck/xcheck_family.py and
+tests/xcheck/xcheck_moe_family.py check minidc's families against, and the model tools/torch_dump.py
+runs on a family's directory (its forward can keep the tensors at minidc's dump sites). The sparse
+MoE block is tools/torch_moe_family.py's (its names are re-exported here); the safetensors reading
+and writing is tools/torch_gpt2.py's. Run with Debian's PyTorch (/usr/bin/python3).
 
 The config is a dict with transformers' keys: model_type ("llama" | "qwen2" | "qwen3" | "mixtral" |
-"qwen3_moe"),
+"qwen3_moe" | "qwen2_moe"),
 vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
 num_key_value_heads, head_dim, max_position_embeddings, rms_norm_eps, rope_theta, rope_scaling
 (None or the llama3 dict), tie_word_embeddings, attention_bias (llama: q/k/v/o biases; qwen3:
-the same, off in real checkpoints), mlp_bias (llama: gate/up/down biases); qwen2 always has
-q/k/v biases and no o_proj bias; qwen3 has q_norm and k_norm. Other keys are ignored.
-mixtral: Llama's attention without biases (no attention_bias key), every block a sparse MoE block
-(block_sparse_moe.gate, experts.J.w1 / w3 / w2 = gate / up / down, intermediate_size wide) with
-num_local_experts E, num_experts_per_tok k, the k gates always renormalized. qwen3_moe: Qwen3's
-attention; block N is sparse (mlp.gate, mlp.experts.J.{gate,up,down}_proj, moe_intermediate_size
-wide; num_experts, num_experts_per_tok, gates renormalized when norm_topk_prob) when N is not in
-mlp_only_layers and (N + 1) % decoder_sparse_step == 0, else Qwen3's dense MLP (intermediate_size).
+the same, off in real checkpoints), mlp_bias (llama: gate/up/down biases); qwen2 and qwen2_moe
+always have q/k/v biases and no o_proj bias; qwen3 and qwen3_moe have q_norm and k_norm. Other keys
+are ignored. mixtral: Llama's attention without biases (no attention_bias key); qwen3_moe: Qwen3's
+attention; qwen2_moe: Qwen2's (head_dim = hidden_size / num_attention_heads, no head_dim key). Their
+sparse blocks, the experts' keys and qwen2_moe's shared expert: tools/torch_moe_family.py.
 
 The model, per block (pre-norm, nn.Linear weights [out, in]):
   h = x + o_proj(attn(input_layernorm(x))),  out = h + down_proj(silu(gate_proj(n)) * up_proj(n)),
-  n = post_attention_layernorm(h); then model.norm and logits = norm(x) @ lm_head^T (the embedding
-  when tied); RMSNorm y = w * x * rsqrt(mean(x^2) + eps). Attention: H query heads, KV kv heads
-  (query head h reads kv head h // (H / KV)), head_dim d, (qwen3: q_norm / k_norm per head before
-  the rotation) rotary positions 0..T-1 with rotate_half, scores / sqrt(d), causal softmax.
-  A sparse block's MLP (dropless, no router noise, no auxiliary loss in the loss): router logits
-  z = n @ gate^T, p = softmax(z) (at the model's dtype: transformers takes it in float32), the k
-  largest p chosen, equal p to the lower expert index; gates g = the chosen p (/ their sum where
-  renormalized); out = sum over the k chosen of g_j * down_j(silu(gate_j(n)) * up_j(n)).
+  n = post_attention_layernorm(h) (a sparse block: out = h + its sparse MLP on n); then model.norm
+  and logits = norm(x) @ lm_head^T (the embedding when tied); RMSNorm y = w * x * rsqrt(mean(x^2)
+  + eps). Attention: H query heads, KV kv heads (query head h reads kv head h // (H / KV)),
+  head_dim d, (qwen3: q_norm / k_norm per head before the rotation) rotary positions 0..T-1 with
+  rotate_half, scores / sqrt(d), causal softmax.
 
 Rotary tables as transformers builds them: inv_freq in float32 (then llama3 scaling in float32
 torch ops, the same expressions as _compute_llama3_parameters), angle = position * inv_freq as a
@@ -45,14 +40,12 @@ import torch
 import torch.nn.functional as F
 
 from torch_gpt2 import read_safetensors, write_safetensors
+from torch_moe_family import (MOE_ARCH, MOE_FAMILIES, MOE_NAMES, expert_names, has_shared,  # noqa: F401
+                              is_sparse, moe_config, moe_dims, moe_mlp, route, shared_names, sparse_mlp,
+                              sparse_shapes)
 
 FAMILIES = ("llama", "qwen2", "qwen3")  # the dense ones
-MOE_FAMILIES = ("mixtral", "qwen3_moe")
-ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-        "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}
-# a sparse block's module, its experts' weights in transformers' module order, and (gate, up, down)
-MOE_NAMES = {"mixtral": ("block_sparse_moe", ("w1", "w2", "w3"), ("w1", "w3", "w2")),
-             "qwen3_moe": ("mlp", ("gate_proj", "up_proj", "down_proj"), ("gate_proj", "up_proj", "down_proj"))}
+ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", **MOE_ARCH}
 
 
 def dims(c):
@@ -63,11 +56,11 @@ def dims(c):
 
 
 def has_qkv_bias(c):
-    return c["model_type"] == "qwen2" or bool(c.get("attention_bias"))
+    return c["model_type"] in ("qwen2", "qwen2_moe") or bool(c.get("attention_bias"))
 
 
 def has_o_bias(c):
-    return c["model_type"] != "qwen2" and bool(c.get("attention_bias"))
+    return c["model_type"] not in ("qwen2", "qwen2_moe") and bool(c.get("attention_bias"))
 
 
 def has_mlp_bias(c):
@@ -76,61 +69,6 @@ def has_mlp_bias(c):
 
 def has_qk_norm(c):
     return c["model_type"] in ("qwen3", "qwen3_moe")
-
-
-def moe_dims(c):
-    """E, k, F (an expert's width), and whether the k gates are renormalized."""
-    if c["model_type"] == "mixtral":
-        return c["num_local_experts"], c["num_experts_per_tok"], c["intermediate_size"], True
-    return c["num_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"], bool(c.get("norm_topk_prob"))
-
-
-def is_sparse(c, i):
-    """Whether block i's MLP is the sparse MoE block."""
-    t = c["model_type"]
-    if t == "qwen3_moe":
-        return (c["num_experts"] > 0 and i not in (c.get("mlp_only_layers") or [])
-                and (i + 1) % c["decoder_sparse_step"] == 0)
-    return t == "mixtral"
-
-
-def expert_names(c, i, j):
-    """Block i's expert j: its (gate, up, down) weights' names."""
-    mod, _, gud = MOE_NAMES[c["model_type"]]
-    return tuple(f"model.layers.{i}.{mod}.experts.{j}.{n}.weight" for n in gud)
-
-
-def route(z, k, renorm):
-    """(p, chosen (..., k), gates (..., k)) from router logits z (..., E): p = softmax(z), the k
-    largest p in descending order, equal p to the lower index (a stable sort; torch.topk does not
-    promise it), gates the chosen p, / their sum where renorm."""
-    p = z.softmax(dim=-1)
-    chosen = torch.sort(p, dim=-1, descending=True, stable=True).indices[..., :k]
-    g = p.gather(-1, chosen)
-    return p, chosen, (g / g.sum(-1, keepdim=True) if renorm else g)
-
-
-def moe_mlp(n, router, experts, k, renorm, slots=False):
-    """(out, p): the sparse block's MLP on n (..., C); router [E, C]; experts [(gate [F, C],
-    up [F, C], down [C, F])]; each expert runs on its tokens only, summed in expert order.
-    slots: (out, p, ys) with ys (..., k C) each token's k chosen experts' outputs in slot order
-    (descending p), before the gates; a copy beside the sum, out's values and graph unchanged."""
-    shape = n.shape
-    xs = n.reshape(-1, shape[-1])
-    p, chosen, g = route(xs @ router.t(), k, renorm)
-    out = torch.zeros_like(xs)
-    ys = xs.new_zeros(xs.shape[0], k, shape[-1]) if slots else None
-    for j, (wg, wu, wd) in enumerate(experts):
-        tok, slot = (chosen == j).nonzero(as_tuple=True)
-        if tok.numel():
-            xe = xs[tok]
-            y = (F.silu(xe @ wg.t()) * (xe @ wu.t())) @ wd.t()
-            out = out.index_add(0, tok, (g[tok, slot, None] * y).to(out.dtype))  # bf16 under autocast
-            if slots:
-                ys = ys.index_put((tok, slot), y.detach().to(ys.dtype))
-    if slots:
-        return out.view(shape), p.view(*shape[:-1], -1), ys.view(*shape[:-1], -1)
-    return out.view(shape), p.view(*shape[:-1], -1)
 
 
 def tensor_shapes(c):
@@ -152,12 +90,7 @@ def tensor_shapes(c):
             s[b + "self_attn.o_proj.bias"] = (C,)
         s[b + "post_attention_layernorm.weight"] = (C,)
         if is_sparse(c, i):
-            E, _, Fe, _ = moe_dims(c)
-            mod, order, gud = MOE_NAMES[c["model_type"]]
-            s[b + mod + ".gate.weight"] = (E, C)
-            for j in range(E):
-                for n in order:
-                    s[b + f"{mod}.experts.{j}.{n}.weight"] = (C, Fe) if n == gud[2] else (Fe, C)
+            s.update(sparse_shapes(c, i))
             continue
         for n, shape in (("gate", (I, C)), ("up", (I, C)), ("down", (C, I))):
             s[b + f"mlp.{n}_proj.weight"] = shape
@@ -252,7 +185,9 @@ class Family(torch.nn.Module):
         them; a sparse block's MLP: h.N.mlp.router, p (B, T, E)), each kept with retain_grad so
         that its gradient can be read after the backward. moe_sites: a sparse block's MLP keeps
         h.N.mlp.experts too (the k chosen experts' outputs before the gates, (B, T, k C); no
-        gradient) and h.N.mlp.moe (the gated sum, (B, T, C)), after h.N.mlp.router.
+        gradient), qwen2_moe's h.N.mlp.shared (the shared expert's output before its sigmoid
+        scale, (B, T, C)) and h.N.mlp.moe (the MLP's output, (B, T, C)), in this order after
+        h.N.mlp.router.
         unrotated_k: blocks whose k skips the rotation (a planted bug for the tests)."""
         c, p = self.c, p if p is not None else self.p
         V, C, L, H, KV, d, I = dims(c)
@@ -307,12 +242,15 @@ class Family(torch.nn.Module):
             if is_sparse(c, i):
                 E, k, _, renorm = moe_dims(c)
                 slots = moe_sites and sites is not None
-                g, prob, *ys = moe_mlp(n, p[b + MOE_NAMES[c["model_type"]][0] + ".gate.weight"],
-                                       [[p[e] for e in expert_names(c, i, j)] for j in range(E)], k, renorm,
-                                       slots)
+                shared = [p[q] for q in shared_names(c, i)] if has_shared(c) else None
+                g, prob, ys, sh = sparse_mlp(n, p[b + MOE_NAMES[c["model_type"]][0] + ".gate.weight"],
+                                             [[p[e] for e in expert_names(c, i, j)] for j in range(E)], k,
+                                             renorm, shared, slots)
                 site(h + "mlp.router", prob)
                 if slots:
-                    site(h + "mlp.experts", ys[0])
+                    site(h + "mlp.experts", ys)
+                    if sh is not None:
+                        site(h + "mlp.shared", sh)
                     g = site(h + "mlp.moe", g)
                 x = site(h + "out", x + g)
                 continue
@@ -343,17 +281,8 @@ def hf_config(c, torch_dtype="float32"):
         cfg["attention_bias"] = bool(c.get("attention_bias"))
     if t == "llama":
         cfg["mlp_bias"] = bool(c.get("mlp_bias"))
-    E, k, Fe, renorm = moe_dims(c) if t in MOE_FAMILIES else (0, 0, 0, False)
-    if t == "mixtral":  # MixtralConfig's keys (no rope_scaling), transformers' defaults
-        del cfg["rope_scaling"]
-        cfg.update({"num_local_experts": E, "num_experts_per_tok": k, "output_router_logits": False,
-                    "router_aux_loss_coef": 0.02, "router_jitter_noise": 0.0, "sliding_window": None,
-                    "attention_dropout": 0.0})
-    if t == "qwen3_moe":
-        cfg.update({"num_experts": E, "num_experts_per_tok": k, "moe_intermediate_size": Fe,
-                    "norm_topk_prob": renorm, "decoder_sparse_step": c["decoder_sparse_step"],
-                    "mlp_only_layers": list(c.get("mlp_only_layers") or []),
-                    "output_router_logits": False, "router_aux_loss_coef": 0.001})
+    if t in MOE_FAMILIES:
+        moe_config(c, cfg)
     cfg.update({"hidden_act": "silu", "torch_dtype": torch_dtype})
     return cfg
 

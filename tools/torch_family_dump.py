@@ -1,16 +1,16 @@
-"""tools/torch_dump.py's Llama, Qwen2, Qwen3, Mixtral and Qwen3-MoE part: a Hugging Face directory
-of one of these families read (config.json, and model.safetensors or the shards
+"""tools/torch_dump.py's Llama, Qwen2, Qwen3, Mixtral, Qwen3-MoE and Qwen2-MoE part: a Hugging Face
+directory of one of these families read (config.json, and model.safetensors or the shards
 model.safetensors.index.json names) and run by the PyTorch model of tools/torch_family.py, keeping
-the tensors at minidc's dump sites (a sparse block's router p, its experts' outputs and their gated
-sum among them). Run with Debian's PyTorch (/usr/bin/python3)."""
+the tensors at minidc's dump sites (a sparse block's router p, its experts' outputs, Qwen2-MoE's
+shared expert's output and the MLP's output among them). Run with Debian's PyTorch (/usr/bin/python3)."""
 import json
 import os
 
 import numpy as np
 import torch
 
-from torch_family import (FAMILIES, MOE_FAMILIES, MOE_NAMES, Family, dims, expert_names, has_qk_norm, is_sparse,
-                          moe_dims, tensor_shapes)
+from torch_family import (FAMILIES, MOE_FAMILIES, MOE_NAMES, Family, dims, expert_names, has_qk_norm, has_shared,
+                          is_sparse, moe_dims, shared_names, tensor_shapes)
 from torch_gpt2 import read_safetensors
 
 
@@ -41,13 +41,15 @@ def load(path):
 def block_sites(c, i=0, grads=False):
     """Block i's sites in execution order, as minidc dumps them for the family: a dense block's
     SwiGLU (mlp.gate, mlp.up, mlp.product, mlp.c_proj), a sparse block's mlp.router (p),
-    mlp.experts (the k chosen experts' outputs) and mlp.moe (their gated sum). grads: the sites
-    whose gradients minidc dumps (a sparse block's router and experts have none there)."""
+    mlp.experts (the k chosen experts' outputs), qwen2_moe's mlp.shared (the shared expert's
+    output before its sigmoid scale) and mlp.moe (the MLP's output). grads: the sites whose
+    gradients minidc dumps (a sparse block's router and experts have none there)."""
     qk = ["attn.q_norm", "attn.k_norm"] if has_qk_norm(c) else []
     if not is_sparse(c, i):
         mlp = ["mlp.gate", "mlp.up", "mlp.product", "mlp.c_proj"]
     else:
-        mlp = ["mlp.moe"] if grads else ["mlp.router", "mlp.experts", "mlp.moe"]
+        shared = ["mlp.shared"] if has_shared(c) else []
+        mlp = shared + ["mlp.moe"] if grads else ["mlp.router", "mlp.experts"] + shared + ["mlp.moe"]
     return ["in", "ln_1", "attn.qkv"] + qk + ["attn.rope_q", "attn.rope_k", "attn.y", "attn.c_proj", "res_2",
                                               "ln_2"] + mlp + ["out"]
 
@@ -73,14 +75,15 @@ BLOCK_TENSORS = ["input_layernorm.weight", "self_attn.q_proj.weight", "self_attn
 
 def block_tensors(c, i):
     """Block i's tensors' names in minidc's table order: a sparse block's attention and
-    post_attention_layernorm, the router, then per expert j its gate, up and down (Mixtral's w1,
-    w3, w2)."""
+    post_attention_layernorm, qwen2_moe's shared expert (gate, up, down) and shared_expert_gate,
+    the router, then per expert j its gate, up and down (Mixtral's w1, w3, w2)."""
     b = f"model.layers.{i}."
     if not is_sparse(c, i):
         return [b + k for k in BLOCK_TENSORS]
     dense_mlp = BLOCK_TENSORS.index("mlp.gate_proj.weight")
     experts = [n for j in range(moe_dims(c)[0]) for n in expert_names(c, i, j)]
-    return ([b + k for k in BLOCK_TENSORS[:dense_mlp]] + [b + MOE_NAMES[c["model_type"]][0] + ".gate.weight"]
+    shared = list(shared_names(c, i)) if has_shared(c) else []
+    return ([b + k for k in BLOCK_TENSORS[:dense_mlp]] + shared + [b + MOE_NAMES[c["model_type"]][0] + ".gate.weight"]
             + experts)
 
 

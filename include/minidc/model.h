@@ -64,6 +64,9 @@ typedef struct {
     mdc_rope_llama3 rope; /* rope_scaling of rope_type llama3 (factor 0: none) */
     int moe_ffn;          /* an expert's width: moe_intermediate_size (Qwen3-MoE; 0: ffn, as Mixtral) */
     int moe_renorm;       /* gates renormalized over the chosen k: Mixtral always, Qwen3-MoE norm_topk_prob */
+    int shared_ffn;       /* a MoE block's shared expert (every token, beside the routed ones), this wide:
+                             Qwen2-MoE's shared_expert_intermediate_size; 0: none */
+    int shared_gate;      /* the shared expert's output scaled by sigmoid(x w), shared_expert_gate [1, C] */
 } mdc_gpt2_config;
 enum {
     MDC_FAMILY_GPT2 = 0,
@@ -71,10 +74,11 @@ enum {
     MDC_FAMILY_QWEN2,
     MDC_FAMILY_QWEN3,
     MDC_FAMILY_MIXTRAL,
-    MDC_FAMILY_QWEN3_MOE
+    MDC_FAMILY_QWEN3_MOE,
+    MDC_FAMILY_QWEN2_MOE
 };
-/* "gpt2", "llama", "qwen2", "qwen3", "mixtral", "qwen3_moe" (transformers' model_type); NULL for an
- * unknown family. */
+/* "gpt2", "llama", "qwen2", "qwen3", "mixtral", "qwen3_moe", "qwen2_moe" (transformers' model_type);
+ * NULL for an unknown family. */
 const char *mdc_gpt2_family_name(int family);
 /* 1 when the LM head is the token embedding (GPT-2; a family with tie_word_embeddings). */
 int mdc_gpt2_tied(const mdc_gpt2_config *cfg);

@@ -20,7 +20,7 @@
 #include "model_internal.h"
 
 const char *mdc_gpt2_family_name(int family) {
-    static const char *const names[] = {"gpt2", "llama", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
+    static const char *const names[] = {"gpt2", "llama", "qwen2", "qwen3", "mixtral", "qwen3_moe", "qwen2_moe"};
     return family >= 0 && family < (int)(sizeof names / sizeof names[0]) ? names[family] : NULL;
 }
 
@@ -46,6 +46,7 @@ static const char *const kind_names[NKINDS] = {
 /* a block's kinds before its MLP (the attention's and post_attention_layernorm), and the dense MLP's */
 static const int attn_all[] = {LN1W, QKVW, KW, VW, QKVB, KB, VB, QNW, KNW, ATTPW, ATTPB, LN2W};
 static const int mlp_all[] = {FCW, UPW, FCB, UPB, FCPW, FCPB};
+static const int shared_all[] = {FSG, FSU, FSD, FSGATE};
 enum { NATTN = sizeof attn_all / sizeof attn_all[0], NMLP = sizeof mlp_all / sizeof mlp_all[0] };
 
 static int kind_on(const mdc_gpt2_config *c, int k) {
@@ -53,6 +54,8 @@ static int kind_on(const mdc_gpt2_config *c, int k) {
            : k == QNW || k == KNW              ? c->qk_norm
            : k == ATTPB                        ? c->o_bias
            : k == FCB || k == UPB || k == FCPB ? c->mlp_bias
+           : k == FSGATE                       ? c->shared_ffn > 0 && c->shared_gate
+           : k >= FSG && k < FSGATE            ? c->shared_ffn > 0
                                                : 1;
 }
 /* the i-th of list's kinds that are on, or -1; *n: how many are on */
@@ -73,33 +76,44 @@ static int mlp_count(const mdc_gpt2_config *c) {
     nth_on(c, mlp_all, NMLP, -1, &n);
     return n;
 }
+static int shared_count(const mdc_gpt2_config *c) {
+    int n;
+    nth_on(c, shared_all, 4, -1, &n);
+    return n;
+}
+/* a MoE block's tensors after the attention's: the shared expert's, the router, the experts' */
+static int moe_count(const mdc_gpt2_config *c) { return shared_count(c) + 1 + 3 * c->E; }
 
 int mdc_i_layer_kinds(const mdc_gpt2_config *c, int l) {
-    return attn_count(c) + (mdc_i_is_moe(c, l) ? 1 + 3 * c->E : mlp_count(c));
+    return attn_count(c) + (mdc_i_is_moe(c, l) ? moe_count(c) : mlp_count(c));
 }
 
 int mdc_i_layer_kind(const mdc_gpt2_config *c, int l, int i) {
-    int na = attn_count(c);
+    int na = attn_count(c), ns = shared_count(c);
     if (i < na) return nth_on(c, attn_all, NATTN, i, NULL);
     if (!mdc_i_is_moe(c, l)) return nth_on(c, mlp_all, NMLP, i - na, NULL);
-    return i == na ? FROUTER : mdc_i_fexpert_k((i - na - 1) / 3, (i - na - 1) % 3);
+    if (i < na + ns) return nth_on(c, shared_all, 4, i - na, NULL);
+    i -= na + ns;
+    return i == 0 ? FROUTER : mdc_i_fexpert_k((i - 1) / 3, (i - 1) % 3);
 }
 
 int mdc_i_kind_slot(const mdc_gpt2_config *c, int l, int kind) {
-    int na = attn_count(c), moe = mdc_i_is_moe(c, l);
-    if (kind >= FROUTER) return moe && kind < mdc_i_fexpert_k(c->E, 0) ? na + kind - FROUTER : -1;
+    int na = attn_count(c), ns = shared_count(c), moe = mdc_i_is_moe(c, l);
+    if (kind >= FROUTER) return moe && kind < mdc_i_fexpert_k(c->E, 0) ? na + ns + kind - FROUTER : -1;
     if (!kind_on(c, kind)) return -1;
     for (int i = 0; i < na; i++)
         if (nth_on(c, attn_all, NATTN, i, NULL) == kind) return i;
     for (int i = 0; !moe && i < mlp_count(c); i++)
         if (nth_on(c, mlp_all, NMLP, i, NULL) == kind) return na + i;
+    for (int i = 0; moe && i < ns; i++)
+        if (nth_on(c, shared_all, 4, i, NULL) == kind) return na + i;
     return -1;
 }
 
 /* the global index of block l's first tensor (l = L: the final norm) */
 static int layer_first(const mdc_gpt2_config *c, int l) {
     int mb = mdc_i_moe_before(c, l);
-    return 1 + l * attn_count(c) + (l - mb) * mlp_count(c) + mb * (1 + 3 * c->E);
+    return 1 + l * attn_count(c) + (l - mb) * mlp_count(c) + mb * moe_count(c);
 }
 
 int mdc_i_gl_family(const mdc_gpt2_config *c, int l, int k) {
@@ -112,6 +126,14 @@ int mdc_i_gl_family(const mdc_gpt2_config *c, int l, int k) {
 static void kind_shape(const mdc_gpt2_config *c, int k, int *ndim, int shape[2]) {
     int C = c->C, d = mdc_i_head_dim(c), Q = c->H * d, KVd = mdc_i_kv_heads(c) * d, I = mdc_i_ffn(c);
     *ndim = 1, shape[1] = 0;
+    if (k >= FSG && k < FROUTER) { /* the shared expert's gate and up [Fs, C], down [C, Fs], its gate [1, C] */
+        int Fs = c->shared_ffn;
+        *ndim = 2;
+        if (k == FSGATE) shape[0] = 1, shape[1] = C;
+        else if (k == FSD) shape[0] = C, shape[1] = Fs;
+        else shape[0] = Fs, shape[1] = C;
+        return;
+    }
     if (k >= FROUTER) { /* the router [E, C]; an expert's gate and up [F, C], down [C, F] */
         int F = mdc_i_moe_ffn(c), q = (k - FROUTER - 1) % 3;
         *ndim = 2;
@@ -151,6 +173,8 @@ static size_t block_floats(const mdc_gpt2_config *c, int moe) {
     size_t f = 0;
     for (int i = 0; i < NATTN; i++)
         if (kind_on(c, attn_all[i])) f += kind_floats(c, attn_all[i]);
+    for (int i = 0; moe && i < 4; i++)
+        if (kind_on(c, shared_all[i])) f += kind_floats(c, shared_all[i]);
     if (moe) return f + kind_floats(c, FROUTER) + (size_t)c->E * 3 * kind_floats(c, mdc_i_fexpert_k(0, XG));
     for (int i = 0; i < NMLP; i++)
         if (kind_on(c, mlp_all[i])) f += kind_floats(c, mlp_all[i]);
@@ -175,6 +199,13 @@ mdc_i_expert mdc_i_expert_of(const mdc_gpt2_config *c, int l, int j) {
     return x;
 }
 int mdc_i_router_of(const mdc_gpt2_config *c, int l) { return mdc_i_gl(c, l, mdc_i_family(c) ? FROUTER : ROUTERW); }
+mdc_i_expert mdc_i_shared_of(const mdc_gpt2_config *c, int l, int *gate) {
+    mdc_i_expert x = {-1, -1, -1, -1, 1, 1, 2 * c->shared_ffn, c->shared_ffn};
+    *gate = -1;
+    if (!mdc_i_family(c) || c->shared_ffn <= 0) return x;
+    x.w1 = mdc_i_gl(c, l, FSG), x.w2 = mdc_i_gl(c, l, FSD), *gate = mdc_i_gl(c, l, FSGATE);
+    return x;
+}
 
 int mdc_i_family_tensor_count(const mdc_gpt2_config *c) { return mdc_i_glnf(c, 0) + 1 + (c->untied ? 1 : 0); }
 
@@ -212,6 +243,15 @@ double mdc_i_family_step_flops(const mdc_gpt2_config *c, int B, int T) {
     double moe_f = 2 * N * C * E + N * E + 5 * N * E + (2 * A * C * 2 * F + A * 2 * F) + 5 * A * F +
                    (2 * A * F * C + A * C) + 2 * A * C + N * C;
     double moe_b = 3 * A * C + 4 * A * F * C + 14 * A * F + 8 * A * C * F + 8 * N * E + 4 * N * C * E + A * C;
+    /* the shared expert on every token (ref/model/moe/moe_shared.c): its gate|up, SwiGLU, down, the
+     * sigmoid gate's product and the scaled sum; backward the scale's gradient, the gate's two
+     * products (none without), the MLP's input and weight gradients, and the two into dx */
+    double Fs = c->shared_ffn, gs = c->shared_gate;
+    if (Fs > 0) {
+        moe_f += (2 * N * C * 2 * Fs + N * 2 * Fs) + 5 * N * Fs + (2 * N * Fs * C + N * C) + gs * (2 * N * C + N) +
+                 4 * N + 2 * N * C;
+        moe_b += 3 * N * C + 3 * N + gs * 4 * N * C + 4 * N * Fs * C + 14 * N * Fs + 8 * N * C * Fs + 2 * N * C;
+    }
     double fwd = c->L * layer_f + (c->L - moe) * dense_f + moe * moe_f + 4 * N * C + 2 * N * C * Vp + 4 * N * V + N;
     double bwd = 3 * N * V + N + 4 * N * C * Vp + 13 * N * C + c->L * layer_b + (c->L - moe) * dense_b + moe * moe_b +
                  N * C;
@@ -236,8 +276,14 @@ int mdc_i_family_role(const mdc_gpt2_config *c, int gi, int *l, int *k) {
 
 /* the name of kind k of block l under the family's names */
 static void kind_name(const mdc_gpt2_config *c, int l, int k, char *out, size_t n) {
-    if (k < FROUTER) {
+    if (k < FSG) {
         snprintf(out, n, "model.layers.%d.%s", l, kind_names[k]);
+        return;
+    }
+    static const char *const shared[4] = {"shared_expert.gate_proj", "shared_expert.up_proj", "shared_expert.down_proj",
+                                          "shared_expert_gate"};
+    if (k < FROUTER) {
+        snprintf(out, n, "model.layers.%d.mlp.%s.weight", l, shared[k - FSG]);
         return;
     }
     int mixtral = c->family == MDC_FAMILY_MIXTRAL, j = (k - FROUTER - 1) / 3, q = (k - FROUTER - 1) % 3;
@@ -264,7 +310,7 @@ void mdc_i_family_tensor_at(const mdc_gpt2_config *c, int i, mdc_param_tensor *t
         return;
     }
     size_t off = emb + layers_floats(c, l);
-    int s = mdc_i_kind_slot(c, l, k), na = attn_count(c), upto = k > FROUTER ? na : s;
+    int s = mdc_i_kind_slot(c, l, k), na = attn_count(c), upto = k > FROUTER ? na + shared_count(c) : s;
     for (int j = 0; j < upto; j++) off += kind_floats(c, mdc_i_layer_kind(c, l, j));
     if (k > FROUTER) /* past the router and the experts before: gate, up and down are F C each */
         off += kind_floats(c, FROUTER) + (size_t)(k - FROUTER - 1) * kind_floats(c, mdc_i_fexpert_k(0, XG));
@@ -301,6 +347,9 @@ int mdc_i_family_named(const char *name, mdc_gpt2_config *c, int *batch) {
     } else if (!strcmp(name, "qwen3-moe-tiny")) { /* Qwen3 attention, 6 experts of 96, top-2 raw gates, block 0 dense */
         *c = base, c->family = MDC_FAMILY_QWEN3_MOE, c->ffn = 256, c->moe_ffn = 96, c->head_dim = 48, c->qk_norm = 1;
         c->rope_theta = 1000000, c->E = 6, c->topk = 2, c->moe_every = 2;
+    } else if (!strcmp(name, "qwen2-moe-tiny")) { /* Qwen2 attention, 4 experts of 64 and a gated shared expert */
+        *c = base, c->family = MDC_FAMILY_QWEN2_MOE, c->ffn = 256, c->moe_ffn = 64, c->qkv_bias = 1;
+        c->rope_theta = 1000000, c->E = 4, c->topk = 2, c->shared_ffn = 160, c->shared_gate = 1;
     } else if (!strcmp(name, "qwen2-tiny")) { /* q, k, v biases, tied */
         *c = base, c->family = MDC_FAMILY_QWEN2, c->ffn = 320, c->qkv_bias = 1, c->rope_theta = 1000000;
     } else if (!strcmp(name, "qwen3-tiny")) { /* q_norm, k_norm, head_dim 48 != C/H */
@@ -325,11 +374,16 @@ mdc_status mdc_i_family_check(mdc_gpt2_config *c) {
                         "%s: head_dim %d must be even and in [2, 4096] (rotary positions pair its halves)", fam, d);
     if (mdc_i_ffn(c) > (1 << 20) || (long long)c->H * d > (1 << 20))
         return mdc_fail(MDC_ERR_INVALID, "%s: intermediate_size %d or heads x head_dim too large", fam, mdc_i_ffn(c));
-    int moe_family = c->family == MDC_FAMILY_MIXTRAL || c->family == MDC_FAMILY_QWEN3_MOE;
+    int moe_family = c->family == MDC_FAMILY_MIXTRAL || c->family == MDC_FAMILY_QWEN3_MOE ||
+                     c->family == MDC_FAMILY_QWEN2_MOE;
     if (c->E && !moe_family)
-        return mdc_fail(MDC_ERR_INVALID, "--experts %d: the %s family is dense (its MoE relatives: mixtral, qwen3_moe)",
-                        c->E, fam);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--experts %d: the %s family is dense (its MoE relatives: mixtral, qwen3_moe, qwen2_moe)", c->E,
+                        fam);
     if (moe_family && c->E < 1) return mdc_fail(MDC_ERR_INVALID, "%s: num_experts %d must be positive", fam, c->E);
+    if (c->shared_ffn < 0 || c->shared_ffn > (1 << 20) || (c->shared_ffn && !moe_family))
+        return mdc_fail(MDC_ERR_INVALID, "%s: shared_expert_intermediate_size %d: a MoE family's, at most 2^20", fam,
+                        c->shared_ffn);
     if (c->moe_ffn < 0 || mdc_i_moe_ffn(c) > (1 << 20))
         return mdc_fail(MDC_ERR_INVALID, "%s: moe_intermediate_size %d out of range", fam, c->moe_ffn);
     if (c->eps == 0) c->eps = 1e-6f;

@@ -229,6 +229,9 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
         mdc_i_expert x = mdc_i_expert_of(cfg, cfg->L - 1, 0);
         size_t FF = (size_t)x.F1 + (size_t)x.F; /* GPT-2 4C + 4C; SwiGLU gate|up 2F + F */
         size_t state = (n * E + n + n * k) + (2 * A * C + A * FF + 4), work = n * k + n * E + A * FF + A * C + 4;
+        size_t Fs = cfg->shared_ffn > 0 ? (size_t)cfg->shared_ffn : 0;
+        if (Fs) /* the shared expert: gate|up, SwiGLU, output, scale; its backward's work beside the routed one's */
+            state += n * (3 * Fs + C + 1) + 4, work += n * C + n + 3 * n * Fs + 2 * n * C + 4;
         m.acts += ((size_t)mdc_i_moe_before(cfg, cfg->L) * state + work) * sizeof(float);
     }
     m.total = m.params + m.grads + m.optim + m.acts;

@@ -40,6 +40,7 @@ enum {
     MDC_I_DS_MLPP,
     MDC_I_DS_ROUTER,
     MDC_I_DS_EXPERTS,
+    MDC_I_DS_SHARED, /* Qwen2-MoE: the shared expert's output, before its sigmoid scale */
     MDC_I_DS_MOE,
     MDC_I_DS_OUT,
     MDC_I_DS_LNF,

@@ -72,9 +72,9 @@ static void slice_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, const mdc
         t->numel = (size_t)valid * C, t->alloc = (size_t)rows * C;
         return;
     }
-    if (role != MDC_I_LAYER) return;                                              /* wpe, the final norm */
-    if (mdc_i_is_moe(c, l) && k >= (mdc_i_family(c) ? FROUTER : ROUTERW)) return; /* the router and experts: whole */
-    int last = g->ndim == 2 ? 1 : 0;                                              /* the dimension that holds columns */
+    if (role != MDC_I_LAYER) return;                                          /* wpe, the final norm */
+    if (mdc_i_is_moe(c, l) && k >= (mdc_i_family(c) ? FSG : ROUTERW)) return; /* the router and experts: whole */
+    int last = g->ndim == 2 ? 1 : 0;                                          /* the dimension that holds columns */
     int d = mdc_i_head_dim(c), Q = c->H / tp * d, Fl = mdc_i_ffn(c) / tp, kv0, KVl = mdc_i_kv_local(c, tp, r, &kv0);
     int lo = 0, n = 0, split = MDC_SPLIT_NONE; /* the slice: [lo, lo + n) of the split dimension */
     if (!mdc_i_family(c)) switch (k) {

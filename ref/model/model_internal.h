@@ -18,12 +18,13 @@
  * follow it, so the three are one fused [(H + 2 KV) d, C] weight; FCW is gate_proj, UPW up_proj
  * after it) plus their own; a family block holds the kinds its switches ask for, in the order
  * mdc_i_layer_kind gives; a family's MoE block the attention's and post_attention_layernorm, then
- * FROUTER and each expert's gate, up (adjacent: one fused [2 F, C] product) and down,
+ * its shared expert's gate, up and down and its sigmoid gate (FSG .. FSGATE, where the config has
+ * them), FROUTER and each expert's gate, up (adjacent: one fused [2 F, C] product) and down,
  * mdc_i_fexpert_k(j, q) for q in XG, XU, XD. */
 enum { LN1W, LN1B, QKVW, QKVB, ATTPW, ATTPB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLT };
 enum { KW = NLT, VW, KB, VB, QNW, KNW, UPW, UPB, NKINDS };
 enum { ROUTERW = 8, X_FCW = 0, X_FCB, X_FCPW, X_FCPB };
-enum { FROUTER = NKINDS, XG = 0, XU, XD };
+enum { FSG = NKINDS, FSU, FSD, FSGATE, FROUTER, XG = 0, XU, XD };
 extern const char *const mdc_i_layer_names[NLT];
 static inline int mdc_i_expert_k(int j, int q) { return ROUTERW + 1 + 4 * j + q; }
 static inline int mdc_i_fexpert_k(int j, int q) { return FROUTER + 1 + 3 * j + q; }
@@ -59,6 +60,8 @@ typedef struct {
     int w1, b1, w2, b2, wt, swiglu, F1, F;
 } mdc_i_expert;
 mdc_i_expert mdc_i_expert_of(const mdc_gpt2_config *c, int l, int j);
+/* block l's shared expert as an expert (w1 -1: none) and its sigmoid gate's weight (-1: none) */
+mdc_i_expert mdc_i_shared_of(const mdc_gpt2_config *c, int l, int *gate);
 int mdc_i_router_of(const mdc_gpt2_config *c, int l);
 static inline int mdc_i_layer_tensors(const mdc_gpt2_config *c, int l) {
     if (mdc_i_family(c)) return mdc_i_layer_kinds(c, l);

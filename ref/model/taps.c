@@ -24,6 +24,7 @@ const mdc_i_tap_site mdc_i_tap_sites[MDC_I_DS_N] = {
     [MDC_I_DS_MLPP] = {"mlp.c_proj", MDC_TAP_G, MDC_I_W_C},
     [MDC_I_DS_ROUTER] = {"mlp.router", MDC_TAP_STREAM, MDC_I_W_E},
     [MDC_I_DS_EXPERTS] = {"mlp.experts", MDC_TAP_STREAM, MDC_I_W_KC},
+    [MDC_I_DS_SHARED] = {"mlp.shared", MDC_TAP_STREAM, MDC_I_W_C},
     [MDC_I_DS_MOE] = {"mlp.moe", MDC_TAP_STREAM, MDC_I_W_C},
     [MDC_I_DS_OUT] = {"out", MDC_TAP_STREAM, MDC_I_W_C},
     [MDC_I_DS_LNF] = {"ln_f", MDC_TAP_F, MDC_I_W_C},

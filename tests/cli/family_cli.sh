@@ -65,13 +65,17 @@ parity "llama-tiny: 8 ranks --tp 2 --sp --cp 2 --dp 2 --zero 3 equals serial" "$
 parity "llama-tiny: --tp 4 (each kv head on 2 ranks) equals serial, replicas agree" "$near" 4 --config llama-tiny --tp 4 --check-replicas
 parity "qwen3-tiny: --tp 4 --sp (each kv head on 2 ranks) equals serial" "$near" 4 --config qwen3-tiny --tp 4 --sp
 
-# the MoE families: Mixtral (every block sparse, gates renormalized) and Qwen3-MoE (block 0 dense,
-# block 1 sparse, raw gates) on expert parallelism, tp x ep, SP, pp and cp
+# the MoE families: Mixtral (every block sparse, gates renormalized), Qwen3-MoE (block 0 dense,
+# block 1 sparse, raw gates) and Qwen2-MoE on expert parallelism, tp x ep, SP, pp and cp
 parity "mixtral-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config mixtral-tiny --ep 2 --dp 2 --check-replicas
 parity "mixtral-tiny: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config mixtral-tiny --ep 2 --dp 2 --tp 2 --sp --exact
 parity "qwen3-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config qwen3-moe-tiny --tp 2 --sp
 parity "qwen3-moe-tiny: exact, --ep 2 --dp 2 --pp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --ep 2 --dp 2 --pp 2 --exact
 parity "qwen3-moe-tiny: exact, --cp 2 --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --cp 2 --ep 2 --dp 2 --exact
+# Qwen2-MoE: a sigmoid-gated shared expert beside the routed ones (replicated over ep, summed over tp with SP)
+parity "qwen2-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config qwen2-moe-tiny --ep 2 --dp 2 --check-replicas
+parity "qwen2-moe-tiny: exact, --tp 2 --sp --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --exact
+parity "qwen2-moe-tiny: exact, --cp 2 --pp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --cp 2 --pp 2 --exact
 
 # exact mode's dumps: every site (rope_q, rope_k, q_norm, k_norm, the SwiGLU gate, up and product
 # among them) and every gradient of a step, reassembled from the mesh, byte for byte the serial

@@ -108,7 +108,7 @@ for f in "llama 24 83" "qwen2 29 88" "qwen3 27 94"; do
     check "$unrot" 1 "first differing tensor step1.h.1.attn.rope_k: element" "$tmp/tdk_$c" "$tmp/md_$c"
 done
 # the mixtures of experts: a directory minidc saves, the same tokens, in float32
-for f in "mixtral 70 119" "qwen3-moe 45 106"; do
+for f in "mixtral 70 119" "qwen3-moe 45 106" "qwen2-moe 59 112"; do
     set -- $f
     c=$1 ndump=$2 nsites=$3
     moe32="$c: PyTorch fp32 against minidc"

@@ -1,16 +1,21 @@
-"""Cross-check of minidc's Mixtral and Qwen3-MoE families against the float64 PyTorch model of
-tools/torch_family.py (written from transformers' modeling_mixtral.py and modeling_qwen3_moe.py),
+"""Cross-check of minidc's Mixtral, Qwen3-MoE and Qwen2-MoE families against the float64 PyTorch
+model of tools/torch_family.py (written from transformers' modeling_mixtral.py,
+modeling_qwen3_moe.py and modeling_qwen2_moe.py; the sparse block is tools/torch_moe_family.py's),
 as tests/xcheck/xcheck_family.py does for the dense families.
 
 First the reference checks itself:
-  (a) torch.autograd.gradcheck of the sparse MLP (torch_family.moe_mlp: its output and p with
+  (a) torch.autograd.gradcheck of the sparse MLP (torch_moe_family.moe_mlp: its output and p with
       respect to the input, the router and every expert weight) on tiny float64 cases of both gate
-      rules, where no two p at the top-k boundary are within 1e-3 of each other (in ln p); and of
-      the whole model (logits and loss) on a tiny config of each family;
+      rules, and of the sparse MLP with Qwen2-MoE's shared expert (sparse_mlp: its output, p and
+      the shared expert's output with respect to the input, the router, every expert weight, the
+      shared expert's three weights and shared_expert_gate), where no two p at the top-k boundary
+      are within 1e-3 of each other (in ln p); and of the whole model (logits and loss) on a tiny
+      config of each family;
   (b) the routing and the sparse MLP against a plain loop over tokens (numpy: softmax, the experts
       sorted by (-p, index), the first k, renormalized as the family says, each chosen expert's
-      SwiGLU), on random cases and on every block of both configs below (a dense block's MLP
-      against the dense loop: qwen3_moe's layer 0);
+      SwiGLU, with the shared expert the per-token sigmoid(shared_expert_gate . x) times its
+      SwiGLU), on random cases with and without the shared expert and on every block of the
+      configs below (a dense block's MLP against the dense loop: qwen3_moe's layer 0);
   (c) exactly equal p (equal logits, or two identical router rows) choose the lower index.
 
 Then, per config, a Hugging Face directory (whose config.json alone must give the config's tensor
@@ -32,10 +37,11 @@ of at least 1e-4, 100 times fp32's errors there (else the next seed is tried); t
 at std 0.2 (the other weights 0.02), so that the logits spread wider than 10 AdamW steps move them
 (at 0.02 nearly every seed has two p cross within 1e-4 during the steps).
 
-Until minidc knows the families, `minidc forward` refuses their model_type (exit 1 or 2, a message
-naming it with "not one of" or "not built"): then the last line is "skipped: ..." and the exit 77.
-Exit 0: pass; 1: an error above a bound or a failure; 77: skipped (no torch, no minidc, the
-families refused).
+Where minidc does not know a family, `minidc forward` refuses its model_type (exit 1 or 2, a
+message naming it with "not one of" or "not built"): that config is reported as skipped and the
+others are checked; where every config is refused the last line is "skipped: ..." and the exit 77.
+Exit 0: every config minidc accepts passes (the last line names the refused ones); 1: an error
+above a bound or a failure; 77: skipped (no torch, no minidc, every family refused).
 """
 import json
 import math
@@ -55,8 +61,8 @@ ROUTER_STD = 0.2       # the routers' init std (the other weights 0.02)
 TRAIN_EPS = 1e-8       # minidc train's AdamW eps (not an option)
 TRAIN_LOSS_TOL = 1e-4  # train prints the loss with 4 decimals
 TRAIN_TOL = 1e-3       # the parameters after train's 10 steps at eps 1e-8
-from torch_family import (MOE_NAMES, Family, dims, expert_names, is_sparse, moe_dims, moe_mlp,  # noqa: E402
-                          random_weights, route, tensor_shapes, write_hf_dir)
+from torch_family import (MOE_NAMES, Family, dims, expert_names, has_shared, is_sparse, moe_dims,  # noqa: E402
+                          moe_mlp, random_weights, route, shared_names, sparse_mlp, tensor_shapes, write_hf_dir)
 from torch_gpt2 import read_safetensors  # noqa: E402
 from xcheck_family import compare  # noqa: E402
 
@@ -72,9 +78,16 @@ CONFIGS = [
          num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=2, mlp_only_layers=[],
          rms_norm_eps=1e-6, rope_theta=1e4, tie_word_embeddings=True, attention_bias=False,
          B=2, seq=16, bf16=False, shards=2, seed=2),
+    dict(name="qwen2_moe", model_type="qwen2_moe", vocab_size=100, max_position_embeddings=16,
+         num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+         intermediate_size=40, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+         num_experts=4, num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1,
+         mlp_only_layers=[], rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=False,
+         B=2, seq=12, bf16=False, shards=1, seed=3),
 ]
 
-# gradcheck sizes; qwen3_moe's layer 0 is dense through mlp_only_layers, its gates renormalized
+# gradcheck sizes; qwen3_moe's layer 0 is dense through mlp_only_layers, its gates renormalized;
+# qwen2_moe's layer 0 dense through decoder_sparse_step 2, its gates raw p
 TINY = [
     dict(model_type="mixtral", vocab_size=11, max_position_embeddings=6, num_hidden_layers=2,
          hidden_size=8, num_attention_heads=2, num_key_value_heads=1, head_dim=4,
@@ -85,6 +98,11 @@ TINY = [
          intermediate_size=10, moe_intermediate_size=5, num_experts=4, num_experts_per_tok=2,
          norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[0], rms_norm_eps=1e-6,
          rope_theta=1e6, tie_word_embeddings=True, attention_bias=False),
+    dict(model_type="qwen2_moe", vocab_size=11, max_position_embeddings=6, num_hidden_layers=2,
+         hidden_size=8, num_attention_heads=2, num_key_value_heads=1, intermediate_size=10,
+         moe_intermediate_size=5, shared_expert_intermediate_size=7, num_experts=4,
+         num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=2, mlp_only_layers=[],
+         rms_norm_eps=1e-6, rope_theta=1e4, tie_word_embeddings=False),
 ]
 
 
@@ -106,29 +124,44 @@ def loop_route(z, k, renorm):
     return p, chosen, [v / sum(g) for v in g] if renorm else g
 
 
-def loop_moe(x, router, experts, k, renorm):
+def loop_swiglu(x, wg, wu, wd):
+    """w_down (silu(w_gate x) * (w_up x)) for one token x (numpy)."""
+    a = wg @ x
+    return wd @ (a / (1 + np.exp(-a)) * (wu @ x))
+
+
+def loop_moe(x, router, experts, k, renorm, shared=None):
     """Plain-loop sparse MLP on x (N, C) (numpy float64): per token, its route, then the sum of
-    gate * w_down (silu(w_gate x) * (w_up x)) over the chosen experts."""
-    out, ps, chosen, gates = np.zeros_like(x), [], [], []
+    gate * w_down (silu(w_gate x) * (w_up x)) over the chosen experts; with shared = (w_gate,
+    w_up, w_down, w_sg) plus 1 / (1 + exp(-w_sg . x)) times the shared expert's SwiGLU.
+    (out, p, chosen, gates, the shared expert's outputs before the sigmoid or None)."""
+    out, ps, chosen, gates, ss = np.zeros_like(x), [], [], [], []
     for t in range(x.shape[0]):
         p, ch, g = loop_route([float(v) for v in router @ x[t]], k, renorm)
         for j, gj in zip(ch, g):
-            wg, wu, wd = experts[j]
-            a = wg @ x[t]
-            out[t] += gj * (wd @ (a / (1 + np.exp(-a)) * (wu @ x[t])))
+            out[t] += gj * loop_swiglu(x[t], *experts[j])
+        if shared is not None:
+            sh = loop_swiglu(x[t], *shared[:3])
+            out[t] += sh / (1 + math.exp(-float(shared[3][0] @ x[t])))
+            ss.append(sh)
         ps.append(p), chosen.append(ch), gates.append(g)
-    return out, np.array(ps), np.array(chosen), np.array(gates)
+    return out, np.array(ps), np.array(chosen), np.array(gates), np.array(ss) if shared is not None else None
 
 
-def tiny_moe(seed, N, C, E, F_, dup=None):
-    """x (N, C), router [E, C], experts: float64 tensors (std 0.5; router row dup[1] = row dup[0])."""
+def tiny_moe(seed, N, C, E, F_, dup=None, Fs=0):
+    """x (N, C), router [E, C], experts: float64 tensors (std 0.5; router row dup[1] = row dup[0]);
+    with Fs, a fourth: the shared expert's (gate [Fs, C], up [Fs, C], down [C, Fs],
+    shared_expert_gate [1, C]), drawn after the rest."""
     gen = torch.Generator().manual_seed(seed)
     r = [torch.randn(*s, generator=gen, dtype=torch.float64) * 0.5 for s in ((N, C), (E, C))]
     if dup:
         r[1][dup[1]] = r[1][dup[0]]
     ex = [[torch.randn(*s, generator=gen, dtype=torch.float64) * 0.5 for s in ((F_, C), (F_, C), (C, F_))]
           for _ in range(E)]
-    return r[0], r[1], ex
+    if not Fs:
+        return r[0], r[1], ex
+    sh = [torch.randn(*s, generator=gen, dtype=torch.float64) * 0.5 for s in ((Fs, C), (Fs, C), (C, Fs), (1, C))]
+    return r[0], r[1], ex, sh
 
 
 def self_check():
@@ -149,6 +182,25 @@ def self_check():
         good = torch.autograd.gradcheck(fn, ts, raise_exception=False)
         print(f"reference: gradcheck moe_mlp (N={N} C={C} E={E} F={F_} k={k}, renorm {renorm}; "
               f"out and p w.r.t. x, router, {3 * E} expert weights; smallest top-k gap {gap:.1e}): "
+              f"{'ok' if good else 'FAILED'}")
+        ok = ok and good
+    # (a) the sparse MLP with the shared expert and its gate
+    for renorm, (N, C, E, F_, k, Fs) in ((False, (9, 6, 4, 5, 2, 7)), (True, (8, 5, 5, 3, 3, 4))):
+        for seed in range(400, 500):
+            x, router, ex, sh = tiny_moe(seed, N, C, E, F_, Fs=Fs)
+            gap = boundary_gap(route(x @ router.t(), k, renorm)[0], k)
+            if gap > 1e-3:
+                break
+        ts = [t.clone().requires_grad_() for t in [x, router] + [w for e in ex for w in e] + sh]
+
+        def fn(x, router, *ws):
+            out, p, _, s = sparse_mlp(x, router, [ws[3 * j:3 * j + 3] for j in range(E)], k, renorm, ws[3 * E:])
+            return out, p, s
+
+        good = torch.autograd.gradcheck(fn, ts, raise_exception=False)
+        print(f"reference: gradcheck sparse_mlp with the shared expert (N={N} C={C} E={E} F={F_} k={k} Fs={Fs}, "
+              f"renorm {renorm}; out, p and the shared expert's output w.r.t. x, router, {3 * E} expert weights, "
+              f"the shared expert's 3 and shared_expert_gate; smallest top-k gap {gap:.1e}): "
               f"{'ok' if good else 'FAILED'}")
         ok = ok and good
     # (a) the whole model
@@ -172,8 +224,9 @@ def self_check():
         good = torch.autograd.gradcheck(fn, ts, raise_exception=False)
         V, C, L, H, KV, d, I = dims(t)
         E, k, F_, renorm = moe_dims(t)
+        Fs = f" Fs={t['shared_expert_intermediate_size']}" if has_shared(t) else ""
         print(f"reference: gradcheck {t['model_type']} (V={V} C={C} L={L} H={H} KV={KV} d={d} E={E} k={k} "
-              f"F={F_}, sparse blocks {[i for i in range(L) if is_sparse(t, i)]}, {len(ts)} tensors, "
+              f"F={F_}{Fs}, sparse blocks {[i for i in range(L) if is_sparse(t, i)]}, {len(ts)} tensors, "
               f"{sum(q.numel() for q in ts)} elements; logits and loss; smallest top-k gap {gap:.1e}): "
               f"{'ok' if good else 'FAILED'}")
         ok = ok and good
@@ -195,8 +248,26 @@ def self_check():
           f"{'identical' if same else 'DIFFERENT'}, worst rel err of out, p, gates {worst:.1e} (bound 1e-13)")
     ok = ok and same and worst <= 1e-13
 
+    # (b) sparse_mlp with the shared expert against the plain loop
+    worst, tokens, same = 0.0, 0, True
+    for seed, (N, C, E, F_, k, renorm, Fs) in enumerate(((12, 6, 4, 5, 2, False, 7), (14, 8, 6, 4, 3, True, 9),
+                                                         (10, 5, 5, 6, 1, False, 3))):
+        x, router, ex, sh = tiny_moe(320 + seed, N, C, E, F_, Fs=Fs)
+        out, p, _, s = sparse_mlp(x, router, ex, k, renorm, sh)
+        _, chosen, g = route(x @ router.t(), k, renorm)
+        want = loop_moe(x.numpy(), router.numpy(), [[w.numpy() for w in e] for e in ex], k, renorm,
+                        [w.numpy() for w in sh])
+        same = same and bool((chosen.numpy() == want[2]).all())
+        worst = max(worst, rel_err(out.numpy(), want[0]), rel_err(p.numpy(), want[1]), rel_err(g.numpy(), want[3]),
+                    rel_err(s.numpy(), want[4]))
+        tokens += N
+    print(f"reference: sparse_mlp with the shared expert = the plain loop (3 cases, {tokens} tokens, E 4..6, "
+          f"k 1..3, Fs 3..9, both gate rules): chosen experts {'identical' if same else 'DIFFERENT'}, worst rel err "
+          f"of out, p, gates, the shared expert's output {worst:.1e} (bound 1e-13)")
+    ok = ok and same and worst <= 1e-13
+
     # (b) every block of the configs: the model's MLP output (out - res_2) from its ln_2
-    worst, blocks = 0.0, []
+    worst, blocks, per = 0.0, [], []
     for c in CONFIGS:
         gen = torch.Generator().manual_seed(c["seed"])
         model = Family(c, random_weights(c, gen, std=0.1))
@@ -204,21 +275,27 @@ def self_check():
         sites = {}
         model(x, x, sites=sites)
         E, k, _, renorm = moe_dims(c)
+        cw = 0.0
         for i in range(dims(c)[2]):
             h, n = f"h.{i}.", sites[f"h.{i}.ln_2"].detach().reshape(-1, c["hidden_size"]).numpy()
             got = (sites[h + "out"] - sites[h + "res_2"]).detach().reshape(n.shape).numpy()
             w = {q: v.detach().numpy() for q, v in model.p.items()}
             if is_sparse(c, i):
                 router = w[f"model.layers.{i}.{MOE_NAMES[c['model_type']][0]}.gate.weight"]
-                want = loop_moe(n, router, [[w[e] for e in expert_names(c, i, j)] for j in range(E)], k, renorm)[0]
+                shared = [w[q] for q in shared_names(c, i)] if has_shared(c) else None
+                want = loop_moe(n, router, [[w[e] for e in expert_names(c, i, j)] for j in range(E)], k, renorm,
+                                shared)[0]
             else:
                 b = f"model.layers.{i}.mlp."
                 a = n @ w[b + "gate_proj.weight"].T
                 want = (a / (1 + np.exp(-a)) * (n @ w[b + "up_proj.weight"].T)) @ w[b + "down_proj.weight"].T
-            worst = max(worst, rel_err(got, want))
-            blocks.append(f"{c['name']}.{i} {'sparse' if is_sparse(c, i) else 'dense'}")
+            cw = max(cw, rel_err(got, want))
+            blocks.append(f"{c['name']}.{i} {'sparse' if is_sparse(c, i) else 'dense'}"
+                          f"{' with the shared expert' if is_sparse(c, i) and has_shared(c) else ''}")
+        worst = max(worst, cw)
+        per.append(f"{c['name']} {cw:.1e}")
     print(f"reference: each block's MLP in the model = the plain loop on its ln_2 ({', '.join(blocks)}): "
-          f"worst rel err {worst:.1e} (bound 1e-13)")
+          f"worst rel err {worst:.1e} ({', '.join(per)}; bound 1e-13)")
     ok = ok and worst <= 1e-13
 
     # (c) equal p choose the lower index
@@ -392,8 +469,9 @@ def describe(c):
     V, C, L, H, KV, d, I = dims(c)
     E, k, F_, renorm = moe_dims(c)
     sparse = [i for i in range(L) if is_sparse(c, i)]
+    Fs = f" shared expert Fs={c['shared_expert_intermediate_size']}" if has_shared(c) else ""
     return (f"V={V} T={c['max_position_embeddings']} L={L} C={C} H={H} KV={KV} head_dim={d}, E={E} k={k} "
-            f"F={F_}{' I=%d' % I if len(sparse) < L else ''}, sparse blocks {sparse}, gates "
+            f"F={F_}{Fs}{' I=%d' % I if len(sparse) < L else ''}, sparse blocks {sparse}, gates "
             f"{'renormalized' if renorm else 'raw p'}, {'tied' if c['tie_word_embeddings'] else 'untied'}, "
             f"rope_theta {c['rope_theta']:g}, eps {c['rms_norm_eps']:g}"
             f"{', %d shards' % c['shards'] if c['shards'] > 1 else ''}, batch {c['B']}x{c['seq']}")
@@ -414,17 +492,20 @@ def main():
             worst, bad, ref = run_config(c, tmp)
             if ref:
                 refused.append(c["model_type"])
+                print(f"  skipped: minidc forward refuses model_type {c['model_type']}")
                 continue
             print(f"  worst {worst:.2e} (bound {TOL:.0e})" if worst is not None else "  worst: none")
             all_bad += [f"{c['name']}: {b}" for b in bad]
     if all_bad:
         print("FAIL: above a bound, missing or failed: " + "; ".join(all_bad))
         return 1
-    if refused:
+    if len(refused) == len(CONFIGS):
         print(f"skipped: minidc forward refuses model_type {', '.join(refused)} (the MoE families not built yet)")
         return 77
-    print(f"all tensors within 1e-5 ({len(CONFIGS)} configs, default and --exact; train --init within "
-          f"{TRAIN_LOSS_TOL:.0e} / {TRAIN_TOL:.0e})")
+    ran = len(CONFIGS) - len(refused)
+    print(f"all tensors within 1e-5 ({ran} config{'s' if ran > 1 else ''}, default and --exact; train --init within "
+          f"{TRAIN_LOSS_TOL:.0e} / {TRAIN_TOL:.0e})"
+          + (f"; skipped: {', '.join(refused)} (minidc forward refuses the model_type)" if refused else ""))
     return 0
 
 

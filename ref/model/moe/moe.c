@@ -17,7 +17,7 @@
 void mdc_i_moe_free(mdc_gpt2_acts *a, int l) {
     moe_state *q = a->moe ? a->moe[l - a->lo] : NULL;
     if (!q) return;
-    mdc_dev_free(a->dev, q->fbuf), mdc_dev_free(a->dev, q->vbuf);
+    mdc_dev_free(a->dev, q->fbuf), mdc_dev_free(a->dev, q->vbuf), mdc_dev_free(a->dev, q->sbuf);
     free(q->choice), free(q);
     a->moe[l - a->lo] = NULL;
 }
@@ -150,7 +150,7 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
         }
     }
     mdc_dev_kernel(d, 2.0 * q->A * C, 4.0 * (q->A + n) * C, MDC_PREC_FP32);
-    return MDC_OK;
+    return mdc_i_moe_shared_forward(m, a, l, x, q, out);
 }
 mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *dout, float *dx) {
     moe_state *q = a->moe ? a->moe[l - a->lo] : NULL;
@@ -226,6 +226,7 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
                 for (int i = 0; i < C; i++) o[i] += g[i];
             }
         mdc_dev_kernel(d, 1.0 * A * C, 8.0 * (A + n) * C, MDC_PREC_FP32);
+        st = mdc_i_moe_shared_backward(m, a, l, q, x, dout, dx);
     }
     mdc_dev_free(d, tmp);
     mdc_i_moe_free(a, l);

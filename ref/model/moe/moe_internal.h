@@ -17,12 +17,20 @@ typedef struct mdc_i_moe_state {
     float *xr, *h, *u;  /* R x C received inputs; R x 4C before and after GELU (expert side) */
     float *fbuf, *vbuf; /* the device allocations behind them: per token, per row */
     float *f_aux;       /* E: each expert's share f_i per group (n/T groups x E) */
+    /* the shared expert (Qwen2-MoE): its gate|up product (n x 2Fs), SwiGLU (n x Fs) and output
+     * (n x C), each token's sigmoid scale (n); one allocation, sbuf */
+    float *sh, *su, *sy, *ss, *sbuf;
 } moe_state;
 
 /* The router's decisions for MoE block l of the set's tokens x (local rows): probabilities,
  * choices, gates, kept assignments and their rows in the send layout, the aux terms, and the
  * counts exchanged with the expert-parallel group (q->rcnt, q->R). Leaves q in a->moe. */
 mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, moe_state **out);
+/* The shared expert of block l (ref/model/moe/moe_shared.c; nothing without one): its output
+ * added into out, its state kept in q; backward, its input gradient added into dx. */
+mdc_status mdc_i_moe_shared_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, moe_state *q, float *out);
+mdc_status mdc_i_moe_shared_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const moe_state *q, const float *x,
+                                     const float *dout, float *dx);
 /* dz (n x E) from the gates' gradient, with the aux and z losses'. */
 void mdc_i_moe_router_grad(const mdc_gpt2 *m, const moe_state *q, const float *dgate, float *dz);
 
