@@ -207,11 +207,16 @@ mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(c.root, "model_type");
     int fam = cJSON_IsString(t) ? family_of(t->valuestring) : 0;
     char buf[64];
-    if (!fam) {
+    if (!fam && cJSON_IsString(t) && !strncmp(t->valuestring, "deepseek", 8))
+        st = mdc_fail(MDC_ERR_UNSUPPORTED,
+                      "%s: \"model_type\" is %s: its multi-head latent attention (MLA) is not built in minidc", label,
+                      mdc_i_hf_raw(&c, "model_type", buf, sizeof buf));
+    else if (!fam)
         st = mdc_fail(MDC_ERR_UNSUPPORTED,
                       "%s: \"model_type\" is %s, not \"llama\", \"qwen2\", \"qwen3\", \"mixtral\", \"qwen3_moe\" or "
                       "\"qwen2_moe\"",
                       label, t ? mdc_i_hf_raw(&c, "model_type", buf, sizeof buf) : "missing");
+    if (!fam) {
         mdc_i_hf_close(&c);
         return st;
     }

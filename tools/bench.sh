@@ -60,8 +60,9 @@ BUILD=$BUILD MPIEXEC=$MPIEXEC tools/bench_interposer.sh || exit 1
 # faster compared. minidc: libgomp's default wait policy (spin ~0.3 ms, then sleep: one thread
 # pool, so the short spin between kernels costs nothing; PASSIVE makes tiny 2x slower by waking
 # threads through the kernel at every parallel region). Multi-rank runs keep PASSIVE.
+# The Llama configs (ref/model/family.c) take the steps and target of GPT-2's config of their size.
 echo "== minidc bench train (training step, B=4, 2 threads; PyTorch in the same run)"
-for cfg in tiny small gpt2; do
+for cfg in tiny small gpt2 llama-tiny llama-gpt2; do
     r="0 0"
     for t in 2 1; do
         p=$(OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=2 \

@@ -1,4 +1,4 @@
-/* minidc bench train: one GPT-2 training step (forward, backward, clipping, AdamW: the step
+/* minidc bench train: one training step (forward, backward, clipping, AdamW: the step
  * every mesh runs, ref/train/train.c) on a named config, B=4, T=min(256, context), 2 OpenMP threads;
  * under mpiexec.mpich with --tp T [--sp], the same global batch on a tensor-parallel mesh
  * (rank 0 reports; the ms are its wall time per step): ms per step (median), tokens/s, model
@@ -6,7 +6,8 @@
  * same fixed-partition sgemm the kernels use), and peak resident memory against the computed
  * params + grads + AdamW + activations. With --torch-ms X (PyTorch's ms per step for the same
  * step, tests/bench/bench_torch.py, measured in the same run by tools/bench.sh) it prints the ratio
- * and the target (tiny 2x, small 1.5x, gpt2 1.2x). */
+ * and the target (tiny 2x, small 1.5x, gpt2 1.2x; a family's config, llama-tiny or llama-gpt2,
+ * the target and steps of the GPT-2 config of its size, size_of below). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -79,6 +80,17 @@ static int arg_ms(const char *opt, const char *v, double *out) {
     return 1;
 }
 
+/* The GPT-2 config whose steps and target a named config takes: itself, or for a family's
+ * "<family>-<size>" (llama-tiny, llama-gpt2, qwen2-tiny) the GPT-2 config <size>; NULL for
+ * any other name. */
+static const char *size_of(const char *config) {
+    static const char *const sizes[] = {"tiny", "small", "gpt2"};
+    const char *dash = strrchr(config, '-'), *s = dash ? dash + 1 : config;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (!strcmp(s, sizes[i])) return sizes[i];
+    return NULL;
+}
+
 int mdc_bench_train(int argc, char **argv) {
     const char *config = "tiny";
     int B = 4, T = 0, steps = 0, threads = 2, tp = 1, sp = 0, dp = 1, exact = 0, xblock = 0, adapt = 0;
@@ -86,11 +98,12 @@ int mdc_bench_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) {
-            printf("usage: minidc bench train [--config tiny|small|gpt2] [--batch 4] [--seq T] [--steps N]\n"
+            printf("usage: minidc bench train [--config tiny] [--batch 4] [--seq T] [--steps N]\n"
                    "                          [--threads 2] [--torch-ms MS] [--torch-cpu-ms MS]\n"
                    "       mpiexec.mpich -n N minidc bench train --tp T [--sp] [--dp D] ...   (N = T x D)\n"
                    "       [--exact] [--exact-block N]   exact mode (docs/exactness.md)\n"
                    "       [--adapt-threads]   the thread count as minidc train chooses it (tools/thread_tuner.h)\n"
+                   "--config tiny|small|gpt2 or a family's llama-tiny|llama-gpt2|qwen2-tiny|qwen3-tiny\n"
                    "--batch 1..1024, --seq 1..the context, --steps 1..100000, --threads 1..1024\n"
                    "cpu ms = process CPU time per step / threads: the step's cost when the cores are shared\n");
             return 0;
@@ -136,7 +149,8 @@ int mdc_bench_train(int argc, char **argv) {
     }
     cfg.Vp = mdc_gpt2_padded_vocab_tp(cfg.V, tp);
     if (!T) T = cfg.T < 256 ? cfg.T : 256;
-    if (!steps) steps = !strcmp(config, "tiny") ? 30 : !strcmp(config, "small") ? 10 : 3;
+    const char *size = size_of(config); /* NULL: gpt2's steps and target */
+    if (!steps) steps = size && !strcmp(size, "tiny") ? 30 : size && !strcmp(size, "small") ? 10 : 3;
     if (T > cfg.T) {
         fprintf(stderr, "minidc bench train: --seq %d is longer than config %s's context %d\n", T, config, cfg.T);
         return 2;
@@ -252,7 +266,7 @@ int mdc_bench_train(int argc, char **argv) {
                config, B, T, exact ? " exact" : "", med, cmed, tok, flops / 1e9, 100 * mfu, peak / 1e9, 100 * cmfu,
                cpu_peak / 1e9, rss, vms, mdc_device_get_spec(dev)->name);
     if (torch_ms > 0 && rt.rank == 0) {
-        double target = !strcmp(config, "tiny") ? 2.0 : !strcmp(config, "small") ? 1.5 : 1.2;
+        double target = size && !strcmp(size, "tiny") ? 2.0 : size && !strcmp(size, "small") ? 1.5 : 1.2;
         double ratio = torch_ms / med;
         printf("%-6s B=%d T=%-4d torch  %9.1f ms (cpu %8.1f) %9.0f tok/s  ratio %.2fx (cpu %.2fx), target %.1fx: %s\n",
                config, B, T, torch_ms, torch_cpu, B * T / (torch_ms * 1e-3), ratio,

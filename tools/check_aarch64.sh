@@ -232,11 +232,11 @@ t_train=$(($(date +%s) - t0))
 for pair in x86-serial:x86-tp2sp x86-serial:aarch64-serial x86-serial:aarch64-tp2sp x86-qwen3:aarch64-qwen3; do
     ref=$runs/${pair%%:*} tag=${pair#*:}
     if [ ! -s $ref.st ] || [ ! -s $runs/$tag.st ]; then
-        report fail "checkpoint $tag = x86-serial" "missing"; continue
+        report fail "checkpoint $tag = ${pair%%:*}" "missing"; continue
     fi
-    if cmp -s $ref.st $runs/$tag.st; then report ok "checkpoint $tag = x86-serial (cmp)"
+    if cmp -s $ref.st $runs/$tag.st; then report ok "checkpoint $tag = ${pair%%:*} (cmp)"
     else
-        report fail "checkpoint $tag = x86-serial (cmp)" "$(cmp $ref.st $runs/$tag.st 2>&1 | head -n 1)"
+        report fail "checkpoint $tag = ${pair%%:*} (cmp)" "$(cmp $ref.st $runs/$tag.st 2>&1 | head -n 1)"
         # which tensor differs first, bit for bit
         "$NATIVE/minidc" compare $ref.st $runs/$tag.st --rtol 0 --atol 0 --quiet 2>&1 | sed 's/^/    # /'
     fi
@@ -244,9 +244,9 @@ for pair in x86-serial:x86-tp2sp x86-serial:aarch64-serial x86-serial:aarch64-tp
     if diff <(awk '$1 == "step" {print $2, $3, $4, $5, $6}' $ref.out) \
             <(awk '$1 == "step" {print $2, $3, $4, $5, $6}' $runs/$tag.out) >$runs/$tag.loss.diff &&
        [ "$(grep -c '^step' $ref.out)" = "$STEPS" ]; then
-        report ok "loss lines $tag = x86-serial"
+        report ok "loss lines $tag = ${pair%%:*}"
     else
-        report fail "loss lines $tag = x86-serial" "$runs/$tag.loss.diff"
+        report fail "loss lines $tag = ${pair%%:*}" "$runs/$tag.loss.diff"
         head -n 6 $runs/$tag.loss.diff | sed 's/^/    # /'
     fi
 done

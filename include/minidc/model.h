@@ -171,8 +171,8 @@ mdc_status mdc_gpt2_create(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_confi
 void mdc_gpt2_free(mdc_gpt2 *m);
 
 /* GPT-2 initialization from a seed: wte, wpe and every weight N(0, 0.02), the residual
- * projections (attn.c_proj.weight, mlp.c_proj.weight) N(0, 0.02/sqrt(2L)), biases 0,
- * LayerNorm weight 1 and bias 0, wte padding rows 0. Deterministic: each element's value
+ * projections (attn.c_proj.weight, mlp.c_proj.weight; the families' o_proj, down_proj and every
+ * expert's down) N(0, 0.02/sqrt(2L)), biases 0, norm weights 1 and biases 0, wte padding rows 0. Deterministic: each element's value
  * depends only on the seed and its offset (a counter-based generator), not on threads. */
 void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed);
 

@@ -272,6 +272,17 @@ static void init_run(void *vc, size_t local, size_t global, size_t n) {
     for (long j = 0; j < len; j++) p[j] = c->sd * mdc_i_normal_at(c->seed, base + (uint64_t)j);
 }
 
+/* 1 for the projections that write into the residual stream (GPT-2's c_proj, the families'
+ * o_proj and down_proj, every expert's and the shared expert's down): GPT-2's scaled init */
+static int residual_out(const mdc_gpt2_config *c, int gi) {
+    int l, k;
+    if (mdc_i_role(c, gi, &l, &k) != MDC_I_LAYER) return 0;
+    if (k == ATTPW || (!mdc_i_is_moe(c, l) && k == FCPW)) return 1;
+    if (!mdc_i_is_moe(c, l)) return 0;
+    if (!mdc_i_family(c)) return k > ROUTERW && (k - ROUTERW - 1) % 4 == X_FCPW;
+    return k == FSD || (k > FROUTER && (k - FROUTER - 1) % 3 == XD);
+}
+
 void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed) {
     float resid = 0.02f / sqrtf(2.0f * m->cfg.L);
     for (int i = 0; i < m->ntensors; i++) {
@@ -285,7 +296,7 @@ void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed) {
         } else if (t->ndim == 2) {
             /* past wte's padding rows (an untied lm_head's own padding follows its V rows) */
             uint64_t pad = t->global > 0 ? (uint64_t)(m->cfg.Vp - m->cfg.V) * (uint64_t)m->cfg.C : 0;
-            init_ctx ic = {m->params, seed, pad, strstr(t->name, "c_proj.weight") ? resid : 0.02f};
+            init_ctx ic = {m->params, seed, pad, residual_out(&m->cfg, t->global) ? resid : 0.02f};
             for_each_run(&m->cfg, t, init_run, &ic);
         }
     }

@@ -1,10 +1,12 @@
-"""The PyTorch side of `minidc bench train`: the same GPT-2 training step as minidc's (forward,
-backward, global-norm clipping, AdamW; pre-LN, learned positions, causal attention, 4C tanh-GELU
-MLP, tied LM head, fp32, minidc's initialisation) on CPU, in PyTorch's best setting on this
-machine. Prints one line: wall ms per step and CPU ms per step divided by the 2 cores (medians
-over the timed steps; the second is what the step costs when the cores are shared).
-Usage: /usr/bin/python3 tests/bench/bench_torch.py --config tiny|small|gpt2 [--batch 4] [--seq T]
-       [--steps N] [--threads 2] [--blas-threads 2]
+"""The PyTorch side of `minidc bench train`: the same training step as minidc's (forward,
+backward, global-norm clipping, AdamW; fp32, minidc's initialisation) on CPU, in PyTorch's best
+setting on this machine, for GPT-2 (pre-LN, learned positions, causal attention, 4C tanh-GELU
+MLP, tied LM head) and Llama (RMSNorm, rotary positions, grouped-query causal attention, SwiGLU
+MLP, no biases, untied LM head; Hugging Face's LlamaForCausalLM). Prints one line: wall ms per
+step and CPU ms per step divided by the 2 cores (medians over the timed steps; the second is
+what the step costs when the cores are shared).
+Usage: /usr/bin/python3 tests/bench/bench_torch.py --config tiny|small|gpt2|llama-tiny|llama-gpt2
+       [--batch 4] [--seq T] [--steps N] [--threads 2] [--blas-threads 2]
 --threads is PyTorch's own (OpenMP) thread count, used by its elementwise, normalisation and
 softmax kernels; --blas-threads is OpenBLAS's, which runs every matmul (PyTorch hands a whole
 product to sgemm and does not split it itself). tools/bench.sh runs --threads 2 and 1 and keeps
@@ -23,11 +25,18 @@ import argparse
 import os
 import sys
 
+# minidc's named configs (ref/model/gpt2.c, mdc_gpt2_config_named; ref/model/family.c,
+# mdc_i_family_named): V, Vp (the vocabulary padded to a multiple of 128), context, L, H, C;
+# Llama's add kv heads, intermediate_size, rms_norm_eps, rope_theta and the llama3 rope_scaling
+# (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings) or None.
 CONFIGS = {"tiny": (512, 512, 64, 2, 4, 128), "small": (4096, 4096, 128, 4, 8, 256),
            "gpt2": (50257, 50304, 1024, 12, 12, 768)}
+LLAMA = {"llama-tiny": (512, 512, 64, 2, 4, 128, 2, 352, 1e-5, 500000.0, (8.0, 1.0, 4.0, 32)),
+         "llama-gpt2": (50257, 50304, 1024, 12, 12, 768, 4, 2048, 1e-5, 500000.0, None)}
+SIZE = {"llama-tiny": "tiny", "llama-gpt2": "gpt2"}  # steps and warm-up as the GPT-2 config's
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--config", default="tiny", choices=CONFIGS)
+ap.add_argument("--config", default="tiny", choices=list(CONFIGS) + list(LLAMA))
 ap.add_argument("--batch", type=int, default=4)
 ap.add_argument("--seq", type=int, default=0)
 ap.add_argument("--steps", type=int, default=0)
@@ -107,14 +116,103 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+class RMSNorm(nn.Module):  # LlamaRMSNorm: w * x / sqrt(mean(x^2) + eps)
+    def __init__(self, C, eps):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(C)), eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rope_tables(d, T, theta, scaling):
+    """cos and sin (T, d) as transformers builds them in float32: inv_freq = 1 / theta^(2j/d),
+    with llama3 scaling as _compute_llama3_parameters adjusts it; angles pos * inv_freq, the
+    halves repeated (rotate_half's layout)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    if scaling:
+        factor, low, high, old = scaling
+        low_wavelen, high_wavelen = old / low, old / high
+        wavelen = 2 * math.pi / inv_freq
+        inv_llama = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * inv_llama / factor + smooth * inv_llama
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        inv_freq = torch.where(medium, smoothed, inv_llama)
+    freqs = torch.arange(T).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rope(x, cos, sin):  # x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1)
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class LlamaBlock(nn.Module):
+    """LlamaDecoderLayer. q_proj|k_proj|v_proj are one product and gate_proj|up_proj another
+    (the same products, fused as minidc's kernels fuse them: fewer, larger sgemm calls)."""
+
+    def __init__(self, C, H, KV, I, eps):
+        super().__init__()
+        self.H, self.KV, self.d, self.I = H, KV, C // H, I
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(C, eps), RMSNorm(C, eps)
+        self.qkv_proj = nn.Linear(C, (H + 2 * KV) * self.d, bias=False)
+        self.o_proj = nn.Linear(H * self.d, C, bias=False)
+        self.gate_up_proj = nn.Linear(C, 2 * I, bias=False)
+        self.down_proj = nn.Linear(I, C, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        H, KV, d = self.H, self.KV, self.d
+        q, k, v = self.qkv_proj(self.input_layernorm(x)).split((H * d, KV * d, KV * d), dim=2)
+        q = rope(q.view(B, T, H, d).transpose(1, 2), cos, sin)
+        k = rope(k.view(B, T, KV, d).transpose(1, 2), cos, sin)
+        v = v.view(B, T, KV, d).transpose(1, 2)
+        # repeat_kv: query head h reads kv head h // (H / KV)
+        k, v = (t[:, :, None].expand(B, KV, H // KV, T, d).reshape(B, H, T, d) for t in (k, v))
+        y = attention(q, k, v).transpose(1, 2).contiguous().view(B, T, H * d)
+        x = x + self.o_proj(y)
+        gate, up = self.gate_up_proj(self.post_attention_layernorm(x)).split(self.I, dim=2)
+        return x + self.down_proj(F.silu(gate) * up)
+
+
+class Llama(nn.Module):
+    def __init__(self, V, Vp, T, L, H, C, KV, I, eps, theta, scaling):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(Vp, C)
+        self.layers = nn.ModuleList(LlamaBlock(C, H, KV, I, eps) for _ in range(L))
+        self.norm = RMSNorm(C, eps)
+        self.lm_head = nn.Linear(C, Vp, bias=False)
+        cos, sin = rope_tables(C // H, T, theta, scaling)  # built once, as minidc's tables
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        # matrices N(0, 0.02), the output projections N(0, 0.02 / sqrt(2 L)), RMSNorm weights 1
+        with torch.no_grad():
+            for n, p in self.named_parameters():
+                if p.dim() == 2:
+                    proj = n.endswith(("o_proj.weight", "down_proj.weight"))
+                    p.normal_(0, 0.02 / math.sqrt(2 * L) if proj else 0.02)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        cos, sin = self.cos[:T], self.sin[:T]
+        x = self.embed_tokens(idx)
+        for b in self.layers:
+            x = b(x, cos, sin)
+        logits = self.lm_head(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
 def main():
-    V, Vp, Tc, L, H, C = CONFIGS[a.config]
+    shape = LLAMA[a.config] if a.config in LLAMA else CONFIGS[a.config]
+    V, Tc, size = shape[0], shape[2], SIZE.get(a.config, a.config)
     T = a.seq or min(256, Tc)
-    steps = a.steps or {"tiny": 50, "small": 15, "gpt2": 3}[a.config]
-    warm = {"tiny": 3, "small": 2, "gpt2": 1}[a.config]  # the first allocates AdamW's state
+    steps = a.steps or {"tiny": 50, "small": 15, "gpt2": 3}[size]
+    warm = {"tiny": 3, "small": 2, "gpt2": 1}[size]  # the first allocates AdamW's state
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = GPT(V, Vp, Tc, L, H, C)
+    model = Llama(*shape) if a.config in LLAMA else GPT(*shape)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
     x = torch.randint(0, V, (a.batch, T))
     y = torch.randint(0, V, (a.batch, T))

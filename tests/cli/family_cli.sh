@@ -76,6 +76,8 @@ parity "qwen3-moe-tiny: exact, --cp 2 --ep 2 --dp 2 bit for bit" "$same" 4 --con
 parity "qwen2-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config qwen2-moe-tiny --ep 2 --dp 2 --check-replicas
 parity "qwen2-moe-tiny: exact, --tp 2 --sp --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --exact
 parity "qwen2-moe-tiny: exact, --cp 2 --pp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --cp 2 --pp 2 --exact
+parity "mixtral-tiny: exact, 16 ranks --tp 2 --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config mixtral-tiny --tp 2 --ep 2 --dp 2 --pp 2 --cp 2 --exact
+parity "qwen2-moe-tiny: 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 equals serial" "$near" 16 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2
 
 # exact mode's dumps: every site (rope_q, rope_k, q_norm, k_norm, the SwiGLU gate, up and product
 # among them) and every gradient of a step, reassembled from the mesh, byte for byte the serial
@@ -111,6 +113,8 @@ cat >"$tmp/aux.json" <<'JSON'
  "max_position_embeddings": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "output_router_logits": true}
 JSON
 refused "mixtral with output_router_logits refused by name" "output_router_logits" 1 --config "$tmp/aux.json"
+echo '{"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 128}' >"$tmp/ds.json"
+refused "a deepseek_v3 config refused by name" "deepseek_v3\": its multi-head latent attention (MLA)" 1 --config "$tmp/ds.json"
 refused "ulysses over fewer kv heads than cp ranks refused" "ulysses gives every cp rank whole kv heads" 4 --config qwen2-tiny --cp 2 --tp 2 --cp-algo ulysses
 
 if scenario "--save DIR/: a directory forward reads, resumed bit for bit"; then

@@ -1,11 +1,12 @@
 """What the PyTorch cross-checks (tests/xcheck/xcheck_*.py) share: the bound on relative errors,
 the AdamW settings both sides train with, the skip (exit 77) where PyTorch or numpy is missing,
 where the tree and the minidc binary are (BUILD, default build), tools/ on the import path for
-the PyTorch models, and the relative error every check reports."""
+the PyTorch models, the relative error every check reports and the AdamW steps the references
+train with."""
 import os
 import sys
 
-__all__ = ["ADAM", "MINIDC", "ROOT", "TOL", "np", "rel_err", "torch"]
+__all__ = ["ADAM", "MINIDC", "ROOT", "TOL", "adamw_steps", "np", "rel_err", "torch"]
 TOL = 1e-5
 ADAM = dict(lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1e-5, grad_clip=1.0)
 
@@ -29,3 +30,29 @@ def rel_err(got, want):
     scale = np.abs(want).max() if want.size else 0.0
     diff = np.abs(got - want).max() if want.size else 0.0
     return float(diff / scale) if scale > 0 else float(diff)
+
+
+def adamw_steps(ps, first_loss, loss_fn, steps, eps=ADAM["eps"]):
+    """minidc's training on the reference side: AdamW with weight decay on the matrices only and
+    global-norm clipping, `steps` updates. ps hold the gradients of the first step's loss
+    (first_loss, a float); loss_fn() runs a fresh forward. Returns the step losses and the loss
+    after the last update."""
+    decay = [p for p in ps if p.dim() == 2]
+    nodecay = [p for p in ps if p.dim() != 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": ADAM["weight_decay"]},
+                             {"params": nodecay, "weight_decay": 0.0}],
+                            lr=ADAM["lr"], betas=(ADAM["beta1"], ADAM["beta2"]), eps=eps)
+    losses = [first_loss]
+    for k in range(steps):
+        if k > 0:
+            for p in ps:
+                if p.grad is not None:
+                    p.grad.zero_()
+            loss = loss_fn()
+            loss.backward()
+            losses.append(loss.item())
+        torch.nn.utils.clip_grad_norm_(ps, ADAM["grad_clip"])
+        opt.step()
+    with torch.no_grad():
+        losses.append(loss_fn().item())
+    return losses

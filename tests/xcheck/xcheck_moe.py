@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from xcheck_common import ADAM, MINIDC, TOL, np, rel_err, torch
+from xcheck_common import ADAM, MINIDC, TOL, adamw_steps, np, rel_err, torch
 
 STEPS = 3
 MARGIN = 1e-4
@@ -100,23 +100,7 @@ def reference(c, weights, x, y):
     out = {"logits": logits.detach().numpy(), "loss": loss.item(), "loss.aux": aux.item(), "loss.z": zl.item()}
     for n, p in zip(model.names, model.ps):
         out["grad." + n] = p.grad.numpy().copy()
-    decay = [p for p in model.ps if p.dim() == 2]
-    nodecay = [p for p in model.ps if p.dim() != 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": ADAM["weight_decay"]},
-                             {"params": nodecay, "weight_decay": 0.0}],
-                            lr=ADAM["lr"], betas=(ADAM["beta1"], ADAM["beta2"]), eps=ADAM["eps"])
-    step_loss = [loss.item()]
-    for k in range(STEPS):
-        if k > 0:
-            model.zero_grad()
-            l = model(x, y)[1]
-            l.backward()
-            step_loss.append(l.item())
-        torch.nn.utils.clip_grad_norm_(model.ps, ADAM["grad_clip"])
-        opt.step()
-    with torch.no_grad():
-        step_loss.append(model(x, y)[1].item())
-    out["steps.loss"] = np.array(step_loss)
+    out["steps.loss"] = np.array(adamw_steps(model.ps, loss.item(), lambda: model(x, y)[1], STEPS))
     for n, p in zip(model.names, model.ps):
         out["final." + n] = p.detach().numpy().copy()
     return out, model.stats
