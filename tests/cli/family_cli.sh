@@ -52,6 +52,7 @@ parity "odd llama: --tp 3 (one kv head on 3 ranks) equals serial, replicas agree
 parity "odd llama: exact, --tp 3 --sp bit for bit" "$same" 3 --config "$tmp/odd.json" --tp 3 --sp --exact --exact-block 4
 parity "odd llama: exact, --tp 3 --cp 2 bit for bit" "$same" 6 --config "$tmp/odd.json" --tp 3 --cp 2 --exact
 parity "odd llama: --pp 2 --dp 2 --zero 3 equals serial" "$near" 4 --config "$tmp/odd.json" --pp 2 --dp 2 --zero 3
+parity "odd llama: exact, --pp 2 interleaved, --dp 2 --zero 3 bit for bit" "$same" 4 --config "$tmp/odd.json" --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --accum 4 --dp 2 --zero 3 --exact
 parity "llama-tiny: exact, --cp 2 all-gather bit for bit" "$same" 2 --config llama-tiny --cp 2 --cp-algo allgather --exact
 parity "qwen2-tiny: --cp 2 ulysses equals serial" "$near" 2 --config qwen2-tiny --cp 2 --cp-algo ulysses
 parity "qwen3-tiny: exact, --cp 2 ulysses bit for bit" "$same" 2 --config qwen3-tiny --cp 2 --cp-algo ulysses --exact
