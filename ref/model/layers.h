@@ -62,9 +62,9 @@ enum { MDC_I_W_C, MDC_I_W_QKV, MDC_I_W_HEADS, MDC_I_W_FC, MDC_I_W_V, MDC_I_W_NON
 typedef struct {
     const char *name;
     int place, width;
-    const char *family_name; /* the Llama and Qwen families' name for it (NULL: name) */
 } mdc_i_tap_site;
 extern const mdc_i_tap_site mdc_i_tap_sites[MDC_I_DS_N];
+/* A site's name; the Llama and Qwen families call the activation's output mlp.product. */
 const char *mdc_i_tap_site_name(const mdc_gpt2 *m, int site);
 /* The rows of a tap: MDC_I_ROWS (the residual stream's) or MDC_I_SEQ (every local position);
  * sum: a partial sum over tp (g's input forward, f's backward). */

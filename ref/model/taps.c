@@ -20,7 +20,7 @@ const mdc_i_tap_site mdc_i_tap_sites[MDC_I_DS_N] = {
     [MDC_I_DS_FC] = {"mlp.c_fc", MDC_TAP_REGION, MDC_I_W_FC},
     [MDC_I_DS_GATE] = {"mlp.gate", MDC_TAP_REGION, MDC_I_W_FC},
     [MDC_I_DS_UP] = {"mlp.up", MDC_TAP_REGION, MDC_I_W_FC},
-    [MDC_I_DS_GELU] = {"mlp.gelu", MDC_TAP_REGION, MDC_I_W_FC, "mlp.product"},
+    [MDC_I_DS_GELU] = {"mlp.gelu", MDC_TAP_REGION, MDC_I_W_FC},
     [MDC_I_DS_MLPP] = {"mlp.c_proj", MDC_TAP_G, MDC_I_W_C},
     [MDC_I_DS_ROUTER] = {"mlp.router", MDC_TAP_STREAM, MDC_I_W_E},
     [MDC_I_DS_EXPERTS] = {"mlp.experts", MDC_TAP_STREAM, MDC_I_W_KC},
@@ -53,8 +53,7 @@ void mdc_i_tap_layout(int site, int dir, int phase, int *rows, int *sum) {
 }
 
 const char *mdc_i_tap_site_name(const mdc_gpt2 *m, int site) {
-    const mdc_i_tap_site *t = &mdc_i_tap_sites[site];
-    return mdc_i_family(&m->cfg) && t->family_name ? t->family_name : t->name;
+    return mdc_i_family(&m->cfg) && site == MDC_I_DS_GELU ? "mlp.product" : mdc_i_tap_sites[site].name;
 }
 
 mdc_status mdc_i_tap_cols(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, const float *x, int ld,
