@@ -6,7 +6,7 @@ train with."""
 import os
 import sys
 
-__all__ = ["ADAM", "MINIDC", "ROOT", "TOL", "adamw_steps", "np", "rel_err", "torch"]
+__all__ = ["ADAM", "MINIDC", "ROOT", "TOL", "adamw_steps", "np", "preflight", "rel_err", "torch"]
 TOL = 1e-5
 ADAM = dict(lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1e-5, grad_clip=1.0)
 
@@ -56,3 +56,16 @@ def adamw_steps(ps, first_loss, loss_fn, steps, eps=ADAM["eps"]):
     with torch.no_grad():
         losses.append(loss_fn().item())
     return losses
+
+
+def preflight(self_check):
+    """Before a check's configs: one thread, the reference's own check, a minidc binary. 0 to go
+    on, else the exit code (1: the reference disagrees with itself, 77: minidc not built)."""
+    torch.set_num_threads(1)
+    if not self_check():
+        print("FAIL: the reference disagrees with itself (see above)")
+        return 1
+    if not os.access(MINIDC, os.X_OK):
+        print(f"skipped: {MINIDC} not built")
+        return 77
+    return 0

@@ -16,12 +16,11 @@ when there is a capacity; otherwise the next seed is tried. The gaps are printed
 
 Exit 0: pass; 1: an error above the bound or a failure; 77: skipped (no torch, no minidc).
 """
-import os
 import subprocess
 import sys
 import tempfile
 
-from xcheck_common import ADAM, MINIDC, TOL, adamw_steps, np, rel_err, torch
+from xcheck_common import ADAM, MINIDC, TOL, adamw_steps, np, preflight, rel_err, torch
 
 STEPS = 3
 MARGIN = 1e-4
@@ -174,13 +173,9 @@ def run_config(c, tmp):
 
 
 def main():
-    torch.set_num_threads(1)
-    if not self_check():
-        print("FAIL: the reference disagrees with itself (see above)")
-        return 1
-    if not os.access(MINIDC, os.X_OK):
-        print(f"skipped: {MINIDC} not built")
-        return 77
+    rc = preflight(self_check)
+    if rc:
+        return rc
     all_bad = []
     with tempfile.TemporaryDirectory() as tmp:
         for c in CONFIGS:

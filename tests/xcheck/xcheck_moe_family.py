@@ -52,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 
-from xcheck_common import ADAM, MINIDC, TOL, adamw_steps, np, rel_err, torch
+from xcheck_common import ADAM, MINIDC, TOL, adamw_steps, np, preflight, rel_err, torch
 
 STEPS = 10
 MARGIN = 1e-4          # the smallest ln p gap at the top-k boundary a config's seed may have
@@ -462,13 +462,9 @@ def describe(c):
 
 
 def main():
-    torch.set_num_threads(1)
-    if not self_check():
-        print("FAIL: the reference disagrees with itself (see above)")
-        return 1
-    if not os.access(MINIDC, os.X_OK):
-        print(f"skipped: {MINIDC} not built")
-        return 77
+    rc = preflight(self_check)
+    if rc:
+        return rc
     all_bad, refused = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for c in CONFIGS:
