@@ -19,7 +19,7 @@
 typedef struct {
     char *name, *file; /* the global tensor, the first file with a piece of it */
     int ndim, sum;
-    mdc_tdtype dtype; /* written as the first piece's (F32, F16 or BF16) */
+    mdc_tdtype dtype; /* written as the first piece's (F32, F16, BF16, or I32 for integers) */
     int64_t shape[3], order;
     size_t numel;
     float *data;
@@ -183,6 +183,8 @@ static mdc_status place(global_t *g, const float *x, const int64_t *ls, dim_runs
 }
 
 static int is_float(mdc_tdtype t) { return t == MDC_TD_F32 || t == MDC_TD_F16 || t == MDC_TD_BF16 || t == MDC_TD_F64; }
+/* a piece's values: floats, or the int32 of a site of integers (a MoE block's choices) */
+static int is_value(mdc_tdtype t) { return is_float(t) || t == MDC_TD_I32; }
 
 /* One piece: tensor t of `file` with its dump entry (JSON), placed into its global tensor. */
 static mdc_status add_piece(globals *gs, const mdc_tensor *t, const char *json, const char *file) {
@@ -197,7 +199,7 @@ static mdc_status add_piece(globals *gs, const mdc_tensor *t, const char *json, 
     int nd = t->ndim;
     const char *bad = !cJSON_IsObject(j)                                   ? "it is not a JSON object"
                       : !cJSON_IsString(gn) || !gn->valuestring[0]         ? "\"global\" is not a name"
-                      : !is_float(t->dtype)                                ? "the piece is not floating-point"
+                      : !is_value(t->dtype)                                ? "the piece is not floating-point or int32"
                       : nd < 1 || nd > 3                                   ? "the piece has not 1 to 3 dimensions"
                       : !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != nd ? "\"shape\" has not one size per dimension"
                       : !cJSON_IsArray(mp) || cJSON_GetArraySize(mp) != nd
@@ -225,10 +227,16 @@ static mdc_status add_piece(globals *gs, const mdc_tensor *t, const char *json, 
     if (!st)
         g = global_get(gs, gn->valuestring, nd, shape, sm->valuedouble != 0, (int64_t)od->valuedouble, file, t->name,
                        &st);
-    if (g && g->dtype == MDC_TD_F32 && (t->dtype == MDC_TD_BF16 || t->dtype == MDC_TD_F16)) g->dtype = t->dtype;
+    if (g && g->dtype == MDC_TD_F32 && (t->dtype == MDC_TD_BF16 || t->dtype == MDC_TD_F16 || t->dtype == MDC_TD_I32))
+        g->dtype = t->dtype;
     if (!st && !(x = malloc(sizeof(float) * (t->numel ? t->numel : 1))))
         st = mdc_fail(MDC_ERR_OOM_HOST, "dump: %s: tensor %s: %zu elements", file, t->name, t->numel);
-    if (!st) st = mdc_tensor_to_f32(t, x, t->numel);
+    if (!st && t->dtype == MDC_TD_I32) { /* integers below 2^24: exact as floats */
+        int32_t *iv = malloc(sizeof(int32_t) * (t->numel ? t->numel : 1));
+        st = iv ? mdc_tensor_to_i32(t, iv, t->numel) : mdc_fail(MDC_ERR_OOM_HOST, "dump: %s: %s", file, t->name);
+        for (size_t i = 0; !st && i < t->numel; i++) x[i] = (float)iv[i];
+        free(iv);
+    } else if (!st) st = mdc_tensor_to_f32(t, x, t->numel);
     if (!st) st = place(g, x, t->shape, d, file);
     free(x);
     cJSON_Delete(j);

@@ -53,7 +53,10 @@ static const char *const harmless[] = {
     /* the MoE families' (their values are read or checked below) */
     "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
     "decoder_sparse_step", "mlp_only_layers", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",
-    "shared_expert_intermediate_size"};
+    "shared_expert_intermediate_size",
+    /* DeepSeek-V3 routing's, on a MoE family's attention */
+    "scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor", "n_shared_experts",
+    "first_k_dense_replace"};
 
 static mdc_status number(const mdc_i_hf_src *c, const char *key, double *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
@@ -110,10 +113,33 @@ static mdc_status rope(const mdc_i_hf_src *c, mdc_gpt2_config *cfg) {
     return MDC_OK;
 }
 
+/* DeepSeek-V3's routing keys on a MoE family (ref/model/family.c checks their values): scoring_func
+ * "sigmoid" with topk_method "noaux_tc", n_group, topk_group, routed_scaling_factor;
+ * n_shared_experts and first_k_dense_replace with either scoring. */
+static mdc_status deepseek_keys(const mdc_i_hf_src *c, mdc_gpt2_config *cfg) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(c->root, "scoring_func");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(c->root, "topk_method");
+    mdc_status st = must_be(
+        c, "scoring_func",
+        !f || (cJSON_IsString(f) && (!strcmp(f->valuestring, "softmax") || !strcmp(f->valuestring, "sigmoid"))),
+        "minidc routes by \"softmax\" (the family's own) or \"sigmoid\" (DeepSeek-V3's)");
+    cfg->router = f && cJSON_IsString(f) && !strcmp(f->valuestring, "sigmoid") ? MDC_ROUTER_SIGMOID : 0;
+    if (!st && (m || cfg->router))
+        st = must_be(c, "topk_method", cfg->router && m && cJSON_IsString(m) && !strcmp(m->valuestring, "noaux_tc"),
+                     "minidc's sigmoid routing is DeepSeek-V3's \"noaux_tc\" (with scoring_func \"sigmoid\")");
+    double scale = 0;
+    if (!st) st = mdc_i_hf_int(c, "n_group", 0, &cfg->n_group);
+    if (!st) st = mdc_i_hf_int(c, "topk_group", 0, &cfg->topk_group);
+    if (!st) st = number(c, "routed_scaling_factor", &scale), cfg->routed_scale = (float)scale;
+    if (!st) st = mdc_i_hf_int(c, "n_shared_experts", 0, &cfg->n_shared);
+    if (!st) st = mdc_i_hf_int(c, "first_k_dense_replace", 0, &cfg->first_dense);
+    return st;
+}
+
 /* Mixtral's and Qwen3-MoE's experts and router: E, k, the experts' width, the renormalization,
- * which layers are sparse; the aux loss only where it is not in the loss (output_router_logits
- * false, as transformers' default: with it, transformers adds router_aux_loss_coef times its
- * load_balancing_loss_func, which minidc does not compute); no router jitter. */
+ * which layers are sparse; the aux loss where it is in the loss (output_router_logits true:
+ * router_aux_loss_coef times load_balancing_loss_func, ref/model/moe/moe_aux.c); no router
+ * jitter; DeepSeek-V3's routing keys. */
 static mdc_status moe_keys(const mdc_i_hf_src *c, int fam, mdc_gpt2_config *cfg) {
     int mix = fam == MDC_FAMILY_MIXTRAL, on = 0;
     mdc_status st = mdc_i_hf_int(c, mix ? "num_local_experts" : "num_experts", 1, &cfg->E);
@@ -138,10 +164,14 @@ static mdc_status moe_keys(const mdc_i_hf_src *c, int fam, mdc_gpt2_config *cfg)
                          "minidc's sparse layers follow decoder_sparse_step alone ([])");
     }
     if (!st) st = flag(c, "output_router_logits", &on);
-    if (!st)
-        st = must_be(c, "output_router_logits", !on,
-                     "transformers then adds its load_balancing_loss_func to the loss, which minidc does not compute "
-                     "(false)");
+    double coef = 0;
+    if (!st && on) {  /* transformers then adds router_aux_loss_coef x load_balancing_loss_func to the loss */
+        coef = 0.001; /* MixtralConfig's and Qwen3MoeConfig's default */
+        st = number(c, "router_aux_loss_coef", &coef);
+        if (!st) st = must_be(c, "router_aux_loss_coef", coef >= 0 && coef < 1e6, "a coefficient, 0 or positive");
+        cfg->lb_coef = (float)coef;
+    }
+    if (!st) st = deepseek_keys(c, cfg);
     double jitter = 0;
     if (!st && !(st = number(c, "router_jitter_noise", &jitter)))
         st = must_be(c, "router_jitter_noise", jitter == 0, "minidc's router has no noise (0)");
@@ -275,12 +305,26 @@ mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t ca
                  c->mlp_bias ? "true" : "false");
     else if (c->family == MDC_FAMILY_QWEN3 || c->family == MDC_FAMILY_QWEN3_MOE)
         snprintf(bias, sizeof bias, "  \"attention_bias\": %s,\n", c->o_bias ? "true" : "false");
-    char moe[512] = "";
+    char moe[1024] = "", lb[96], ds[320] = "";
+    if (c->lb_coef > 0) snprintf(lb, sizeof lb, "true,\n  \"router_aux_loss_coef\": %.9g", c->lb_coef);
+    else
+        snprintf(lb, sizeof lb, "false,\n  \"router_aux_loss_coef\": %s",
+                 c->family == MDC_FAMILY_MIXTRAL ? "0.02" : "0.001");
+    if (c->router == MDC_ROUTER_SIGMOID)
+        snprintf(ds, sizeof ds,
+                 "  \"scoring_func\": \"sigmoid\",\n  \"topk_method\": \"noaux_tc\",\n  \"n_group\": %d,\n"
+                 "  \"topk_group\": %d,\n  \"routed_scaling_factor\": %.9g,\n",
+                 c->n_group, c->topk_group, c->routed_scale);
+    if (c->n_shared || c->first_dense) {
+        size_t o = strlen(ds);
+        snprintf(ds + o, sizeof ds - o, "  \"n_shared_experts\": %d,\n  \"first_k_dense_replace\": %d,\n", c->n_shared,
+                 c->first_dense);
+    }
     if (c->family == MDC_FAMILY_MIXTRAL)
         snprintf(moe, sizeof moe,
-                 "  \"num_local_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
-                 "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n  \"sliding_window\": null,\n",
-                 c->E, c->topk);
+                 "  \"num_local_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": %s,\n"
+                 "  \"router_jitter_noise\": 0.0,\n  \"sliding_window\": null,\n%s",
+                 c->E, c->topk, lb, ds);
     else if (c->family == MDC_FAMILY_QWEN3_MOE || c->family == MDC_FAMILY_QWEN2_MOE) {
         char shared[64] = "";
         if (c->family == MDC_FAMILY_QWEN2_MOE)
@@ -288,9 +332,9 @@ mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t ca
         snprintf(moe, sizeof moe,
                  "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"moe_intermediate_size\": %d,\n%s"
                  "  \"norm_topk_prob\": %s,\n  \"decoder_sparse_step\": %d,\n  \"mlp_only_layers\": [],\n"
-                 "  \"output_router_logits\": false,\n  \"router_aux_loss_coef\": 0.001,\n",
+                 "  \"output_router_logits\": %s,\n%s",
                  c->E, c->topk, c->moe_ffn > 0 ? c->moe_ffn : (c->ffn > 0 ? c->ffn : 4 * c->C), shared,
-                 c->moe_renorm ? "true" : "false", c->moe_every > 0 ? c->moe_every : 1);
+                 c->moe_renorm ? "true" : "false", c->moe_every > 0 ? c->moe_every : 1, lb, ds);
     }
     char eps[32]; /* the shortest decimal that reads back as the same float (1e-05, not 9.99999975e-06) */
     for (int p = 1; p <= 9; p++) {
@@ -408,6 +452,15 @@ mdc_status mdc_family_write_dir(mdc_gpt2 *m, const char *dir) {
     st = mdc_tensorfile_new(&tf);
     if (!st) st = mdc_tensorfile_set_meta(tf, "format", "pt");
     if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", tf);
+    for (int l = 0; !st && cfg->router == MDC_ROUTER_SIGMOID && l < cfg->L; l++) { /* DeepSeek-V3's routing bias */
+        int b = mdc_gpt2_moe_index(cfg, l);
+        if (b < 0) continue;
+        char name[96];
+        int64_t shape[1] = {cfg->E};
+        snprintf(name, sizeof name, "model.layers.%d.%s.gate.e_score_correction_bias", l,
+                 cfg->family == MDC_FAMILY_MIXTRAL ? "block_sparse_moe" : "mlp");
+        st = mdc_tensorfile_add(tf, name, MDC_TD_F32, 1, shape, mdc_gpt2_moe_bias(m) + (size_t)b * cfg->E);
+    }
     if (!st) st = mdc_safetensors_write(path, tf);
     mdc_tensorfile_free(tf);
     return st;

@@ -203,7 +203,7 @@ mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype d
 
 mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim, const int64_t *shape,
                                   const float *data) {
-    if (dt != MDC_TD_F32 && dt != MDC_TD_F16 && dt != MDC_TD_BF16)
+    if (dt != MDC_TD_F32 && dt != MDC_TD_F16 && dt != MDC_TD_BF16 && dt != MDC_TD_I32)
         return mdc_fail(MDC_ERR_INVALID, "tensor '%s': cannot store floats as %s", name, mdc_tdtype_name(dt));
     mdc_tensor *t = NULL;
     mdc_status st = add_empty(tf, name, dt, ndim, shape, &t);
@@ -211,6 +211,7 @@ mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdty
     uint16_t *h = t->data;
     for (size_t i = 0; i < t->numel; i++) {
         if (dt == MDC_TD_F32) ((float *)t->data)[i] = data[i];
+        else if (dt == MDC_TD_I32) ((int32_t *)t->data)[i] = (int32_t)data[i]; /* integer values */
         else if (dt == MDC_TD_F16) h[i] = mdc_f32_to_f16(data[i]);
         else h[i] = mdc_f32_to_bf16(data[i]);
     }

@@ -252,8 +252,9 @@ mdc_status mdc_i_weights_check(const mdc_tensorfile *tf, const char *label, cons
     return MDC_OK;
 }
 
-/* h.N.mlp.router.e_score_correction_bias: MoE block N's routing bias [E] (aux-loss-free
- * balancing; not a parameter: no gradient). */
+/* h.N.mlp.router.e_score_correction_bias (a family's model.layers.N.mlp.gate.e_score_correction_bias,
+ * Mixtral's block_sparse_moe.gate.): MoE block N's routing bias [E] (aux-loss-free balancing,
+ * DeepSeek-V3's; not a parameter: no gradient). */
 static mdc_status load_bias(mdc_gpt2 *m, const mdc_tensor *t, const char *label, int l) {
     const mdc_gpt2_config *cfg = mdc_gpt2_get_config(m);
     int b = mdc_gpt2_moe_index(cfg, l);
@@ -287,7 +288,10 @@ mdc_status mdc_i_weights_load(mdc_gpt2 *m, const mdc_tensorfile *tf, const char 
         }
         if (strstr(c, ".rotary_emb.inv_freq")) continue; /* a buffer older transformers saved, not a parameter */
         int bl, blen = 0;
-        if (sscanf(c, "h.%d.mlp.router.e_score_correction_bias%n", &bl, &blen) == 1 && blen > 0 && !c[blen]) {
+        if ((sscanf(c, "h.%d.mlp.router.e_score_correction_bias%n", &bl, &blen) == 1 ||
+             sscanf(c, "model.layers.%d.mlp.gate.e_score_correction_bias%n", &bl, &blen) == 1 ||
+             sscanf(c, "model.layers.%d.block_sparse_moe.gate.e_score_correction_bias%n", &bl, &blen) == 1) &&
+            blen > 0 && !c[blen]) {
             if ((st = load_bias(m, t, label, bl))) goto done;
             continue;
         }

@@ -204,6 +204,8 @@ void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out) {
 void mdc_moe_cli_default(mdc_moe_cli *c) {
     memset(c, 0, sizeof *c);
     c->E = c->topk = c->every = -1;
+    c->router = c->n_group = c->topk_group = c->n_shared = c->first_dense = -1;
+    c->routed_scale = c->lb_coef = -1;
 }
 
 const char mdc_moe_usage[] =
@@ -217,7 +219,16 @@ const char mdc_moe_usage[] =
     "  --moe-aux-loss A    load-balancing loss A E sum f_i P_i (Switch; default 0)\n"
     "  --moe-z-loss B      router z-loss B mean logsumexp(z)^2 (default 0)\n"
     "  --moe-bias-rate G   aux-loss-free balancing (DeepSeek-V3): a per-expert bias on p for the choice,\n"
-    "                      after each step += G sign(mean load - load) (train only; default 0: off)\n";
+    "                      after each step += G sign(mean load - load) (train only; default 0: off)\n"
+    "  --router-aux-loss A transformers' aux loss: A x load_balancing_loss_func over the global batch,\n"
+    "                      every MoE block pooled (a MoE family's router_aux_loss_coef with\n"
+    "                      output_router_logits; a counting forward starts each step)\n"
+    "  --router R          a MoE family's routing: softmax (its own) or deepseek (DeepSeek-V3: sigmoid\n"
+    "                      scores, the routing bias for the choice only, group-limited top-k)\n"
+    "  --router-groups G   deepseek: n_group (default 1)   --router-topk-groups K  topk_group (default G)\n"
+    "  --routed-scaling F  deepseek: routed_scaling_factor (default 1)\n"
+    "  --shared-experts S  n_shared_experts: an ungated shared expert S x moe_intermediate_size wide\n"
+    "  --first-dense D     first_k_dense_replace: blocks below D dense\n";
 
 int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, mdc_status *st) {
     *used = 2, *st = MDC_OK;
@@ -226,10 +237,13 @@ int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, md
         c->o.renorm = 1, *used = 1;
         return 1;
     }
-    static const char *const names[] = {"--experts",  "--topk",         "--moe-every",  "--capacity-factor",
-                                        "--moe-drop", "--moe-aux-loss", "--moe-z-loss", "--moe-bias-rate"};
+    static const char *const names[] = {
+        "--experts",        "--topk",          "--moe-every",          "--capacity-factor",
+        "--moe-drop",       "--moe-aux-loss",  "--moe-z-loss",         "--moe-bias-rate",
+        "--router",         "--router-groups", "--router-topk-groups", "--routed-scaling",
+        "--shared-experts", "--first-dense",   "--router-aux-loss"};
     int which = -1;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
         if (!strcmp(opt, names[i])) which = i;
     if (which < 0) return 0;
     if (!v) {
@@ -244,6 +258,17 @@ int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, md
         if (!strcmp(v, "position") || !strcmp(v, "probs")) c->o.drop_probs = !strcmp(v, "probs");
         else *st = mdc_fail(MDC_ERR_INVALID, "--moe-drop '%s': position or probs", v);
         break;
+    case 8:
+        if (!strcmp(v, "softmax") || !strcmp(v, "deepseek"))
+            c->router = !strcmp(v, "deepseek") ? MDC_ROUTER_SIGMOID : MDC_ROUTER_SOFTMAX;
+        else *st = mdc_fail(MDC_ERR_INVALID, "--router '%s': softmax or deepseek", v);
+        break;
+    case 9: *st = mdc_parse_int(opt, v, 1, MDC_GPT2_MAX_EXPERTS, &c->n_group); break;
+    case 10: *st = mdc_parse_int(opt, v, 1, MDC_GPT2_MAX_EXPERTS, &c->topk_group); break;
+    case 11: *st = mdc_parse_double_range(opt, v, 1e-6, 1e6, &c->routed_scale); break;
+    case 12: *st = mdc_parse_int(opt, v, 0, 64, &c->n_shared); break;
+    case 13: *st = mdc_parse_int(opt, v, 0, 1 << 20, &c->first_dense); break;
+    case 14: *st = mdc_parse_double_range(opt, v, 0, 1e6, &c->lb_coef); break;
     default:
         if (!(*st = mdc_parse_double_range(opt, v, 0, 1e6, &x))) {
             if (which == 3) c->o.capacity_factor = (float)x;
@@ -259,4 +284,11 @@ void mdc_moe_cli_apply(const mdc_moe_cli *c, mdc_gpt2_config *cfg) {
     if (c->E >= 0) cfg->E = c->E;
     if (c->topk >= 0) cfg->topk = c->topk;
     if (c->every >= 0) cfg->moe_every = c->every;
+    if (c->router >= 0) cfg->router = c->router;
+    if (c->n_group >= 0) cfg->n_group = c->n_group;
+    if (c->topk_group >= 0) cfg->topk_group = c->topk_group;
+    if (c->routed_scale >= 0) cfg->routed_scale = (float)c->routed_scale;
+    if (c->n_shared >= 0) cfg->n_shared = c->n_shared;
+    if (c->first_dense >= 0) cfg->first_dense = c->first_dense;
+    if (c->lb_coef >= 0) cfg->lb_coef = (float)c->lb_coef;
 }

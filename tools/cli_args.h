@@ -55,13 +55,18 @@ mdc_status mdc_check_output(const char *opt, const char *path);
 mdc_status mdc_check_not_input(const char *out_opt, const char *out, const char *in_opt, const char *in);
 
 /* The mixture-of-experts options of train and forward (docs/expert-parallel.md): --experts E,
- * --topk k, --moe-every n (the config's), --capacity-factor f, --moe-drop position|probs,
- * --moe-renorm (a flag), --moe-aux-loss alpha, --moe-z-loss beta. Returns 1 if `opt` is one of
+ * --topk k, --moe-every n, --router softmax|deepseek, --router-groups, --router-topk-groups,
+ * --routed-scaling, --shared-experts, --first-dense, --router-aux-loss (the config's),
+ * --capacity-factor f, --moe-drop position|probs, --moe-renorm (a flag), --moe-aux-loss alpha,
+ * --moe-z-loss beta. Returns 1 if `opt` is one of
  * them (*used: 1 or 2 arguments taken; *st MDC_ERR_INVALID naming a bad value), 0 if not. The
  * config fields are -1 when not given. */
 typedef struct {
     int E, topk, every;
     mdc_moe_opts o;
+    /* DeepSeek-V3 routing and transformers' aux loss (config fields; -1: not given) */
+    int router, n_group, topk_group, n_shared, first_dense;
+    double routed_scale, lb_coef;
 } mdc_moe_cli;
 void mdc_moe_cli_default(mdc_moe_cli *c);
 int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, mdc_status *st);

@@ -66,8 +66,24 @@ typedef struct {
     int moe_renorm;       /* gates renormalized over the chosen k: Mixtral always, Qwen3-MoE norm_topk_prob */
     int shared_ffn;       /* a MoE block's shared expert (every token, beside the routed ones), this wide:
                              Qwen2-MoE's shared_expert_intermediate_size; 0: none */
-    int shared_gate;      /* the shared expert's output scaled by sigmoid(x w), shared_expert_gate [1, C] */
+    int shared_gate;      /* the shared expert's output scaled by sigmoid(x w), shared_expert_gate [1, C]
+                             (Qwen2-MoE's mlp.shared_expert; ungated: DeepSeek's mlp.shared_experts) */
+    /* DeepSeek-V3 routing on a MoE family's attention (ref/model/moe/moe_route.c): scores
+     * s = sigmoid(z); the routing bias added to s for the choice only; the experts in
+     * n_group groups, the topk_group groups of the highest sum of their two best biased scores
+     * kept (the others' scores 0); the top k of those; gates the chosen s (renormalized with
+     * moe_renorm) times routed_scale. Blocks below first_dense are dense. */
+    int router;         /* MDC_ROUTER_SOFTMAX (the family's own), MDC_ROUTER_SIGMOID (DeepSeek-V3) */
+    int n_group;        /* 0: 1 */
+    int topk_group;     /* 0: n_group */
+    float routed_scale; /* routed_scaling_factor (0: 1) */
+    int first_dense;    /* first_k_dense_replace */
+    int n_shared;       /* n_shared_experts: the ungated shared expert is n_shared x moe_ffn wide */
+    /* transformers' auxiliary loss (output_router_logits true): this x load_balancing_loss_func
+     * of each micro-batch's router logits, every MoE block pooled (0: none) */
+    float lb_coef;
 } mdc_gpt2_config;
+enum { MDC_ROUTER_SOFTMAX = 0, MDC_ROUTER_SIGMOID };
 enum {
     MDC_FAMILY_GPT2 = 0,
     MDC_FAMILY_LLAMA,
@@ -490,6 +506,7 @@ mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep);
 typedef struct {
     double tokens[MDC_GPT2_MAX_EXPERTS];
     double dropped, aux_sum, z_sum;
+    double lb_sum; /* transformers' aux loss's terms (lb_coef): tokens x sum_i w_i p_i per token */
     double digest; /* sum over assignments of a 20-bit hash of (global row, position, slot, expert, kept):
                       the same on every mesh exactly when every decision is serial's */
 } mdc_moe_stats;
@@ -505,7 +522,15 @@ int mdc_gpt2_moe_index(const mdc_gpt2_config *cfg, int l); /* block l among the 
 float *mdc_gpt2_moe_bias(mdc_gpt2 *m);
 const double *mdc_gpt2_moe_counts(const mdc_gpt2 *m);
 void mdc_gpt2_moe_bias_update(mdc_gpt2 *m, const double *global_counts);
-/* Exact mode: aux_sum + z_sum as one exact accumulator. */
+/* transformers' aux loss over the global batch (cfg lb_coef > 0; ref/model/moe/moe_aux.c): every
+ * step first runs a counting forward of its micro-batches between lb_begin (nothing recorded,
+ * nothing dumped) and lb_end (this rank's top-k counts, E doubles: sum them over the ranks that
+ * route distinct tokens); lb_set then takes the summed counts and the global batch's tokens. */
+int mdc_gpt2_lb_on(const mdc_gpt2 *m);
+mdc_status mdc_gpt2_lb_begin(mdc_gpt2 *m);
+double *mdc_gpt2_lb_end(mdc_gpt2 *m);
+void mdc_gpt2_lb_set(mdc_gpt2 *m, double tokens);
+/* Exact mode: aux_sum + z_sum + lb_sum as one exact accumulator. */
 const mdc_exact *mdc_gpt2_moe_exact_loss(const mdc_gpt2 *m);
 
 /* ---- hooks for the data-parallel component (ref/parallel/dp/dp.c, ref/parallel/dp/zero.c) -----------------------------

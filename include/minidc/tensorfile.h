@@ -93,7 +93,8 @@ void mdc_tensorfile_free(mdc_tensorfile *tf);
  * MDC_ERR_INVALID on a duplicate or empty name, a bad dtype or shape; MDC_ERR_OOM_HOST. */
 mdc_status mdc_tensorfile_add(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim, const int64_t *shape,
                               const void *data);
-/* Appends an F32 tensor converted to `dt` (F32, F16 or BF16, round to nearest even). */
+/* Appends an F32 tensor converted to `dt` (F32, F16 or BF16, round to nearest even; I32 for
+ * integer values, e.g. a dump's expert choices). */
 mdc_status mdc_tensorfile_add_f32(mdc_tensorfile *tf, const char *name, mdc_tdtype dt, int ndim, const int64_t *shape,
                                   const float *data);
 /* The tensor called `name`, or NULL. */

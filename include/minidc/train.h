@@ -81,6 +81,8 @@ mdc_status mdc_pp_create(mdc_pp **out, mdc_gpt2 *m, mdc_group *g, const char *sc
 void mdc_pp_free(mdc_pp *pp);
 /* This stage's actions on the plan's micro-batches (inputs, targets: accum x micro_batch rows). */
 mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets);
+/* Its forwards alone, in the schedule's order (a counting forward: the loss is not kept). */
+mdc_status mdc_pp_run_forward(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets);
 const mdc_pp_schedule *mdc_pp_get_schedule(const mdc_pp *pp);
 int mdc_pp_sets(const mdc_pp *pp);          /* activation sets allocated */
 double mdc_pp_step_bytes(const mdc_pp *pp); /* bytes this stage sent in the last step */

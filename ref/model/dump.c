@@ -72,9 +72,11 @@ static int add_run(runs *d, int loc, int glob, int len) {
     return 0;
 }
 
-/* Writes the entry: data (ndim, local shape) as F32 under `name`, its metadata beside it. */
+/* Writes the entry: data (ndim, local shape) as dt (F32, or I32 for integer values) under `name`,
+ * its metadata beside it. */
 static mdc_status add_entry(mdc_tensorfile *tf, const char *name, const char *global, int ndim, const int64_t *lshape,
-                            const int64_t *gshape, runs *dims, int sum, int64_t order, const float *data) {
+                            const int64_t *gshape, runs *dims, int sum, int64_t order, mdc_tdtype dt,
+                            const float *data) {
     text t = {0};
     put(&t, "{\"global\":\"%s\",\"shape\":[", global);
     for (int i = 0; i < ndim; i++) put(&t, "%s%" PRId64, i ? "," : "", gshape[i]);
@@ -89,7 +91,7 @@ static mdc_status add_entry(mdc_tensorfile *tf, const char *name, const char *gl
     mdc_status st = t.oom ? mdc_fail(MDC_ERR_OOM_HOST, "dump: the entry %s", name) : MDC_OK;
     char key[320];
     snprintf(key, sizeof key, "dump:%s", name);
-    if (!st) st = mdc_tensorfile_add_f32(tf, name, MDC_TD_F32, ndim, lshape, data);
+    if (!st) st = mdc_tensorfile_add_f32(tf, name, dt, ndim, lshape, data);
     if (!st) st = mdc_tensorfile_set_meta(tf, key, t.s);
     free(t.s);
     return st;
@@ -135,6 +137,8 @@ static mdc_status dump(mdc_gpt2 *m, const mdc_gpt2_acts *a, int unit, int bwd, i
     }
     case MDC_I_W_E: gw = lw = c->E, bad |= add_run(&d[2], 0, 0, c->E); break;
     case MDC_I_W_KC: gw = lw = (int64_t)c->topk * c->C, bad |= add_run(&d[2], 0, 0, c->topk * c->C); break;
+    case MDC_I_W_K:
+    case MDC_I_W_KI: gw = lw = c->topk, bad |= add_run(&d[2], 0, 0, c->topk); break;
     case MDC_I_W_V: {
         int lo = r * s.Vl, valid = c->V - lo;
         gw = c->V, lw = s.Vl, bad |= add_run(&d[2], 0, lo, valid < 0 ? 0 : valid > s.Vl ? s.Vl : valid);
@@ -152,7 +156,8 @@ static mdc_status dump(mdc_gpt2 *m, const mdc_gpt2_acts *a, int unit, int bwd, i
     int64_t ls[3] = {a->B, Tloc, lw}, gs[3] = {m->dump.batch, Tg, gw};
     if (!st)
         st = add_entry(m->dump.tf, name, global, ndim, ls, gs, d, sum,
-                       order_of(m->dump.step, c->L, bwd, unit, site, pre), x);
+                       order_of(m->dump.step, c->L, bwd, unit, site, pre),
+                       width == MDC_I_W_KI ? MDC_TD_I32 : MDC_TD_F32, x);
     for (int i = 0; i < 3; i++) free(d[i].r);
     return st;
 }
@@ -201,7 +206,7 @@ static mdc_status grad_rect(const mdc_gpt2 *m, mdc_tensorfile *tf, int step, con
     snprintf(name, sizeof name, part ? "%s.part%d" : "%s", global, part);
     mdc_status st = bad ? mdc_fail(MDC_ERR_OOM_HOST, "dump: a gradient's map")
                         : add_entry(tf, name, global, nd, ls, gs, d, 0, order_of(step, 0, 2, 0, 0, 0) + p->global,
-                                    data);
+                                    MDC_TD_F32, data);
     for (int k = 0; k < 2; k++) free(d[k].r);
     return st;
 }

@@ -243,6 +243,10 @@ double mdc_i_family_step_flops(const mdc_gpt2_config *c, int B, int T) {
     double moe_f = 2 * N * C * E + N * E + 5 * N * E + (2 * A * C * 2 * F + A * 2 * F) + 5 * A * F +
                    (2 * A * F * C + A * C) + 2 * A * C + N * C;
     double moe_b = 3 * A * C + 4 * A * F * C + 14 * A * F + 8 * A * C * F + 8 * N * E + 4 * N * C * E + A * C;
+    if (c->router == MDC_ROUTER_SIGMOID) /* DeepSeek's sigmoid 4NE, its choice (4 + 2G/E)NE; the backward's 4NE more */
+        moe_f += 4 * N * E + (4 + 2.0 * c->n_group / E) * N * E, moe_b += 4 * N * E;
+    if (c->lb_coef > 0) /* transformers' aux loss: the top k of p counted, kNE; its terms and gradient 2NE */
+        moe_f += c->topk * N * E, moe_b += 2 * N * E;
     /* the shared expert on every token (ref/model/moe/moe_shared.c): its gate|up, SwiGLU, down, the
      * sigmoid gate's product and the scaled sum; backward the scale's gradient, the gate's two
      * products (none without), the MLP's input and weight gradients, and the two into dx */
@@ -280,10 +284,14 @@ static void kind_name(const mdc_gpt2_config *c, int l, int k, char *out, size_t 
         snprintf(out, n, "model.layers.%d.%s", l, kind_names[k]);
         return;
     }
-    static const char *const shared[4] = {"shared_expert.gate_proj", "shared_expert.up_proj", "shared_expert.down_proj",
-                                          "shared_expert_gate"};
-    if (k < FROUTER) {
-        snprintf(out, n, "model.layers.%d.mlp.%s.weight", l, shared[k - FSG]);
+    static const char *const shared[4] = {"gate_proj", "up_proj", "down_proj", ""};
+    if (k == FSGATE) {
+        snprintf(out, n, "model.layers.%d.mlp.shared_expert_gate.weight", l);
+        return;
+    }
+    if (k < FROUTER) { /* Qwen2-MoE's gated shared_expert, DeepSeek's ungated shared_experts */
+        snprintf(out, n, "model.layers.%d.mlp.shared_expert%s.%s.weight", l, c->shared_gate ? "" : "s",
+                 shared[k - FSG]);
         return;
     }
     int mixtral = c->family == MDC_FAMILY_MIXTRAL, j = (k - FROUTER - 1) / 3, q = (k - FROUTER - 1) % 3;
@@ -350,6 +358,13 @@ int mdc_i_family_named(const char *name, mdc_gpt2_config *c, int *batch) {
     } else if (!strcmp(name, "qwen2-moe-tiny")) { /* Qwen2 attention, 4 experts of 64 and a gated shared expert */
         *c = base, c->family = MDC_FAMILY_QWEN2_MOE, c->ffn = 256, c->moe_ffn = 64, c->qkv_bias = 1;
         c->rope_theta = 1000000, c->E = 4, c->topk = 2, c->shared_ffn = 160, c->shared_gate = 1;
+    } else if (!strcmp(name, "deepseek-moe-tiny")) { /* Qwen3 attention, DeepSeek-V3 routing: 8 experts of 64
+                                                        in 4 groups, 2 kept, top-2 scaled 2.5, a shared expert,
+                                                        block 0 dense */
+        *c = base, c->family = MDC_FAMILY_QWEN3_MOE, c->L = 3, c->ffn = 256, c->moe_ffn = 64, c->head_dim = 48;
+        c->qk_norm = 1, c->rope_theta = 1000000, c->E = 8, c->topk = 2, c->moe_renorm = 1;
+        c->router = MDC_ROUTER_SIGMOID, c->n_group = 4, c->topk_group = 2, c->routed_scale = 2.5f;
+        c->first_dense = 1, c->n_shared = 1;
     } else if (!strcmp(name, "qwen2-tiny")) { /* q, k, v biases, tied */
         *c = base, c->family = MDC_FAMILY_QWEN2, c->ffn = 320, c->qkv_bias = 1, c->rope_theta = 1000000;
     } else if (!strcmp(name, "qwen3-tiny")) { /* q_norm, k_norm, head_dim 48 != C/H */
@@ -358,6 +373,51 @@ int mdc_i_family_named(const char *name, mdc_gpt2_config *c, int *batch) {
     } else return 0;
     if (batch) *batch = 24;
     return 1;
+}
+
+/* DeepSeek-V3 routing's settings (groups dividing the experts, enough experts in the kept groups
+ * for the top k), first_k_dense_replace, and its ungated shared experts: n_shared x moe_ffn wide. */
+static mdc_status router_check(mdc_gpt2_config *c, const char *fam, int moe_family) {
+    if (c->router != MDC_ROUTER_SOFTMAX && c->router != MDC_ROUTER_SIGMOID)
+        return mdc_fail(MDC_ERR_INVALID, "%s: router %d is neither softmax nor sigmoid (DeepSeek-V3)", fam, c->router);
+    if (c->first_dense < 0 || c->first_dense > c->L || c->n_shared < 0 || c->n_shared > 64)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "%s: first_k_dense_replace %d (0..%d) or n_shared_experts %d (0..64) out of range", fam,
+                        c->first_dense, c->L, c->n_shared);
+    if (!(c->lb_coef >= 0 && c->lb_coef < 1e6))
+        return mdc_fail(MDC_ERR_INVALID, "%s: router_aux_loss_coef %g must be 0 or positive", fam, c->lb_coef);
+    if ((c->router || c->first_dense || c->n_shared || c->lb_coef > 0) && !moe_family)
+        return mdc_fail(MDC_ERR_INVALID, "%s: the router's settings are a MoE family's (mixtral, qwen3_moe, qwen2_moe)",
+                        fam);
+    if (c->n_shared) {
+        if (c->shared_gate)
+            return mdc_fail(MDC_ERR_INVALID,
+                            "%s: n_shared_experts %d and Qwen2-MoE's gated shared expert: one shared expert at most",
+                            fam, c->n_shared);
+        c->shared_ffn = c->n_shared * mdc_i_moe_ffn(c);
+    }
+    if (c->router == MDC_ROUTER_SOFTMAX) {
+        if (c->n_group > 1 || c->topk_group > 0 || (c->routed_scale != 0 && c->routed_scale != 1))
+            return mdc_fail(MDC_ERR_INVALID,
+                            "%s: n_group, topk_group and routed_scaling_factor are DeepSeek-V3 routing's "
+                            "(--router deepseek, scoring_func sigmoid)",
+                            fam);
+        return MDC_OK;
+    }
+    if (c->n_group == 0) c->n_group = 1;
+    if (c->topk_group == 0) c->topk_group = c->n_group;
+    if (c->routed_scale == 0) c->routed_scale = 1;
+    if (c->n_group < 1 || c->E % c->n_group || c->topk_group < 1 || c->topk_group > c->n_group)
+        return mdc_fail(MDC_ERR_INVALID, "%s: n_group %d must divide the %d experts and topk_group %d be in 1..n_group",
+                        fam, c->n_group, c->E, c->topk_group);
+    if (c->E / c->n_group < 2 || c->topk_group * (c->E / c->n_group) < c->topk)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "%s: n_group %d: a group scores by its two best experts (at least 2 a group) and the %d "
+                        "kept groups must hold the top %d",
+                        fam, c->n_group, c->topk_group, c->topk);
+    if (!(c->routed_scale > 0 && c->routed_scale < 1e6))
+        return mdc_fail(MDC_ERR_INVALID, "%s: routed_scaling_factor %g must be positive", fam, c->routed_scale);
+    return MDC_OK;
 }
 
 mdc_status mdc_i_family_check(mdc_gpt2_config *c) {
@@ -386,6 +446,7 @@ mdc_status mdc_i_family_check(mdc_gpt2_config *c) {
                         c->shared_ffn);
     if (c->moe_ffn < 0 || mdc_i_moe_ffn(c) > (1 << 20))
         return mdc_fail(MDC_ERR_INVALID, "%s: moe_intermediate_size %d out of range", fam, c->moe_ffn);
+    TRY(router_check(c, fam, moe_family));
     if (c->eps == 0) c->eps = 1e-6f;
     if (!(c->eps > 0)) return mdc_fail(MDC_ERR_INVALID, "%s: rms_norm_eps %g must be positive", fam, c->eps);
     if (c->rope_theta == 0) c->rope_theta = 10000;

@@ -74,6 +74,12 @@ mdc_status mdc_gpt2_config_check(mdc_gpt2_config *c) {
         return mdc_fail(MDC_ERR_INVALID, "--topk %d: between 1 and --experts %d (at most %d)", c->topk, c->E,
                         MDC_GPT2_MAX_TOPK);
     if (!c->E) c->topk = 0, c->moe_every = 0;
+    if (!mdc_i_family(c) && (c->router || c->n_group || c->topk_group || c->routed_scale != 0 || c->first_dense ||
+                             c->n_shared || c->lb_coef != 0))
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--router, --router-groups, --router-topk-groups, --routed-scaling, --shared-experts, "
+                        "--first-dense and --router-aux-loss are a MoE family's (mixtral-tiny, qwen3-moe-tiny, "
+                        "qwen2-moe-tiny, deepseek-moe-tiny, or a --config file); GPT-2's MoE has --moe-aux-loss");
     return mdc_i_family(c) ? mdc_i_family_check(c) : MDC_OK;
 }
 
@@ -230,8 +236,13 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
         size_t FF = (size_t)x.F1 + (size_t)x.F; /* GPT-2 4C + 4C; SwiGLU gate|up 2F + F */
         size_t state = (n * E + n + n * k) + (2 * A * C + A * FF + 4), work = n * k + n * E + A * FF + A * C + 4;
         size_t Fs = cfg->shared_ffn > 0 ? (size_t)cfg->shared_ffn : 0;
-        if (Fs) /* the shared expert: gate|up, SwiGLU, output, scale; its backward's work beside the routed one's */
-            state += n * (3 * Fs + C + 1) + 4, work += n * C + n + 3 * n * Fs + 2 * n * C + 4;
+        /* beside the routed backward's work, one at a time: DeepSeek's gradient to s (ds), then the
+         * shared expert's backward */
+        size_t ds = cfg->router == MDC_ROUTER_SIGMOID ? n * E + 4 : 0, sw = 0;
+        if (Fs) /* the shared expert: gate|up, SwiGLU, output, scale */
+            state += n * (3 * Fs + C + 1) + 4, sw = n * C + n + 3 * n * Fs + 2 * n * C + 4;
+        if (cfg->router == MDC_ROUTER_SIGMOID) state += n * E; /* DeepSeek's s, kept */
+        work += ds > sw ? ds : sw;
         m.acts += ((size_t)mdc_i_moe_before(cfg, cfg->L) * state + work) * sizeof(float);
     }
     m.total = m.params + m.grads + m.optim + m.acts;
@@ -338,7 +349,7 @@ void mdc_gpt2_free(mdc_gpt2 *m) {
     mdc_dev_free(m->dev, m->m);
     mdc_dev_free(m->dev, m->v);
     free(m->tensors), free(m->tensor_of), free(m->unit_off), free(m->unit_count);
-    free(m->moe.bias), free(m->moe.counts);
+    free(m->moe.bias), free(m->moe.counts), free(m->moe.lb_cnt), free(m->moe.lb_w);
     free(m->ops);
     free(m);
 }
@@ -411,10 +422,12 @@ mdc_status mdc_gpt2_set_adam_step(mdc_gpt2 *m, int t) {
 mdc_status mdc_gpt2_forward(mdc_gpt2 *m, const int *inputs, const int *targets, int B, int T, float *loss) {
     mdc_gpt2_acts *a = m->acts;
     mdc_status st = mdc_gpt2_set_batch(a, inputs, targets, B, T);
+    if (!st && mdc_gpt2_lb_on(m)) st = mdc_i_moe_lb_serial(m, 1, 0); /* its batch is the global batch */
     if (!st) st = mdc_gpt2_embed_forward(m, a);
     for (int l = a->lo; !st && l < a->hi; l++) st = mdc_gpt2_block_forward(m, a, l);
     double sum = 0;
     if (!st) st = mdc_gpt2_head_forward(m, a, &sum);
+    if (mdc_gpt2_lb_on(m)) mdc_i_moe_lb_serial(m, 0, (double)B * T);
     if (st) return st;
     m->loss = targets ? (float)((sum + a->moe_loss) / ((double)B * T)) : -1.0f; /* the objective: CE + aux losses */
     if (loss) *loss = m->loss;

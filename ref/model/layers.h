@@ -38,7 +38,9 @@ enum {
     MDC_I_DS_UP,
     MDC_I_DS_GELU, /* the activation's output (SwiGLU: silu(gate) * up, "mlp.product") */
     MDC_I_DS_MLPP,
-    MDC_I_DS_ROUTER,
+    MDC_I_DS_ROUTER, /* the scores the choice reads: softmax p, or DeepSeek's sigmoid s */
+    MDC_I_DS_CHOICE, /* each token's k experts (slot order; int32 in a dump) */
+    MDC_I_DS_GATES,  /* and their gates */
     MDC_I_DS_EXPERTS,
     MDC_I_DS_SHARED, /* Qwen2-MoE: the shared expert's output, before its sigmoid scale */
     MDC_I_DS_MOE,
@@ -57,8 +59,21 @@ enum { MDC_TAP_FWD, MDC_TAP_BWD };
  * (the residual stream before it, the region after it; reversed for gradients) or of g. */
 enum { MDC_TAP_STREAM, MDC_TAP_REGION, MDC_TAP_F, MDC_TAP_G };
 /* Widths: C, the heads' qkv ((Hl + 2 KVl) d), the query heads' Hl d, the MLP's 4C/t (I/t), the
- * vocabulary shard, none ((B, T)), the experts E, k C (a token's k slots), the kv heads' KVl d. */
-enum { MDC_I_W_C, MDC_I_W_QKV, MDC_I_W_HEADS, MDC_I_W_FC, MDC_I_W_V, MDC_I_W_NONE, MDC_I_W_E, MDC_I_W_KC, MDC_I_W_KV };
+ * vocabulary shard, none ((B, T)), the experts E, k C (a token's k slots), the kv heads' KVl d,
+ * k, and k integers (int32 in a dump). */
+enum {
+    MDC_I_W_C,
+    MDC_I_W_QKV,
+    MDC_I_W_HEADS,
+    MDC_I_W_FC,
+    MDC_I_W_V,
+    MDC_I_W_NONE,
+    MDC_I_W_E,
+    MDC_I_W_KC,
+    MDC_I_W_KV,
+    MDC_I_W_K,
+    MDC_I_W_KI
+};
 typedef struct {
     const char *name;
     int place, width;

@@ -41,14 +41,16 @@ static inline int mdc_i_kv_local(const mdc_gpt2_config *c, int t, int r, int *kv
     return *kv0 = r / (t / KV), 1;
 }
 static inline int mdc_i_moe_every(const mdc_gpt2_config *c) { return c->moe_every > 0 ? c->moe_every : 1; }
+/* GPT-2: blocks 0, n, 2n, ...; the families: blocks l >= first_dense with (l + 1) % n == 0 */
 static inline int mdc_i_is_moe(const mdc_gpt2_config *c, int l) {
     if (!c->E) return 0;
-    return mdc_i_family(c) ? (l + 1) % mdc_i_moe_every(c) == 0 : l % mdc_i_moe_every(c) == 0;
+    return mdc_i_family(c) ? l >= c->first_dense && (l + 1) % mdc_i_moe_every(c) == 0 : l % mdc_i_moe_every(c) == 0;
 }
 /* MoE blocks before block l */
 static inline int mdc_i_moe_before(const mdc_gpt2_config *c, int l) {
     if (!c->E) return 0;
-    return mdc_i_family(c) ? l / mdc_i_moe_every(c) : (l + mdc_i_moe_every(c) - 1) / mdc_i_moe_every(c);
+    int n = mdc_i_moe_every(c), d = c->first_dense < l ? c->first_dense : l;
+    return mdc_i_family(c) ? l / n - d / n : (l + n - 1) / n;
 }
 /* A family block's i-th kind, its number of tensors, the place of a kind in it (-1: none). */
 int mdc_i_layer_kind(const mdc_gpt2_config *c, int l, int i);
@@ -130,6 +132,13 @@ struct mdc_gpt2 {
         mdc_exact xloss;       /* exact mode: aux_sum + z_sum */
         float *bias;           /* moe blocks x E: the choice's bias */
         double *counts;        /* moe blocks x E: assignments since zero_grad */
+        /* transformers' aux loss over the global batch (ref/model/moe/moe_aux.c): the counting
+         * forward's top-k counts of every block (E), then the step's per-expert gradient w_i */
+        int counting, lb_ready, lb_serial; /* lb_serial: the serial forward counts as it goes */
+        double *lb_cnt;
+        float *lb_w;
+        double lb_tokens; /* the global batch's tokens (the loss sum's divisor) */
+        mdc_status (*lb_tap)(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase, const float *x);
     } moe;
     struct {
         mdc_tensorfile *tf; /* attached dump (include/minidc/dump.h), or NULL */
@@ -138,6 +147,10 @@ struct mdc_gpt2 {
     float drop_p;                  /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
+
+/* transformers' aux loss in the serial forward (ref/model/moe/moe_aux.c): start 1 before its
+ * blocks, 0 after them with the batch's tokens */
+mdc_status mdc_i_moe_lb_serial(mdc_gpt2 *m, int start, double tokens);
 
 /* tp > KV: this rank's kv head is shared with other tp ranks; and this rank is not its first
  * replica (whose input gradient and k_norm gradient count for the head) */

@@ -61,7 +61,7 @@ static void objective(mdc_gpt2 *m, double loss_sum, int count_loss, int count_mo
     if (count_moe) {
         mdc_moe_stats ms;
         mdc_gpt2_moe_stats(m, &ms);
-        l += ms.aux_sum + ms.z_sum;
+        l += ms.aux_sum + ms.z_sum + ms.lb_sum;
     }
     *(double *)slot = l;
 }

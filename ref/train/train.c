@@ -176,13 +176,39 @@ mdc_status mdc_step_forward(mdc_step_plan *p, const int *inputs, const int *targ
     return st;
 }
 
+/* transformers' aux loss over the global batch: a counting forward of the step's micro-batches
+ * (a pipeline's forwards alone, in its schedule's order), each token counted once over the mesh
+ * (by the ranks that count the MoE figures), before any backward needs the counts. */
+static mdc_status lb_count(mdc_step_plan *p, const int *inputs, const int *targets) {
+    mdc_gpt2 *m = p->m;
+    mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
+    size_t rows = (size_t)p->micro_batch * p->seq;
+    int E = mdc_gpt2_get_config(m)->E;
+    mdc_status st = mdc_gpt2_lb_begin(m);
+    if (st) return st;
+    if (p->pp) st = mdc_pp_run_forward(p->pp, p, inputs, targets);
+    for (int k = 0; !p->pp && !st && k < p->accum; k++) {
+        double sum = 0;
+        mdc_gpt2_acts_set_row0(a, p->row0 + k * p->micro_batch);
+        st = mdc_step_forward(p, inputs + k * rows, targets + k * rows, &sum);
+    }
+    double *c = mdc_gpt2_lb_end(m);
+    if (st) return st;
+    if (!p->count_moe) memset(c, 0, sizeof(double) * (size_t)E);
+    if (p->sum_group && mdc_group_size(p->sum_group) > 1)
+        st = mdc_allreduce(MDC_IN_PLACE, c, (size_t)E, MDC_F64, MDC_SUM, p->sum_group);
+    if (!st) mdc_gpt2_lb_set(m, p->tokens);
+    return st;
+}
+
 mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *targets) {
     mdc_gpt2 *m = p->m;
     mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
     size_t rows = (size_t)p->micro_batch * p->seq;
     int lo, hi;
     mdc_gpt2_acts_layers(a, &lo, &hi);
-    mdc_status st = mdc_gpt2_zero_grad(m);
+    mdc_status st = mdc_gpt2_lb_on(m) ? lb_count(p, inputs, targets) : MDC_OK;
+    if (!st) st = mdc_gpt2_zero_grad(m);
     if (st) return st;
     mdc_gpt2_set_moe_scale(m, p->dloss);
     if (p->dp) mdc_dp_begin_step(p->dp);

@@ -78,6 +78,19 @@ parity "qwen2-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 -
 parity "qwen2-moe-tiny: exact, --tp 2 --sp --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --exact
 parity "qwen2-moe-tiny: exact, --cp 2 --pp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --cp 2 --pp 2 --exact
 parity "mixtral-tiny: exact, 16 ranks --tp 2 --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config mixtral-tiny --tp 2 --ep 2 --dp 2 --pp 2 --cp 2 --exact
+# DeepSeek-V3 routing (sigmoid, group-limited, scaled; an ungated shared expert; block 0 dense) and
+# transformers' aux loss over the global batch (a counting forward per step) on every axis
+parity "deepseek-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config deepseek-moe-tiny --ep 2 --dp 2 --check-replicas
+parity "deepseek-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config deepseek-moe-tiny --tp 2 --sp
+parity "deepseek-moe-tiny: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config deepseek-moe-tiny --ep 2 --dp 2 --tp 2 --sp --exact
+parity "deepseek-moe-tiny: exact, --pp 2 --cp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --pp 2 --cp 2 --exact
+parity "mixtral-tiny aux loss: --ep 2 --dp 2 equals serial" "$near" 2 --config mixtral-tiny --router-aux-loss 0.02 --ep 2 --dp 2
+parity "mixtral-tiny aux loss: --pp 2 (1F1B) equals serial" "$near" 2 --config mixtral-tiny --router-aux-loss 0.02 --pp 2 --microbatches 4
+parity "mixtral-tiny aux loss: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config mixtral-tiny --router-aux-loss 0.02 --ep 2 --dp 2 --tp 2 --sp --exact
+parity "deepseek-moe-tiny aux loss: exact, --pp 2 interleaved --cp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --router-aux-loss 0.02 --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --microbatches 4 --cp 2 --exact
+parity "mixtral-tiny aux loss: --pp 2 (1F1B, 4 micro-batches) --dp 2 equals serial" "$near" 4 --config mixtral-tiny --router-aux-loss 0.02 --layers 4 --pp 2 --microbatches 4 --dp 2
+parity "deepseek-moe-tiny aux loss: exact, --dp 2 --zero 3 --tp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --router-aux-loss 0.02 --dp 2 --zero 3 --tp 2 --exact
+parity "deepseek-moe-tiny aux loss: exact, 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config deepseek-moe-tiny --router-aux-loss 0.02 --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 --exact
 parity "qwen2-moe-tiny: 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 equals serial" "$near" 16 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2
 
 # exact mode's dumps: every site (rope_q, rope_k, q_norm, k_norm, the SwiGLU gate, up and product
@@ -100,6 +113,7 @@ dumps_equal() { # what ranks config mesh-args...
 dumps_equal "qwen3-tiny: exact dumps, --tp 2 --sp: every site and gradient bit for bit" 2 qwen3-tiny --tp 2 --sp
 dumps_equal "qwen3-tiny: exact dumps, --tp 4 --cp 2: every site and gradient bit for bit" 8 qwen3-tiny --tp 4 --cp 2
 dumps_equal "qwen3-moe-tiny: exact dumps, --ep 2 --dp 2 --tp 2: every site and gradient bit for bit" 4 qwen3-moe-tiny --ep 2 --dp 2 --tp 2
+dumps_equal "deepseek-moe-tiny: exact dumps, --ep 2 --dp 2 --tp 2 --sp: scores, choices, gates, every site bit for bit" 4 deepseek-moe-tiny --ep 2 --dp 2 --tp 2 --sp
 
 refused() { # what pattern ranks args...
     local what=$1 pat=$2; shift 2
@@ -108,12 +122,30 @@ refused() { # what pattern ranks args...
     if [ $rc = 0 ] || ! grep -q -- "$pat" "$tmp/out"; then flunk "$what" "exit $rc, want a refusal naming '$pat'"; cat "$tmp/out"; return; fi
     pass "$what"; echo "  $(grep -m1 -- "$pat" "$tmp/out")"
 }
-cat >"$tmp/aux.json" <<'JSON'
-{"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 128, "hidden_size": 32,
- "intermediate_size": 40, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
- "max_position_embeddings": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "output_router_logits": true}
-JSON
-refused "mixtral with output_router_logits refused by name" "output_router_logits" 1 --config "$tmp/aux.json"
+moe_json() { # extra keys: a small Mixtral config.json with them
+    echo '{"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 128, "hidden_size": 32,
+ "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+ "max_position_embeddings": 16, "num_local_experts": 4, "num_experts_per_tok": 2'"$1"'}'
+}
+moe_json ', "scoring_func": "sigmoid", "topk_method": "greedy", "n_group": 2, "topk_group": 1' >"$tmp/greedy.json"
+refused "DeepSeek routing other than noaux_tc refused by name" '"topk_method" is "greedy"' 1 --config "$tmp/greedy.json"
+moe_json ', "scoring_func": "sigmoid", "topk_method": "noaux_tc", "n_group": 3, "topk_group": 1' >"$tmp/groups.json"
+refused "n_group not dividing the experts refused by name" "n_group 3 must divide the 4 experts" 1 --config "$tmp/groups.json"
+refused "GPT-2's MoE refuses the families' router options" "are a MoE family's" 1 --config tiny --experts 4 --router deepseek
+
+# transformers' aux loss from config.json (output_router_logits, router_aux_loss_coef) is the
+# one --router-aux-loss gives, and it is in the loss
+if scenario "output_router_logits in config.json: the loss --router-aux-loss gives"; then
+    what="output_router_logits in config.json: the loss --router-aux-loss gives"
+    moe_json ', "output_router_logits": true, "router_aux_loss_coef": 0.5' >"$tmp/lb.json"
+    moe_json '' >"$tmp/nolb.json"
+    loss1() { grep -E '^step +1 ' "$tmp/out" | awk '{print $4}'; }
+    run 1 --config "$tmp/lb.json" --steps 1 --seq 16 --batch 4 && a=$(loss1)
+    run 1 --config "$tmp/nolb.json" --router-aux-loss 0.5 --steps 1 --seq 16 --batch 4 && b=$(loss1)
+    run 1 --config "$tmp/nolb.json" --steps 1 --seq 16 --batch 4 && c=$(loss1)
+    if [ -z "$a" ] || [ "$a" != "$b" ] || [ "$a" = "$c" ]; then flunk "$what" "losses: config $a, option $b, none $c"
+    else pass "$what"; echo "  step 1 loss $a with the aux loss (0.5 x load_balancing_loss_func), $c without"; fi
+fi
 echo '{"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 128}' >"$tmp/ds.json"
 refused "a deepseek_v3 config refused by name" "deepseek_v3\": its multi-head latent attention (MLA)" 1 --config "$tmp/ds.json"
 refused "ulysses over fewer kv heads than cp ranks refused" "ulysses gives every cp rank whole kv heads" 4 --config qwen2-tiny --cp 2 --tp 2 --cp-algo ulysses

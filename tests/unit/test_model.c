@@ -331,15 +331,16 @@ static void test_family_flops_memory(void) {
     mdc_gpt2_config odd_qwen3 = odd_llama;
     odd_qwen3.family = MDC_FAMILY_QWEN3, odd_qwen3.qkv_bias = odd_qwen3.o_bias = odd_qwen3.mlp_bias = 0;
     odd_qwen3.qk_norm = 1, odd_qwen3.untied = 0, odd_qwen3.KV = 1;
-    mdc_gpt2_config cfgs[8] = {odd_llama, odd_qwen3};
-    const char *names[6] = {"llama-tiny",   "qwen2-tiny",     "qwen3-tiny",
-                            "mixtral-tiny", "qwen3-moe-tiny", "qwen2-moe-tiny"};
-    for (int k = 0; k < 6; k++) {
+    mdc_gpt2_config cfgs[10] = {odd_llama, odd_qwen3};
+    const char *names[7] = {"llama-tiny",     "qwen2-tiny",     "qwen3-tiny",       "mixtral-tiny",
+                            "qwen3-moe-tiny", "qwen2-moe-tiny", "deepseek-moe-tiny"};
+    for (int k = 0; k < 7; k++) {
         int batch;
         MDC_CHECK(mdc_gpt2_config_named(names[k], &cfgs[2 + k], &batch));
         cfgs[2 + k].T = T;
     }
-    for (int k = 0; k < 8; k++) {
+    cfgs[9] = cfgs[8], cfgs[9].lb_coef = 0.02f; /* deepseek-moe-tiny with transformers' aux loss */
+    for (int k = 0; k < 10; k++) {
         mdc_gpt2_config *c = &cfgs[k];
         MDC_CHECK(mdc_gpt2_config_check(c));
         mdc_device *d = tu_device(1);
@@ -364,8 +365,8 @@ static void test_family_flops_memory(void) {
         mdc_gpt2_free(m);
         mdc_device_free(d);
     }
-    printf("families: charged FLOPs and peak memory of 8 configs (3 MoE, one with a shared expert) equal the "
-           "formulas\n");
+    printf("families: charged FLOPs and peak memory of 10 configs (5 MoE: a gated and an ungated shared expert, "
+           "DeepSeek-V3 routing, transformers' aux loss) equal the formulas\n");
 }
 
 int main(void) {

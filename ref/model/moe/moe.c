@@ -108,11 +108,24 @@ static mdc_status dump_experts(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const moe_s
     return st;
 }
 
+/* The router's scores (softmax p, or DeepSeek's sigmoid s), each token's k choices (as
+ * integers) and their gates. */
+static mdc_status dump_routing(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const moe_state *q) {
+    size_t nk = (size_t)q->n * m->cfg.topk;
+    TRY(mdc_i_tap(m, a, 1 + l, MDC_I_DS_ROUTER, MDC_TAP_FWD, MDC_TAP_AT, q->score ? q->score : q->probs));
+    float *ch = malloc((nk + 1) * sizeof *ch);
+    if (!ch) return mdc_fail(MDC_ERR_OOM_HOST, "dump: the choices of layer %d", l);
+    for (size_t i = 0; i < nk; i++) ch[i] = (float)q->choice[i];
+    mdc_status st = mdc_i_tap(m, a, 1 + l, MDC_I_DS_CHOICE, MDC_TAP_FWD, MDC_TAP_AT, ch);
+    free(ch);
+    return st ? st : mdc_i_tap(m, a, 1 + l, MDC_I_DS_GATES, MDC_TAP_FWD, MDC_TAP_AT, q->gate);
+}
+
 mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, float *out) {
     mdc_i_moe_free(a, l);
     moe_state *q;
     TRY(mdc_i_moe_route(m, a, l, x, &q));
-    TAP(1 + l, MDC_I_DS_ROUTER, MDC_TAP_FWD, MDC_TAP_AT, q->probs);
+    if (m->tap) TRY(dump_routing(m, a, l, q));
     TRY(dispatch(m, l, x, q));
     mdc_device *d = m->dev;
     int C = m->cfg.C, k = m->cfg.topk, e = m->moe.ep ? m->moe.ep->e : 1, El = m->cfg.E / e;
@@ -209,10 +222,10 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
     /* dxs back on the tokens' ranks (into ys: dys is spent) */
     float *dxs = dxr;
     if (!st && m->moe.ep) st = exchange(m, q, dxr, q->ys, C, 1), dxs = q->ys;
+    if (!st) st = mdc_i_moe_router_grad(m, q, dgate, dz);
     if (!st) {
         const float *x = lact(a, a->lay.ln2, l);
         int gr = mdc_i_router_of(c, l), wt = mdc_i_family(c); /* the families' router: [E, C] */
-        mdc_i_moe_router_grad(m, q, dgate, dz);
         m->ops->wgrad(m, gr, -1, x, dz, NULL, n, n, C, E, 0, wt);
         memset(dx, 0, (size_t)n * C * sizeof(float));
         m->ops->dinput(m, dx, dz, P(m, gr), n, C, E, wt);

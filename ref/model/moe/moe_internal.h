@@ -7,7 +7,8 @@
 
 typedef struct mdc_i_moe_state {
     int n, S, Tg;       /* local tokens, segments, tokens per routing group */
-    float *probs, *lse; /* n x E router probabilities; n logsumexp(z) */
+    float *probs, *lse; /* n x E router probabilities softmax(z); n logsumexp(z) */
+    float *score;       /* DeepSeek-V3's router: n x E sigmoid(z) (NULL for softmax routing) */
     int *choice, *row;  /* n x k: chosen experts (slot order); row in the send buffer, -1 dropped */
     float *gate;        /* n x k gate weights */
     int *scnt, *rcnt;   /* E x S rows sent per (expert, segment); e x El x S received per (source,
@@ -31,7 +32,12 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
 mdc_status mdc_i_moe_shared_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, moe_state *q, float *out);
 mdc_status mdc_i_moe_shared_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const moe_state *q, const float *x,
                                      const float *dout, float *dx);
-/* dz (n x E) from the gates' gradient, with the aux and z losses'. */
-void mdc_i_moe_router_grad(const mdc_gpt2 *m, const moe_state *q, const float *dgate, float *dz);
+/* transformers' aux loss (ref/model/moe/moe_aux.c): in the counting forward, the block's top-k of
+ * p added to the counts; in the backward, the block's term of the objective (exact where the
+ * loss is), its gradient w_i per p_i in m->moe.lb_w. */
+void mdc_i_moe_lb_count(mdc_gpt2 *m, const moe_state *q);
+mdc_status mdc_i_moe_lb_grad(mdc_gpt2 *m, const moe_state *q);
+/* dz (n x E) from the gates' gradient, with the aux losses' and the z-loss's. */
+mdc_status mdc_i_moe_router_grad(mdc_gpt2 *m, const moe_state *q, const float *dgate, float *dz);
 
 #endif

@@ -74,6 +74,61 @@ static void router_softmax(mdc_device *d, float *p, float *lse, int n, int E) {
     mdc_dev_kernel(d, 5.0 * n * E, 8.0 * n * E, MDC_PREC_FP32);
 }
 
+/* s = sigmoid(z) of the logits in z (n x E), minidc's own exp: the same bits on every machine */
+static void router_sigmoid(mdc_device *d, float *s, const float *z, int n, int E) {
+    size_t N = (size_t)n * E;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < N; i++) s[i] = 1.0f / (1.0f + mdc_expf(-z[i]));
+    mdc_dev_kernel(d, 4.0 * N, 8.0 * N, MDC_PREC_FP32);
+}
+
+/* The top k of v (E), ties to the lower index, into ch. */
+static void top_k(const float *v, int E, int k, int *ch) {
+    for (int r = 0; r < k; r++) {
+        int best = -1;
+        for (int i = 0; i < E; i++) {
+            int taken = 0;
+            for (int u = 0; u < r; u++) taken |= ch[u] == i;
+            if (!taken && (best < 0 || v[i] > v[best])) best = i;
+        }
+        ch[r] = best;
+    }
+}
+
+/* One token's choice ch (k) and gates g (k). Softmax: the top k of p + bias, gates p
+ * (renormalized). Sigmoid (DeepSeek-V3): v = s + bias; with groups, each scored by its two
+ * best v, the topk_group best groups kept (ties to the lower group) and every other expert's v
+ * set to 0 (as transformers' masked_fill); the top k of v; gates s, renormalized over
+ * (their sum + 1e-20), times routed_scale. */
+static void route_token(const mdc_gpt2_config *c, int renorm, const float *p, const float *s, const float *bias,
+                        int *ch, float *g) {
+    int E = c->E, k = c->topk;
+    const float *w = s ? s : p;
+    float v[MDC_GPT2_MAX_EXPERTS], sum = 0;
+    for (int i = 0; i < E; i++) v[i] = w[i] + bias[i];
+    if (s && c->n_group > 1) {
+        int G = c->n_group, per = E / G, kept[MDC_GPT2_MAX_EXPERTS];
+        float gs[MDC_GPT2_MAX_EXPERTS];
+        for (int j = 0; j < G; j++) {
+            int two[2];
+            top_k(v + j * per, per, 2, two);
+            gs[j] = v[j * per + two[0]] + v[j * per + two[1]];
+        }
+        top_k(gs, G, c->topk_group, kept);
+        char on[MDC_GPT2_MAX_EXPERTS] = {0};
+        for (int r = 0; r < c->topk_group; r++) on[kept[r]] = 1;
+        for (int i = 0; i < E; i++)
+            if (!on[i / per]) v[i] = 0.0f;
+    }
+    top_k(v, E, k, ch);
+    for (int r = 0; r < k; r++) sum += w[ch[r]];
+    if (s) sum += 1e-20f;
+    for (int r = 0; r < k; r++) {
+        g[r] = renorm ? w[ch[r]] / sum : w[ch[r]];
+        if (s) g[r] *= c->routed_scale;
+    }
+}
+
 /* The kept flags of one group (its tokens [t0, t0 + T)): capacity per expert, by priority or by
  * probability. keep[t k + s] on entry 1 for every assignment. */
 static void capacity(const mdc_gpt2 *m, const moe_state *q, int t0, int T, char *keep) {
@@ -130,33 +185,28 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     q->row = q->choice + nk, q->scnt = q->row + nk, q->rcnt = q->scnt + (size_t)E * S;
     q->f_aux = (float *)(q->rcnt + (size_t)E * S);
     char *keep = (char *)(q->f_aux + (size_t)G * E), name[48];
-    size_t fixed = (size_t)n * E + n + nk;
+    int sig = m->cfg.router == MDC_ROUTER_SIGMOID, rec = !m->moe.counting; /* the counting forward records nothing */
+    size_t fixed = (size_t)n * E * (sig ? 2 : 1) + n + nk;
     snprintf(name, sizeof name, "MoE block %d routing", l);
     TRY(mdc_dev_alloc(d, (void **)&q->fbuf, fixed * sizeof(float), MDC_MEM_ACTS, name));
     q->probs = q->fbuf, q->lse = q->probs + (size_t)n * E, q->gate = q->lse + n;
-    /* router: z = x W_r, p = softmax(z) */
+    q->score = sig ? q->gate + nk : NULL;
+    /* router: z = x W_r, p = softmax(z) (the aux and z losses'), DeepSeek's s = sigmoid(z) */
     m->ops->matmul(m, q->probs, x, P(m, mdc_i_router_of(&m->cfg, l)), NULL, n, C, E, mdc_i_family(&m->cfg));
+    if (sig) router_sigmoid(d, q->score, q->probs, n, E);
     router_softmax(d, q->probs, q->lse, n, E);
+    if (m->moe.counting || m->moe.lb_serial) mdc_i_moe_lb_count(m, q);
     const float *bias = m->moe.bias + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
     double *cnt = m->moe.counts + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
-    for (int t = 0; t < n; t++) { /* the top k by p + bias, ties to the lower index; the gates from p */
-        const float *p = q->probs + (size_t)t * E;
+    for (int t = 0; t < n; t++) {
         int *ch = q->choice + (size_t)t * k;
-        float sum = 0;
-        for (int r = 0; r < k; r++) {
-            int best = -1;
-            for (int i = 0; i < E; i++) {
-                int taken = 0;
-                for (int u = 0; u < r; u++) taken |= ch[u] == i;
-                if (!taken && (best < 0 || p[i] + bias[i] > p[best] + bias[best])) best = i;
-            }
-            ch[r] = best, sum += p[best];
-            m->moe.st.tokens[best] += 1, cnt[best] += 1;
-        }
-        for (int r = 0; r < k; r++) q->gate[(size_t)t * k + r] = o->renorm ? p[ch[r]] / sum : p[ch[r]];
+        route_token(&m->cfg, o->renorm, q->probs + (size_t)t * E, sig ? q->score + (size_t)t * E : NULL, bias, ch,
+                    q->gate + (size_t)t * k);
+        for (int r = 0; r < k && rec; r++) m->moe.st.tokens[ch[r]] += 1, cnt[ch[r]] += 1;
         float z = o->z_beta * q->lse[t] * q->lse[t];
-        if (o->z_beta > 0) m->moe.st.z_sum += z, a->moe_loss += z, mdc_exact_add_f32(&m->moe.xloss, z);
+        if (o->z_beta > 0 && rec) m->moe.st.z_sum += z, a->moe_loss += z, mdc_exact_add_f32(&m->moe.xloss, z);
     }
+    if (sig) mdc_dev_kernel(d, (4.0 + 2.0 * m->cfg.n_group / E) * n * E, 4.0 * n * E, MDC_PREC_FP32);
     memset(keep, 1, nk);
     for (int g = 0; g < G; g++) { /* per group: the aux loss's f_i and P_i, then capacity */
         float *f = q->f_aux + (size_t)g * E, aux = 0;
@@ -170,8 +220,8 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
             aux += f[i] * (Pi / Tg);
         }
         aux = (float)Tg * (o->aux_alpha * E * aux); /* the group's T x alpha E sum f_i P_i */
-        if (o->aux_alpha > 0) m->moe.st.aux_sum += aux, mdc_exact_add_f32(&m->moe.xloss, aux);
-        a->moe_loss += (double)aux;
+        if (o->aux_alpha > 0 && rec) m->moe.st.aux_sum += aux, mdc_exact_add_f32(&m->moe.xloss, aux);
+        if (rec) a->moe_loss += (double)aux;
         if (o->capacity_factor > 0) capacity(m, q, g * Tg, Tg, keep);
     }
     /* invariants: no expert over its capacity in a group; the decisions' digest */
@@ -193,7 +243,7 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
                             (uint64_t)q->choice[(size_t)t * k + r]) *
                                2u +
                            (uint64_t)keep[(size_t)t * k + r];
-            m->moe.st.digest += (double)(mdc_splitmix64(key ^ (uint64_t)l << 56) >> 44);
+            if (rec) m->moe.st.digest += (double)(mdc_splitmix64(key ^ (uint64_t)l << 56) >> 44);
         }
     }
     /* the send layout: expert-major, then segment, then token */
@@ -201,7 +251,7 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     for (int t = 0; t < n; t++)
         for (int r = 0; r < k; r++) {
             if (!keep[(size_t)t * k + r]) {
-                m->moe.st.dropped += 1;
+                m->moe.st.dropped += rec;
                 continue;
             }
             q->scnt[(size_t)q->choice[(size_t)t * k + r] * S + (blk ? t / blk : 0)]++;
@@ -226,10 +276,14 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
 
 /* dz (n x E): the gates' gradient through the renormalization and the softmax, with the aux
  * loss's (alpha E f_i per p_i, times the loss scale) and the z-loss's (2 beta lse p_i). */
-void mdc_i_moe_router_grad(const mdc_gpt2 *m, const moe_state *q, const float *dgate, float *dz) {
+mdc_status mdc_i_moe_router_grad(mdc_gpt2 *m, const moe_state *q, const float *dgate, float *dz) {
     const mdc_moe_opts *o = &m->moe.o;
-    int n = q->n, E = m->cfg.E, k = m->cfg.topk;
+    int n = q->n, E = m->cfg.E, k = m->cfg.topk, lb = m->cfg.lb_coef > 0;
     float scale = m->moe.dloss, aux = o->aux_alpha * (float)E * scale;
+    if (lb) TRY(mdc_i_moe_lb_grad(m, q));
+    float *dss = NULL; /* DeepSeek's: the gates' gradient to s */
+    if (q->score)
+        TRY(mdc_dev_alloc(m->dev, (void **)&dss, ((size_t)n * E + 4) * sizeof(float), MDC_MEM_ACTS, "MoE ds"));
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < n; t++) {
         const float *p = q->probs + (size_t)t * E, *f = q->f_aux + (size_t)(t / q->Tg) * E;
@@ -237,16 +291,28 @@ void mdc_i_moe_router_grad(const mdc_gpt2 *m, const moe_state *q, const float *d
         const float *dg = dgate + (size_t)t * k, *g = q->gate + (size_t)t * k;
         float *dp = dz + (size_t)t * E, dot = 0;
         for (int i = 0; i < E; i++) dp[i] = o->aux_alpha > 0 ? aux * f[i] : 0;
-        if (o->renorm) { /* g_r = p_r / sum: dp_r = (dg_r - sum_u dg_u g_u) / sum */
+        if (lb) /* transformers' aux loss: w_i per p_i */
+            for (int i = 0; i < E; i++) dp[i] += m->moe.lb_w[i];
+        /* the gates' gradient to the scores they are read from: p (softmax) or s (sigmoid) */
+        const float *s = q->score ? q->score + (size_t)t * E : NULL;
+        float *ds = s ? dss + (size_t)t * E : dp, rs = s ? m->cfg.routed_scale : 1.0f;
+        if (s)
+            for (int i = 0; i < E; i++) ds[i] = 0;
+        if (o->renorm) { /* g_r = rs w_r / sum: dw_r = (rs dg_r - sum_u dg_u g_u) / sum */
             float sum = 0, gd = 0;
-            for (int r = 0; r < k; r++) sum += p[ch[r]], gd += dg[r] * g[r];
-            for (int r = 0; r < k; r++) dp[ch[r]] += (dg[r] - gd) / sum;
+            for (int r = 0; r < k; r++) sum += (s ? s : p)[ch[r]], gd += dg[r] * g[r];
+            if (s) sum += 1e-20f;
+            for (int r = 0; r < k; r++) ds[ch[r]] += (s ? rs * dg[r] - gd : dg[r] - gd) / sum;
         } else {
-            for (int r = 0; r < k; r++) dp[ch[r]] += dg[r];
+            for (int r = 0; r < k; r++) ds[ch[r]] += s ? rs * dg[r] : dg[r];
         }
         for (int i = 0; i < E; i++) dot += p[i] * dp[i];
         float zl = 2.0f * o->z_beta * q->lse[t] * scale;
         for (int i = 0; i < E; i++) dp[i] = p[i] * (dp[i] - dot) + (o->z_beta > 0 ? zl * p[i] : 0);
+        if (s) /* ds_i s_i (1 - s_i) */
+            for (int i = 0; i < E; i++) dp[i] += ds[i] * s[i] * (1.0f - s[i]);
     }
-    mdc_dev_kernel(m->dev, 8.0 * n * E, 12.0 * n * E, MDC_PREC_FP32);
+    mdc_dev_kernel(m->dev, (q->score ? 12.0 : 8.0) * n * E, 12.0 * n * E, MDC_PREC_FP32);
+    mdc_dev_free(m->dev, dss);
+    return MDC_OK;
 }

@@ -17,7 +17,7 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     if (!E) return MDC_OK;
     mdc_moe_stats s;
     mdc_gpt2_moe_stats(m, &s);
-    double *v = calloc((size_t)E + 9, sizeof *v);
+    double *v = calloc((size_t)E + 10, sizeof *v);
     if (!v) return mdc_fail(MDC_ERR_OOM_HOST, "MoE figures");
     if (count) {
         for (int i = 0; i < E; i++) v[i] = s.tokens[i];
@@ -25,8 +25,8 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     }
     double bytes = ep ? ep->bytes : 0;
     v[E + 3] = bytes, v[E + 4] = ep ? ep->rows_out : 0, v[E + 5] = ep != NULL; /* the ranks that move tokens */
-    v[E + 7] = ep ? ep->wall : 0, v[E + 8] = count ? s.digest : 0;
-    mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + 9, MDC_F64, MDC_SUM, world) : MDC_OK;
+    v[E + 7] = ep ? ep->wall : 0, v[E + 8] = count ? s.digest : 0, v[E + 9] = count ? s.lb_sum : 0;
+    mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + 10, MDC_F64, MDC_SUM, world) : MDC_OK;
     double bmax = bytes;
     if (!st && W > 1) st = mdc_allreduce(MDC_IN_PLACE, &bmax, 1, MDC_F64, MDC_MAX, world);
     if (st || (world && mdc_group_rank(world) != 0)) {
@@ -35,13 +35,22 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     }
     double tot = 0, mx = 0;
     for (int i = 0; i < E; i++) tot += v[i], mx = v[i] > mx ? v[i] : mx;
-    size_t o = (size_t)snprintf(line, cap, "  moe: tokens/expert");
+    char router[96] = "";
+    if (c->router == MDC_ROUTER_SIGMOID)
+        snprintf(router, sizeof router, " (deepseek: sigmoid top-%d of %d groups keep %d, x%g)", c->topk, c->n_group,
+                 c->topk_group, c->routed_scale);
+    else if (c->family)
+        snprintf(router, sizeof router, " (softmax top-%d%s)", c->topk, c->moe_renorm ? ", renormalized" : "");
+    size_t o = (size_t)snprintf(line, cap, "  moe%s: tokens/expert", router);
     for (int i = 0; i < E && o < cap; i++) o += (size_t)snprintf(line + o, cap - o, " %.0f", v[i]);
     if (o < cap)
         o += (size_t)snprintf(line + o, cap - o,
                               " (max/mean %.3f)  dropped %.0f (%.2f%%)  aux %.6f  z %.6f  routing %.0f",
                               tot > 0 ? mx / (tot / E) : 0, v[E], tot > 0 ? 100 * v[E] / tot : 0, v[E + 1] / tokens,
                               v[E + 2] / tokens, v[E + 8]);
+    if (c->lb_coef > 0 && o < cap) /* transformers' aux loss: coef x load_balancing_loss_func of the global batch */
+        o += (size_t)snprintf(line + o, cap - o, "  lb %.6f (%g x %.4f)", v[E + 9] / tokens, c->lb_coef,
+                              v[E + 9] / tokens / c->lb_coef);
     if (ep && o < cap) { /* per rank: 4 moves of its rows; uniform routing sends (e-1)/e of T k rows away */
         double n = v[E + 5], e = mdc_group_size(ep->g), per = v[E + 6] > 0 ? tot / v[E + 6] : 0;
         double mean = v[E + 3] / n, routed = (v[E + 4] / n) * c->C * 4, uniform = 4.0 * per * c->C * 4 * (e - 1) / e;
@@ -63,6 +72,8 @@ void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, void *obj) {
     cJSON_AddNumberToObject(o, "experts", c->E), cJSON_AddNumberToObject(o, "topk", c->topk);
     cJSON_AddNumberToObject(o, "dropped", s.dropped), cJSON_AddNumberToObject(o, "aux_sum", s.aux_sum);
     cJSON_AddNumberToObject(o, "z_sum", s.z_sum), cJSON_AddNumberToObject(o, "routing_digest", s.digest);
+    cJSON_AddStringToObject(o, "router", c->router == MDC_ROUTER_SIGMOID ? "deepseek" : "softmax");
+    cJSON_AddNumberToObject(o, "lb_sum", s.lb_sum), cJSON_AddNumberToObject(o, "lb_coef", c->lb_coef);
     cJSON_AddNumberToObject(o, "ep", ep ? mdc_group_size(ep->g) : 1);
     cJSON_AddNumberToObject(o, "alltoall_bytes", ep ? ep->bytes : 0);
     cJSON_AddNumberToObject(o, "alltoall_calls", ep ? ep->calls : 0);

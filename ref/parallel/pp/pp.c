@@ -78,11 +78,12 @@ const mdc_pp_schedule *mdc_pp_get_schedule(const mdc_pp *pp) { return &pp->s; }
 int mdc_pp_sets(const mdc_pp *pp) { return pp->nsets; }
 double mdc_pp_step_bytes(const mdc_pp *pp) { return pp->sent; }
 
-/* A free set of the chunk, once the send of its last forward output is done with it. */
+/* A free set of the chunk, once the sends of its last forward output and its last input gradient
+ * are done with them (a MoE block's forward works in the input gradient's buffer). */
 static mdc_status take_set(mdc_pp *pp, int mb, int chunk, pp_set **out) {
     for (int i = 0; i < pp->nsets; i++)
         if (pp->sets[i].mb < 0 && pp->sets[i].chunk == chunk) {
-            mdc_status st = mdc_waitall(&pp->sets[i].req[0], 1);
+            mdc_status st = mdc_waitall(pp->sets[i].req, 2);
             if (st) return st;
             pp->sets[i].mb = mb, pp->slot[chunk * pp->s.m + mb] = i;
             if (++pp->held > pp->held_peak) pp->held_peak = pp->held;
@@ -97,9 +98,56 @@ static mdc_status take_set(mdc_pp *pp, int mb, int chunk, pp_set **out) {
  * messages between two ranks with one tag arrive in order, so the tags may wrap. */
 static int tag(const mdc_pp *pp, int mb, int vs, int dir) { return 2 * ((mb * pp->p * pp->s.v + vs) % 2048) + dir; }
 
-mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets) {
+/* Action F of micro-batch mb on chunk `chunk`: into a free set, the input received (or embedded),
+ * the chunk's blocks, the output sent on (or the head and the loss). */
+static mdc_status forward(mdc_pp *pp, mdc_step_plan *p, int mb, int chunk, const int *inputs, const int *targets,
+                          double *rec, pp_set **out) {
     mdc_gpt2 *m = p->m;
     size_t rows = (size_t)p->micro_batch * p->seq, bytes = pp->floats * sizeof(float);
+    int P = pp->p * pp->s.v, vs = chunk * pp->p + pp->stage, lo, hi;
+    int next = (pp->stage + 1) % pp->p, prev = (pp->stage + pp->p - 1) % pp->p;
+    pp_set *set = NULL;
+    mdc_status st = take_set(pp, mb, chunk, &set);
+    if (st) return st;
+    *out = set;
+    mdc_gpt2_acts *a = set->a;
+    mdc_gpt2_acts_layers(a, &lo, &hi);
+    mdc_gpt2_acts_set_row0(a, p->row0 + mb * p->micro_batch);
+    if ((st = mdc_gpt2_set_batch(a, inputs + mb * rows, targets + mb * rows, p->micro_batch, p->seq))) return st;
+    if (vs == 0) st = mdc_gpt2_embed_forward(m, a);
+    else st = mdc_recv(mdc_gpt2_acts_input(a), bytes, prev, tag(pp, mb, vs, 0), pp->g), rec[PP_START] = now(m);
+    for (int l = lo; !st && l < hi; l++) st = mdc_gpt2_block_forward(m, a, l);
+    if (st) return st;
+    if (vs == P - 1) {
+        double sum = 0;
+        st = mdc_gpt2_head_forward(m, a, &sum);
+        p->loss_sum += sum;
+        return st;
+    }
+    return mdc_isend(mdc_gpt2_acts_residual(a), bytes, next, tag(pp, mb, vs + 1, 0), pp->g, &set->req[0]);
+}
+
+/* The schedule's forwards alone, in its order, each set free again once its output is sent
+ * (transformers' aux loss's counting forward: train.c). The loss is not kept. */
+mdc_status mdc_pp_run_forward(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets) {
+    mdc_status st = MDC_OK;
+    double rec[PP_REC], loss = p->loss_sum;
+    pp->held = 0;
+    for (int k = 0; !st && k < pp->s.n[pp->stage]; k++) {
+        const mdc_pp_action *act = &pp->s.a[pp->stage][k];
+        pp_set *set = NULL;
+        if (act->kind != MDC_PP_F) continue;
+        st = forward(pp, p, act->mb, act->chunk, inputs, targets, rec, &set);
+        if (set) set->mb = -1, pp->held--;
+    }
+    for (int i = 0; !st && i < pp->nsets; i++) st = mdc_waitall(pp->sets[i].req, 2);
+    p->loss_sum = loss;
+    return st;
+}
+
+mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets) {
+    mdc_gpt2 *m = p->m;
+    size_t bytes = pp->floats * sizeof(float);
     int P = pp->p * pp->s.v, next = (pp->stage + 1) % pp->p, prev = (pp->stage + pp->p - 1) % pp->p;
     double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
     mdc_dev_counters c0, c1;
@@ -113,22 +161,7 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
         double *rec = pp->rec + PP_REC * (size_t)k;
         rec[PP_KIND] = act->kind, rec[PP_MB] = mb, rec[PP_CHUNK] = act->chunk, rec[PP_WAIT] = rec[PP_START] = now(m);
         if (act->kind == MDC_PP_F) {
-            if ((st = take_set(pp, mb, act->chunk, &set))) break;
-            mdc_gpt2_acts *a = set->a;
-            mdc_gpt2_acts_layers(a, &lo, &hi);
-            mdc_gpt2_acts_set_row0(a, p->row0 + mb * p->micro_batch);
-            if ((st = mdc_gpt2_set_batch(a, inputs + mb * rows, targets + mb * rows, p->micro_batch, p->seq))) break;
-            if (vs == 0) st = mdc_gpt2_embed_forward(m, a);
-            else st = mdc_recv(mdc_gpt2_acts_input(a), bytes, prev, tag(pp, mb, vs, 0), pp->g), rec[PP_START] = now(m);
-            for (int l = lo; !st && l < hi; l++) st = mdc_gpt2_block_forward(m, a, l);
-            if (st) break;
-            if (vs == P - 1) {
-                double sum = 0;
-                st = mdc_gpt2_head_forward(m, a, &sum);
-                p->loss_sum += sum;
-            } else {
-                st = mdc_isend(mdc_gpt2_acts_residual(a), bytes, next, tag(pp, mb, vs + 1, 0), pp->g, &set->req[0]);
-            }
+            if ((st = forward(pp, p, mb, act->chunk, inputs, targets, rec, &set))) break;
         } else {
             set = &pp->sets[pp->slot[act->chunk * pp->s.m + mb]];
             mdc_gpt2_acts *a = set->a;
