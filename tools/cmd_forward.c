@@ -259,7 +259,7 @@ int mdc_cmd_forward(int argc, char **argv) {
     mdc_step_plan plan = mdc_step_plan_default(m);
     plan.micro_batch = B, plan.seq = T, plan.tokens = (double)B * T;
     plan.dloss = 1.0f / ((float)B * (float)T);
-    double lsum = 0, aux = 0, z = 0;
+    double lsum = 0, aux = 0, z = 0, lb = 0;
     mdc_moe_stats s0, s1;
     mdc_gpt2_moe_stats(m, &s0);
     if (dump_dir) { /* the sites of the pass that ends in the gradients (or of this one, without targets) */
@@ -286,15 +286,20 @@ int mdc_cmd_forward(int argc, char **argv) {
     int64_t lshape[3] = {B, T, cfg.V}, bt[2] = {B, T};
     TRY(mdc_tensorfile_add(out, "logits", MDC_TD_F32, 3, lshape, buf));
     if (y) {
-        TRY(mdc_tensorfile_add(out, "loss", MDC_TD_F32, 0, NULL, &loss));
         TRY(mdc_tensorfile_add(out, "losses", MDC_TD_F32, 2, bt, mdc_gpt2_losses(m)));
-        if (cfg.E) {
-            float fa = (float)aux, fz = (float)z;
-            TRY(mdc_tensorfile_add(out, "loss.aux", MDC_TD_F32, 0, NULL, &fa));
-            TRY(mdc_tensorfile_add(out, "loss.z", MDC_TD_F32, 0, NULL, &fz));
-        }
         if (sites) TRY(mdc_gpt2_set_dump(m, sites, 1, B));
         TRY(mdc_step_grads(&plan, x, y));
+        if (mdc_gpt2_lb_on(m)) { /* transformers' aux loss: its terms come with the backward */
+            mdc_gpt2_moe_stats(m, &s1);
+            lb = s1.lb_sum / plan.tokens, loss = (float)((double)loss + lb);
+        }
+        TRY(mdc_tensorfile_add(out, "loss", MDC_TD_F32, 0, NULL, &loss));
+        if (cfg.E) {
+            float fa = (float)aux, fz = (float)z, fl = (float)lb;
+            TRY(mdc_tensorfile_add(out, "loss.aux", MDC_TD_F32, 0, NULL, &fa));
+            TRY(mdc_tensorfile_add(out, "loss.z", MDC_TD_F32, 0, NULL, &fz));
+            if (mdc_gpt2_lb_on(m)) TRY(mdc_tensorfile_add(out, "loss.lb", MDC_TD_F32, 0, NULL, &fl));
+        }
         if (sites) TRY(mdc_gpt2_dump_grads(m, sites, 1));
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_grads(m), "grad.", out));
     }
@@ -313,10 +318,16 @@ int mdc_cmd_forward(int argc, char **argv) {
         for (int k = 1; k < steps; k++) TRY(mdc_step_run(&plan, x, y, &opt, &step_loss[k], NULL));
         mdc_exact_clear(mdc_gpt2_exact_loss(m));
         mdc_gpt2_moe_stats(m, &s0);
-        TRY(mdc_step_forward(&plan, x, y, &lsum));
+        if (mdc_gpt2_lb_on(m)) { /* transformers' aux loss: its terms come with the backward */
+            TRY(mdc_step_grads(&plan, x, y));
+            lsum = plan.loss_sum, memset(&s0, 0, sizeof s0);
+        } else {
+            TRY(mdc_step_forward(&plan, x, y, &lsum));
+        }
         mdc_gpt2_moe_stats(m, &s1);
         if (exact) lsum = mdc_exact_to_f64(mdc_gpt2_exact_loss(m));
-        step_loss[steps] = (float)((lsum + s1.aux_sum - s0.aux_sum + s1.z_sum - s0.z_sum) / plan.tokens);
+        step_loss[steps] = (float)((lsum + s1.aux_sum - s0.aux_sum + s1.z_sum - s0.z_sum + s1.lb_sum - s0.lb_sum) /
+                                   plan.tokens);
         int64_t ns[1] = {steps + 1};
         TRY(mdc_tensorfile_add(out, "steps.loss", MDC_TD_F32, 1, ns, step_loss));
         TRY(mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "final.", out));
