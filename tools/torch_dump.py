@@ -9,12 +9,14 @@ minidc.st` names the first tensor that differs. The model is a plain GPT-2 (tool
 or, for a directory whose config.json says model_type llama, qwen2, qwen3, mixtral, qwen3_moe or
 qwen2_moe, that family's decoder (tools/torch_family.py, via tools/torch_family_dump.py; model.safetensors or
 the shards model.safetensors.index.json names), its gradients in minidc's order (a MoE family's
-dump has loss.aux and loss.z after losses, zero as minidc's for the directory).
+dump has loss.aux and loss.z after losses, zero as minidc's for the directory, and where config.json
+has output_router_logits loss.lb, transformers' auxiliary term, which loss includes).
 With --dump-dir D it writes what `minidc forward --dump-dir` writes: the tensors at every site
 (the residual stream at each block boundary, each norm, qkv, the attention's output, each
 linear's product, the GELU; a family's q_norm, k_norm, rotated q and k, SwiGLU's gate, up and
-product; a sparse block's router p and its k chosen experts' outputs, forward only as minidc
-dumps them, Qwen2-MoE's shared expert's output, and the block's sum; ln_f, the logits, the
+product; a sparse block's router p (DeepSeek-V3 routing's sigmoid scores s) and its k chosen
+experts' outputs, forward only as minidc dumps them, the shared expert's output (Qwen2-MoE's, or
+n_shared_experts'), and the block's sum; ln_f, the logits, the
 losses), their gradients and the parameters' gradients, as D/step1-rank0.safetensors in minidc's dump format (include/minidc/dump.h), so
 `minidc compare D minidc_dir` names the first site where the two runs part.
 
@@ -93,7 +95,9 @@ def write_dump_dir(d, sites, losses, params, layers, bf16, block_sites=BLOCK_SIT
     for n, p in params:
         out["step1.grad." + n] = p.grad
         order.append("step1.grad." + n)
-    out = {k: v.detach().float().cpu().numpy() for k, v in out.items()}
+    ints = {k for k, v in out.items() if not v.is_floating_point()}  # a MoE block's choices: int32
+    out = {k: v.detach().cpu().numpy().astype(np.int32) if k in ints else v.detach().float().cpu().numpy()
+           for k, v in out.items()}
     meta = {"dump.format": "minidc-dump 1", "dump.run": "torch_dump", "dump.rank": "0 of 1", "dump.mesh": "PyTorch",
             "producer": "tools/torch_dump.py"}
     for k, name in enumerate(order):
@@ -101,7 +105,8 @@ def write_dump_dir(d, sites, losses, params, layers, bf16, block_sites=BLOCK_SIT
         meta["dump:" + name] = json.dumps({"global": name, "shape": shape, "sum": 0, "order": k,
                                            "map": [[[0, 0, n]] for n in shape]}, separators=(",", ":"))
     os.makedirs(d, exist_ok=True)
-    write_safetensors(os.path.join(d, "step1-rank0.safetensors"), out, meta, order, bf16=order if bf16 else ())
+    write_safetensors(os.path.join(d, "step1-rank0.safetensors"), out, meta, order,
+                      bf16=[n for n in order if n not in ints] if bf16 else ())
     return len(order)
 
 
@@ -157,8 +162,8 @@ def main():
     x, y = x.to(dev), y.to(dev)
     if fc:
         try:
-            params, sites, logits, loss, layers = family.run(c, w, x, y, param_dtype, dev, a.dtype == "bf16",
-                                                            a.unrotated_k)
+            params, sites, logits, loss, layers, extra = family.run(c, w, x, y, param_dtype, dev,
+                                                                   a.dtype == "bf16", a.unrotated_k)
         except (ValueError, KeyError) as e:
             raise SystemExit(f"torch_dump: {a.weights}: not the {fc['model_type']} model its config.json "
                              f"describes: {e!r}")
@@ -166,6 +171,7 @@ def main():
     else:
         params, sites, logits, loss = run_gpt2(c, w, spelled, x, y, param_dtype, dev, a.dtype == "bf16",
                                                a.double_bias)
+        extra = {}
         block_sites, V, layers = BLOCK_SITES, c["V"], c["L"]
     losses = F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1), reduction="none").reshape(y.shape)
     loss.backward()
@@ -175,7 +181,7 @@ def main():
     if not a.dump:
         return 0
     out = {"logits": logits, "loss": loss, "losses": losses}
-    out.update({n: torch.tensor(v) for n, v in (family.extra_losses(c) if fc else {}).items()})
+    out.update({n: torch.tensor(v) for n, v in extra.items()})
     order = list(out)
     for n, p in params:
         out["grad." + n] = p.grad

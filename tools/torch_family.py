@@ -17,7 +17,10 @@ the same, off in real checkpoints), mlp_bias (llama: gate/up/down biases); qwen2
 always have q/k/v biases and no o_proj bias; qwen3 and qwen3_moe have q_norm and k_norm. Other keys
 are ignored. mixtral: Llama's attention without biases (no attention_bias key); qwen3_moe: Qwen3's
 attention; qwen2_moe: Qwen2's (head_dim = hidden_size / num_attention_heads, no head_dim key). Their
-sparse blocks, the experts' keys and qwen2_moe's shared expert: tools/torch_moe_family.py.
+sparse blocks, the experts' keys, qwen2_moe's shared expert, DeepSeek-V3's routing keys (its
+e_score_correction_bias, a buffer: in the table and the files, not a parameter), the shared
+experts, first_k_dense_replace and the auxiliary loss (output_router_logits, added to the loss):
+tools/torch_moe_family.py.
 
 The model, per block (pre-norm, nn.Linear weights [out, in]):
   h = x + o_proj(attn(input_layernorm(x))),  out = h + down_proj(silu(gate_proj(n)) * up_proj(n)),
@@ -40,9 +43,10 @@ import torch
 import torch.nn.functional as F
 
 from torch_gpt2 import read_safetensors, write_safetensors
-from torch_moe_family import (MOE_ARCH, MOE_FAMILIES, MOE_NAMES, expert_names, has_shared,  # noqa: F401
-                              is_sparse, moe_config, moe_dims, moe_mlp, route, shared_names, sparse_mlp,
-                              sparse_shapes)
+from torch_moe_family import (MOE_ARCH, MOE_FAMILIES, MOE_NAMES, Router, bias_name, block_shared,  # noqa: F401
+                              expert_names, has_shared, is_buffer, is_sparse, load_balancing_loss, moe_config,
+                              moe_dims, moe_mlp, moe_router, route, route_sigmoid, router_name, shared_experts_names,
+                              shared_names, sigmoid_choice, sparse_mlp, sparse_shapes)
 
 FAMILIES = ("llama", "qwen2", "qwen3")  # the dense ones
 ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", **MOE_ARCH}
@@ -72,8 +76,11 @@ def has_qk_norm(c):
 
 
 def tensor_shapes(c):
-    """name -> shape, in transformers' module order (the parameter table)."""
+    """name -> shape, in transformers' module order (the tensor table: the parameters and the
+    buffers is_buffer names)."""
     V, C, L, H, KV, d, I = dims(c)
+    if c["model_type"] in MOE_FAMILIES:
+        moe_router(c)  # refuses a routing the reference does not define
     s = {"model.embed_tokens.weight": (V, C)}
     for i in range(L):
         b = f"model.layers.{i}."
@@ -104,13 +111,14 @@ def tensor_shapes(c):
 
 def random_weights(c, gen, std=0.02, bias_std=0.02, norm_std=0.0):
     """name -> float64 numpy array: weights ~ N(0, std), norms 1 (+ N(0, norm_std)), biases ~
-    N(0, bias_std) (small but nonzero, so that their gradients are tested)."""
+    N(0, bias_std) (small but nonzero, so that their gradients are tested), the routing biases
+    (e_score_correction_bias, no gradient) ~ N(0, bias_std) too."""
     out = {}
     for n, shape in tensor_shapes(c).items():
         r = torch.randn(*shape, generator=gen, dtype=torch.float64)
         if "norm" in n:
             out[n] = (1.0 + norm_std * r).numpy()
-        elif n.endswith(".bias"):
+        elif n.endswith(".bias") or is_buffer(n):
             out[n] = (bias_std * r).numpy()
         else:
             out[n] = (std * r).numpy()
@@ -164,33 +172,47 @@ class Family(torch.nn.Module):
     """The decoder, its parameters named as in the Hugging Face checkpoint."""
 
     def __init__(self, c, weights, dtype=torch.float64):
-        """weights: name -> array (numpy or torch), every name of tensor_shapes(c)."""
+        """weights: name -> array (numpy or torch), every name of tensor_shapes(c). names / ps / p:
+        the parameters; buffer_names / bs / b: the buffers (the sigmoid router's
+        e_score_correction_bias: no gradient, not trained). aux: the auxiliary loss's term of the
+        last forward (A times load_balancing_loss, detached; 0.0 without output_router_logits)."""
         super().__init__()
         self.c, self.dtype = c, dtype
         shapes = tensor_shapes(c)
-        self.names = list(shapes)
-        ps = []
-        for n in self.names:
+        self.names = [n for n in shapes if not is_buffer(n)]
+        self.buffer_names = [n for n in shapes if is_buffer(n)]
+        ts = {}
+        for n in shapes:
             a = torch.as_tensor(np.asarray(weights[n])).to(dtype).clone()
             if tuple(a.shape) != shapes[n]:
                 raise ValueError(f"{n}: shape {tuple(a.shape)}, expected {shapes[n]}")
-            ps.append(torch.nn.Parameter(a))
-        self.ps = torch.nn.ParameterList(ps)
+            ts[n] = a
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(ts[n]) for n in self.names])
         self.p = dict(zip(self.names, self.ps))
+        # buffers as parameters without a gradient, so that .to() moves them
+        self.bs = torch.nn.ParameterList([torch.nn.Parameter(ts[n], requires_grad=False) for n in self.buffer_names])
+        self.b = dict(zip(self.buffer_names, self.bs))
+        self.aux = 0.0
 
     def forward(self, idx, targets, p=None, sites=None, unrotated_k=(), moe_sites=False):
         """(logits (B, T, V), mean cross-entropy against targets (B, T)). p: name -> tensor in
         place of the parameters (for gradcheck). sites (a dict): the tensors at minidc's dump
         sites (embed, h.N.in, h.N.ln_1, h.N.attn.qkv, ..., ln_f, logits; widths as minidc dumps
-        them; a sparse block's MLP: h.N.mlp.router, p (B, T, E)), each kept with retain_grad so
-        that its gradient can be read after the backward. moe_sites: a sparse block's MLP keeps
-        h.N.mlp.experts too (the k chosen experts' outputs before the gates, (B, T, k C); no
-        gradient), qwen2_moe's h.N.mlp.shared (the shared expert's output before its sigmoid
-        scale, (B, T, C)) and h.N.mlp.moe (the MLP's output, (B, T, C)), in this order after
-        h.N.mlp.router.
+        them; a sparse block's MLP: h.N.mlp.router, p (B, T, E), the sigmoid router's s), each
+        kept with retain_grad so that its gradient can be read after the backward. moe_sites: a
+        sparse block's MLP keeps h.N.mlp.experts too (the k chosen experts' outputs before the
+        gates, (B, T, k C); no gradient), the shared expert's h.N.mlp.shared (qwen2_moe's before
+        its sigmoid scale; n_shared_experts' output, (B, T, C)) and h.N.mlp.moe (the MLP's
+        output, (B, T, C)), in this order after h.N.mlp.router. With output_router_logits the
+        loss adds router_aux_loss_coef times load_balancing_loss of the sparse blocks' logits
+        (self.aux keeps that term).
         unrotated_k: blocks whose k skips the rotation (a planted bug for the tests)."""
         c, p = self.c, p if p is not None else self.p
+        if self.b:
+            p = {**self.b, **p}
         V, C, L, H, KV, d, I = dims(c)
+        rt = moe_router(c) if c["model_type"] in MOE_FAMILIES else None
+        zs = []  # the sparse blocks' router logits, for the auxiliary loss
         B, T = idx.shape
         eps = c["rms_norm_eps"]
         cos, sin = (t.to(idx.device) for t in rope_cos_sin(c, T, self.dtype))
@@ -242,13 +264,17 @@ class Family(torch.nn.Module):
             if is_sparse(c, i):
                 E, k, _, renorm = moe_dims(c)
                 slots = moe_sites and sites is not None
-                shared = [p[q] for q in shared_names(c, i)] if has_shared(c) else None
-                g, prob, ys, sh = sparse_mlp(n, p[b + MOE_NAMES[c["model_type"]][0] + ".gate.weight"],
-                                             [[p[e] for e in expert_names(c, i, j)] for j in range(E)], k,
-                                             renorm, shared, slots)
+                router = p[router_name(c, i)]
+                sig = (p[bias_name(c, i)], rt.n_group, rt.topk_group, rt.scale) if rt.sigmoid else None
+                g, prob, ys, sh = sparse_mlp(n, router, [[p[e] for e in expert_names(c, i, j)] for j in range(E)], k,
+                                             renorm, block_shared(c, i, p), slots, sig)
+                if rt.aux_coef:
+                    zs.append(n.reshape(-1, C) @ router.t())  # the logits the router computed
                 site(h + "mlp.router", prob)
                 if slots:
-                    site(h + "mlp.experts", ys)
+                    site(h + "mlp.choice", ys[1])
+                    site(h + "mlp.gates", ys[2])
+                    site(h + "mlp.experts", ys[0])
                     if sh is not None:
                         site(h + "mlp.shared", sh)
                     g = site(h + "mlp.moe", g)
@@ -263,6 +289,10 @@ class Family(torch.nn.Module):
         head = p["lm_head.weight"] if "lm_head.weight" in p else p["model.embed_tokens.weight"]
         logits = site("logits", x @ head.t())
         loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1).long())
+        if zs:
+            aux = rt.aux_coef * load_balancing_loss(zs, moe_dims(c)[0], moe_dims(c)[1])
+            self.aux = float(aux.detach())
+            loss = loss + aux
         return logits, loss
 
 

@@ -11,12 +11,12 @@ import torch.nn.functional as F
 
 
 def write_safetensors(path, tensors, metadata=None, order=None, bf16=()):
-    """tensors: dict name -> numpy array (float32, int64 or bool), written in key order (sorted
+    """tensors: dict name -> numpy array (float32, int64, int32 or bool), written in key order (sorted
     unless `order` lists the names: a dump's execution order); the names in bf16 as BF16."""
     header, blobs, off = {}, [], 0
     if metadata:
         header["__metadata__"] = metadata
-    dt = {np.dtype("float32"): "F32", np.dtype("int64"): "I64", np.dtype("bool"): "BOOL"}
+    dt = {np.dtype("float32"): "F32", np.dtype("int64"): "I64", np.dtype("int32"): "I32", np.dtype("bool"): "BOOL"}
     for name in order if order is not None else sorted(tensors):
         a = np.asarray(tensors[name])
         a = np.ascontiguousarray(a) if a.ndim else a  # (ascontiguousarray makes a scalar 1-D)

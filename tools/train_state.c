@@ -75,6 +75,16 @@ mdc_status mdc_train_save(mdc_runtime *rt, mdc_trainer *t, const mdc_gpt2_config
     return st;
 }
 
+/* The MoE blocks' routing biases (the same on every rank) from the scratch model into the run's
+ * trainers. */
+static void copy_bias(mdc_gpt2 *sm, mdc_trainer *t, mdc_trainer *serial, const mdc_gpt2_config *cfg) {
+    size_t nb = (size_t)mdc_gpt2_moe_blocks(cfg) * cfg->E;
+    for (int k = 0; nb && k < 2; k++) {
+        mdc_trainer *to = k ? serial : t;
+        if (to) memcpy(mdc_gpt2_moe_bias(mdc_trainer_model(to)), mdc_gpt2_moe_bias(sm), nb * sizeof(float));
+    }
+}
+
 mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, const mdc_gpt2_config *cfg,
                           const char *path, mdc_train_state *ts) {
     mdc_tensorfile *tf = NULL;
@@ -90,11 +100,7 @@ mdc_status mdc_train_load(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
     if (!st) st = mdc_trainer_load(t, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
     if (!st && serial)
         st = mdc_trainer_load(serial, mdc_gpt2_params(sm), mdc_gpt2_adam_m(sm), mdc_gpt2_adam_v(sm), step);
-    size_t nb = (size_t)mdc_gpt2_moe_blocks(cfg) * cfg->E;
-    for (int k = 0; !st && nb && k < 2; k++) {
-        mdc_trainer *to = k ? serial : t;
-        if (to) memcpy(mdc_gpt2_moe_bias(mdc_trainer_model(to)), mdc_gpt2_moe_bias(sm), nb * sizeof(float));
-    }
+    if (!st) copy_bias(sm, t, serial, cfg);
     mdc_tensorfile_free(tf);
     mdc_gpt2_free(sm);
     mdc_device_free(sdev);
@@ -120,6 +126,7 @@ mdc_status mdc_train_init(mdc_runtime *rt, mdc_trainer *t, mdc_trainer *serial, 
     if (!st) st = mdc_gpt2_load_weights(sm, tf, path);
     if (!st) st = mdc_trainer_load(t, mdc_gpt2_params(sm), NULL, NULL, 0);
     if (!st && serial) st = mdc_trainer_load(serial, mdc_gpt2_params(sm), NULL, NULL, 0);
+    if (!st) copy_bias(sm, t, serial, cfg); /* DeepSeek's e_score_correction_bias, where the weights have it */
     mdc_tensorfile_free(tf);
     mdc_gpt2_free(sm);
     mdc_device_free(sdev);

@@ -9,10 +9,12 @@
 # directory minidc saves (tools/torch_family.py's model on the PyTorch side) compares clean with
 # --dump and at every site (rope_q, rope_k, q_norm, k_norm, the SwiGLU gate, up and product among
 # them) in float32 and float64, and block 1's k left unrotated is reported at its site
-# (h.1.attn.rope_k). A Mixtral and a Qwen3-MoE directory (qwen3-moe-tiny: block 0 dense, block
-# 1 sparse) compare clean with --dump (loss.aux and loss.z among the tensors) and at every site in
-# float32 (a sparse block's router p, its experts' outputs in slot order and their gated sum, the
-# router's and every expert's gradients among them). Skipped (77) without PyTorch.
+# (h.1.attn.rope_k). A Mixtral, a Qwen3-MoE (qwen3-moe-tiny: block 0 dense, block 1 sparse), a
+# Qwen2-MoE and a DeepSeek-routed directory (trained a step with the routing bias and transformers'
+# aux loss: e_score_correction_bias and output_router_logits in it) compare clean with --dump
+# (loss.aux, loss.z, loss.lb among the tensors) and at every site in float32 (a sparse block's
+# router scores, its choices as int32, their gates, its experts' outputs in slot order and their
+# gated sum, the router's and every expert's gradients among them). Skipped (77) without PyTorch.
 # Each comparison is a scenario (tests/cli/scenario.sh); a PyTorch dump is made when a scenario
 # reading it is selected.
 . "$(dirname "$0")/../cli/scenario.sh"
@@ -108,13 +110,15 @@ for f in "llama 24 83" "qwen2 29 88" "qwen3 27 94"; do
     check "$unrot" 1 "first differing tensor step1.h.1.attn.rope_k: element" "$tmp/tdk_$c" "$tmp/md_$c"
 done
 # the mixtures of experts: a directory minidc saves, the same tokens, in float32
-for f in "mixtral 70 119" "qwen3-moe 45 106" "qwen2-moe 59 112"; do
+for f in "mixtral 70 123" "qwen3-moe 45 108" "qwen2-moe 59 116" \
+    "deepseek-moe 91 187 --moe-bias-rate 0.01 --router-aux-loss 0.02"; do
     set -- $f
     c=$1 ndump=$2 nsites=$3
+    shift 3
     moe32="$c: PyTorch fp32 against minidc"
     moesites="$c: PyTorch fp32 against minidc at every site"
     any "$moe32" "$moesites" || continue
-    "$bin" train --config $c-tiny --steps 1 --quiet --save "$tmp/$c/" >/dev/null 2>&1 &&
+    "$bin" train --config $c-tiny --steps 1 --quiet --save "$tmp/$c/" "$@" >/dev/null 2>&1 &&
         "$bin" forward --weights "$tmp/$c" $io --dump "$tmp/$c.st" --dump-dir "$tmp/md_$c" >/dev/null ||
         { flunk "setup: $c-tiny saved and replayed by minidc forward" "exit $?"; continue; }
     torch_dump "$c" --weights "$tmp/$c" $io --dump "$tmp/t_$c.st" --dump-dir "$tmp/td_$c"
