@@ -9,15 +9,16 @@
 
 #include "ep_internal.h"
 
-mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, int count, double tokens, char *line,
-                             size_t cap) {
+mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, mdc_group *world, int count,
+                             double tokens, char *line, size_t cap) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     int E = c->E, W = world ? mdc_group_size(world) : 1;
     line[0] = 0;
     if (!E) return MDC_OK;
     mdc_moe_stats s;
     mdc_gpt2_moe_stats(m, &s);
-    double *v = calloc((size_t)E + 9, sizeof *v);
+    enum { NV = 9 + 5 }; /* the figures after the E counts */
+    double *v = calloc((size_t)E + NV, sizeof *v);
     if (!v) return mdc_fail(MDC_ERR_OOM_HOST, "MoE figures");
     if (count) {
         for (int i = 0; i < E; i++) v[i] = s.tokens[i];
@@ -26,7 +27,13 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
     double bytes = ep ? ep->bytes : 0;
     v[E + 3] = bytes, v[E + 4] = ep ? ep->rows_out : 0, v[E + 5] = ep != NULL; /* the ranks that move tokens */
     v[E + 7] = ep ? ep->wall : 0, v[E + 8] = count ? s.digest : 0;
-    mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + 9, MDC_F64, MDC_SUM, world) : MDC_OK;
+    mdc_etp_figures xf;
+    memset(&xf, 0, sizeof xf);
+    if (etp) mdc_etp_get_figures(etp, &xf);
+    v[E + 9] = etp != NULL, v[E + 10] = xf.bytes[MDC_ETP_GATHER] + xf.bytes[MDC_ETP_SUM];
+    v[E + 11] = xf.want[MDC_ETP_GATHER] + xf.want[MDC_ETP_SUM], v[E + 12] = xf.bytes[MDC_ETP_COUNTS];
+    v[E + 13] = xf.wall;
+    mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + NV, MDC_F64, MDC_SUM, world) : MDC_OK;
     double bmax = bytes;
     if (!st && W > 1) st = mdc_allreduce(MDC_IN_PLACE, &bmax, 1, MDC_F64, MDC_MAX, world);
     if (st || (world && mdc_group_rank(world) != 0)) {
@@ -50,11 +57,21 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, in
                  "%.0f calls, %.1f ms wall)",
                  mean, routed, uniform, mean > 0 ? bmax / mean : 0, ep->calls, v[E + 7] / n * 1e3);
     }
+    o = strlen(line);
+    if (etp && o < cap) { /* per rank, the mean over the etp ranks; R: the group's rows, summed over the calls */
+        double n = v[E + 9], N = mdc_etp_size(etp), per = xf.gather ? 4 : 2; /* calls per block and micro-batch */
+        double R = xf.rows / per;
+        snprintf(line + o, cap - o,
+                 "  etp %.0f %s %.0f B/rank (4 R h beta (N-1)/N%s, R = %.0f rows over the blocks and micro-batches: "
+                 "%.0f; counts %.0f B; %.0f calls, %.1f ms wall)",
+                 N, xf.gather ? "AG+RS" : "AR", v[E + 10] / n, xf.exact ? " with the sums' doubles, beta 8" : "", R,
+                 v[E + 11] / n, v[E + 12] / n, xf.calls, v[E + 13] / n * 1e3);
+    }
     free(v);
     return MDC_OK;
 }
 
-void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, void *obj) {
+void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, void *obj) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     mdc_moe_stats s;
     mdc_gpt2_moe_stats(m, &s);
@@ -67,4 +84,15 @@ void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, void *obj) {
     cJSON_AddNumberToObject(o, "alltoall_bytes", ep ? ep->bytes : 0);
     cJSON_AddNumberToObject(o, "alltoall_calls", ep ? ep->calls : 0);
     cJSON_AddNumberToObject(o, "rows_to_other_ranks", ep ? ep->rows_out : 0);
+    if (!etp) return;
+    mdc_etp_figures f;
+    mdc_etp_get_figures(etp, &f);
+    cJSON *x = cJSON_AddObjectToObject(o, "etp");
+    cJSON_AddNumberToObject(x, "size", mdc_etp_size(etp)), cJSON_AddBoolToObject(x, "gather", f.gather);
+    cJSON_AddNumberToObject(x, "gather_bytes", f.bytes[MDC_ETP_GATHER]);
+    cJSON_AddNumberToObject(x, "gather_bytes_formula", f.want[MDC_ETP_GATHER]);
+    cJSON_AddNumberToObject(x, "sum_bytes", f.bytes[MDC_ETP_SUM]);
+    cJSON_AddNumberToObject(x, "sum_bytes_formula", f.want[MDC_ETP_SUM]);
+    cJSON_AddNumberToObject(x, "counts_bytes", f.bytes[MDC_ETP_COUNTS]);
+    cJSON_AddNumberToObject(x, "calls", f.calls), cJSON_AddNumberToObject(x, "rows", f.rows);
 }
