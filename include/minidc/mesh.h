@@ -46,8 +46,8 @@ typedef enum {
     MDC_MESH_TP_CP,  /* tp x cp */
     MDC_MESH_EMBED,  /* first + last pipeline stage (NULL on the stages between) */
     MDC_MESH_WORLD,
-    MDC_MESH_KV,  /* the consecutive tp ranks that hold this rank's kv head (mdc_mesh_set_kv_replicas) */
-    MDC_MESH_ETP, /* expert tensor parallelism: the etp consecutive tp ranks that split this rank's experts */
+    MDC_MESH_KV,        /* the consecutive tp ranks that hold this rank's kv head (mdc_mesh_set_kv_replicas) */
+    MDC_MESH_ETP,       /* expert tensor parallelism: the etp consecutive tp ranks that split this rank's experts */
     MDC_MESH_ETP_SHARD, /* the tp ranks of this rank's etp rank: tp / etp, each holding the same shards */
     MDC_MESH_GROUPS
 } mdc_mesh_group_kind;

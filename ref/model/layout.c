@@ -58,8 +58,12 @@ mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c,
                         p->etp, t, t);
     int Fe = c->E ? mdc_i_expert_of(c, c->L - 1, 0).F : 0;
     if (p->etp > 1 && Fe % p->etp)
-        return mdc_fail(MDC_ERR_INVALID, "--etp %d does not divide an expert's width %d (%s): each etp rank holds F/etp of its columns",
-                        p->etp, Fe, !mdc_i_family(c) ? "4C, --channels" : c->moe_ffn > 0 ? "moe_intermediate_size" : "intermediate_size");
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--etp %d does not divide an expert's width %d (%s): each etp rank holds F/etp of its columns",
+                        p->etp, Fe,
+                        !mdc_i_family(c) ? "4C, --channels"
+                        : c->moe_ffn > 0 ? "moe_intermediate_size"
+                                         : "intermediate_size");
     if (p->chunks < 1 || p->chunks > MDC_GPT2_MAX_CHUNKS)
         return mdc_fail(MDC_ERR_INVALID, "%d model chunks: between 1 and %d", p->chunks, MDC_GPT2_MAX_CHUNKS);
     for (int k = 0; k < p->chunks; k++)
@@ -95,7 +99,7 @@ static void slice_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, const mdc
         if (N < 2 || x < 0) return;
         lo = r % N * Fe, n = Fe;
         if (mdc_i_family(c)) split = x == XD ? MDC_SPLIT_COLS : MDC_SPLIT_ROWS; /* [out, in] */
-        else if (x == X_FCPB) return;                                          /* added after the sum */
+        else if (x == X_FCPB) return;                                           /* added after the sum */
         else split = x == X_FCPW ? MDC_SPLIT_ROWS : MDC_SPLIT_COLS;
     } else if (!mdc_i_family(c)) switch (k) {
         case QKVW:

@@ -133,11 +133,11 @@ struct mdc_gpt2 {
         mdc_moe_opts o;
         const mdc_gpt2_ep *ep;   /* NULL: every expert here */
         const mdc_gpt2_etp *etp; /* NULL: every expert whole (part.etp 0 or 1) */
-        float dloss;           /* the aux losses' gradient scale */
-        mdc_moe_stats st;      /* since zero_grad */
-        mdc_exact xloss;       /* exact mode: aux_sum + z_sum */
-        float *bias;           /* moe blocks x E: the choice's bias */
-        double *counts;        /* moe blocks x E: assignments since zero_grad */
+        float dloss;             /* the aux losses' gradient scale */
+        mdc_moe_stats st;        /* since zero_grad */
+        mdc_exact xloss;         /* exact mode: aux_sum + z_sum */
+        float *bias;             /* moe blocks x E: the choice's bias */
+        double *counts;          /* moe blocks x E: assignments since zero_grad */
     } moe;
     struct {
         mdc_tensorfile *tf; /* attached dump (include/minidc/dump.h), or NULL */

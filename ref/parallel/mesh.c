@@ -132,8 +132,9 @@ mdc_status mdc_mesh_set_kv_replicas(mdc_mesh *m, int replicas) {
 }
 mdc_status mdc_mesh_set_etp(mdc_mesh *m, int etp) {
     if (etp < 1 || m->n[MDC_AXIS_TP] % etp)
-        return mdc_fail(MDC_ERR_INVALID, "--etp %d does not divide --tp %d (an expert's shards lie on etp of the tp ranks)",
-                        etp, m->n[MDC_AXIS_TP]);
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--etp %d does not divide --tp %d (an expert's shards lie on etp of the tp ranks)", etp,
+                        m->n[MDC_AXIS_TP]);
     m->etp = etp;
     static const mdc_mesh_group_kind k[] = {MDC_MESH_ETP, MDC_MESH_ETP_SHARD};
     return remake(m, k, 2);

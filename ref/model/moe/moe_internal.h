@@ -31,36 +31,35 @@ typedef struct mdc_i_moe_state {
 /* The rows the experts run on (q->Rg, the members' then the sources' order), grouped by (member,
  * source, local expert, segment): body runs for each non-empty group with src, jl, sg, r0 (its
  * first row) and nr (its rows). */
-#define FOR_SEGMENTS(q, e, El, ...)                                                                   \
-    do {                                                                                              \
-        int row_ = 0;                                                                                 \
-        for (int mb_ = 0; mb_ < (q)->G; mb_++)                                                        \
-            for (int src = 0; src < (e); src++)                                                       \
-                for (int jl = 0; jl < (El); jl++)                                                     \
-                    for (int sg = 0; sg < (q)->S; sg++) {                                             \
-                        int r0 = row_,                                                                \
-                            nr = (q)->grc[(((size_t)mb_ * (e) + src) * (El) + jl) * (q)->S + sg];     \
-                        row_ += nr;                                                                   \
-                        if (nr) {                                                                     \
-                            __VA_ARGS__                                                               \
-                        }                                                                             \
-                    }                                                                                 \
+#define FOR_SEGMENTS(q, e, El, ...)                                                                          \
+    do {                                                                                                     \
+        int row_ = 0;                                                                                        \
+        for (int mb_ = 0; mb_ < (q)->G; mb_++)                                                               \
+            for (int src = 0; src < (e); src++)                                                              \
+                for (int jl = 0; jl < (El); jl++)                                                            \
+                    for (int sg = 0; sg < (q)->S; sg++) {                                                    \
+                        int r0 = row_, nr = (q)->grc[(((size_t)mb_ * (e) + src) * (El) + jl) * (q)->S + sg]; \
+                        row_ += nr;                                                                          \
+                        if (nr) {                                                                            \
+                            __VA_ARGS__                                                                      \
+                        }                                                                                    \
+                    }                                                                                        \
     } while (0)
 /* The same rows by (member, source, local expert): one expert's rows from one source, contiguous. */
-#define FOR_BLOCKS(q, e, El, ...)                                                                     \
-    do {                                                                                              \
-        int row_ = 0;                                                                                 \
-        for (int mb_ = 0; mb_ < (q)->G; mb_++)                                                        \
-            for (int src = 0; src < (e); src++)                                                       \
-                for (int jl = 0; jl < (El); jl++) {                                                   \
-                    int r0 = row_, nr = 0;                                                            \
-                    const int *c_ = (q)->grc + (((size_t)mb_ * (e) + src) * (El) + jl) * (q)->S;      \
-                    for (int sg = 0; sg < (q)->S; sg++) nr += c_[sg];                                 \
-                    row_ += nr;                                                                       \
-                    if (nr) {                                                                         \
-                        __VA_ARGS__                                                                   \
-                    }                                                                                 \
-                }                                                                                     \
+#define FOR_BLOCKS(q, e, El, ...)                                                                \
+    do {                                                                                         \
+        int row_ = 0;                                                                            \
+        for (int mb_ = 0; mb_ < (q)->G; mb_++)                                                   \
+            for (int src = 0; src < (e); src++)                                                  \
+                for (int jl = 0; jl < (El); jl++) {                                              \
+                    int r0 = row_, nr = 0;                                                       \
+                    const int *c_ = (q)->grc + (((size_t)mb_ * (e) + src) * (El) + jl) * (q)->S; \
+                    for (int sg = 0; sg < (q)->S; sg++) nr += c_[sg];                            \
+                    row_ += nr;                                                                  \
+                    if (nr) {                                                                    \
+                        __VA_ARGS__                                                              \
+                    }                                                                            \
+                }                                                                                \
     } while (0)
 
 /* The etp group's size (1: every expert whole here). */

@@ -34,7 +34,8 @@ mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep) {
 mdc_status mdc_gpt2_set_etp(mdc_gpt2 *m, const mdc_gpt2_etp *etp) {
     int n = m->part.etp > 1 ? m->part.etp : 1;
     if (etp && etp->n != n)
-        return mdc_fail(MDC_ERR_INVALID, "expert tensor parallelism over %d ranks on a partition of --etp %d", etp->n, n);
+        return mdc_fail(MDC_ERR_INVALID, "expert tensor parallelism over %d ranks on a partition of --etp %d", etp->n,
+                        n);
     m->moe.etp = etp;
     return MDC_OK;
 }

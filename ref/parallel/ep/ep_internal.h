@@ -21,8 +21,8 @@ struct mdc_etp {
     mdc_gpt2 *m;
     mdc_gpt2_etp hook;
     int n, gather;
-    size_t *cnt;     /* n: elements per member of the call in flight */
-    double *d;       /* exact mode: the partial sums' doubles, reduced in place */
+    size_t *cnt; /* n: elements per member of the call in flight */
+    double *d;   /* exact mode: the partial sums' doubles, reduced in place */
     size_t dn;
     mdc_etp_figures f; /* since the last reset */
 };

@@ -59,13 +59,17 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
     }
     o = strlen(line);
     if (etp && o < cap) { /* per rank, the mean over the etp ranks; R: the group's rows, summed over the calls */
-        double n = v[E + 9], N = mdc_etp_size(etp), per = xf.gather ? 4 : 2; /* calls per block and micro-batch */
-        double R = xf.rows / per;
+        static const char *const form[2][2] = {
+            {"AR of R rows of h x 4 bytes: 4 R h 4 (N-1)/N", "AG + RS of R rows of h x 4 bytes: 4 R h 4 (N-1)/N"},
+            {"AR of R rows of h exact sums as doubles: 4 R h 8 (N-1)/N + 16 (N-1) a sum",
+             "AG of R rows of h x 4 bytes, RS of their exact sums as doubles: 2 R h (4 + 8) (N-1)/N + 16 (N-1) a "
+             "sum"}};
+        double n = v[E + 9], R = xf.rows / (xf.gather ? 4 : 2); /* row calls per block and micro-batch */
         snprintf(line + o, cap - o,
-                 "  etp %.0f %s %.0f B/rank (4 R h beta (N-1)/N%s, R = %.0f rows over the blocks and micro-batches: "
-                 "%.0f; counts %.0f B; %.0f calls, %.1f ms wall)",
-                 N, xf.gather ? "AG+RS" : "AR", v[E + 10] / n, xf.exact ? " with the sums' doubles, beta 8" : "", R,
-                 v[E + 11] / n, v[E + 12] / n, xf.calls, v[E + 13] / n * 1e3);
+                 "  etp %d %s %.0f B/rank (forward and backward %s = %.0f, R = %.0f rows of the blocks and "
+                 "micro-batches; counts %.0f B; %.0f calls, %.1f ms wall)",
+                 mdc_etp_size(etp), xf.gather ? "AG+RS" : "AR", v[E + 10] / n, form[xf.exact][xf.gather], v[E + 11] / n,
+                 R, v[E + 12] / n, xf.calls, v[E + 13] / n * 1e3);
     }
     free(v);
     return MDC_OK;
