@@ -17,7 +17,7 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
     if (!E) return MDC_OK;
     mdc_moe_stats s;
     mdc_gpt2_moe_stats(m, &s);
-    enum { NV = 9 + 5 }; /* the figures after the E counts */
+    enum { NV = 9 + 6 }; /* the figures after the E counts */
     double *v = calloc((size_t)E + NV, sizeof *v);
     if (!v) return mdc_fail(MDC_ERR_OOM_HOST, "MoE figures");
     if (count) {
@@ -32,7 +32,7 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
     if (etp) mdc_etp_get_figures(etp, &xf);
     v[E + 9] = etp != NULL, v[E + 10] = xf.bytes[MDC_ETP_GATHER] + xf.bytes[MDC_ETP_SUM];
     v[E + 11] = xf.want[MDC_ETP_GATHER] + xf.want[MDC_ETP_SUM], v[E + 12] = xf.bytes[MDC_ETP_COUNTS];
-    v[E + 13] = xf.wall;
+    v[E + 13] = xf.wall, v[E + 14] = xf.rows;
     mdc_status st = W > 1 ? mdc_allreduce(MDC_IN_PLACE, v, (size_t)E + NV, MDC_F64, MDC_SUM, world) : MDC_OK;
     double bmax = bytes;
     if (!st && W > 1) st = mdc_allreduce(MDC_IN_PLACE, &bmax, 1, MDC_F64, MDC_MAX, world);
@@ -58,13 +58,13 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
                  mean, routed, uniform, mean > 0 ? bmax / mean : 0, ep->calls, v[E + 7] / n * 1e3);
     }
     o = strlen(line);
-    if (etp && o < cap) { /* per rank, the mean over the etp ranks; R: the group's rows, summed over the calls */
+    if (etp && o < cap) { /* per rank, the mean over the etp ranks; R: a group's rows, summed over the calls */
         static const char *const form[2][2] = {
             {"AR of R rows of h x 4 bytes: 4 R h 4 (N-1)/N", "AG + RS of R rows of h x 4 bytes: 4 R h 4 (N-1)/N"},
             {"AR of R rows of h exact sums as doubles: 4 R h 8 (N-1)/N + 16 (N-1) a sum",
              "AG of R rows of h x 4 bytes, RS of their exact sums as doubles: 2 R h (4 + 8) (N-1)/N + 16 (N-1) a "
              "sum"}};
-        double n = v[E + 9], R = xf.rows / (xf.gather ? 4 : 2); /* row calls per block and micro-batch */
+        double n = v[E + 9], R = v[E + 14] / n / (xf.gather ? 4 : 2); /* row calls per block and micro-batch */
         snprintf(line + o, cap - o,
                  "  etp %d %s %.0f B/rank (forward and backward %s = %.0f, R = %.0f rows of the blocks and "
                  "micro-batches; counts %.0f B; %.0f calls, %.1f ms wall)",
