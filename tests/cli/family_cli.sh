@@ -96,7 +96,7 @@ parity "qwen3-moe-tiny: exact, --tp 4 --sp --etp 2 (shards summed over 2 tp rank
 parity "qwen2-moe-tiny: exact, --tp 2 --sp --etp 2 --dp 2 --zero 3 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --etp 2 --dp 2 --zero 3 --exact
 parity "gpt-2 moe: --tp 2 --etp 2 equals serial" "$near" 2 --config tiny --experts 4 --tp 2 --etp 2
 parity "gpt-2 moe: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config tiny --experts 4 --tp 2 --sp --etp 2 --exact
-parity "mixtral-tiny: exact, 16 ranks --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config mixtral-tiny --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 --exact
+parity "mixtral-tiny: exact, 16 ranks --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config mixtral-tiny --batch 8 --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 --exact
 # the etp line: each step's gathers and sums, per rank, equal to the ring's formula
 etp_bytes() { # what ranks args...
     local what=$1; shift
