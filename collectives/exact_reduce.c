@@ -22,15 +22,18 @@ double mdc_exact_reduce_bytes(size_t n, int p, int scatter, const mdc_exact_redu
     return b;
 }
 
-mdc_status mdc_exact_reduce(double *v, size_t n, int scatter, float *out, mdc_exact_fetch_fn fetch, void *ctx,
-                            mdc_group *g, mdc_exact_reduce_stats *stats) {
+/* counts NULL: an allreduce of n; else a reduce-scatter of blocks of counts[q] (sum n), this
+ * rank's block first in v after the first pass */
+static mdc_status reduce(double *v, size_t n, const size_t *counts, float *out, mdc_exact_fetch_fn fetch, void *ctx,
+                         mdc_group *g, mdc_exact_reduce_stats *stats) {
     int p = mdc_group_size(g), r = mdc_group_rank(g);
-    size_t blk = scatter ? n / (size_t)p : n, base = scatter ? (size_t)r * blk : 0;
+    size_t blk = counts ? counts[r] : n, base = 0;
+    for (int q = 0; counts && q < r; q++) base += counts[q];
     mdc_exact_reduce_stats none;
     if (!stats) stats = &none;
     memset(stats, 0, sizeof *stats);
-    mdc_status st = scatter ? mdc_reduce_scatter(MDC_IN_PLACE, v, blk, MDC_EXACT_F64, MDC_SUM, g)
-                            : mdc_allreduce(MDC_IN_PLACE, v, n, MDC_EXACT_F64, MDC_SUM, g);
+    mdc_status st = counts ? mdc_reduce_scatterv(MDC_IN_PLACE, v, counts, MDC_EXACT_F64, MDC_SUM, g)
+                           : mdc_allreduce(MDC_IN_PLACE, v, n, MDC_EXACT_F64, MDC_SUM, g);
     if (st) return st;
     int64_t *cnt = calloc((size_t)p, sizeof *cnt); /* p slots: the ring's bytes are exactly 2(p-1)/p of them */
     if (!cnt) return mdc_fail(MDC_ERR_OOM_HOST, "exact reduction: %d counts", p);
@@ -62,4 +65,23 @@ mdc_status mdc_exact_reduce(double *v, size_t n, int scatter, float *out, mdc_ex
     free(acc);
     free(map);
     return st;
+}
+
+mdc_status mdc_exact_reduce(double *v, size_t n, int scatter, float *out, mdc_exact_fetch_fn fetch, void *ctx,
+                            mdc_group *g, mdc_exact_reduce_stats *stats) {
+    if (!scatter) return reduce(v, n, NULL, out, fetch, ctx, g, stats);
+    int p = mdc_group_size(g);
+    size_t *counts = malloc((size_t)p * sizeof *counts);
+    if (!counts) return mdc_fail(MDC_ERR_OOM_HOST, "exact reduction: %d counts", p);
+    for (int q = 0; q < p; q++) counts[q] = n / (size_t)p;
+    mdc_status st = reduce(v, n, counts, out, fetch, ctx, g, stats);
+    free(counts);
+    return st;
+}
+
+mdc_status mdc_exact_reduce_scatterv(double *v, const size_t *counts, float *out, mdc_exact_fetch_fn fetch, void *ctx,
+                                     mdc_group *g, mdc_exact_reduce_stats *stats) {
+    size_t n = 0;
+    for (int q = 0; q < mdc_group_size(g); q++) n += counts[q];
+    return reduce(v, n, counts, out, fetch, ctx, g, stats);
 }

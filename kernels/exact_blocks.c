@@ -169,6 +169,11 @@ void mdc_x_colsum(mdc_device *dev, mdc_xsum *xs, size_t off, const float *D, int
 
 void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, const float *W, int ldw, int transW, int n,
                     int K, int OUT, int kblk) {
+    mdc_x_contract_at(dev, xs, 0, A, lda, W, ldw, transW, n, K, OUT, kblk);
+}
+
+void mdc_x_contract_at(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int lda, const float *W, int ldw,
+                       int transW, int n, int K, int OUT, int kblk) {
     /* W (K x OUT, row stride ldw) or, transW, its transpose is stored (OUT x K): packed once */
     float *packed = transW ? pack_transposed(W, ldw, K, OUT) : NULL;
     if (transW && !packed) {
@@ -176,7 +181,7 @@ void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, cons
         return;
     }
     /* the rows are the tokens: A(k, i) = A[i lda + k] */
-    if (tiled_blocks(xs, 0, A, 1, (size_t)lda, packed ? packed : W, packed ? (size_t)OUT : (size_t)ldw, n, OUT, K,
+    if (tiled_blocks(xs, off, A, 1, (size_t)lda, packed ? packed : W, packed ? (size_t)OUT : (size_t)ldw, n, OUT, K,
                      kblk))
         xs->oom = 1;
     free(packed);

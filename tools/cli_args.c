@@ -199,6 +199,20 @@ void mdc_exact_print_blocks(const mdc_gpt2_config *cfg, int block, FILE *out) {
             "  attention: query and key blocks of %d positions, each row's maximum over every key first\n"
             "  embedding rows token by token; the loss and the squared gradient norm exactly\n",
             block, block, cfg->C / cfg->H, 4 * cfg->C / cfg->H, MDC_EXACT_VOCAB_BLOCK, block);
+    if (!cfg->E) return;
+    /* a routed expert's width (ref/model/moe/moe_etp.c): its blocks divide F/etp for every etp */
+    int F = cfg->family == MDC_FAMILY_GPT2 ? 4 * cfg->C
+            : cfg->moe_ffn > 0             ? cfg->moe_ffn
+            : cfg->ffn > 0                 ? cfg->ffn
+                                           : 4 * cfg->C;
+    int g = cfg->H, r = F;
+    while (r) {
+        int t = g % r;
+        g = r, r = t;
+    }
+    fprintf(out,
+            "  experts: the down product and the gate/up input gradient %d (F/gcd(H, F), F = %d), whatever --etp\n",
+            F / g, F);
 }
 
 void mdc_moe_cli_default(mdc_moe_cli *c) {

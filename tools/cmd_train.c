@@ -114,7 +114,8 @@ int mdc_cmd_train(int argc, char **argv) {
                              o.vstages,
                              o.cp_layout,
                              o.cp_algo,
-                             o.moe.o};
+                             o.moe.o,
+                             o.etp};
     if (o.check_coll) mdc_coll_set_check(1);
     if (o.check_coll && r == 0)
         printf("collective check: on; its messages (48 bytes per collective call and rank) count in the reports' "
@@ -139,7 +140,8 @@ int mdc_cmd_train(int argc, char **argv) {
                                  1,
                                  NULL,
                                  NULL,
-                                 o.moe.o};
+                                 o.moe.o,
+                                 0};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))

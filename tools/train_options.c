@@ -59,6 +59,9 @@ const char mdc_train_usage[] =
     "                      (all-to-all to whole heads; H / tp divisible by N)\n"
     "  --ep N              expert parallelism: N of the --dp ranks share each MoE block's experts\n"
     "                      (E/N each; N divides --dp and --experts; docs/expert-parallel.md)\n"
+    "  --etp N             expert tensor parallelism: each routed expert's gate/up (c_fc) column- and\n"
+    "                      its down (c_proj) row-parallel over N consecutive tp ranks (N divides --tp;\n"
+    "                      N = --tp the usual; 1: whole experts on every tp rank; docs/expert-parallel.md)\n"
     "  --zero Z            0 = DDP (default), 1, 2, 3 = ZeRO stage\n"
     "  --accum K           micro-batches per step (gradient accumulation, default 1);\n"
     "                      --batch must be divisible by dp x K\n"
@@ -129,7 +132,7 @@ static mdc_status parse_layout(const char *a, const char *v, int *out, int *n) {
 
 mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *help) {
     memset(o, 0, sizeof *o);
-    o->config = NULL, o->steps = 100, o->seed = 1, o->dp = -1, o->tp = 1, o->pp = 1, o->cp = 1, o->ep = 1;
+    o->config = NULL, o->steps = 100, o->seed = 1, o->dp = -1, o->tp = 1, o->pp = 1, o->cp = 1, o->ep = 1, o->etp = 1;
     o->accum = 1, o->fail_rank = -1;
     mdc_moe_cli_default(&o->moe);
     mdc_adamw_config_default(&o->opt);
@@ -168,6 +171,7 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         {"--pp", offsetof(mdc_train_options, pp), 1},
         {"--cp", offsetof(mdc_train_options, cp), 1},
         {"--ep", offsetof(mdc_train_options, ep), 1},
+        {"--etp", offsetof(mdc_train_options, etp), 1},
         {"--accum", offsetof(mdc_train_options, accum), 1},
         {"--zero", offsetof(mdc_train_options, zero), INT_MIN},
         {"--exact-block", offsetof(mdc_train_options, exact_block), 1},
@@ -255,6 +259,14 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
                         "--ep %d does not divide --dp %d: the ep ranks are data-parallel ranks "
                         "(Megatron's folding), each holding E/ep experts",
                         o->ep, o->dp);
+    if (o->etp > 1 && o->tp % o->etp)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--etp %d does not divide --tp %d: an expert is split over etp consecutive tp ranks (etp "
+                        "divides tp; --etp %d is the usual choice)",
+                        o->etp, o->tp, o->tp);
+    if (o->etp > 1 && !cfg->E)
+        return mdc_fail(MDC_ERR_INVALID, "--etp %d: expert tensor parallelism needs a mixture of experts (--experts)",
+                        o->etp);
     if (o->zero < 0 || o->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0 (DDP), 1, 2 or 3", o->zero);
     if (o->prefetch && o->zero != 3)
         return mdc_fail(MDC_ERR_INVALID,
@@ -323,6 +335,6 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
                         chunk);
     }
     mdc_gpt2_part part = mdc_gpt2_part_serial(cfg);
-    part.tp = o->tp, part.sp = o->sp;
+    part.tp = o->tp, part.sp = o->sp, part.etp = o->etp;
     return mdc_gpt2_part_check(&part, cfg, o->seq / o->cp);
 }

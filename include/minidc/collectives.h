@@ -229,6 +229,11 @@ typedef struct {
  * *stats (may be NULL): what the second pass did. Every rank of g calls it. */
 mdc_status mdc_exact_reduce(double *v, size_t n, int scatter, float *out, mdc_exact_fetch_fn fetch, void *ctx,
                             mdc_group *g, mdc_exact_reduce_stats *stats);
+/* The same as a reduce-scatter of unequal blocks: v holds the blocks of counts[q] elements in
+ * rank order (their sum n), out gets this rank's block (counts[rank] floats); fetch's i runs
+ * over the n. */
+mdc_status mdc_exact_reduce_scatterv(double *v, const size_t *counts, float *out, mdc_exact_fetch_fn fetch, void *ctx,
+                                     mdc_group *g, mdc_exact_reduce_stats *stats);
 /* The bytes a rank sends in one mdc_exact_reduce with ring algorithms (the training runs'):
  * the doubles (2(p-1)/p x 8n, reduce-scatter (p-1)/p x 8n), the NaN counts (p int64, 16(p-1)),
  * and with the second pass the map (2(p-1)/p x n bytes) and the accumulators (2(p-1)/p x 80

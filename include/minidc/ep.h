@@ -33,18 +33,41 @@ void mdc_ep_norm_skip(const mdc_ep *ep, char *skip);
 /* Starts the step's all-to-all figures (bytes, calls, rows, wall time) from 0. */
 void mdc_ep_reset_counts(mdc_ep *ep);
 
+/* ---- expert tensor parallelism (ref/parallel/ep/etp.c; docs/expert-parallel.md) --------------
+ * --etp N: each routed expert split over the N consecutive tp ranks of group g (its gate/up
+ * column-parallel, its down row-parallel); gather: the members hold different tokens (SP).
+ * Attaches the group's collectives to the model (mdc_gpt2_set_etp). */
+typedef struct mdc_etp mdc_etp;
+mdc_status mdc_etp_create(mdc_etp **out, mdc_group *g, int gather, mdc_gpt2 *m);
+void mdc_etp_free(mdc_etp *etp); /* NULL is a no-op */
+void mdc_etp_reset_counts(mdc_etp *etp);
+int mdc_etp_size(const mdc_etp *etp); /* N (1 for NULL) */
+/* Per kind: the rows' AllGather(v), the partial sums' ReduceScatter(v) or AllReduce, the counts'
+ * AllGather. bytes: sent by this rank; want: the ring's formula for the same calls. */
+enum { MDC_ETP_GATHER = 0, MDC_ETP_SUM, MDC_ETP_COUNTS, MDC_ETP_KINDS };
+typedef struct {
+    double bytes[MDC_ETP_KINDS], want[MDC_ETP_KINDS];
+    double calls; /* row collectives (gathers and sums) */
+    double rows;  /* the group's rows those calls moved, summed over the calls */
+    double wall;  /* seconds inside them */
+    int exact;    /* the sums carried exact partial sums (doubles, 8 bytes an element) */
+    int gather;   /* the members hold different tokens (SP): AllGather + ReduceScatter, else AllReduce */
+} mdc_etp_figures;
+void mdc_etp_get_figures(const mdc_etp *etp, mdc_etp_figures *f);
+
 /* One line of the step's MoE figures over the whole mesh (collective over `world`; the line on
  * world rank 0, empty elsewhere): assignments per expert before dropping and their max/mean,
  * dropped, the aux and z losses (per the objective: divided by tokens), and the all-to-all bytes
- * of ep rank 0 next to the formula. count: this rank's figures count (tp rank 0, or every tp rank
- * with SP). ep may be NULL. */
-mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, mdc_group *world, int count, double tokens, char *line,
-                             size_t cap);
+ * of ep rank 0 next to the formula, and with etp the etp group's gathers and sums (bytes per
+ * rank, their mean over the etp ranks) next to theirs. count: this rank's figures count (tp rank
+ * 0, or every tp rank with SP). ep and etp may be NULL. */
+mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, mdc_group *world, int count,
+                             double tokens, char *line, size_t cap);
 
 /* This rank's MoE figures of the last step into the cJSON object `obj` (the --report file's
  * "schemes": "moe"): assignments per expert, dropped, the aux and z sums, all-to-all bytes and
  * calls (ep may be NULL). */
-void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, void *obj);
+void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, void *obj);
 
 #ifdef __cplusplus
 }

@@ -472,6 +472,9 @@ void mdc_x_colsum(mdc_device *dev, mdc_xsum *xs, size_t off, const float *D, int
  * W is stored transposed, (OUT, K) with row stride ldw (a column-parallel input gradient). */
 void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, const float *W, int ldw, int transW, int n,
                     int K, int OUT, int kblk);
+/* The same into the rows of xs from element off on (out (n, OUT at off)). */
+void mdc_x_contract_at(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int lda, const float *W, int ldw,
+                       int transW, int n, int K, int OUT, int kblk);
 /* out (n, N) = A (n, K) W (K, N) (+ bias): each element one chain over k in order from 0,
  * whatever the shape of the call (the products no scheme splits: their bits must still not
  * depend on how many rows or columns a rank holds). transW: W stored (N, K), row stride ldw. */

@@ -6,7 +6,14 @@
  *   rank = tp + t (cp + c (ep + e (dp + d pp)))
  * Which reduction runs over which group:
  *   dense gradients        dp x cp x ep (every rank holding the same dense weights)
- *   expert gradients       dp x cp (the expert-data-parallel group)
+ *   expert gradients       dp x cp (the expert-data-parallel group); with expert tensor
+ *                          parallelism (--etp N, mdc_mesh_set_etp) an expert is cut into N shards
+ *                          over N consecutive tp ranks (etp), and a shard's gradient is summed
+ *                          over every rank that holds that shard: dp x cp, and with SP also the
+ *                          tp / N tp ranks of the same etp rank (etp_shard: their tokens differ;
+ *                          without SP they computed the same sum, which is counted once)
+ *   an expert's partial outputs and input gradients: etp (AllGather of the rows and
+ *                          ReduceScatter of the sums with SP, else AllReduce)
  *   SP LayerNorm and row-parallel bias gradients, the vocab-parallel loss: tp
  *   the attention's dk, dv of a kv head held by tp / KV ranks: those ranks (kv)
  *   MoE aux-loss counts    tp x cp
@@ -39,7 +46,9 @@ typedef enum {
     MDC_MESH_TP_CP,  /* tp x cp */
     MDC_MESH_EMBED,  /* first + last pipeline stage (NULL on the stages between) */
     MDC_MESH_WORLD,
-    MDC_MESH_KV, /* the consecutive tp ranks that hold this rank's kv head (mdc_mesh_set_kv_replicas) */
+    MDC_MESH_KV,        /* the consecutive tp ranks that hold this rank's kv head (mdc_mesh_set_kv_replicas) */
+    MDC_MESH_ETP,       /* expert tensor parallelism: the etp consecutive tp ranks that split this rank's experts */
+    MDC_MESH_ETP_SHARD, /* the tp ranks of this rank's etp rank: tp / etp, each holding the same shards */
     MDC_MESH_GROUPS
 } mdc_mesh_group_kind;
 
@@ -54,6 +63,12 @@ mdc_mesh_dims mdc_mesh_get_dims(const mdc_mesh *m);
 /* Grouped-query attention with tp > KV: each kv head held by `replicas` consecutive tp ranks
  * (tp / KV); makes the MDC_MESH_KV group (without it, this rank alone). No messages. */
 mdc_status mdc_mesh_set_kv_replicas(mdc_mesh *m, int replicas);
+/* Expert tensor parallelism over etp consecutive tp ranks (etp divides tp): makes the
+ * MDC_MESH_ETP group (tp ranks [q etp, (q+1) etp) around this rank) and MDC_MESH_ETP_SHARD (the
+ * tp ranks r with r % etp equal to this rank's); without it the first is this rank alone and
+ * the second its whole tp group. MDC_ERR_INVALID names --etp and --tp. No messages. */
+mdc_status mdc_mesh_set_etp(mdc_mesh *m, int etp);
+int mdc_mesh_etp(const mdc_mesh *m); /* 1 unless set */
 int mdc_mesh_size(const mdc_mesh *m, mdc_axis a);
 int mdc_mesh_coord(const mdc_mesh *m, mdc_axis a); /* this rank's */
 int mdc_mesh_coord_of(const mdc_mesh *m, int rank, mdc_axis a);

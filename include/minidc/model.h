@@ -263,6 +263,10 @@ mdc_status mdc_gpt2_update(mdc_gpt2 *m, const mdc_adamw_config *opt, float *grad
  *   columns     mlp.c_fc: columns [r 4C/t, (r+1) 4C/t) of weight and bias;
  *               attn.c_attn: the q, k and v columns of heads [r H/t, (r+1) H/t): three pieces
  *               of C/t columns, at r C/t, C + r C/t and 2C + r C/t.
+ * A MoE block's router, shared expert and routed experts are whole on every tp rank, unless
+ * etp > 1: then a routed expert's c_fc (the families' gate_proj and up_proj) holds the columns
+ * (rows of [out, in]) [e F/etp, (e+1) F/etp) of etp rank e = tp_rank % etp, its c_proj (down_proj)
+ * those rows (columns of [out, in]); GPT-2's c_proj bias stays whole (added after the sum). 
  * A 1-D tensor is a row vector for this purpose. Initialization draws each element from its
  * global index, so a shard equals the serial tensor's slice bit for bit. */
 #define MDC_GPT2_MAX_CHUNKS 16
@@ -274,6 +278,9 @@ typedef struct {
     int has_embed, has_head; /* the embedding before chunk 0, the head after the last chunk */
     int ep, ep_rank;         /* expert parallelism: experts [ep_rank E/ep, (ep_rank+1) E/ep) here
                                (0 or 1: every expert) */
+    int etp;                 /* expert tensor parallelism (0 or 1: none): each routed expert split over etp
+                                consecutive tp ranks, etp rank tp_rank % etp holding columns [r F/etp,
+                                (r+1) F/etp) of its gate/up (c_fc) and those rows of its down (c_proj) */
 } mdc_gpt2_part;
 enum { MDC_SPLIT_NONE = 0, MDC_SPLIT_ROWS, MDC_SPLIT_COLS };
 /* The whole model on one rank. */
@@ -368,8 +375,16 @@ const mdc_gpt2_comm *mdc_gpt2_get_comm(const mdc_gpt2 *m); /* NULL: the serial m
 int mdc_gpt2_local_count(const mdc_gpt2 *m);
 /* 1 when local tensor i is replicated over tp but its gradient on a tp rank is a partial sum,
  * to be summed over tp before the step: with SP the norms and row-parallel biases (each rank
- * sees its positions), always Qwen3's q_norm and k_norm (each rank sees its heads). */
+ * sees its positions), always Qwen3's q_norm and k_norm (each rank sees its heads).
+ * MDC_GRAD_PARTIAL_ETP for a routed expert's tensors with etp > 1, SP and tp > etp: each etp
+ * group computed them from its own tokens, to be summed over the tp ranks of the same etp rank
+ * (mesh.h's MDC_MESH_ETP_SHARD). 0 otherwise. */
+enum { MDC_GRAD_PARTIAL_TP = 1, MDC_GRAD_PARTIAL_ETP = 2 };
 int mdc_gpt2_grad_partial(const mdc_gpt2 *m, int i);
+/* With etp > 1: 1 when local tensor i is a routed expert's (a shard, or GPT-2's c_proj bias)
+ * and this rank's etp group is not the first of its tp group (tp_rank >= etp): its copy of a
+ * gradient the first group's ranks hold too (left out of the gradient norm). */
+int mdc_gpt2_etp_copy(const mdc_gpt2 *m, int i);
 /* With tp > KV: 1 when local tensor i is a slice of a kv head replicated over tp / KV ranks
  * (k_proj, v_proj and their biases), 2 when, besides, this rank is not the kv head's first
  * replica (its copy: left out of the gradient norm). Every replica computes the same complete
@@ -433,6 +448,9 @@ const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a); /* (B,T,Vp/t) */
  * the gradient of the stage's input (sent to the previous stage). */
 float *mdc_gpt2_acts_input(mdc_gpt2_acts *a);
 float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a);
+/* 1 when the set's forward writes its dresidual buffer (a MoE block's work space there): a send
+ * from it must be done before the set's next forward. */
+int mdc_gpt2_acts_forward_uses_dresidual(const mdc_gpt2_acts *a);
 const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a); /* (B,T) */
 /* The global batch row of the set's row 0 (its place in the step's whole batch: dropout masks
  * are keyed by it); 0 by default. */
@@ -500,6 +518,26 @@ typedef struct mdc_gpt2_ep {
     mdc_status (*rows)(void *ctx, const float *send, const int *scount, float *recv, const int *rcount, int width);
 } mdc_gpt2_ep;
 mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep);
+/* Expert tensor parallelism (ref/parallel/ep/etp.c): the members of the etp group (n of them,
+ * this rank the rank-th) each compute every row the group's experts got with their shard of
+ * the experts, and sum the partial outputs (and the gate/up input gradients) over the group.
+ * gather 1: the members hold different tokens (SP), so rows are gathered first (member order)
+ * and the sums scattered back to each member's rows; 0: they hold the same rows (allreduce).
+ *   counts  n ints of this member to every member: all[q n + i] member q's
+ *   rows    rows[q] rows of width floats of member q gathered from mine into all (member order)
+ *   sum     part (sum of rows[], or with gather 0 rows[0], rows of width) summed over the
+ *           members: out gets this member's rows (gather) or all of them; part is overwritten
+ *   x_sum   the same for exact partial sums (exact mode), each element rounded once */
+typedef struct mdc_gpt2_etp {
+    void *ctx;
+    int n, rank, gather;
+    mdc_status (*counts)(void *ctx, const int *mine, int *all, int n);
+    mdc_status (*rows)(void *ctx, const float *mine, float *all, const int *rows, int width);
+    mdc_status (*sum)(void *ctx, float *part, float *out, const int *rows, int width);
+    mdc_status (*x_sum)(void *ctx, const mdc_xsum *part, float *out, const int *rows, int width);
+} mdc_gpt2_etp;
+/* Attaches (NULL detaches) the etp group's communication; n must be the partition's etp. */
+mdc_status mdc_gpt2_set_etp(mdc_gpt2 *m, const mdc_gpt2_etp *etp);
 /* Figures since the last zero_grad, summed over this rank's MoE blocks: assignments per expert
  * before dropping (E), dropped assignments, then the sums the objective adds (to be divided by
  * the global tokens): T x the aux loss per group and beta lse^2 per token. */

@@ -37,11 +37,14 @@ typedef struct {
     void *reduce_ctx;
     mdc_group *sum_group;   /* loss and squared norm summed over it (every rank); NULL: this rank */
     mdc_group *tp_group;    /* SP: partial gradients of replicated tensors summed here; or NULL */
+    mdc_group *etp_group;   /* SP, tp > etp: the expert shards' partial gradients summed here (the tp
+                               ranks of this rank's etp rank); or NULL */
     int count_loss;         /* this rank's losses count (1 on tp rank 0: the others repeat them) */
     int count_moe;          /* this rank's MoE aux losses count (tp rank 0, or every tp rank with SP) */
     int row0;               /* global batch row of this rank's first row (dropout masks' key) */
     const char *skip;       /* per local tensor, 1: left out of this rank's norm share (a tp copy) */
-    const char *sp_partial; /* per local tensor, 1: its gradient is partial over tp (SP) */
+    const char *sp_partial; /* per local tensor, MDC_GRAD_PARTIAL_TP: its gradient is partial over tp
+                               (SP), _ETP: over etp_group */
     int micro_batch, accum, seq;
     double tokens;                 /* global tokens per step (the loss is their mean) */
     float dloss;                   /* 1 / tokens, in float */
@@ -111,6 +114,8 @@ typedef struct {
     const char *cp_layout;       /* context parallel: "zigzag" (NULL) or "contiguous" */
     const char *cp_algo;         /* "ring" (NULL), "allgather" or "ulysses" */
     mdc_moe_opts moe;            /* routing options of a mixture of experts (cfg.E > 0) */
+    int etp;                     /* expert tensor parallelism: each routed expert split over etp
+                                    consecutive tp ranks (0 or 1: whole; etp divides tp) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;

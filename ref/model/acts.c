@@ -185,5 +185,8 @@ float *mdc_gpt2_acts_residual(mdc_gpt2_acts *a) {
 const float *mdc_gpt2_acts_logits(const mdc_gpt2_acts *a) { return a->buf + a->lay.logits; }
 float *mdc_gpt2_acts_input(mdc_gpt2_acts *a) { return a->buf + a->lay.encoded; }
 float *mdc_gpt2_acts_dresidual(mdc_gpt2_acts *a) { return a->buf + a->lay.dres; }
+int mdc_gpt2_acts_forward_uses_dresidual(const mdc_gpt2_acts *a) {
+    return mdc_i_moe_before(&a->m->cfg, a->hi) > mdc_i_moe_before(&a->m->cfg, a->lo); /* moe_mlp_forward's y */
+}
 const float *mdc_gpt2_acts_losses(const mdc_gpt2_acts *a) { return a->buf + a->lay.losses; }
 void mdc_gpt2_acts_set_row0(mdc_gpt2_acts *a, int row0) { a->row0 = row0; }

@@ -48,6 +48,22 @@ mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c,
                         p->ep, c->E);
     if (p->ep > 1 && (p->ep_rank < 0 || p->ep_rank >= p->ep))
         return mdc_fail(MDC_ERR_INVALID, "--ep %d: expert-parallel rank %d out of range", p->ep, p->ep_rank);
+    if (p->etp > 1 && !c->E)
+        return mdc_fail(MDC_ERR_INVALID, "--etp %d: expert tensor parallelism needs a mixture of experts (--experts)",
+                        p->etp);
+    if (p->etp > 1 && t % p->etp)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--etp %d does not divide --tp %d: an expert is split over etp consecutive tp ranks (etp "
+                        "divides tp; --etp %d is the usual choice)",
+                        p->etp, t, t);
+    int Fe = c->E ? mdc_i_expert_of(c, c->L - 1, 0).F : 0;
+    if (p->etp > 1 && Fe % p->etp)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--etp %d does not divide an expert's width %d (%s): each etp rank holds F/etp of its columns",
+                        p->etp, Fe,
+                        !mdc_i_family(c) ? "4C, --channels"
+                        : c->moe_ffn > 0 ? "moe_intermediate_size"
+                                         : "intermediate_size");
     if (p->chunks < 1 || p->chunks > MDC_GPT2_MAX_CHUNKS)
         return mdc_fail(MDC_ERR_INVALID, "%d model chunks: between 1 and %d", p->chunks, MDC_GPT2_MAX_CHUNKS);
     for (int k = 0; k < p->chunks; k++)
@@ -72,12 +88,20 @@ static void slice_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, const mdc
         t->numel = (size_t)valid * C, t->alloc = (size_t)rows * C;
         return;
     }
-    if (role != MDC_I_LAYER) return;                                          /* wpe, the final norm */
-    if (mdc_i_is_moe(c, l) && k >= (mdc_i_family(c) ? FSG : ROUTERW)) return; /* the router and experts: whole */
-    int last = g->ndim == 2 ? 1 : 0;                                          /* the dimension that holds columns */
+    if (role != MDC_I_LAYER) return; /* wpe, the final norm */
+    int last = g->ndim == 2 ? 1 : 0; /* the dimension that holds columns */
     int d = mdc_i_head_dim(c), Q = c->H / tp * d, Fl = mdc_i_ffn(c) / tp, kv0, KVl = mdc_i_kv_local(c, tp, r, &kv0);
     int lo = 0, n = 0, split = MDC_SPLIT_NONE; /* the slice: [lo, lo + n) of the split dimension */
-    if (!mdc_i_family(c)) switch (k) {
+    if (mdc_i_is_moe(c, l) && k >= (mdc_i_family(c) ? FSG : ROUTERW)) {
+        /* the router and the shared expert whole; the routed experts whole, or over etp ranks:
+         * the first product column-parallel, the second row-parallel, as the dense MLP over tp */
+        int x = mdc_i_expert_part(c, l, k), N = p->etp, Fe = mdc_i_expert_of(c, l, 0).F / (N > 1 ? N : 1);
+        if (N < 2 || x < 0) return;
+        lo = r % N * Fe, n = Fe;
+        if (mdc_i_family(c)) split = x == XD ? MDC_SPLIT_COLS : MDC_SPLIT_ROWS; /* [out, in] */
+        else if (x == X_FCPB) return;                                           /* added after the sum */
+        else split = x == X_FCPW ? MDC_SPLIT_ROWS : MDC_SPLIT_COLS;
+    } else if (!mdc_i_family(c)) switch (k) {
         case QKVW:
         case QKVB: /* the q, k, v columns of this rank's heads */
             t->split = MDC_SPLIT_COLS, t->pieces = 3, t->pstride = C, t->col0 = r * (C / tp);
@@ -173,9 +197,21 @@ float *mdc_i_tensor(const mdc_gpt2 *m, float *base, int gi) {
 
 int mdc_gpt2_local_count(const mdc_gpt2 *m) { return m->ntensors; }
 
+/* local tensor i is a routed expert's and the experts are split over etp ranks */
+static int etp_tensor(const mdc_gpt2 *m, int i) {
+    int l, k;
+    if (m->part.etp < 2 || mdc_i_role(&m->cfg, m->tensors[i].global, &l, &k) != MDC_I_LAYER) return 0;
+    return mdc_i_expert_part(&m->cfg, l, k) >= 0;
+}
+int mdc_gpt2_etp_copy(const mdc_gpt2 *m, int i) { return etp_tensor(m, i) && m->part.tp_rank >= m->part.etp; }
+
 int mdc_gpt2_grad_partial(const mdc_gpt2 *m, int i) {
     const mdc_param_tensor *t = &m->tensors[i];
     int l, k, role = mdc_i_role(&m->cfg, t->global, &l, &k);
+    /* an etp group computes an expert's gradients from every row of its members (gathered with
+     * SP): complete for the group's tokens, which other etp groups of the tp group differ from
+     * only with SP */
+    if (etp_tensor(m, i)) return m->part.sp && m->part.tp > m->part.etp ? MDC_GRAD_PARTIAL_ETP : 0;
     if (m->part.tp < 2 || t->split != MDC_SPLIT_NONE || role == MDC_I_POS) return 0;
     if (role == MDC_I_LAYER && mdc_i_family(&m->cfg) && (k == QNW || k == KNW))
         return 1;      /* q_norm, k_norm: this rank's heads' share */

@@ -65,6 +65,13 @@ mdc_i_expert mdc_i_expert_of(const mdc_gpt2_config *c, int l, int j);
 /* block l's shared expert as an expert (w1 -1: none) and its sigmoid gate's weight (-1: none) */
 mdc_i_expert mdc_i_shared_of(const mdc_gpt2_config *c, int l, int *gate);
 int mdc_i_router_of(const mdc_gpt2_config *c, int l);
+/* The part a routed expert's tensor of kind k plays in MoE block l: GPT-2's X_FCW .. X_FCPB, the
+ * families' XG, XU, XD; -1 for every other tensor (the router, the shared expert, the rest). */
+static inline int mdc_i_expert_part(const mdc_gpt2_config *c, int l, int k) {
+    if (!mdc_i_is_moe(c, l)) return -1;
+    if (mdc_i_family(c)) return k > FROUTER ? (k - FROUTER - 1) % 3 : -1;
+    return k > ROUTERW ? (k - ROUTERW - 1) % 4 : -1;
+}
 static inline int mdc_i_layer_tensors(const mdc_gpt2_config *c, int l) {
     if (mdc_i_family(c)) return mdc_i_layer_kinds(c, l);
     return mdc_i_is_moe(c, l) ? ROUTERW + 1 + 4 * c->E : NLT;
@@ -126,12 +133,13 @@ struct mdc_gpt2 {
     } x;
     struct {
         mdc_moe_opts o;
-        const mdc_gpt2_ep *ep; /* NULL: every expert here */
-        float dloss;           /* the aux losses' gradient scale */
-        mdc_moe_stats st;      /* since zero_grad */
-        mdc_exact xloss;       /* exact mode: aux_sum + z_sum */
-        float *bias;           /* moe blocks x E: the choice's bias */
-        double *counts;        /* moe blocks x E: assignments since zero_grad */
+        const mdc_gpt2_ep *ep;   /* NULL: every expert here */
+        const mdc_gpt2_etp *etp; /* NULL: every expert whole (part.etp 0 or 1) */
+        float dloss;             /* the aux losses' gradient scale */
+        mdc_moe_stats st;        /* since zero_grad */
+        mdc_exact xloss;         /* exact mode: aux_sum + z_sum + lb_sum */
+        float *bias;             /* moe blocks x E: the choice's bias */
+        double *counts;          /* moe blocks x E: assignments since zero_grad */
         /* transformers' aux loss over the global batch (ref/model/moe/moe_aux.c): the counting
          * forward's top-k counts of every block (E), then the step's per-expert gradient w_i */
         int counting, lb_ready, lb_serial; /* lb_serial: the serial forward counts as it goes */

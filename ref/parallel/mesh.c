@@ -8,7 +8,7 @@
 #include "minidc/mesh.h"
 
 struct mdc_mesh {
-    int n[MDC_AXES], c[MDC_AXES], rank, size, kv; /* kv: tp ranks per kv head (MDC_MESH_KV) */
+    int n[MDC_AXES], c[MDC_AXES], rank, size, kv, etp; /* tp ranks per kv head (MDC_MESH_KV), per expert (ETP) */
     mdc_transport *tr;
     mdc_group *g[MDC_MESH_GROUPS];
 };
@@ -23,7 +23,9 @@ static unsigned varies(mdc_mesh_group_kind k) {
     case MDC_MESH_CP: return 1u << MDC_AXIS_CP;
     case MDC_MESH_EP: return 1u << MDC_AXIS_EP;
     case MDC_MESH_DP: return 1u << MDC_AXIS_DP;
-    case MDC_MESH_KV: return 1u << MDC_AXIS_TP;
+    case MDC_MESH_KV:
+    case MDC_MESH_ETP:
+    case MDC_MESH_ETP_SHARD: return 1u << MDC_AXIS_TP;
     case MDC_MESH_PP:
     case MDC_MESH_EMBED: return 1u << MDC_AXIS_PP;
     case MDC_MESH_DENSE: return 1u << MDC_AXIS_DP | 1u << MDC_AXIS_CP | 1u << MDC_AXIS_EP;
@@ -48,6 +50,8 @@ static int members(const mdc_mesh *m, mdc_mesh_group_kind k, int *out) {
             if (!(v >> a & 1u) && c[a] != m->c[a]) same = 0;
         if (k == MDC_MESH_EMBED && c[MDC_AXIS_PP] != 0 && c[MDC_AXIS_PP] != m->n[MDC_AXIS_PP] - 1) same = 0;
         if (k == MDC_MESH_KV && c[MDC_AXIS_TP] / m->kv != m->c[MDC_AXIS_TP] / m->kv) same = 0;
+        if (k == MDC_MESH_ETP && c[MDC_AXIS_TP] / m->etp != m->c[MDC_AXIS_TP] / m->etp) same = 0;
+        if (k == MDC_MESH_ETP_SHARD && c[MDC_AXIS_TP] % m->etp != m->c[MDC_AXIS_TP] % m->etp) same = 0;
         if (same) out[cnt++] = r;
     }
     return cnt;
@@ -76,7 +80,7 @@ mdc_status mdc_mesh_create(mdc_mesh **out, mdc_transport *tr, const mdc_mesh_dim
         return mdc_fail(MDC_ERR_OOM_HOST, "mesh");
     }
     memcpy(m->n, n, sizeof n);
-    m->rank = mdc_transport_rank(tr), m->size = size, m->kv = 1, m->tr = tr;
+    m->rank = mdc_transport_rank(tr), m->size = size, m->kv = 1, m->etp = 1, m->tr = tr;
     coords(m, m->rank, m->c);
     mdc_status st = MDC_OK;
     for (int k = 0; k < MDC_MESH_GROUPS && !st; k++) {
@@ -104,18 +108,38 @@ mdc_mesh_dims mdc_mesh_get_dims(const mdc_mesh *m) {
     return d;
 }
 
-mdc_status mdc_mesh_set_kv_replicas(mdc_mesh *m, int replicas) {
-    if (replicas < 1 || m->n[MDC_AXIS_TP] % replicas)
-        return mdc_fail(MDC_ERR_INVALID, "%d tp ranks per kv head do not divide --tp %d", replicas, m->n[MDC_AXIS_TP]);
+/* The groups of kinds k[0 .. nk) made again (after kv or etp changed). */
+static mdc_status remake(mdc_mesh *m, const mdc_mesh_group_kind *k, int nk) {
     int *ranks = malloc((size_t)m->size * sizeof(int));
     if (!ranks) return mdc_fail(MDC_ERR_OOM_HOST, "mesh");
-    m->kv = replicas;
-    mdc_group_free(m->g[MDC_MESH_KV]);
-    int cnt = members(m, MDC_MESH_KV, ranks);
-    mdc_status st = mdc_group_create(&m->g[MDC_MESH_KV], m->tr, ranks, cnt, 1 + MDC_MESH_KV);
+    mdc_status st = MDC_OK;
+    for (int i = 0; i < nk && !st; i++) {
+        mdc_group_free(m->g[k[i]]);
+        m->g[k[i]] = NULL;
+        int cnt = members(m, k[i], ranks);
+        st = mdc_group_create(&m->g[k[i]], m->tr, ranks, cnt, 1 + (int)k[i]);
+    }
     free(ranks);
     return st;
 }
+
+mdc_status mdc_mesh_set_kv_replicas(mdc_mesh *m, int replicas) {
+    if (replicas < 1 || m->n[MDC_AXIS_TP] % replicas)
+        return mdc_fail(MDC_ERR_INVALID, "%d tp ranks per kv head do not divide --tp %d", replicas, m->n[MDC_AXIS_TP]);
+    m->kv = replicas;
+    static const mdc_mesh_group_kind k[] = {MDC_MESH_KV};
+    return remake(m, k, 1);
+}
+mdc_status mdc_mesh_set_etp(mdc_mesh *m, int etp) {
+    if (etp < 1 || m->n[MDC_AXIS_TP] % etp)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--etp %d does not divide --tp %d (an expert's shards lie on etp of the tp ranks)", etp,
+                        m->n[MDC_AXIS_TP]);
+    m->etp = etp;
+    static const mdc_mesh_group_kind k[] = {MDC_MESH_ETP, MDC_MESH_ETP_SHARD};
+    return remake(m, k, 2);
+}
+int mdc_mesh_etp(const mdc_mesh *m) { return m->etp; }
 int mdc_mesh_size(const mdc_mesh *m, mdc_axis a) { return m->n[a]; }
 int mdc_mesh_coord(const mdc_mesh *m, mdc_axis a) { return m->c[a]; }
 int mdc_mesh_coord_of(const mdc_mesh *m, int rank, mdc_axis a) {
@@ -156,12 +180,18 @@ void mdc_mesh_print(const mdc_mesh *m, FILE *out) {
         {MDC_MESH_EXPERT, "expert gradients: the same experts' replicas (dp x cp)"},
         {MDC_MESH_TP, "tensor parallel: f, g, the vocab-parallel loss; SP LayerNorm and bias gradients"},
         {MDC_MESH_KV, "a kv head's replicas over tp: the attention's dk, dv summed (tp / KV)"},
+        {MDC_MESH_ETP, "expert tensor parallel: an expert's rows gathered, its partial sums summed (etp)"},
+        {MDC_MESH_ETP_SHARD, "the same expert shard over tp: with SP its gradients summed (tp / etp)"},
         {MDC_MESH_WORLD, "loss and gradient norm (every rank)"},
     };
     int *mem = malloc((size_t)m->size * sizeof(int));
     for (size_t i = 0; mem && i < sizeof uses / sizeof uses[0]; i++) {
-        if ((uses[i].k == MDC_MESH_EP || uses[i].k == MDC_MESH_EXPERT) && m->n[MDC_AXIS_EP] < 2) continue;
+        if (uses[i].k == MDC_MESH_EP && m->n[MDC_AXIS_EP] < 2) continue;
+        if (uses[i].k == MDC_MESH_EXPERT && m->n[MDC_AXIS_EP] < 2 && m->etp < 2) continue;
         if (uses[i].k == MDC_MESH_KV && m->kv < 2) continue;
+        if ((uses[i].k == MDC_MESH_ETP && m->etp < 2) ||
+            (uses[i].k == MDC_MESH_ETP_SHARD && (m->etp < 2 || m->etp == m->n[MDC_AXIS_TP])))
+            continue;
         int cnt = members(m, uses[i].k, mem);
         fprintf(out, "  %-80s group of %d, rank 0's: [", uses[i].what, cnt);
         for (int j = 0; j < cnt && j < 16; j++) fprintf(out, "%s%d", j ? " " : "", mem[j]);

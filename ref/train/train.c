@@ -18,17 +18,18 @@ mdc_step_plan mdc_step_plan_default(mdc_gpt2 *m) {
     return p;
 }
 
-/* ---- SP: the replicated tensors' partial gradients, summed over tp in one allreduce --------- */
+/* ---- SP: the replicated tensors' partial gradients, summed over tp in one allreduce (and the
+ * expert shards' over the tp ranks of the same etp rank in another) ---------------------------- */
 typedef struct {
     const char *want;
     float *buf;
     size_t n;
-    int unpack;
+    int unpack, kind;
 } sp_ctx;
 static void sp_visit(void *vc, int ti, size_t at, float *grad, float *param, size_t n) {
     (void)param, (void)at;
     sp_ctx *c = vc;
-    if (!c->want[ti]) return;
+    if (c->want[ti] != c->kind) return;
     if (c->buf) {
         if (c->unpack) memcpy(grad, c->buf + c->n, n * sizeof(float));
         else memcpy(c->buf + c->n, grad, n * sizeof(float));
@@ -47,17 +48,18 @@ static void sp_walk(mdc_step_plan *p, sp_ctx *c) {
         sp_visit(c, i, 0, G + t->offset, P + t->offset, t->alloc);
     }
 }
-static mdc_status sp_reduce(mdc_step_plan *p) {
-    sp_ctx c = {p->sp_partial, NULL, 0, 0};
+static mdc_status sp_reduce(mdc_step_plan *p, int kind, mdc_group *g) {
+    sp_ctx c = {p->sp_partial, NULL, 0, 0, kind};
+    if (!g) return MDC_OK;
     sp_walk(p, &c);
     if (!c.n) return MDC_OK;
-    size_t n = c.n, t = (size_t)mdc_group_size(p->tp_group);
+    size_t n = c.n, t = (size_t)mdc_group_size(g);
     size_t padded = (n + t - 1) / t * t; /* so the ring's bytes are exactly 2(t-1)/t of it */
     c.buf = calloc(padded, sizeof(float));
     if (!c.buf) return mdc_fail(MDC_ERR_OOM_HOST, "SP gradient reduction (%zu floats)", padded);
     sp_walk(p, &c);
     double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(p->m));
-    mdc_status st = mdc_allreduce(MDC_IN_PLACE, c.buf, padded, MDC_F32, MDC_SUM, p->tp_group);
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, c.buf, padded, MDC_F32, MDC_SUM, g);
     p->sp_bytes += mdc_dev_bytes_sent(mdc_gpt2_device(p->m)) - b0;
     c.unpack = 1;
     if (!st) sp_walk(p, &c);
@@ -67,12 +69,13 @@ static mdc_status sp_reduce(mdc_step_plan *p) {
 
 /* ---- a sink of sums (exact mode): SP's partial gradients summed over tp in the sink's elements,
  * before the data-parallel reduction and the one rounding --------------------------------------- */
-static mdc_status sp_reduce_sink(mdc_step_plan *p) {
+static mdc_status sp_reduce_sink(mdc_step_plan *p, int kind, mdc_group *g) {
     mdc_gpt2 *m = p->m;
-    size_t n = 0, t = (size_t)mdc_group_size(p->tp_group);
+    if (!g) return MDC_OK;
+    size_t n = 0, t = (size_t)mdc_group_size(g);
     int nt = mdc_gpt2_local_count(m);
     for (int i = 0; i < nt; i++)
-        if (p->sp_partial[i]) n += mdc_gpt2_local_tensor(m, i)->alloc;
+        if (p->sp_partial[i] == kind) n += mdc_gpt2_local_tensor(m, i)->alloc;
     if (!n) return MDC_OK;
     mdc_dtype dt = mdc_gpt2_grad_dtype(m);
     size_t padded = (n + t - 1) / t * t, el = mdc_dtype_size(dt);
@@ -81,15 +84,15 @@ static mdc_status sp_reduce_sink(mdc_step_plan *p) {
     size_t k = 0;
     for (int i = 0; i < nt; i++) {
         const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
-        if (p->sp_partial[i]) mdc_gpt2_grad_pack(m, q->offset, q->alloc, buf + k * el), k += q->alloc;
+        if (p->sp_partial[i] == kind) mdc_gpt2_grad_pack(m, q->offset, q->alloc, buf + k * el), k += q->alloc;
     }
     double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
-    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, padded, dt, MDC_SUM, p->tp_group);
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, padded, dt, MDC_SUM, g);
     p->sp_bytes += mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
     k = 0;
     for (int i = 0; !st && i < nt; i++) {
         const mdc_param_tensor *q = mdc_gpt2_local_tensor(m, i);
-        if (p->sp_partial[i]) mdc_gpt2_grad_unpack(m, q->offset, q->alloc, buf + k * el), k += q->alloc;
+        if (p->sp_partial[i] == kind) mdc_gpt2_grad_unpack(m, q->offset, q->alloc, buf + k * el), k += q->alloc;
     }
     free(buf);
     return st;
@@ -121,12 +124,14 @@ static mdc_status tied_reduce(mdc_step_plan *p) {
  * rank holds (the replica or the shard). A sink of sums holds them to the end: over tp first, then
  * dp or ep, whose last reduction rounds them once (alone, the model rounds them). */
 static mdc_status reduce_grads(mdc_step_plan *p) {
-    int sums = mdc_gpt2_grad_dtype(p->m) != MDC_F32, sp = p->tp_group && p->sp_partial;
+    int sums = mdc_gpt2_grad_dtype(p->m) != MDC_F32, sp = (p->tp_group || p->etp_group) && p->sp_partial;
     mdc_status st = MDC_OK;
-    if (sums && sp) st = sp_reduce_sink(p);
+    if (sums && sp) st = sp_reduce_sink(p, MDC_GRAD_PARTIAL_TP, p->tp_group);
+    if (!st && sums && sp) st = sp_reduce_sink(p, MDC_GRAD_PARTIAL_ETP, p->etp_group);
     if (!st && p->dp) st = mdc_dp_finish(p->dp);
     if (!st && p->reduce) st = p->reduce(p->reduce_ctx);
-    if (!st && !sums && sp) st = sp_reduce(p);
+    if (!st && !sums && sp) st = sp_reduce(p, MDC_GRAD_PARTIAL_TP, p->tp_group);
+    if (!st && !sums && sp) st = sp_reduce(p, MDC_GRAD_PARTIAL_ETP, p->etp_group);
     if (!st && !p->dp && !p->reduce) st = mdc_gpt2_grad_round(p->m);
     return st;
 }

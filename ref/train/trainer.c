@@ -20,7 +20,7 @@ static int coord(const mdc_trainer *t, mdc_axis a) { return mdc_i_coord(t, a); }
 static mdc_gpt2_part stage_part(const mdc_trainer_config *tc, int q, int s, int er) {
     const mdc_mesh_dims *d = &tc->dims;
     mdc_gpt2_part part = mdc_gpt2_part_serial(&tc->cfg);
-    part.tp = d->tp, part.tp_rank = q, part.sp = tc->sp, part.ep = d->ep, part.ep_rank = er;
+    part.tp = d->tp, part.tp_rank = q, part.sp = tc->sp, part.ep = d->ep, part.ep_rank = er, part.etp = tc->etp;
     if (d->pp > 1) {
         int v = tc->pp_chunks > 1 ? tc->pp_chunks : 1, P = d->pp * v, L = tc->cfg.L, lo = 0;
         part.chunks = v;
@@ -75,6 +75,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     int kvr = mdc_gpt2_kv_replicas(&tc->cfg, d->tp);
     if (tr && (st = mdc_mesh_create(&t->mesh, tr, &t->md))) goto fail;
     if (t->mesh && kvr > 1 && (st = mdc_mesh_set_kv_replicas(t->mesh, kvr))) goto fail;
+    if (t->mesh && tc->etp > 1 && (st = mdc_mesh_set_etp(t->mesh, tc->etp))) goto fail;
     t->tp_rank = coord(t, MDC_AXIS_TP);
     t->dp_rank = coord(t, MDC_AXIS_EP) + d->ep * coord(t, MDC_AXIS_DP), t->dp_size = d->dp,
     t->pp_rank = coord(t, MDC_AXIS_PP);
@@ -91,6 +92,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         (st = mdc_ep_create(&t->ep, mdc_mesh_group(t->mesh, MDC_MESH_EP), mdc_mesh_group(t->mesh, MDC_MESH_DENSE),
                             mdc_mesh_group(t->mesh, MDC_MESH_EXPERT), t->m)))
         goto fail;
+    if (tc->etp > 1 && (st = mdc_etp_create(&t->etp, mdc_mesh_group(t->mesh, MDC_MESH_ETP), tc->sp, t->m))) goto fail;
     if (d->cp > 1) { /* before the activation sets: attention then keeps each row's lse */
         int hs = tc->cfg.head_dim > 0 ? tc->cfg.head_dim : tc->cfg.C / tc->cfg.H;
         if ((st = mdc_cp_create(&t->cp, mdc_mesh_group(t->mesh, MDC_MESH_CP), dev, tc->seq, tc->micro_batch,
@@ -123,7 +125,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         (st = mdc_pp_create(&t->pp, t->m, mdc_mesh_group(t->mesh, MDC_MESH_PP), tc->schedule ? tc->schedule : "1f1b",
                             tc->accum, tc->micro_batch, Tl, tc->pp_chunks > 1 ? tc->pp_chunks : 1)))
         goto fail;
-    int n = mdc_gpt2_local_count(t->m), any_partial = 0;
+    int n = mdc_gpt2_local_count(t->m), any_partial = 0, any_etp = 0;
     if (d->tp > 1 || d->pp > 1 || t->ep) {
         t->skip = calloc((size_t)n, 1), t->sp_partial = calloc((size_t)n, 1);
         if (!t->skip || !t->sp_partial) {
@@ -135,8 +137,9 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
             int replicated = p->split == MDC_SPLIT_NONE;
             t->skip[i] = replicated && t->tp_rank > 0;               /* counted once, on tp rank 0 */
             t->skip[i] |= mdc_gpt2_kv_copy(t->m, i) == 2;            /* a kv head's: on its first replica */
-            t->sp_partial[i] = (char)mdc_gpt2_grad_partial(t->m, i); /* summed over tp by the step */
-            any_partial |= t->sp_partial[i];
+            t->skip[i] |= (char)mdc_gpt2_etp_copy(t->m, i);          /* an expert shard's: on the first etp group */
+            t->sp_partial[i] = (char)mdc_gpt2_grad_partial(t->m, i); /* summed over tp (or etp_shard) by the step */
+            any_partial |= t->sp_partial[i] == MDC_GRAD_PARTIAL_TP, any_etp |= t->sp_partial[i] == MDC_GRAD_PARTIAL_ETP;
             if (p->global == 0 && d->pp > 1 && t->pp_rank > 0) t->skip[i] = 1; /* the tied wte: the first stage's */
         }
         if (t->ep) mdc_ep_norm_skip(t->ep, t->skip); /* each sum counted once: by its group's rank 0 */
@@ -147,13 +150,14 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (t->ep) p->reduce = mdc_ep_reduce, p->reduce_ctx = t->ep;
     p->sum_group = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
     p->tp_group = any_partial && t->tp ? mdc_tp_group(t->tp) : NULL;
+    p->etp_group = any_etp ? mdc_mesh_group(t->mesh, MDC_MESH_ETP_SHARD) : NULL;
     p->count_loss = t->tp_rank == 0 && t->pp_rank == d->pp - 1; /* the last stage has the loss */
     p->count_moe = tc->sp || t->tp_rank == 0;                   /* with SP each tp rank routes its own tokens */
     p->pp = t->pp;
     p->embed_group = t->pp && mdc_gpt2_tied(mdc_gpt2_get_config(t->m)) ? mdc_mesh_group(t->mesh, MDC_MESH_EMBED) : NULL;
     p->row0 = t->dp_rank * tc->accum * tc->micro_batch;
     p->skip = t->skip;
-    p->sp_partial = any_partial ? t->sp_partial : NULL;
+    p->sp_partial = any_partial || any_etp ? t->sp_partial : NULL;
     p->micro_batch = tc->micro_batch, p->accum = tc->accum, p->seq = Tl;
     p->tokens = (double)tc->micro_batch * tc->seq * tc->accum * d->dp;
     p->dloss = 1.0f / ((float)tc->micro_batch * (float)tc->accum * (float)d->dp * (float)tc->seq);
@@ -169,6 +173,7 @@ void mdc_trainer_free(mdc_trainer *t) {
     mdc_pp_free(t->pp);
     mdc_cp_free(t->cp);
     mdc_ep_free(t->ep);
+    mdc_etp_free(t->etp);
     free(t->cp_tok);
     mdc_dp_free(t->dp);
     mdc_gpt2_free(t->m);
@@ -187,6 +192,7 @@ mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targe
     size_t off = (size_t)t->dp_rank * rows * t->tc.seq;
     if (t->tp) mdc_tp_reset_counts(t->tp);
     if (t->ep) mdc_ep_reset_counts(t->ep);
+    if (t->etp) mdc_etp_reset_counts(t->etp);
     mdc_gpt2_set_dropout_step(t->m, (uint64_t)mdc_trainer_adam_step(t)); /* resumed runs draw the same masks */
     if (t->cp) {                                                         /* this rank's chunks of every sequence */
         size_t n = (size_t)rows * t->plan.seq;

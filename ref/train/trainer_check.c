@@ -12,7 +12,7 @@
 /* ---- replicas --------------------------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t *h, *kv; /* per local tensor: the tp replicas', a shared kv head's */
+    uint64_t *h, *kv, *xs; /* per local tensor: the tp replicas', a shared kv head's, an expert shard's */
     const mdc_gpt2 *m;
 } hash_ctx;
 static void hash_run(uint64_t *h, const float *p, size_t n) {
@@ -22,8 +22,10 @@ static void hash_run(uint64_t *h, const float *p, size_t n) {
 static void hash_visit(void *vc, int ti, size_t at, float *grad, float *param, size_t n) {
     (void)grad, (void)at;
     hash_ctx *c = vc;
-    if (mdc_gpt2_local_tensor(c->m, ti)->split == MDC_SPLIT_NONE) hash_run(&c->h[ti], param, n);
+    const mdc_param_tensor *t = mdc_gpt2_local_tensor(c->m, ti);
+    if (t->split == MDC_SPLIT_NONE) hash_run(&c->h[ti], param, n);
     else if (mdc_gpt2_kv_copy(c->m, ti)) hash_run(&c->kv[ti], param, n);
+    else if (mdc_gpt2_tensor_expert(mdc_gpt2_get_config(c->m), t->global) >= 0) hash_run(&c->xs[ti], param, n);
 }
 
 /* Tensor ti's hashes gathered over g: the first member whose hash differs from member 0's, or -1. */
@@ -45,10 +47,10 @@ static mdc_status differs(const uint64_t *mine, int n, mdc_group *g, int *who, i
 
 mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
     int n = mdc_gpt2_local_count(t->m), who, which;
-    uint64_t *h = malloc(sizeof(uint64_t) * (size_t)n * 3), *full = h + n, *kv = h + 2 * n;
+    uint64_t *h = malloc(sizeof(uint64_t) * (size_t)n * 4), *full = h + n, *kv = h + 2 * n, *es = h + 3 * n;
     if (!h) return mdc_fail(MDC_ERR_OOM_HOST, "replica check");
-    for (int i = 0; i < 3 * n; i++) h[i] = 0xcbf29ce484222325ull;
-    hash_ctx c = {h, kv, t->m};
+    for (int i = 0; i < 4 * n; i++) h[i] = 0xcbf29ce484222325ull;
+    hash_ctx c = {h, kv, es, t->m};
     if (t->dp) mdc_dp_for_each_segment(t->dp, hash_visit, &c);
     else
         for (int i = 0; i < n; i++) {
@@ -86,6 +88,15 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
                       "tp rank %d (dp rank %d): its replicas' dk, dv sum or update did not give them the same bits",
                       t->steps, mdc_gpt2_local_tensor(t->m, which)->name, mdc_group_world_rank(kvg, 0) % t->md.tp,
                       mdc_group_world_rank(kvg, who) % t->md.tp, t->dp_rank);
+    /* 1c. tp > etp: an expert shard on the tp ranks of the same etp rank */
+    mdc_group *esg = t->etp && t->tc.etp < t->md.tp ? mdc_mesh_group(t->mesh, MDC_MESH_ETP_SHARD) : NULL;
+    if (!st && esg && !(st = differs(es, n, esg, &who, &which)) && who >= 0)
+        st = mdc_fail(MDC_ERR_MISMATCH,
+                      "--check-replicas: after step %d the expert shard '%s' differs between tp rank %d and tp rank "
+                      "%d (dp rank %d): the shard's gradient sum over its tp replicas or the update gave them other "
+                      "bits",
+                      t->steps, mdc_gpt2_local_tensor(t->m, which)->name, mdc_group_world_rank(esg, 0) % t->md.tp,
+                      mdc_group_world_rank(esg, who) % t->md.tp, t->dp_rank);
     /* 2. the dense group (dp x cp x ep): every replica of the partition holds the same parameters */
     mdc_group *dense = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
     if (!st && t->tc.zero < 3 && dense && mdc_group_size(dense) > 1 && !(st = differs(full, n, dense, &who, &which)) &&
@@ -120,8 +131,8 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
 }
 
 mdc_status mdc_trainer_moe_line(mdc_trainer *t, char *line, size_t cap) {
-    return mdc_moe_step_line(t->m, t->ep, t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL, t->plan.count_moe,
-                             t->plan.tokens, line, cap);
+    return mdc_moe_step_line(t->m, t->ep, t->etp, t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL,
+                             t->plan.count_moe, t->plan.tokens, line, cap);
 }
 
 mdc_status mdc_trainer_timeline(mdc_trainer *t, const char *path) {
@@ -199,7 +210,7 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
         cJSON_AddNumberToObject(dp, "step_bytes_exact", f.step_bytes_want);
         cJSON_AddNumberToObject(dp, "step_bytes_formula", f.step_bytes_formula);
     }
-    if (t->tc.cfg.E) mdc_moe_report_json(t->m, t->ep, root);
+    if (t->tc.cfg.E) mdc_moe_report_json(t->m, t->ep, t->etp, root);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     char *out = text ? strdup(text) : NULL; /* plain malloc'd text for the caller's free() */

@@ -16,6 +16,7 @@ struct mdc_trainer {
     mdc_pp *pp;       /* NULL: one stage */
     mdc_cp *cp;       /* NULL: the whole sequence here */
     mdc_ep *ep;       /* NULL: every expert here */
+    mdc_etp *etp;     /* NULL: every expert whole on each tp rank */
     mdc_mesh_dims md; /* the mesh's axes: dp the replicas of one expert placement (dp / ep) */
     int *cp_tok;      /* context parallel: this rank's positions of the step's inputs and targets */
     mdc_step_plan plan;

@@ -23,7 +23,7 @@ run() { # name ranks args...
     timeout -k 5 120 "$MPIEXEC" -n "$n" "$bin" train $model "$@" >"$tmp/$name.out" 2>&1
     rc=$?
 }
-moe_lines() { grep "^  moe:" "$1" | sed 's/  a2a .*//'; } # routing figures, without the mesh's bytes
+moe_lines() { grep "^  moe:" "$1" | sed 's/  a2a .*//; s/  etp .*//'; } # routing figures, without the mesh's bytes
 any() { local l; for l; do scenario "$l" && return 0; done; return 1; } # labels...: one is selected
 i=0
 specs=("2 --dp 2 --ep 2" "4 --dp 4 --ep 4" "4 --dp 4 --ep 2" "4 --dp 2 --ep 2 --tp 2" "4 --dp 2 --tp 2")

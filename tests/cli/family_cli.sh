@@ -3,8 +3,10 @@
 # SP, dp 2 with ZeRO-3, pp 2, tp 4 (more tp ranks than kv heads: each kv head on two) and cp 2
 # (ring, zigzag; rotary positions at global positions) equal to serial (--check-serial), exact
 # mode on each bit for bit; the all-gather and Ulysses algorithms, interleaved pipelines and
-# 8-rank meshes of several axes; Ulysses over too few kv heads refused by name; a run saved as a Hugging Face directory read back by forward, and resumed from
-# it bit for bit. Each is a scenario (tests/cli/scenario.sh).
+# 8-rank meshes of several axes; the MoE families on ep, and expert tensor parallelism (--etp: exact
+# bit for bit, its bytes against their formula, its checkpoint serial's); Ulysses over too few kv
+# heads and bad --etp values refused by name; a run saved as a Hugging Face directory read back by
+# forward, and resumed from it bit for bit. Each is a scenario (tests/cli/scenario.sh).
 . "$(dirname "$0")/scenario.sh"
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
@@ -95,6 +97,46 @@ parity "deepseek-moe-tiny aux loss: exact, --dp 2 --zero 3 --tp 2 bit for bit" "
 parity "deepseek-moe-tiny aux loss: exact, 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config deepseek-moe-tiny --router-aux-loss 0.02 --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 --exact
 parity "qwen2-moe-tiny: 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 equals serial" "$near" 16 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2
 
+# expert tensor parallelism (--etp): each routed expert's gate/up column- and its down row-parallel
+# over etp consecutive tp ranks; with SP the members' rows gathered and the partial sums scattered
+# back, without it one allreduce; the shards' gradients summed over the tp ranks of one etp rank
+# with SP (tp 4, etp 2); GPT-2's experts (c_fc bias sharded, c_proj bias after the sum)
+parity "mixtral-tiny: --tp 2 --etp 2 equals serial" "$near" 2 --config mixtral-tiny --tp 2 --etp 2
+parity "mixtral-tiny: --tp 2 --sp --etp 2 equals serial, replicas agree" "$near" 2 --config mixtral-tiny --tp 2 --sp --etp 2 --check-replicas
+parity "mixtral-tiny: exact, --tp 2 --etp 2 bit for bit" "$same" 2 --config mixtral-tiny --tp 2 --etp 2 --exact
+parity "mixtral-tiny: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config mixtral-tiny --tp 2 --sp --etp 2 --exact
+parity "mixtral-tiny: exact, --tp 2 --sp --etp 2 --ep 2 --dp 2 bit for bit, replicas agree" "$same" 4 --config mixtral-tiny --tp 2 --sp --etp 2 --ep 2 --dp 2 --exact --check-replicas
+parity "mixtral-tiny: --tp 4 --etp 2 (two etp groups of the same tokens) equals serial, replicas agree" "$near" 4 --config mixtral-tiny --tp 4 --etp 2 --check-replicas
+parity "qwen3-moe-tiny: exact, --tp 4 --sp --etp 2 (shards summed over 2 tp ranks) bit for bit, replicas agree" "$same" 4 --config qwen3-moe-tiny --tp 4 --sp --etp 2 --exact --check-replicas
+parity "qwen2-moe-tiny: exact, --tp 2 --sp --etp 2 --dp 2 --zero 3 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --etp 2 --dp 2 --zero 3 --exact
+parity "gpt-2 moe: --tp 2 --etp 2 equals serial" "$near" 2 --config tiny --experts 4 --tp 2 --etp 2
+parity "gpt-2 moe: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config tiny --experts 4 --tp 2 --sp --etp 2 --exact
+parity "mixtral-tiny: exact, 16 ranks --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config mixtral-tiny --batch 8 --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 --exact
+# the etp line: each step's gathers and sums, per rank, equal to the ring's formula
+etp_bytes() { # what ranks args...
+    local what=$1; shift
+    scenario "$what" || return 0
+    run "$@" --steps 1 --quiet
+    local l=$(grep -m1 "^  moe:" "$tmp/out" | sed -n 's/.*  etp [0-9]* [A-Z+]* \([0-9]*\) B\/rank (.* = \([0-9]*\), R = .*/\1 \2/p')
+    set -- $l
+    if [ $rc != 0 ] || [ -z "$l" ] || [ "$1" != "$2" ]; then flunk "$what" "exit $rc, measured and formula '$l':"; grep "moe:" "$tmp/out" | head -2; return; fi
+    pass "$what"; echo "  $(grep -m1 "^  moe:" "$tmp/out" | sed 's/.*  etp/etp/' | cut -c1-150)"
+}
+etp_bytes "mixtral-tiny --tp 2 --sp --etp 2: the etp bytes equal AG + RS's formula" 2 --config mixtral-tiny --tp 2 --sp --etp 2
+etp_bytes "qwen3-moe-tiny --tp 4 --etp 4: the etp bytes equal AR's formula" 4 --config qwen3-moe-tiny --tp 4 --etp 4
+etp_bytes "mixtral-tiny exact --tp 2 --sp --etp 2: the etp bytes equal the exact sums' formula" 2 --config mixtral-tiny --tp 2 --sp --etp 2 --exact
+# the checkpoint holds the global tensors: an etp run's is serial's byte for byte, and resumes on another etp
+if scenario "exact: an --etp 2 checkpoint is serial's, and a serial one resumes on --tp 4 --sp --etp 4"; then
+    what="exact: an --etp 2 checkpoint is serial's, and a serial one resumes on --tp 4 --sp --etp 4"
+    run 1 --config qwen3-moe-tiny --steps 2 --quiet --exact --save "$tmp/e1.st"
+    run 2 --config qwen3-moe-tiny --tp 2 --etp 2 --steps 2 --quiet --exact --save "$tmp/e2.st"
+    run 1 --config qwen3-moe-tiny --steps 4 --quiet --exact --save "$tmp/e4.st"
+    run 4 --config qwen3-moe-tiny --tp 4 --sp --etp 4 --steps 2 --quiet --exact --resume "$tmp/e1.st" --save "$tmp/r4.st"
+    if ! cmp -s "$tmp/e1.st" "$tmp/e2.st"; then flunk "$what" "the --etp 2 checkpoint differs from serial's"
+    elif [ $rc != 0 ] || ! cmp -s "$tmp/e4.st" "$tmp/r4.st"; then flunk "$what" "resumed on --etp 4: exit $rc or not 4 serial steps"; tail -3 "$tmp/out"
+    else pass "$what"; fi
+fi
+
 # exact mode's dumps: every site (rope_q, rope_k, q_norm, k_norm, the SwiGLU gate, up and product
 # among them) and every gradient of a step, reassembled from the mesh, byte for byte the serial
 # run's (a gradient can differ in bits that AdamW's update then rounds away: the parameters alone
@@ -150,6 +192,13 @@ if scenario "output_router_logits in config.json: the loss --router-aux-loss giv
 fi
 echo '{"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 128}' >"$tmp/ds.json"
 refused "a deepseek_v3 config refused by name" "deepseek_v3\": its multi-head latent attention (MLA)" 1 --config "$tmp/ds.json"
+refused "--etp 3 with --tp 2 refused by name" "--etp 3 does not divide --tp 2" 2 --config mixtral-tiny --tp 2 --etp 3
+cat >"$tmp/q45.json" <<'JSON'
+{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 128, "hidden_size": 32,
+ "intermediate_size": 64, "moe_intermediate_size": 45, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 16, "num_experts": 4, "num_experts_per_tok": 2}
+JSON
+refused "--etp not dividing an expert's width refused by name" "--etp 2 does not divide an expert's width 45 (moe_intermediate_size)" 2 --config "$tmp/q45.json" --tp 2 --etp 2
 refused "ulysses over fewer kv heads than cp ranks refused" "ulysses gives every cp rank whole kv heads" 4 --config qwen2-tiny --cp 2 --tp 2 --cp-algo ulysses
 
 if scenario "--save DIR/: a directory forward reads, resumed bit for bit"; then

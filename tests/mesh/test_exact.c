@@ -510,6 +510,17 @@ static void test_xreduce(mdc_group *g, const char *gname) {
                 /* one class: every double sum exact, no second pass; three: it ran (classes 1 and 2) */
                 TU_CHECK(st.map == (classes > 1) && (classes == 1 || st.marked >= n / 3),
                          "%s: second pass %d, %zu marked", what, st.map, st.marked);
+                if (!scatter) continue;
+                /* unequal blocks, every odd rank's empty: mdc_exact_reduce_scatterv (expert tensor parallelism's) */
+                size_t cnt[64], left = n, base2 = 0;
+                for (int q = 0; q < P && q < 64; q++)
+                    cnt[q] = q == P - 1 ? left : q % 2 ? 0 : n / (size_t)P + 3, left -= q == P - 1 ? 0 : cnt[q];
+                for (int q = 0; q < mdc_group_rank(g); q++) base2 += cnt[q];
+                memcpy(v, xs.v, n * sizeof(double));
+                MDC_CHECK(mdc_exact_reduce_scatterv(v, cnt, out, fetch_x, &xs, g, &st));
+                TU_CHECK(!memcmp(out, want + base2, cnt[mdc_group_rank(g)] * sizeof(float)),
+                         "mdc_exact_reduce_scatterv by %s, %s group, %d class(es): not the exact sum's bits", name,
+                         gname, classes);
             }
         for (int c = 0; c < 2; c++) MDC_CHECK(mdc_coll_set_algo(colls[c], "auto"));
         mdc_xsum_free(&xs);
@@ -583,7 +594,7 @@ int main(int argc, char **argv) {
     test_xreduce(rev, "reversed");
     if (R == 0)
         printf("exact: mdc_exact_reduce (doubles, then accumulators where a sum is not exact) equals serial's "
-               "bits through every allreduce and reduce_scatter algorithm on %d ranks\n",
+               "bits through every allreduce and reduce_scatter algorithm on %d ranks, and with unequal blocks\n",
                P);
     mdc_group_free(rev), free(ranks), mdc_group_free(w2), mdc_transport_free(t2);
     int rc = tu_finish("test_exact"), any = 0;

@@ -18,39 +18,9 @@ void mdc_i_moe_free(mdc_gpt2_acts *a, int l) {
     moe_state *q = a->moe ? a->moe[l - a->lo] : NULL;
     if (!q) return;
     mdc_dev_free(a->dev, q->fbuf), mdc_dev_free(a->dev, q->vbuf), mdc_dev_free(a->dev, q->sbuf);
-    free(q->choice), free(q);
+    free(q->choice), free(q->gbuf), free(q);
     a->moe[l - a->lo] = NULL;
 }
-
-/* The received rows, grouped by (source, local expert, segment): body runs for each
- * non-empty group with src, jl, sg, r0 (its first row) and nr (its rows). */
-#define FOR_SEGMENTS(q, e, El, ...)                                                         \
-    do {                                                                                    \
-        int row_ = 0;                                                                       \
-        for (int src = 0; src < (e); src++)                                                 \
-            for (int jl = 0; jl < (El); jl++)                                               \
-                for (int sg = 0; sg < (q)->S; sg++) {                                       \
-                    int r0 = row_, nr = (q)->rcnt[((size_t)src * (El) + jl) * (q)->S + sg]; \
-                    row_ += nr;                                                             \
-                    if (nr) {                                                               \
-                        __VA_ARGS__                                                         \
-                    }                                                                       \
-                }                                                                           \
-    } while (0)
-/* The same rows by (source, local expert): one expert's rows from one source, contiguous. */
-#define FOR_BLOCKS(q, e, El, ...)                                                                             \
-    do {                                                                                                      \
-        int row_ = 0;                                                                                         \
-        for (int src = 0; src < (e); src++)                                                                   \
-            for (int jl = 0; jl < (El); jl++) {                                                               \
-                int r0 = row_, nr = 0;                                                                        \
-                for (int sg = 0; sg < (q)->S; sg++) nr += (q)->rcnt[((size_t)src * (El) + jl) * (q)->S + sg]; \
-                row_ += nr;                                                                                   \
-                if (nr) {                                                                                     \
-                    __VA_ARGS__                                                                               \
-                }                                                                                             \
-            }                                                                                                 \
-    } while (0)
 
 /* Rows per rank of the send (expert-major counts) or receive (source-major) layout. */
 static void rows_per_rank(const int *cnt, int e, int per, int *rows) {
@@ -77,21 +47,25 @@ static mdc_status exchange(mdc_gpt2 *m, const moe_state *q, const float *from, f
 /* The kept assignments' rows into the send layout (xs), then to the experts' ranks (xr). */
 static mdc_status dispatch(mdc_gpt2 *m, int l, const float *x, moe_state *q) {
     mdc_device *d = m->dev;
-    mdc_i_expert x0 = mdc_i_expert_of(&m->cfg, l, 0);
+    mdc_i_expert x0 = mdc_i_moe_expert(m, l, 0);
     int n = q->n, C = m->cfg.C, k = m->cfg.topk;
     char name[48];
-    /* the rows: xs and ys here; xr (its own only with ep), h and u on the experts' side */
-    size_t A = (size_t)q->A, R = (size_t)q->R, vb = 2 * A * C + (m->moe.ep ? R * C : 0) + R * (x0.F1 + x0.F);
+    /* the rows: xs and ys here; xr (its own only with ep), xg (its own only gathered over etp), h
+     * and u on the experts' side (Rg rows of this rank's shard) */
+    size_t A = (size_t)q->A, R = (size_t)q->R, Rg = (size_t)q->Rg, xr = m->moe.ep ? R * C : 0;
+    size_t xg = q->G > 1 ? Rg * C : 0, vb = 2 * A * C + xr + xg + Rg * (x0.F1 + x0.F);
     snprintf(name, sizeof name, "MoE block %d rows", l);
     TRY(mdc_dev_alloc(d, (void **)&q->vbuf, (vb + 4) * sizeof(float), MDC_MEM_ACTS, name));
     q->xs = q->vbuf, q->ys = q->xs + A * C, q->xr = m->moe.ep ? q->ys + A * C : q->xs;
-    q->h = q->vbuf + 2 * A * C + (m->moe.ep ? R * C : 0), q->u = q->h + R * x0.F1;
+    q->xg = xg ? q->vbuf + 2 * A * C + xr : q->xr;
+    q->h = q->vbuf + 2 * A * C + xr + xg, q->u = q->h + Rg * x0.F1;
     for (int t = 0; t < n; t++)
         for (int r = 0; r < k; r++)
             if (q->row[(size_t)t * k + r] >= 0)
                 memcpy(q->xs + (size_t)q->row[(size_t)t * k + r] * C, x + (size_t)t * C, sizeof(float) * C);
     mdc_dev_kernel(d, 0, 8.0 * A * C, MDC_PREC_FP32);
     if (m->moe.ep) TRY(exchange(m, q, q->xs, q->xr, C, 0));
+    if (q->G > 1) TRY(mdc_i_moe_etp_rows(m, q, q->xr, q->xg, C));
     return MDC_OK;
 }
 
@@ -126,6 +100,7 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
     moe_state *q;
     TRY(mdc_i_moe_route(m, a, l, x, &q));
     if (m->tap) TRY(dump_routing(m, a, l, q));
+    TRY(mdc_i_moe_etp_counts(m, q));
     TRY(dispatch(m, l, x, q));
     mdc_device *d = m->dev;
     int C = m->cfg.C, k = m->cfg.topk, e = m->moe.ep ? m->moe.ep->e : 1, El = m->cfg.E / e;
@@ -133,15 +108,20 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
     float *yr = q->ys; /* serial: the experts write the combine's input directly */
     if (m->moe.ep)
         TRY(mdc_dev_alloc(d, (void **)&yr, (size_t)q->R * C * sizeof(float) + 4, MDC_MEM_ACTS, "MoE expert outputs"));
-    /* GPT-2: GELU(x W1 + b1) W2 + b2; the families: down(silu(gate x) * up x) */
+    /* GPT-2: GELU(x W1 + b1) W2 + b2; the families: down(silu(gate x) * up x); with etp each
+     * member's shard of the intermediate columns, the second product summed over the members */
     FOR_BLOCKS(q, e, El, {
-        mdc_i_expert ex = mdc_i_expert_of(&m->cfg, l, j0 + jl);
+        mdc_i_expert ex = mdc_i_moe_expert(m, l, j0 + jl);
         float *h = q->h + (size_t)r0 * ex.F1, *u = q->u + (size_t)r0 * ex.F;
-        m->ops->matmul(m, h, q->xr + (size_t)r0 * C, P(m, ex.w1), P(m, ex.b1), nr, C, ex.F1, ex.wt);
+        m->ops->matmul(m, h, q->xg + (size_t)r0 * C, P(m, ex.w1), P(m, ex.b1), nr, C, ex.F1, ex.wt);
         if (ex.swiglu) mdc_swiglu_forward(d, u, h, nr, ex.F);
         else mdc_gelu_forward(d, u, h, (size_t)nr * ex.F);
-        m->ops->matmul(m, yr + (size_t)r0 * C, u, P(m, ex.w2), P(m, ex.b2), nr, ex.F, C, ex.wt);
     });
+    mdc_status dst = mdc_i_moe_down(m, l, q, yr);
+    if (dst) {
+        if (m->moe.ep) mdc_dev_free(d, yr);
+        return dst;
+    }
     if (m->moe.ep) { /* back to the tokens' ranks: the reverse of the dispatch */
         mdc_status st = exchange(m, q, yr, q->ys, C, 1);
         mdc_dev_free(d, yr);
@@ -170,16 +150,17 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
     if (!q) return mdc_fail(MDC_ERR_INVALID, "block_backward: MoE block %d has no forward state", l);
     mdc_device *d = m->dev;
     const mdc_gpt2_config *c = &m->cfg;
-    mdc_i_expert x0 = mdc_i_expert_of(c, l, 0);
+    mdc_i_expert x0 = mdc_i_moe_expert(m, l, 0);
     int n = q->n, C = c->C, E = c->E, k = c->topk, e = m->moe.ep ? m->moe.ep->e : 1, El = E / e;
     int j0 = (m->moe.ep ? m->moe.ep->rank : 0) * El;
-    size_t A = (size_t)q->A, R = (size_t)q->R, nk = (size_t)n * k;
+    size_t A = (size_t)q->A, R = (size_t)q->R, Rg = (size_t)q->Rg, nk = (size_t)n * k;
+    size_t yr = m->moe.ep ? R * C : 0, yg = q->G > 1 ? Rg * C : 0;
     float *tmp;
-    /* dgate, dz; dyr (ep), du, dh, dxr */
-    size_t tn = nk + (size_t)n * E + (m->moe.ep ? R * C : 0) + R * (x0.F + x0.F1) + R * C;
+    /* dgate, dz; dyr (ep), dyg (gathered over etp), du, dh (the rows of this rank's shards), dxr */
+    size_t tn = nk + (size_t)n * E + yr + yg + Rg * (x0.F + x0.F1) + R * C;
     TRY(mdc_dev_alloc(d, (void **)&tmp, (tn + 4) * sizeof(float), MDC_MEM_ACTS, "MoE backward"));
-    float *dgate = tmp, *dz = dgate + nk, *dyr = dz + (size_t)n * E, *du = dyr + (m->moe.ep ? R * C : 0);
-    float *dh = du + R * x0.F, *dxr = dh + R * x0.F1;
+    float *dgate = tmp, *dz = dgate + nk, *dyr = dz + (size_t)n * E, *dyg = dyr + yr, *du = dyg + yg;
+    float *dh = du + Rg * x0.F, *dxr = dh + Rg * x0.F1;
     /* the gates' gradient, then dys = gate x dout in place of ys */
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < n; t++)
@@ -198,26 +179,28 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
     mdc_status st = MDC_OK;
     if (m->moe.ep) st = exchange(m, q, q->ys, dyr, C, 0);
     else dyr = q->ys;
-    memset(du, 0, R * (x0.F + x0.F1) * sizeof(float));
+    if (!yg) dyg = dyr;
+    else if (!st) st = mdc_i_moe_etp_rows(m, q, dyr, dyg, C); /* every member's rows, as forward */
+    memset(du, 0, Rg * (x0.F + x0.F1) * sizeof(float));
     memset(dxr, 0, R * C * sizeof(float));
     if (!st)
         FOR_BLOCKS(q, e, El, {
-            mdc_i_expert x = mdc_i_expert_of(c, l, j0 + jl);
-            float *dyb = dyr + (size_t)r0 * C, *dub = du + (size_t)r0 * x.F, *dhb = dh + (size_t)r0 * x.F1;
+            mdc_i_expert x = mdc_i_moe_expert(m, l, j0 + jl);
+            float *dyb = dyg + (size_t)r0 * C, *dub = du + (size_t)r0 * x.F, *dhb = dh + (size_t)r0 * x.F1;
             const float *h = q->h + (size_t)r0 * x.F1;
             m->ops->dinput(m, dub, dyb, P(m, x.w2), nr, x.F, C, x.wt);
             if (x.swiglu) mdc_swiglu_backward(d, dhb, h, dub, nr, x.F);
             else mdc_gelu_backward(d, dhb, h, dub, (size_t)nr * x.F);
-            m->ops->dinput(m, dxr + (size_t)r0 * C, dhb, P(m, x.w1), nr, C, x.F1, x.wt);
         });
+    if (!st) st = mdc_i_moe_dinput(m, l, q, dh, dxr); /* summed over etp back to this member's rows */
     /* the experts' weight gradients: one sum per segment (exact mode's canonical token blocks;
-     * one segment per expert and source otherwise) */
+     * one segment per expert and source otherwise), over every row the shards ran on */
     if (!st)
         FOR_SEGMENTS(q, e, El, {
-            mdc_i_expert x = mdc_i_expert_of(c, l, j0 + jl);
-            const float *dyb = dyr + (size_t)r0 * C, *dhb = dh + (size_t)r0 * x.F1;
+            mdc_i_expert x = mdc_i_moe_expert(m, l, j0 + jl);
+            const float *dyb = dyg + (size_t)r0 * C, *dhb = dh + (size_t)r0 * x.F1;
             m->ops->wgrad(m, x.w2, x.b2, q->u + (size_t)r0 * x.F, dyb, NULL, nr, nr, x.F, C, nr, x.wt);
-            m->ops->wgrad(m, x.w1, x.b1, q->xr + (size_t)r0 * C, dhb, NULL, nr, nr, C, x.F1, nr, x.wt);
+            m->ops->wgrad(m, x.w1, x.b1, q->xg + (size_t)r0 * C, dhb, NULL, nr, nr, C, x.F1, nr, x.wt);
         });
     /* dxs back on the tokens' ranks (into ys: dys is spent) */
     float *dxs = dxr;

@@ -21,7 +21,66 @@ typedef struct mdc_i_moe_state {
     /* the shared expert (Qwen2-MoE): its gate|up product (n x 2Fs), SwiGLU (n x Fs) and output
      * (n x C), each token's sigmoid scale (n); one allocation, sbuf */
     float *sh, *su, *sy, *ss, *sbuf;
+    /* expert tensor parallelism (ref/model/moe/moe_etp.c): the rows this rank's expert shards run
+     * on are the etp group's (with SP every member's received rows, gathered in member order) */
+    int G, Rg, own0;  /* members whose rows are here (1 without gathering), their rows, this member's first */
+    int *grc, *grows; /* G x e x El x S received counts member by member (G 1: rcnt); rows per member */
+    int *gbuf, rows1; /* behind grc and grows when gathered; grows[0] (R) when not */
+    float *xg;        /* Rg x C: the experts' inputs (xr, or the members' xr gathered) */
 } moe_state;
+
+/* The rows the experts run on (q->Rg, the members' then the sources' order), grouped by (member,
+ * source, local expert, segment): body runs for each non-empty group with src, jl, sg, r0 (its
+ * first row) and nr (its rows). */
+#define FOR_SEGMENTS(q, e, El, ...)                                                                          \
+    do {                                                                                                     \
+        int row_ = 0;                                                                                        \
+        for (int mb_ = 0; mb_ < (q)->G; mb_++)                                                               \
+            for (int src = 0; src < (e); src++)                                                              \
+                for (int jl = 0; jl < (El); jl++)                                                            \
+                    for (int sg = 0; sg < (q)->S; sg++) {                                                    \
+                        int r0 = row_, nr = (q)->grc[(((size_t)mb_ * (e) + src) * (El) + jl) * (q)->S + sg]; \
+                        row_ += nr;                                                                          \
+                        if (nr) {                                                                            \
+                            __VA_ARGS__                                                                      \
+                        }                                                                                    \
+                    }                                                                                        \
+    } while (0)
+/* The same rows by (member, source, local expert): one expert's rows from one source, contiguous. */
+#define FOR_BLOCKS(q, e, El, ...)                                                                \
+    do {                                                                                         \
+        int row_ = 0;                                                                            \
+        for (int mb_ = 0; mb_ < (q)->G; mb_++)                                                   \
+            for (int src = 0; src < (e); src++)                                                  \
+                for (int jl = 0; jl < (El); jl++) {                                              \
+                    int r0 = row_, nr = 0;                                                       \
+                    const int *c_ = (q)->grc + (((size_t)mb_ * (e) + src) * (El) + jl) * (q)->S; \
+                    for (int sg = 0; sg < (q)->S; sg++) nr += c_[sg];                            \
+                    row_ += nr;                                                                  \
+                    if (nr) {                                                                    \
+                        __VA_ARGS__                                                              \
+                    }                                                                            \
+                }                                                                                \
+    } while (0)
+
+/* The etp group's size (1: every expert whole here). */
+static inline int mdc_i_moe_etp(const mdc_gpt2 *m) { return m->part.etp > 1 ? m->part.etp : 1; }
+/* Expert j of block l as this rank holds it: its widths F1, F this rank's shard's (F / etp). */
+static inline mdc_i_expert mdc_i_moe_expert(const mdc_gpt2 *m, int l, int j) {
+    mdc_i_expert x = mdc_i_expert_of(&m->cfg, l, j);
+    x.F1 /= mdc_i_moe_etp(m), x.F /= mdc_i_moe_etp(m);
+    return x;
+}
+/* ref/model/moe/moe_etp.c. After routing: the members' counts (gathered with SP), q->G, Rg, grc,
+ * grows, own0. */
+mdc_status mdc_i_moe_etp_counts(mdc_gpt2 *m, moe_state *q);
+/* With SP: every member's rows (R x width, this member's) gathered into all (Rg x width). */
+mdc_status mdc_i_moe_etp_rows(mdc_gpt2 *m, const moe_state *q, const float *mine, float *all, int width);
+/* yr (this member's R rows x C) = the experts' second product of q->u (Rg x F), summed over etp
+ * (exact mode: in contraction blocks, summed exactly), GPT-2's c_proj bias after the sum. */
+mdc_status mdc_i_moe_down(mdc_gpt2 *m, int l, const moe_state *q, float *yr);
+/* dxr (R x C, zero before) = the experts' input gradient from dh (Rg x F1) summed over etp. */
+mdc_status mdc_i_moe_dinput(mdc_gpt2 *m, int l, const moe_state *q, const float *dh, float *dxr);
 
 /* The router's decisions for MoE block l of the set's tokens x (local rows): probabilities,
  * choices, gates, kept assignments and their rows in the send layout, the aux terms, and the

@@ -31,6 +31,14 @@ mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep) {
     m->moe.ep = ep;
     return MDC_OK;
 }
+mdc_status mdc_gpt2_set_etp(mdc_gpt2 *m, const mdc_gpt2_etp *etp) {
+    int n = m->part.etp > 1 ? m->part.etp : 1;
+    if (etp && etp->n != n)
+        return mdc_fail(MDC_ERR_INVALID, "expert tensor parallelism over %d ranks on a partition of --etp %d", etp->n,
+                        n);
+    m->moe.etp = etp;
+    return MDC_OK;
+}
 void mdc_gpt2_moe_stats(const mdc_gpt2 *m, mdc_moe_stats *s) { *s = m->moe.st; }
 int mdc_gpt2_moe_blocks(const mdc_gpt2_config *cfg) { return mdc_i_moe_before(cfg, cfg->L); }
 int mdc_gpt2_moe_index(const mdc_gpt2_config *cfg, int l) {

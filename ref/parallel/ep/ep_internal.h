@@ -1,4 +1,5 @@
-/* Shared by ref/parallel/ep/ep.c (the all-to-alls, the gradient sums) and report.c. */
+/* Shared by ref/parallel/ep/ep.c (the all-to-alls, the gradient sums), etp.c (expert tensor
+ * parallelism's collectives) and report.c. */
 #ifndef MINIDC_REF_EP_INTERNAL_H
 #define MINIDC_REF_EP_INTERNAL_H
 
@@ -13,6 +14,17 @@ struct mdc_ep {
     double bytes, calls; /* the all-to-alls of the last step */
     double wall;         /* seconds inside them (waiting for the slowest rank included) */
     double rows_out;     /* rows this rank sent to other ranks (the formula's exact count) */
+};
+
+struct mdc_etp {
+    mdc_group *g;
+    mdc_gpt2 *m;
+    mdc_gpt2_etp hook;
+    int n, gather;
+    size_t *cnt; /* n: elements per member of the call in flight */
+    double *d;   /* exact mode: the partial sums' doubles, reduced in place */
+    size_t dn;
+    mdc_etp_figures f; /* since the last reset */
 };
 
 #endif

@@ -78,12 +78,12 @@ const mdc_pp_schedule *mdc_pp_get_schedule(const mdc_pp *pp) { return &pp->s; }
 int mdc_pp_sets(const mdc_pp *pp) { return pp->nsets; }
 double mdc_pp_step_bytes(const mdc_pp *pp) { return pp->sent; }
 
-/* A free set of the chunk, once the sends of its last forward output and its last input gradient
- * are done with them (a MoE block's forward works in the input gradient's buffer). */
+/* A free set of the chunk, once the send of its last forward output is done with it, and that of
+ * its last input gradient where the forward writes that buffer (a MoE block's work space). */
 static mdc_status take_set(mdc_pp *pp, int mb, int chunk, pp_set **out) {
     for (int i = 0; i < pp->nsets; i++)
         if (pp->sets[i].mb < 0 && pp->sets[i].chunk == chunk) {
-            mdc_status st = mdc_waitall(pp->sets[i].req, 2);
+            mdc_status st = mdc_waitall(pp->sets[i].req, mdc_gpt2_acts_forward_uses_dresidual(pp->sets[i].a) ? 2 : 1);
             if (st) return st;
             pp->sets[i].mb = mb, pp->slot[chunk * pp->s.m + mb] = i;
             if (++pp->held > pp->held_peak) pp->held_peak = pp->held;
