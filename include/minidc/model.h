@@ -492,7 +492,7 @@ void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step);
  * renorm); its output = sum over its kept experts of gate x expert(x). Capacity (factor f > 0):
  * tokens route in groups of one sequence and each expert keeps at most ceil(k T f / E) of a
  * group's assignments, by priority (every token's first choice in position order, then every
- * second choice, ...) or with drop_probs by the highest p (ties to the earlier position); a
+ * second choice, ...) or with drop_probs by the highest score (p; DeepSeek's s; ties to the earlier position); a
  * dropped assignment adds 0. Aux losses added to the objective: alpha E sum_i f_i P_i per group
  * (f_i the share of its k T assignments made to expert i before dropping, P_i the mean p_i),
  * averaged over the groups, and beta x the mean over tokens of logsumexp(z)^2. */

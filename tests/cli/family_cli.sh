@@ -86,6 +86,7 @@ parity "deepseek-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config deepsee
 parity "deepseek-moe-tiny: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config deepseek-moe-tiny --ep 2 --dp 2 --tp 2 --sp --exact
 parity "deepseek-moe-tiny: exact, --pp 2 --cp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --pp 2 --cp 2 --exact
 parity "deepseek-moe-tiny: exact, --ep 4 --dp 4 bit for bit" "$same" 4 --config deepseek-moe-tiny --ep 4 --dp 4 --exact
+parity "deepseek-moe-tiny with Switch's aux loss, the z-loss, capacity 1.25 by score: exact, --ep 2 --dp 2 --tp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --moe-aux-loss 0.01 --moe-z-loss 0.001 --capacity-factor 1.25 --moe-drop probs --ep 2 --dp 2 --tp 2 --exact
 parity "qwen3-moe-tiny --router deepseek (3 groups of 2, keep 2): exact, --ep 3 --dp 3 bit for bit" "$same" 3 --config qwen3-moe-tiny --router deepseek --router-groups 3 --router-topk-groups 2 --routed-scaling 1.5 --shared-experts 2 --moe-bias-rate 0.01 --ep 3 --dp 3 --exact
 parity "mixtral-tiny aux loss: --ep 2 --dp 2 equals serial" "$near" 2 --config mixtral-tiny --router-aux-loss 0.02 --ep 2 --dp 2
 parity "mixtral-tiny aux loss: --pp 2 (1F1B) equals serial" "$near" 2 --config mixtral-tiny --router-aux-loss 0.02 --pp 2 --microbatches 4

@@ -152,16 +152,16 @@ static void capacity(const mdc_gpt2 *m, const moe_state *q, int t0, int T, char 
             }
         return;
     }
-    /* per expert: its assignments by p descending, ties to the earlier position; keep cap */
+    const float *sc = q->score ? q->score : q->probs; /* the router's scores: p, or DeepSeek's s */
+    /* per expert: its assignments by score descending, ties to the earlier position; keep cap */
     for (int j = 0; j < E; j++) {
         for (int kept = 0; kept < cap; kept++) {
             int best = -1;
             float bp = -1;
             for (int t = t0; t < t0 + T; t++)
                 for (int s = 0; s < k; s++)
-                    if (q->choice[(size_t)t * k + s] == j && keep[(size_t)t * k + s] == 1 &&
-                        q->probs[(size_t)t * E + j] > bp)
-                        best = t * k + s, bp = q->probs[(size_t)t * E + j];
+                    if (q->choice[(size_t)t * k + s] == j && keep[(size_t)t * k + s] == 1 && sc[(size_t)t * E + j] > bp)
+                        best = t * k + s, bp = sc[(size_t)t * E + j];
             if (best < 0) break;
             keep[best] = 2; /* kept */
         }
