@@ -3,11 +3,15 @@
 # SP, dp 2 with ZeRO-3, pp 2, tp 4 (more tp ranks than kv heads: each kv head on two) and cp 2
 # (ring, zigzag; rotary positions at global positions) equal to serial (--check-serial), exact
 # mode on each bit for bit; the all-gather and Ulysses algorithms, interleaved pipelines and
-# 8-rank meshes of several axes; the MoE families on ep, and expert tensor parallelism (--etp: exact
-# bit for bit, its bytes against their formula, its checkpoint serial's); Ulysses over too few kv
-# heads and bad --etp values refused by name; a run saved as a Hugging Face directory read back by
-# forward, and resumed from it bit for bit. Each is a scenario (tests/cli/scenario.sh).
+# 8-rank meshes of several axes; the MoE families on ep, DeepSeek-V3 routing and transformers'
+# global-batch aux loss on every axis, and expert tensor parallelism (--etp: exact bit for bit,
+# its bytes against their formula, its checkpoint serial's); Ulysses over too few kv heads, bad
+# --etp values and routing settings refused by name; a run saved as a Hugging Face directory read
+# back by forward, and resumed from it bit for bit. Each is a scenario (tests/cli/scenario.sh);
+# `family_cli.sh long` (make check-long) runs the long tier: Llama and Qwen2 beyond tp 2 with SP
+# (Qwen3, with every feature, is in the core) and more meshes of the MoE checks.
 . "$(dirname "$0")/scenario.sh"
+[ "${1:-}" = long ] && TIER=long # make check-long: the long tier (more meshes of the same checks)
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 bin=$BUILD/minidc
@@ -30,15 +34,17 @@ parity() { # what want ranks args...: the run exits 0 and prints want
 near="within the limits"
 same="identical to serial bit for bit: ok"
 for c in llama-tiny qwen2-tiny qwen3-tiny; do
-    parity "$c: --tp 2 equals serial" "$near" 2 --config $c --tp 2
     parity "$c: --tp 2 --sp equals serial" "$near" 2 --config $c --tp 2 --sp
+    parity "$c: exact, --tp 2 --sp bit for bit" "$same" 2 --config $c --tp 2 --sp --exact
+    [ $c = qwen3-tiny ] || tier=long # the others' other axes: the long tier (qwen3-tiny has every feature)
+    parity "$c: --tp 2 equals serial" "$near" 2 --config $c --tp 2
     parity "$c: --dp 2 --zero 3 equals serial" "$near" 2 --config $c --dp 2 --zero 3
     parity "$c: --pp 2 equals serial" "$near" 2 --config $c --pp 2
-    parity "$c: exact, --tp 2 --sp bit for bit" "$same" 2 --config $c --tp 2 --sp --exact
     parity "$c: exact, --pp 2 --dp 2 bit for bit" "$same" 4 --config $c --pp 2 --dp 2 --exact
     parity "$c: exact, --tp 4 (2 kv heads, each on 2 ranks) bit for bit" "$same" 4 --config $c --tp 4 --exact
     parity "$c: --cp 2 (ring, zigzag) equals serial" "$near" 2 --config $c --cp 2
     parity "$c: exact, --cp 2 (ring, zigzag) bit for bit" "$same" 2 --config $c --cp 2 --exact
+    tier=core
 done
 # odd sizes: a vocabulary padded (700 to 768), GQA 3 with one kv head (on every tp rank), head_dim
 # 40 != C/H = 32, intermediate_size 201, every bias, an untied head, llama3 scaling
@@ -68,6 +74,11 @@ parity "llama-tiny: 8 ranks --tp 2 --sp --cp 2 --dp 2 --zero 3 equals serial" "$
 parity "llama-tiny: --tp 4 (each kv head on 2 ranks) equals serial, replicas agree" "$near" 4 --config llama-tiny --tp 4 --check-replicas
 parity "qwen3-tiny: --tp 4 --sp (each kv head on 2 ranks) equals serial" "$near" 4 --config qwen3-tiny --tp 4 --sp
 
+tier=long # the same, on more meshes
+parity "deepseek-moe-tiny: exact, --pp 2 --cp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --pp 2 --cp 2 --exact
+parity "mixtral-tiny aux loss: --ep 2 --dp 2 equals serial" "$near" 2 --config mixtral-tiny --router-aux-loss 0.02 --ep 2 --dp 2
+tier=core
+
 # the MoE families: Mixtral (every block sparse, gates renormalized), Qwen3-MoE (block 0 dense,
 # block 1 sparse, raw gates) and Qwen2-MoE on expert parallelism, tp x ep, SP, pp and cp
 parity "mixtral-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config mixtral-tiny --ep 2 --dp 2 --check-replicas
@@ -83,13 +94,9 @@ parity "qwen2-moe-tiny: exact, --cp 2 --pp 2 bit for bit" "$same" 4 --config qwe
 # transformers' aux loss over the global batch (a counting forward per step) on every axis
 parity "deepseek-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config deepseek-moe-tiny --ep 2 --dp 2 --check-replicas
 parity "deepseek-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config deepseek-moe-tiny --tp 2 --sp
-parity "deepseek-moe-tiny: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config deepseek-moe-tiny --ep 2 --dp 2 --tp 2 --sp --exact
-parity "deepseek-moe-tiny: exact, --pp 2 --cp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --pp 2 --cp 2 --exact
 parity "deepseek-moe-tiny: exact, --ep 4 --dp 4 bit for bit" "$same" 4 --config deepseek-moe-tiny --ep 4 --dp 4 --exact
 parity "deepseek-moe-tiny with Switch's aux loss, the z-loss, capacity 1.25 by score: exact, --ep 2 --dp 2 --tp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --moe-aux-loss 0.01 --moe-z-loss 0.001 --capacity-factor 1.25 --moe-drop probs --ep 2 --dp 2 --tp 2 --exact
 parity "qwen3-moe-tiny --router deepseek (3 groups of 2, keep 2): exact, --ep 3 --dp 3 bit for bit" "$same" 3 --config qwen3-moe-tiny --router deepseek --router-groups 3 --router-topk-groups 2 --routed-scaling 1.5 --shared-experts 2 --moe-bias-rate 0.01 --ep 3 --dp 3 --exact
-parity "mixtral-tiny aux loss: --ep 2 --dp 2 equals serial" "$near" 2 --config mixtral-tiny --router-aux-loss 0.02 --ep 2 --dp 2
-parity "mixtral-tiny aux loss: --pp 2 (1F1B) equals serial" "$near" 2 --config mixtral-tiny --router-aux-loss 0.02 --pp 2 --microbatches 4
 parity "mixtral-tiny aux loss: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config mixtral-tiny --router-aux-loss 0.02 --ep 2 --dp 2 --tp 2 --sp --exact
 parity "deepseek-moe-tiny aux loss: exact, --pp 2 interleaved --cp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --router-aux-loss 0.02 --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --microbatches 4 --cp 2 --exact
 parity "mixtral-tiny aux loss: --pp 2 (1F1B, 4 micro-batches) --dp 2 equals serial" "$near" 4 --config mixtral-tiny --router-aux-loss 0.02 --layers 4 --pp 2 --microbatches 4 --dp 2
@@ -101,7 +108,6 @@ parity "qwen2-moe-tiny: 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 equals 
 # over etp consecutive tp ranks; with SP the members' rows gathered and the partial sums scattered
 # back, without it one allreduce; the shards' gradients summed over the tp ranks of one etp rank
 # with SP (tp 4, etp 2); GPT-2's experts (c_fc bias sharded, c_proj bias after the sum)
-parity "mixtral-tiny: --tp 2 --etp 2 equals serial" "$near" 2 --config mixtral-tiny --tp 2 --etp 2
 parity "mixtral-tiny: --tp 2 --sp --etp 2 equals serial, replicas agree" "$near" 2 --config mixtral-tiny --tp 2 --sp --etp 2 --check-replicas
 parity "mixtral-tiny: exact, --tp 2 --etp 2 bit for bit" "$same" 2 --config mixtral-tiny --tp 2 --etp 2 --exact
 parity "mixtral-tiny: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config mixtral-tiny --tp 2 --sp --etp 2 --exact
@@ -109,9 +115,12 @@ parity "mixtral-tiny: exact, --tp 2 --sp --etp 2 --ep 2 --dp 2 bit for bit, repl
 parity "mixtral-tiny: --tp 4 --etp 2 (two etp groups of the same tokens) equals serial, replicas agree" "$near" 4 --config mixtral-tiny --tp 4 --etp 2 --check-replicas
 parity "qwen3-moe-tiny: exact, --tp 4 --sp --etp 2 (shards summed over 2 tp ranks) bit for bit, replicas agree" "$same" 4 --config qwen3-moe-tiny --tp 4 --sp --etp 2 --exact --check-replicas
 parity "qwen2-moe-tiny: exact, --tp 2 --sp --etp 2 --dp 2 --zero 3 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --etp 2 --dp 2 --zero 3 --exact
-parity "gpt-2 moe: --tp 2 --etp 2 equals serial" "$near" 2 --config tiny --experts 4 --tp 2 --etp 2
 parity "gpt-2 moe: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config tiny --experts 4 --tp 2 --sp --etp 2 --exact
+tier=long # the same, on more meshes
+parity "mixtral-tiny: --tp 2 --etp 2 equals serial" "$near" 2 --config mixtral-tiny --tp 2 --etp 2
+parity "gpt-2 moe: --tp 2 --etp 2 equals serial" "$near" 2 --config tiny --experts 4 --tp 2 --etp 2
 parity "mixtral-tiny: exact, 16 ranks --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config mixtral-tiny --batch 8 --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 --exact
+tier=core
 # the etp line: each step's gathers and sums, per rank, equal to the ring's formula
 etp_bytes() { # what ranks args...
     local what=$1; shift
