@@ -82,7 +82,8 @@ done
 "$(dirname "$0")/bench_pp.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- context parallelism against serial in the same run (tools/bench_cp.sh) -------------------
 "$(dirname "$0")/bench_cp.sh" "$BUILD" "$MPIEXEC" || exit 1
-# ---- expert parallelism against serial in the same run (tools/bench_ep.sh) --------------------
+# ---- expert parallelism against serial in the same run (tools/bench_ep.sh): small with 8 experts,
+# then the Mixtral family (mixtral-tiny and a config.json of hidden 256), ep 2 and ep 4 ------------
 "$(dirname "$0")/bench_ep.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- a training step beside other programs: the thread tuner (tools/bench_load.sh) ------------
 "$(dirname "$0")/bench_load.sh" "$BUILD" "$MPIEXEC" || exit 1
