@@ -285,6 +285,14 @@ mdc_status mdc_family_config_parse(const char *label, const char *text, size_t n
     return st;
 }
 
+/* The shortest decimal that reads back as the same float (1e-05, not 9.99999975e-06). */
+static void shortest(char *out, size_t n, float x) {
+    for (int p = 1; p <= 9; p++) {
+        snprintf(out, n, "%.*g", p, x);
+        if ((float)strtod(out, NULL) == x) break;
+    }
+}
+
 mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t cap) {
     const char *type = mdc_gpt2_family_name(c->family);
     if (!type || c->family == MDC_FAMILY_GPT2)
@@ -306,15 +314,17 @@ mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t ca
     else if (c->family == MDC_FAMILY_QWEN3 || c->family == MDC_FAMILY_QWEN3_MOE)
         snprintf(bias, sizeof bias, "  \"attention_bias\": %s,\n", c->o_bias ? "true" : "false");
     char moe[1024] = "", lb[96], ds[320] = "";
-    if (c->lb_coef > 0) snprintf(lb, sizeof lb, "true,\n  \"router_aux_loss_coef\": %.9g", c->lb_coef);
+    char num[32];
+    shortest(num, sizeof num, c->lb_coef);
+    if (c->lb_coef > 0) snprintf(lb, sizeof lb, "true,\n  \"router_aux_loss_coef\": %s", num);
     else
         snprintf(lb, sizeof lb, "false,\n  \"router_aux_loss_coef\": %s",
                  c->family == MDC_FAMILY_MIXTRAL ? "0.02" : "0.001");
     if (c->router == MDC_ROUTER_SIGMOID)
         snprintf(ds, sizeof ds,
                  "  \"scoring_func\": \"sigmoid\",\n  \"topk_method\": \"noaux_tc\",\n  \"n_group\": %d,\n"
-                 "  \"topk_group\": %d,\n  \"routed_scaling_factor\": %.9g,\n",
-                 c->n_group, c->topk_group, c->routed_scale);
+                 "  \"topk_group\": %d,\n  \"routed_scaling_factor\": %s,\n",
+                 c->n_group, c->topk_group, (shortest(num, sizeof num, c->routed_scale), num));
     if (c->n_shared || c->first_dense) {
         size_t o = strlen(ds);
         snprintf(ds + o, sizeof ds - o, "  \"n_shared_experts\": %d,\n  \"first_k_dense_replace\": %d,\n", c->n_shared,
@@ -336,11 +346,8 @@ mdc_status mdc_family_config_json(const mdc_gpt2_config *c, char *buf, size_t ca
                  c->E, c->topk, c->moe_ffn > 0 ? c->moe_ffn : (c->ffn > 0 ? c->ffn : 4 * c->C), shared,
                  c->moe_renorm ? "true" : "false", c->moe_every > 0 ? c->moe_every : 1, lb, ds);
     }
-    char eps[32]; /* the shortest decimal that reads back as the same float (1e-05, not 9.99999975e-06) */
-    for (int p = 1; p <= 9; p++) {
-        snprintf(eps, sizeof eps, "%.*g", p, c->eps);
-        if ((float)strtod(eps, NULL) == c->eps) break;
-    }
+    char eps[32];
+    shortest(eps, sizeof eps, c->eps);
     int n = snprintf(buf, cap,
                      "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"vocab_size\": %d,\n"
                      "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"

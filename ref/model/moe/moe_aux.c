@@ -58,17 +58,9 @@ mdc_status mdc_i_moe_lb_serial(mdc_gpt2 *m, int start, double tokens) {
 void mdc_i_moe_lb_count(mdc_gpt2 *m, const moe_state *q) {
     int E = m->cfg.E, k = m->cfg.topk;
     for (int t = 0; t < q->n; t++) {
-        const float *p = q->probs + (size_t)t * E;
         int ch[MDC_GPT2_MAX_TOPK];
-        for (int r = 0; r < k; r++) {
-            int best = -1;
-            for (int i = 0; i < E; i++) {
-                int taken = 0;
-                for (int u = 0; u < r; u++) taken |= ch[u] == i;
-                if (!taken && (best < 0 || p[i] > p[best])) best = i;
-            }
-            ch[r] = best, m->moe.lb_cnt[best] += 1;
-        }
+        mdc_i_moe_top_k(q->probs + (size_t)t * E, E, k, ch);
+        for (int r = 0; r < k; r++) m->moe.lb_cnt[ch[r]] += 1;
     }
     mdc_dev_kernel(m->dev, (double)k * q->n * E, 4.0 * q->n * E, MDC_PREC_FP32);
 }

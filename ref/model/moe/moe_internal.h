@@ -91,6 +91,8 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
 mdc_status mdc_i_moe_shared_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, moe_state *q, float *out);
 mdc_status mdc_i_moe_shared_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const moe_state *q, const float *x,
                                      const float *dout, float *dx);
+/* The top k of v (E), ties to the lower index, into ch (ref/model/moe/moe_route.c). */
+void mdc_i_moe_top_k(const float *v, int E, int k, int *ch);
 /* transformers' aux loss (ref/model/moe/moe_aux.c): in the counting forward, the block's top-k of
  * p added to the counts; in the backward, the block's term of the objective (exact where the
  * loss is), its gradient w_i per p_i in m->moe.lb_w. */

@@ -90,8 +90,7 @@ static void router_sigmoid(mdc_device *d, float *s, const float *z, int n, int E
     mdc_dev_kernel(d, 4.0 * N, 8.0 * N, MDC_PREC_FP32);
 }
 
-/* The top k of v (E), ties to the lower index, into ch. */
-static void top_k(const float *v, int E, int k, int *ch) {
+void mdc_i_moe_top_k(const float *v, int E, int k, int *ch) {
     for (int r = 0; r < k; r++) {
         int best = -1;
         for (int i = 0; i < E; i++) {
@@ -119,16 +118,16 @@ static void route_token(const mdc_gpt2_config *c, int renorm, const float *p, co
         float gs[MDC_GPT2_MAX_EXPERTS];
         for (int j = 0; j < G; j++) {
             int two[2];
-            top_k(v + j * per, per, 2, two);
+            mdc_i_moe_top_k(v + j * per, per, 2, two);
             gs[j] = v[j * per + two[0]] + v[j * per + two[1]];
         }
-        top_k(gs, G, c->topk_group, kept);
+        mdc_i_moe_top_k(gs, G, c->topk_group, kept);
         char on[MDC_GPT2_MAX_EXPERTS] = {0};
         for (int r = 0; r < c->topk_group; r++) on[kept[r]] = 1;
         for (int i = 0; i < E; i++)
             if (!on[i / per]) v[i] = 0.0f;
     }
-    top_k(v, E, k, ch);
+    mdc_i_moe_top_k(v, E, k, ch);
     for (int r = 0; r < k; r++) sum += w[ch[r]];
     if (s) sum += 1e-20f;
     for (int r = 0; r < k; r++) {
