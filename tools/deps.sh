@@ -65,6 +65,6 @@ fi
 if [ -n "$missing" ]; then
     echo "minidc: optional packages not installed:$missing (tests/interposer/interposer_scalapack.sh" \
          "is skipped; to run it: sudo apt-get install -y$missing, which makes OpenMPI the" \
-         "default mpicc/mpirun, or make check MINIDC_OPTIONAL_DEPS=1)" >&2
+         "default mpicc/mpirun, or make check MINIDC_OPTIONAL_DEPS=1; it runs in make check-long)" >&2
 fi
 exit 0

@@ -16,14 +16,8 @@
 void mdc_i_block_of(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_block *b) {
     const mdc_gpt2_config *c = &m->cfg;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    /* exact mode's contraction blocks: one head; I / gcd(H, I) (4C/H for GPT-2), which divides the MLP
-     * columns of every tp rank (tp divides H and I); wt: the weights are [out, in] */
-    int F = mdc_i_ffn(c), g = c->H, r = F;
-    while (r) {
-        int q = g % r;
-        g = r, r = q;
-    }
-    int head = s.d, mlp = F / g, wt = mdc_i_family(c);
+    /* exact mode's contraction blocks: one head; the MLP's mdc_i_contract_block; wt: the weights are [out, in] */
+    int head = s.d, mlp = mdc_i_contract_block(c, mdc_i_ffn(c)), wt = mdc_i_family(c);
 #define GL(k) mdc_i_gl(c, l, k)
     b->ln1 = (mdc_i_norm){GL(LN1W), GL(LN1B), lact(a, a->lay.ln1_mean, l), lact(a, a->lay.ln1_rstd, l)};
     b->ln2 = (mdc_i_norm){GL(LN2W), GL(LN2B), lact(a, a->lay.ln2_mean, l), lact(a, a->lay.ln2_rstd, l)};

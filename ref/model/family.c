@@ -198,6 +198,14 @@ mdc_i_expert mdc_i_expert_of(const mdc_gpt2_config *c, int l, int j) {
     }
     return x;
 }
+int mdc_i_contract_block(const mdc_gpt2_config *c, int F) {
+    int g = c->H, r = F;
+    while (r) {
+        int q = g % r;
+        g = r, r = q;
+    }
+    return F / g;
+}
 int mdc_i_router_of(const mdc_gpt2_config *c, int l) { return mdc_i_gl(c, l, mdc_i_family(c) ? FROUTER : ROUTERW); }
 mdc_i_expert mdc_i_shared_of(const mdc_gpt2_config *c, int l, int *gate) {
     mdc_i_expert x = {-1, -1, -1, -1, 1, 1, 2 * c->shared_ffn, c->shared_ffn};

@@ -94,7 +94,7 @@ typedef mdc_status (*mdc_i_tap_fn)(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int 
 mdc_status mdc_i_tap_cols(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, const float *x, int ld, int col0);
 static inline mdc_status mdc_i_tap(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase,
                                    const float *x) {
-    return m->tap ? m->tap(m, a, unit, site, dir, phase, x) : MDC_OK;
+    return m->tap && site >= 0 ? m->tap(m, a, unit, site, dir, phase, x) : MDC_OK; /* site -1: not observed */
 }
 #define TAP(unit, site, dir, phase, x) TRY(mdc_i_tap(m, a, (unit), (site), (dir), (phase), (x)))
 
@@ -104,11 +104,11 @@ typedef struct {
     int l;     /* the block */
     int w, b;  /* global tensors of the weight (K, N) and the bias (-1: none) */
     int K, N;  /* local sizes */
-    int kblk;  /* exact mode's contraction block (row-parallel: over K; column: over N) */
+    int kblk;  /* exact mode's contraction block (row-parallel: over K; column: over N): mdc_i_contract_block */
     int row;   /* 1: row-parallel (input split over tp, output reduced by g), 0: column */
-    int site;  /* its tap site: the input of a column-parallel linear (f), the output of a row one (g) */
+    int site;  /* its tap site: the input of a column-parallel linear (f), the output of a row one (g); -1 none */
     int osite; /* column: the tap site of its output */
-    int drop;  /* row: the residual branch's dropout site (MDC_DROP_*) */
+    int drop;  /* row: the residual branch's dropout site (MDC_DROP_*; -1: none) */
     int wt;    /* 1: W is stored (N, K), nn.Linear's [out, in] (the families); 0: Conv1D's (K, N) */
     int dx_n;  /* column: the input gradient from the first dx_n output columns only (0: all); the
                   rest are a shared kv head's k, v, whose input gradient its first replica gives */
@@ -173,6 +173,9 @@ typedef struct mdc_i_ops {
     /* out = res + dropout(g(in W) + b) (drop may be NULL) */
     mdc_status (*row_forward)(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res,
                               const float *in, const mdc_dropout *drop);
+    /* red (local rows, C) = g(in W): the product alone, reduced over tp (no bias, no residual), tapped
+     * at L->site; red may be the set's `partial` or `full` or a buffer of the caller's */
+    mdc_status (*row_reduce)(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *red, const float *in);
     /* dx (local rows) = f^T(dout (B, T, N) W^T) for W (K, N) of a column-parallel linear */
     mdc_status (*col_dinput)(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx, const float *dout);
     /* the gradient sink. Weight gw (K, N) from in (n, K) and dout (n, N); bias gb (-1: none)

@@ -35,6 +35,9 @@ mdc_status mdc_gpt2_part_check(const mdc_gpt2_part *p, const mdc_gpt2_config *c,
     if (F % t)
         return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide the MLP width %d (%s)", t, F,
                         mdc_i_family(c) ? "intermediate_size" : "4C, --channels");
+    if (c->shared_ffn > 0 && c->shared_ffn % t)
+        return mdc_fail(MDC_ERR_INVALID, "--tp %d does not divide the shared expert's width %d (%s)", t, c->shared_ffn,
+                        c->n_shared ? "n_shared_experts x moe_intermediate_size" : "shared_expert_intermediate_size");
     if (c->Vp % t)
         return mdc_fail(MDC_ERR_INVALID,
                         "--tp %d does not divide the padded vocabulary %d (--vocab %d padded to a "
@@ -91,9 +94,12 @@ static void slice_of(const mdc_gpt2_config *c, const mdc_gpt2_part *p, const mdc
     if (role != MDC_I_LAYER) return; /* wpe, the final norm */
     int last = g->ndim == 2 ? 1 : 0; /* the dimension that holds columns */
     int d = mdc_i_head_dim(c), Q = c->H / tp * d, Fl = mdc_i_ffn(c) / tp, kv0, KVl = mdc_i_kv_local(c, tp, r, &kv0);
-    int lo = 0, n = 0, split = MDC_SPLIT_NONE; /* the slice: [lo, lo + n) of the split dimension */
-    if (mdc_i_is_moe(c, l) && k >= (mdc_i_family(c) ? FSG : ROUTERW)) {
-        /* the router and the shared expert whole; the routed experts whole, or over etp ranks:
+    int lo = 0, n = 0, split = MDC_SPLIT_NONE;       /* the slice: [lo, lo + n) of the split dimension */
+    if (mdc_i_family(c) && k >= FSG && k < FSGATE) { /* the shared expert: over tp like the dense MLP */
+        int Fsl = c->shared_ffn / tp;
+        split = k == FSD ? MDC_SPLIT_COLS : MDC_SPLIT_ROWS, lo = r * Fsl, n = Fsl;
+    } else if (mdc_i_is_moe(c, l) && k >= (mdc_i_family(c) ? FSG : ROUTERW)) {
+        /* the router and the shared expert's sigmoid gate whole; the routed experts whole, or over etp ranks:
          * the first product column-parallel, the second row-parallel, as the dense MLP over tp */
         int x = mdc_i_expert_part(c, l, k), N = p->etp, Fe = mdc_i_expert_of(c, l, 0).F / (N > 1 ? N : 1);
         if (N < 2 || x < 0) return;

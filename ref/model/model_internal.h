@@ -65,6 +65,9 @@ mdc_i_expert mdc_i_expert_of(const mdc_gpt2_config *c, int l, int j);
 /* block l's shared expert as an expert (w1 -1: none) and its sigmoid gate's weight (-1: none) */
 mdc_i_expert mdc_i_shared_of(const mdc_gpt2_config *c, int l, int *gate);
 int mdc_i_router_of(const mdc_gpt2_config *c, int l);
+/* Exact mode's contraction block of an MLP's F columns: F / gcd(H, F), which divides F/t for every
+ * tp t (t divides H and F), so a block never straddles two ranks' columns (GPT-2: 4C/H). */
+int mdc_i_contract_block(const mdc_gpt2_config *c, int F);
 /* The part a routed expert's tensor of kind k plays in MoE block l: GPT-2's X_FCW .. X_FCPB, the
  * families' XG, XU, XD; -1 for every other tensor (the router, the shared expert, the rest). */
 static inline int mdc_i_expert_part(const mdc_gpt2_config *c, int l, int k) {
@@ -281,7 +284,7 @@ static inline float *G(mdc_gpt2 *m, int gi) { return gi < 0 ? NULL : mdc_i_tenso
 /* The dropout of a site of layer l on this rank's share of the micro-batch, keyed by global
  * indices (batch row, position, channel; for attention the global head); NULL when off. */
 static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts *a, int l, int site, mdc_dropout *d) {
-    if (!(m->drop_p > 0)) return NULL;
+    if (!(m->drop_p > 0) || site < 0) return NULL;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     memset(d, 0, sizeof *d);
     d->p = m->drop_p, d->seed = m->drop_seed, d->step = m->drop_step, d->layer = l, d->site = site;

@@ -94,6 +94,13 @@ static mdc_status row_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     return MDC_OK;
 }
 
+static mdc_status row_reduce_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *red, const float *in) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    matmul(m, red, in, P(m, L->w), NULL, s.n, L->K, s.C, L->wt);
+    TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
+    return MDC_OK;
+}
+
 static mdc_status col_dinput_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx,
                                     const float *dout) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
@@ -161,6 +168,7 @@ const mdc_i_ops mdc_i_ops_serial = {
     .name = "serial",
     DEFAULT_ARITHMETIC,
     .row_forward = row_forward_serial,
+    .row_reduce = row_reduce_serial,
     .col_dinput = col_dinput_serial,
     .embed_forward = embed_forward_serial,
     .embed_backward = embed_backward_serial,
@@ -169,14 +177,22 @@ const mdc_i_ops mdc_i_ops_serial = {
 };
 
 /* ---- tensor parallel ------------------------------------------------------------------------- */
-static mdc_status row_forward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res,
-                                 const float *in, const mdc_dropout *drop) {
+/* the partial product over every position, reduced: SP's reduce-scatter from the set's `partial`,
+ * else the allreduce in place in red */
+static mdc_status row_reduce_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *red, const float *in) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    float *part = buf(a, a->lay.partial), *red = m->part.sp ? buf(a, a->lay.full) : part;
+    float *part = m->part.sp ? buf(a, a->lay.partial) : red;
     matmul(m, part, in, P(m, L->w), NULL, s.n, L->K, s.C, L->wt);
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_PRE, part);
     TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
+    return MDC_OK;
+}
+
+static mdc_status row_forward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res,
+                                 const float *in, const mdc_dropout *drop) {
+    float *red = buf(a, m->part.sp ? a->lay.full : a->lay.partial);
+    TRY(row_reduce_tp(m, a, L, red, in));
     mdc_i_row_tail(m, a, L, out, res, red, drop);
     return MDC_OK;
 }
@@ -262,6 +278,7 @@ const mdc_i_ops mdc_i_ops_tp = {
     .name = "tp",
     DEFAULT_ARITHMETIC,
     .row_forward = row_forward_tp,
+    .row_reduce = row_reduce_tp,
     .col_dinput = col_dinput_tp,
     .embed_forward = embed_forward_tp,
     .embed_backward = embed_backward_tp,

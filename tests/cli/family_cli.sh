@@ -86,10 +86,26 @@ parity "mixtral-tiny: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --
 parity "qwen3-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config qwen3-moe-tiny --tp 2 --sp
 parity "qwen3-moe-tiny: exact, --ep 2 --dp 2 --pp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --ep 2 --dp 2 --pp 2 --exact
 parity "qwen3-moe-tiny: exact, --cp 2 --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --cp 2 --ep 2 --dp 2 --exact
-# Qwen2-MoE: a sigmoid-gated shared expert beside the routed ones (replicated over ep, summed over tp with SP)
+# Qwen2-MoE: a sigmoid-gated shared expert beside the routed ones (replicated over ep; its gate|up
+# column- and its down row-parallel over tp like the dense MLP, its sigmoid gate replicated)
 parity "qwen2-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config qwen2-moe-tiny --ep 2 --dp 2 --check-replicas
 parity "qwen2-moe-tiny: exact, --tp 2 --sp --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --exact
 parity "qwen2-moe-tiny: exact, --cp 2 --pp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --cp 2 --pp 2 --exact
+parity "qwen2-moe-tiny: exact, --tp 2 (the shared expert split over tp) bit for bit, replicas agree" "$same" 2 --config qwen2-moe-tiny --tp 2 --exact --check-replicas
+figures() { # what ranks args...: the tp report's collectives, parameters and partial gradients equal to their formulas
+    local what=$1; shift
+    scenario "$what" || return 0
+    run "$@" --steps 2
+    local part=$(grep -m1 "partial gradients" "$tmp/out" | sed -nE 's/.* ([0-9]+) bytes; formula .* beta = ([0-9]+) .*/\1 \2/p')
+    if [ $rc != 0 ]; then flunk "$what" "exit $rc"; tail -3 "$tmp/out"
+    elif grep -q DIFFERS "$tmp/out" || ! grep -q "parameters per rank: .* ok" "$tmp/out"; then
+        flunk "$what" "a figure differs:"; grep -E "DIFFERS|parameters per rank" "$tmp/out"
+    elif [ -n "$part" ] && [ "${part% *}" != "${part#* }" ]; then flunk "$what" "partial gradients: $part"
+    else pass "$what"; fi
+}
+figures "qwen2-moe-tiny --tp 2 --sp --ep 2: the shared expert's f and g counted, every tp figure equal to its formula" 4 --config qwen2-moe-tiny --tp 2 --sp --ep 2
+figures "deepseek-moe-tiny --tp 2 --etp 2 --pp 2 --exact: every tp figure equal to its formula" 4 --config deepseek-moe-tiny --tp 2 --etp 2 --pp 2 --exact
+figures "gpt-2 moe --tp 2 --sp: routers and whole experts among the partial gradients, equal to the formula" 2 --config tiny --experts 4 --tp 2 --sp
 # DeepSeek-V3 routing (sigmoid, group-limited, scaled; an ungated shared expert; block 0 dense) and
 # transformers' aux loss over the global batch (a counting forward per step) on every axis
 parity "deepseek-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config deepseek-moe-tiny --ep 2 --dp 2 --check-replicas

@@ -18,14 +18,19 @@ static void x_dinput(mdc_gpt2 *m, float *din, const float *dout, const float *W,
 }
 
 /* the product in contraction blocks, summed exactly over them and tp */
-static mdc_status x_row_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res,
-                                const float *in, const mdc_dropout *drop) {
+static mdc_status x_row_reduce(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *red, const float *in) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    float *red = buf(a, a->lay.partial);
     mdc_i_x_begin(m, a);
     mdc_x_contract(m->dev, &m->x.act, in, L->K, P(m, L->w), L->wt ? L->K : s.C, L->wt, s.n, L->K, s.C, L->kblk);
     TRY(mdc_i_x_reduce(m, a, red));
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
+    return MDC_OK;
+}
+
+static mdc_status x_row_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *out, const float *res,
+                                const float *in, const mdc_dropout *drop) {
+    float *red = buf(a, a->lay.partial);
+    TRY(x_row_reduce(m, a, L, red, in));
     mdc_i_row_tail(m, a, L, out, res, red, drop);
     return MDC_OK;
 }
@@ -152,7 +157,8 @@ static double x_scalar_value(const void *slot) { return mdc_exact_to_f64(slot); 
 
 void mdc_i_ops_exact_over(mdc_i_ops *o, int token_block) {
     o->name = "exact";
-    o->matmul = x_matmul, o->dinput = x_dinput, o->row_forward = x_row_forward, o->col_dinput = x_col_dinput;
+    o->matmul = x_matmul, o->dinput = x_dinput, o->row_forward = x_row_forward, o->row_reduce = x_row_reduce;
+    o->col_dinput = x_col_dinput;
     o->wgrad = x_wgrad, o->layernorm_wgrad = x_layernorm_wgrad, o->layernorm_backward = x_layernorm_backward;
     o->rmsnorm_wgrad = x_rmsnorm_wgrad;
     o->grad_dtype = MDC_EXACT, o->grad_pack = x_grad_pack, o->grad_unpack = x_grad_unpack, o->grad_block = token_block;

@@ -42,16 +42,6 @@ mdc_status mdc_i_moe_etp_rows(mdc_gpt2 *m, const moe_state *q, const float *mine
     return x->rows(x->ctx, mine, all, q->grows, width);
 }
 
-/* exact mode's contraction block of an expert's F columns: F / gcd(H, F) */
-static int kblk_of(const mdc_gpt2_config *c, int F) {
-    int g = c->H, r = F;
-    while (r) {
-        int t = g % r;
-        g = r, r = t;
-    }
-    return F / g;
-}
-
 /* Exact partial sums of n elements on the device (xs->v), empty. */
 static mdc_status xsum_begin(mdc_gpt2 *m, mdc_xsum *xs, size_t n) {
     memset(xs, 0, sizeof *xs);
@@ -98,7 +88,7 @@ static void add_bias(mdc_gpt2 *m, int l, const moe_state *q, float *yr) {
 mdc_status mdc_i_moe_down(mdc_gpt2 *m, int l, const moe_state *q, float *yr) {
     const mdc_gpt2_config *c = &m->cfg;
     int C = c->C, e = m->moe.ep ? m->moe.ep->e : 1, El = c->E / e, j0 = (m->moe.ep ? m->moe.ep->rank : 0) * El;
-    int N = mdc_i_moe_etp(m), kblk = kblk_of(c, mdc_i_expert_of(c, l, 0).F);
+    int N = mdc_i_moe_etp(m), kblk = mdc_i_contract_block(c, mdc_i_expert_of(c, l, 0).F);
     if (N < 2 && !m->x.blk) { /* every expert whole: the product with its bias, straight into yr */
         FOR_BLOCKS(q, e, El, {
             mdc_i_expert x = mdc_i_moe_expert(m, l, j0 + jl);
@@ -135,7 +125,7 @@ mdc_status mdc_i_moe_down(mdc_gpt2 *m, int l, const moe_state *q, float *yr) {
 mdc_status mdc_i_moe_dinput(mdc_gpt2 *m, int l, const moe_state *q, const float *dh, float *dxr) {
     const mdc_gpt2_config *c = &m->cfg;
     int C = c->C, e = m->moe.ep ? m->moe.ep->e : 1, El = c->E / e, j0 = (m->moe.ep ? m->moe.ep->rank : 0) * El;
-    int N = mdc_i_moe_etp(m), kblk = kblk_of(c, mdc_i_expert_of(c, l, 0).F);
+    int N = mdc_i_moe_etp(m), kblk = mdc_i_contract_block(c, mdc_i_expert_of(c, l, 0).F);
     if (N < 2 && !m->x.blk) {
         FOR_BLOCKS(q, e, El, {
             mdc_i_expert x = mdc_i_moe_expert(m, l, j0 + jl);

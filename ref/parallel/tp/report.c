@@ -15,29 +15,49 @@ static double kv_width(const mdc_gpt2 *m) {
     return c->head_dim > 0 ? c->head_dim : c->C / c->H;
 }
 
+/* This partition's (a pipeline stage's) blocks: L, the MoE blocks among them M, and P, the pairs of
+ * a column- and a row-parallel linear (f and g) they hold: the attention's, the dense MLP's, a MoE
+ * block's shared expert's (its routed experts are the etp group's: the expert-parallel report) */
+static void block_counts(const mdc_gpt2 *m, double *L, double *M, double *P) {
+    const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
+    const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
+    *L = *M = 0;
+    for (int q = 0; q < part->chunks; q++)
+        for (int l = part->lo[q]; l < part->hi[q]; l++) *L += 1, *M += mdc_gpt2_moe_index(c, l) >= 0;
+    *P = 2 * *L - (c->shared_ffn > 0 ? 0 : *M);
+}
+
+/* "4L" for a dense model's 2L pairs times x, else "xP" */
+static const char *pairs_form(char *buf, size_t n, double L, double P, int x) {
+    if (P == 2 * L) snprintf(buf, n, "%dL", 2 * x);
+    else snprintf(buf, n, "%dP", x);
+    return buf;
+}
+
 void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, double *want_calls, double *want_bytes) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
-    double L = 0, E = part->has_embed, Hd = part->has_head; /* this partition's (a pipeline stage's) share */
-    for (int q = 0; q < part->chunks; q++) L += part->hi[q] - part->lo[q];
+    double L, M, P, E = part->has_embed, Hd = part->has_head; /* this partition's (a pipeline stage's) share */
+    block_counts(m, &L, &M, &P);
+    (void)M;
     double t = tp->t, bsh = (double)b * s * c->C, beta = 4;
     /* (t-1)/t of a block, in integers (h and bs' are multiples of t): exact, comparable with == */
     double ring_bsh = (t - 1) * (bsh / t) * beta;
     double ring_bsp = (t - 1) * ((double)mdc_tp_padded(tp, (size_t)(b * s)) / t) * beta;
-    /* per micro-batch: TP 2 AR per layer forward (g) and 2 backward (f), the embedding's g, the
-     * LM head's f (its input gradient); SP turns each into RS + AG, gathers the column-parallel
-     * inputs again in backward (2 per layer, and ln_f's). L, the embedding and the head: what this
+    /* per micro-batch: TP one AR per f/g pair forward (g) and one backward (f), the embedding's g,
+     * the LM head's f (its input gradient); SP turns each into RS + AG, gathers the column-parallel
+     * inputs again in backward (one per pair, and ln_f's). P, the embedding and the head: what this
      * partition holds (a pipeline stage: its layers; the loss only on the last) */
     /* exact mode: every reduction but the embedding's is an exact one (mdc_exact_reduce_bytes,
      * summed as they ran), and the loss's sum-exp carries 80-byte accumulators (20 x beta) */
-    double red = k * (4 * L + E + Hd) * ring_bsh;
+    double red = k * (2 * P + E + Hd) * ring_bsh;
     if (tp->exact) red = E * k * ring_bsh * (tp->sp ? 1 : 2) + tp->exact_bytes_want;
     if (!tp->sp) {
-        want_calls[MDC_TP_AR] = k * (4 * L + E + Hd), want_bytes[MDC_TP_AR] = tp->exact ? red : 2 * red;
+        want_calls[MDC_TP_AR] = k * (2 * P + E + Hd), want_bytes[MDC_TP_AR] = tp->exact ? red : 2 * red;
         want_calls[MDC_TP_AG] = want_calls[MDC_TP_RS] = want_bytes[MDC_TP_AG] = want_bytes[MDC_TP_RS] = 0;
     } else {
         want_calls[MDC_TP_AR] = want_bytes[MDC_TP_AR] = 0;
-        want_calls[MDC_TP_AG] = k * (6 * L + E + 2 * Hd), want_calls[MDC_TP_RS] = k * (4 * L + E + Hd);
+        want_calls[MDC_TP_AG] = k * (3 * P + E + 2 * Hd), want_calls[MDC_TP_RS] = k * (2 * P + E + Hd);
         want_bytes[MDC_TP_AG] = want_calls[MDC_TP_AG] * ring_bsh, want_bytes[MDC_TP_RS] = red;
     }
     want_calls[MDC_TP_AR_LOSS] = 3 * k * Hd, want_bytes[MDC_TP_AR_LOSS] = Hd * k * 2 * ring_bsp * (tp->exact ? 22 : 3);
@@ -52,26 +72,44 @@ void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, d
 /* The replicated tensors whose gradients are partial over tp, summed once per step: with SP every
  * norm and row-parallel bias of this partition (GPT-2: ln_1, ln_2, attn.c_proj.b, mlp.c_proj.b a
  * layer, ln_f's two; the families: their two RMSNorms, o_proj's and down_proj's biases where they
- * have them, model.norm), and always Qwen3's q_norm and k_norm (d each, every layer). */
+ * have them, model.norm) and a MoE block's router, shared-expert gate and (without etp) its E/ep
+ * whole experts, each seen on this rank's positions only; and always Qwen3's q_norm and k_norm
+ * (d each, every layer: this rank's heads' share). */
 static void partial_line(const mdc_tp *tp, const mdc_gpt2 *m, double bytes, FILE *out) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     const mdc_gpt2_part *part = mdc_gpt2_get_part(m);
-    double L = 0, Hd = part->has_head, t = tp->t, d = kv_width(m);
-    for (int q = 0; q < part->chunks; q++) L += part->hi[q] - part->lo[q];
-    double per = c->family ? 2 + c->o_bias + c->mlp_bias : 6, fin = c->family ? 1 : 2;
-    double Rh = tp->sp ? per * L + fin * Hd : 0, Rd = c->family && c->qk_norm ? 2 * L : 0;
-    if (Rh + Rd == 0) return;
-    double nf = (double)mdc_tp_padded(tp, (size_t)(Rh * c->C + Rd * d));
-    char form[96];
-    if (!c->family) snprintf(form, sizeof form, "(6L+2)' h");
-    else if (Rd == 0) snprintf(form, sizeof form, "((%.0f L + 1) h)'", per);
-    else if (Rh == 0) snprintf(form, sizeof form, "(2 L d)' (q_norm, k_norm)");
-    else snprintf(form, sizeof form, "((%.0f L + 1) h + 2 L d)'", per);
+    double L, M, P, Hd = part->has_head, t = tp->t, d = kv_width(m), h = c->C;
+    block_counts(m, &L, &M, &P);
+    (void)P;
+    double pd = c->family ? 2 + c->o_bias + c->mlp_bias : 6, pm = c->family ? 2 + c->o_bias : 5;
+    double fin = c->family ? 1 : 2, gs = c->family && c->shared_ffn > 0 && c->shared_gate;
+    double El = c->E / (part->ep > 1 ? part->ep : 1), F = c->moe_ffn > 0 ? c->moe_ffn : c->ffn > 0 ? c->ffn : 4 * h;
+    double X = part->etp > 1 ? 0 : c->family ? 3 * F * h : (8 * h + 5) * h; /* one expert's floats */
+    double Rh = tp->sp ? pd * (L - M) + pm * M + fin * Hd + M * (c->E + gs) : 0, Rx = tp->sp ? M * El * X : 0;
+    double Rd = c->family && c->qk_norm ? 2 * L : 0;
+    if (Rh + Rx + Rd == 0) return;
+    double nf = (double)mdc_tp_padded(tp, (size_t)(Rh * h + Rx + Rd * d));
+    char form[192] = "(", *e = form + 1, *end = form + sizeof form;
+    if (M == 0 && !c->family) snprintf(form, sizeof form, "(6L+2)' h");
+    else if (M == 0 && Rd == 0) snprintf(form, sizeof form, "((%.0f L + 1) h)'", pd);
+    else if (M == 0 && Rh == 0) snprintf(form, sizeof form, "(2 L d)' (q_norm, k_norm)");
+    else if (M == 0) snprintf(form, sizeof form, "((%.0f L + 1) h + 2 L d)'", pd);
+    else { /* MoE blocks: their norms, router, shared-expert gate and whole experts */
+        if (Rh > 0)
+            e += snprintf(e, (size_t)(end - e), "(%.0f (L-M) + %.0f M + %.0f) h + M %s h", pd, pm, fin * Hd,
+                          gs ? "(E + 1)" : "E");
+        if (Rx > 0) e += snprintf(e, (size_t)(end - e), " + M E/ep %s", c->family ? "3Fh" : "(8h + 5)h");
+        if (Rd > 0) e += snprintf(e, (size_t)(end - e), "%s2 L d", Rh > 0 ? " + " : "");
+        snprintf(e, (size_t)(end - e), ")'");
+    }
     fprintf(out,
             "  partial gradients of replicated tensors (%s): one AllReduce over tp per step, %.0f bytes; formula "
-            "2(t-1)/t %s beta = %.0f (L = %.0f layers here; ' padded to a multiple of t; ZeRO-2/3: the shard's part)\n",
-            tp->sp ? "SP: norms and row-parallel biases" : "q_norm, k_norm", bytes, form,
-            2 * (t - 1) * (nf / t) * (tp->exact ? 80 : 4), L);
+            "2(t-1)/t %s beta = %.0f (L = %.0f layers here%s; ' padded to a multiple of t; ZeRO-2/3: the shard's "
+            "part)\n",
+            tp->sp ? (M > 0 ? "SP: norms, row-parallel biases, routers, whole experts"
+                            : "SP: norms and row-parallel biases")
+                   : "q_norm, k_norm",
+            bytes, form, 2 * (t - 1) * (nf / t) * (tp->exact ? 80 : 4), L, M > 0 && tp->sp ? ", M of them MoE" : "");
 }
 
 /* Parameters per rank: split tensors 1/t of their whole, replicated ones whole, and with tp > KV
@@ -97,7 +135,10 @@ static void params_line(const mdc_tp *tp, const mdc_gpt2 *m, FILE *out) {
                 "  parameters per rank: (Psi - R)/t + R = (%.0f - %.0f)/%d + %.0f = %.0f floats; allocated %.0f %s "
                 "(R = the replicated %s)\n",
                 psi, repl, tp->t, repl, want, local, local == want ? "ok" : "DIFFERS",
-                c->family ? "norms and row-parallel biases" : "LayerNorms, wpe and row-parallel biases");
+                c->E && c->family ? "norms, row-parallel biases, routers, shared-expert gates and whole experts"
+                : c->E            ? "LayerNorms, wpe, row-parallel biases, routers and whole experts"
+                : c->family       ? "norms and row-parallel biases"
+                                  : "LayerNorms, wpe and row-parallel biases");
 }
 
 /* activations per layer, floats: minidc's fp32 stash (ref/model/acts.c's layout) beside
@@ -158,13 +199,18 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
     mdc_tp_formulas(tp, m, b, s, k, want_calls, want_bytes);
     static const char *const what[MDC_TP_KINDS] = {"AllReduce (b,s,h)", "AllReduce (b,s) loss", "AllGather (b,s,h)",
                                                    "ReduceScatter (b,s,h)", "AllReduce (b,s,2d) kv"};
-    static const char *const form_tp[MDC_TP_KINDS] = {"k(4L+2) x 2(t-1)/t bsh beta", "3k x 2(t-1)/t bs' beta", "-", "-",
-                                                      "kL x 2(r-1)/r (2bsd)' beta"};
-    static const char *const form_x[MDC_TP_KINDS] = {
+    double L, M, P;
+    block_counts(m, &L, &M, &P);
+    char p2[16], p3[16], ar[48], ag[48], rs[48];
+    pairs_form(p2, sizeof p2, L, P, 2), pairs_form(p3, sizeof p3, L, P, 3);
+    snprintf(ar, sizeof ar, "k(%s+2) x 2(t-1)/t bsh beta", p2);
+    snprintf(ag, sizeof ag, "k(%s+3) x (t-1)/t bsh beta", p3);
+    snprintf(rs, sizeof rs, "k(%s+2) x (t-1)/t bsh beta", p2);
+    const char *const form_tp[MDC_TP_KINDS] = {ar, "3k x 2(t-1)/t bs' beta", "-", "-", "kL x 2(r-1)/r (2bsd)' beta"};
+    const char *const form_x[MDC_TP_KINDS] = {
         "k x 2(t-1)/t bsh beta + exact ones (below)", "k x 2(t-1)/t bs' (2 + 20) beta", "-",
         "k x (t-1)/t bsh beta + exact ones (below)", "kL exact sums over r (2bsd, doubles)"};
-    static const char *const form_sp[MDC_TP_KINDS] = {"-", "3k x 2(t-1)/t bs' beta", "k(6L+3) x (t-1)/t bsh beta",
-                                                      "k(4L+2) x (t-1)/t bsh beta", "kL x 2(r-1)/r (2bsd)' beta"};
+    const char *const form_sp[MDC_TP_KINDS] = {"-", "3k x 2(t-1)/t bs' beta", ag, rs, "kL x 2(r-1)/r (2bsd)' beta"};
     fprintf(out,
             "\ntensor parallel t = %d%s: k = %d micro-batch(es) of b = %d x s = %d tokens, h = %d, L = %d, beta = 4 "
             "bytes; per rank, last step\n",
@@ -179,18 +225,28 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
                     : tp->sp                    ? form_sp[i]
                                                 : form_tp[i],
                     n->calls[i] == want_calls[i] && n->bytes[i] == want_bytes[i] ? "ok" : "DIFFERS");
-    fprintf(out, "  (bs' = bs padded to a multiple of t = %.0f. Per layer: %s; once per micro-batch: %s)\n", bsp,
-            tp->sp ? "AG + RS at f and g forward, AG + RS backward, AG of f's input again: 10 (t-1)/t bsh beta"
-                   : "AR at the 2 g forward, AR at the 2 f backward: 4 x 2(t-1)/t bsh beta",
+    if (P != 2 * L)
+        fprintf(
+            out,
+            "  (P = %.0f pairs of a column- and a row-parallel linear here: each block's attention, each dense MLP%s; "
+            "the %.0f MoE blocks' routed experts are in the expert-parallel figures)\n",
+            P, c->shared_ffn > 0 ? ", each MoE block's shared expert" : "", M);
+    fprintf(out, "  (bs' = bs padded to a multiple of t = %.0f. Per %s: %s; once per micro-batch: %s)\n", bsp,
+            P == 2 * L ? "layer" : "pair",
+            tp->sp ? (P == 2 * L
+                          ? "AG + RS at f and g forward, AG + RS backward, AG of f's input again: 10 (t-1)/t bsh beta"
+                          : "AG + RS at f and g forward, AG + RS backward, AG of f's input again: 5 (t-1)/t bsh beta")
+                   : (P == 2 * L ? "AR at the 2 g forward, AR at the 2 f backward: 4 x 2(t-1)/t bsh beta"
+                                 : "AR at g forward, AR at f backward: 2 x 2(t-1)/t bsh beta"),
             tp->sp ? "the embedding's RS forward and AG backward, ln_f's AG forward and again backward, the LM "
                      "head's input gradient RS"
                    : "the embedding's AR (g) and the LM head's input gradient AR (f)");
     if (tp->exact)
         fprintf(out,
-                "  exact mode: k(4L+1) reductions (all but the embedding's) are exact sums: doubles, 2 beta, plus "
+                "  exact mode: k(%s+1) reductions (all but the embedding's) are exact sums: doubles, 2 beta, plus "
                 "16(t-1) bytes of counts each, and accumulators for %zu element(s) whose double sum was not exact; "
                 "the loss's sum-exp as 80-byte accumulators (20 beta); the max and the target logit stay float\n",
-                tp->exact_marked);
+                p2, tp->exact_marked);
     partial_line(tp, m, sp_grad_bytes, out);
     params_line(tp, m, out);
     if (c->family) activations_family(tp, m, b, s, out);
