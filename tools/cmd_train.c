@@ -31,6 +31,29 @@ static void die(mdc_runtime *rt, mdc_status st, int same) {
     mdc_runtime_die(rt, st, same, st == MDC_ERR_INVALID && same ? 2 : 1);
 }
 
+/* --recompute: the activation memory per layer against its formulas (with tp the tensor-parallel
+ * report prints it), and the last step's model FLOPs (the formula: each forward once) against the
+ * hardware FLOPs every rank's kernels ran (the recomputed forwards included), as MFU and HFU on
+ * the virtual clock (Korthikanti et al. 2022). Every rank takes part. */
+static mdc_status recompute_lines(mdc_runtime *rt, mdc_trainer *tr, const mdc_gpt2_config *cfg, int tp, int B, int T,
+                                  int mb, int Tl, double from, double flops0) {
+    mdc_dev_counters c;
+    mdc_dev_get_counters(rt->dev, &c);
+    double v[2] = {c.flops - flops0, c.now - from};
+    mdc_status st = MDC_OK;
+    if (rt->size > 1) st = mdc_allreduce(MDC_IN_PLACE, v, 1, MDC_F64, MDC_SUM, rt->world);
+    if (rt->size > 1 && !st) st = mdc_allreduce(MDC_IN_PLACE, v + 1, 1, MDC_F64, MDC_MAX, rt->world);
+    if (st || rt->rank != 0) return st;
+    if (tp < 2) mdc_gpt2_recompute_report(mdc_trainer_model(tr), mb, Tl, stdout);
+    double model = mdc_gpt2_step_flops(cfg, B, T), peak = mdc_device_get_spec(rt->dev)->flops_fp32 * rt->size;
+    printf("FLOPs of the last step: model %.4g (the formula, each forward once), hardware %.4g (every rank's "
+           "kernels, the recomputed forwards included: %.3fx); on the virtual clock (%.4g s) MFU %.2f%%, HFU %.2f%% "
+           "of %d x %.0f TFLOP/s fp32\n",
+           model, v[0], model > 0 ? v[0] / model : 0, v[1], 100 * model / (v[1] * peak), 100 * v[0] / (v[1] * peak),
+           rt->size, mdc_device_get_spec(rt->dev)->flops_fp32 / 1e12);
+    return MDC_OK;
+}
+
 int mdc_cmd_train(int argc, char **argv) {
     mdc_runtime rt;
     mdc_status st = mdc_runtime_init(&rt, &argc, &argv);
@@ -115,7 +138,8 @@ int mdc_cmd_train(int argc, char **argv) {
                              o.cp_layout,
                              o.cp_algo,
                              o.moe.o,
-                             o.etp};
+                             o.etp,
+                             o.recompute};
     if (o.check_coll) mdc_coll_set_check(1);
     if (o.check_coll && r == 0)
         printf("collective check: on; its messages (48 bytes per collective call and rank) count in the reports' "
@@ -141,6 +165,7 @@ int mdc_cmd_train(int argc, char **argv) {
                                  NULL,
                                  NULL,
                                  o.moe.o,
+                                 0,
                                  0};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
@@ -215,7 +240,7 @@ int mdc_cmd_train(int argc, char **argv) {
     float loss = 0, norm = 0;
     /* the device trace: for --trace, and for --timeline's picture of a run without a pipeline */
     int device_timeline = o.timeline && o.pp < 2;
-    double last_from = 0; /* virtual time at the start of the last step */
+    double last_from = 0, last_flops = 0; /* virtual time and FLOPs at the start of the last step */
     if ((o.trace || device_timeline) && (st = mdc_dev_trace_start(rt.dev))) mdc_runtime_die(&rt, st, 1, 1);
     unsigned long long run_id = 0; /* the dump's rank files carry rank 0's */
     if (o.dump_dir && (st = mdc_dump_run_id(rt.world, &run_id))) mdc_runtime_die(&rt, st, 0, 1);
@@ -228,7 +253,7 @@ int mdc_cmd_train(int argc, char **argv) {
         if (s == step0 + o.steps - 1) {
             mdc_dev_counters c0;
             mdc_dev_get_counters(rt.dev, &c0);
-            last_from = c0.now;
+            last_from = c0.now, last_flops = c0.flops;
         }
         if (s == o.fail_step && r == o.fail_rank) {
             if (o.fail_how) { /* without a word: the others must find out and name this rank */
@@ -322,6 +347,9 @@ int mdc_cmd_train(int argc, char **argv) {
             printf("timeline: %s (the last step's %s in virtual time)\n", o.timeline,
                    device_timeline ? "kernels and messages of every rank" : "schedule");
     }
+    if (o.recompute && o.steps > 0 &&
+        (st = recompute_lines(&rt, tr, &cfg, o.tp, B, T, mb, T / o.cp, last_from, last_flops)))
+        mdc_runtime_die(&rt, st, 0, 1);
     mdc_trainer_report(tr, stdout);
     fflush(stdout);
     if (r == 0 && rt.opts.report_path[0]) rt.report_schemes = mdc_trainer_report_json(tr);

@@ -76,6 +76,10 @@ const char mdc_train_usage[] =
     "  --dropout P         dropout on the attention probabilities and both residual branches\n"
     "                      (default 0); masks keyed by global element index: every mesh drops\n"
     "                      exactly what serial drops\n"
+    "  --recompute R       activation recomputation: none (default) | selective (the attention's\n"
+    "                      T x T probabilities, Korthikanti et al. 2022) | full (a block keeps only\n"
+    "                      its input; its forward runs again in the backward); memory and FLOPs\n"
+    "                      change, never a bit of the result (docs/recompute.md)\n"
     "  --exact             exact mode: every mesh gives the serial run's bits (docs/exactness.md)\n"
     "  --exact-block N     exact mode's token block (implies --exact); default: the largest\n"
     "                      divisor up to 32 of --seq / gcd(--seq, 8), which divides every split\n"
@@ -128,6 +132,13 @@ static mdc_status parse_layout(const char *a, const char *v, int *out, int *n) {
     }
     if (!*n) return mdc_fail(MDC_ERR_INVALID, "%s needs layer counts, got '%s'", a, v ? v : "(nothing)");
     return MDC_OK;
+}
+
+static mdc_status parse_recompute(const char *a, const char *v, int *out) {
+    static const char *const names[] = {"none", "selective", "full"};
+    for (int i = 0; v && i < 3; i++)
+        if (!strcmp(v, names[i])) return *out = i, MDC_OK;
+    return mdc_fail(MDC_ERR_INVALID, "%s '%s': none, selective or full", a, v ? v : "");
 }
 
 mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *help) {
@@ -216,6 +227,7 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
         else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
+        else if (!strcmp(a, "--recompute")) st = parse_recompute(a, v, &o->recompute);
         else if (!strcmp(a, "--lr")) st = mdc_parse_float(a, v, &o->opt.lr);
         else if (!strcmp(a, "--weight-decay")) st = mdc_parse_float(a, v, &o->opt.weight_decay);
         else if (!strcmp(a, "--grad-clip")) st = mdc_parse_float(a, v, &o->opt.grad_clip);

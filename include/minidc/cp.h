@@ -50,8 +50,12 @@ const mdc_gpt2_cp *mdc_cp_model(const mdc_cp *cp);
 /* This rank's T/c positions of each of `rows` sequences of T tokens (NULL in: nothing). */
 void mdc_cp_slice(const mdc_cp *cp, int *out, const int *in, int rows);
 /* Counters since the last reset: visible attention (query, key) pairs of the forward, bytes
- * sent by attention (forward and backward), attention calls (forward). */
+ * sent by attention (forward and backward apart), attention calls (forward). */
 void mdc_cp_reset_counts(mdc_cp *cp);
+/* The model runs each layer's forward `again` more times per backward (full recomputation,
+ * transformers' aux loss's counting forward): the figures per layer and micro-batch count one
+ * forward, the report the others' bytes apart. */
+void mdc_cp_set_forwards(mdc_cp *cp, int again);
 /* Per rank the attention pairs and bytes against their formulas, the layout's max/mean and
  * the activation memory; gathered over the group and printed by its rank 0 (every rank calls). */
 mdc_status mdc_cp_report(const mdc_cp *cp, size_t act_bytes, size_t serial_act_bytes, FILE *out);

@@ -417,6 +417,24 @@ mdc_gpt2_acts *mdc_gpt2_default_acts(mdc_gpt2 *m);
 size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T);
 /* Floats one layer keeps from its forward to its backward (the per-layer stash). */
 size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T);
+/* Floats of the work region recomputation rebuilds its tensors in: one per model, shared by
+ * every set and layer (0 without recomputation). */
+size_t mdc_gpt2_acts_work_floats(const mdc_gpt2 *m, int B, int T);
+
+/* ---- activation recomputation (docs/recompute.md) ----------------------------------------------
+ * none: a block keeps every tensor its backward reads. full: it keeps only its output (the next
+ * block's input); its backward first runs its forward again (no taps, hooks or statistics, the
+ * same kernels and communication, so the same bits) into the work region. selective (Korthikanti
+ * et al. 2022): only the attention's T x T probabilities are recomputed, from the kept q, k, v,
+ * before the attention's backward (a no-op where attention keeps only each row's lse: tiled, cp).
+ * Re-creates the default activation set; call before creating others. */
+enum { MDC_RECOMPUTE_NONE, MDC_RECOMPUTE_SELECTIVE, MDC_RECOMPUTE_FULL };
+mdc_status mdc_gpt2_set_recompute(mdc_gpt2 *m, int mode);
+int mdc_gpt2_get_recompute(const mdc_gpt2 *m);
+/* The activation memory a layer keeps in this mode for micro-batches of b x s (this rank's
+ * positions) against minidc's formula and the allocator, the work region, and Korthikanti et
+ * al. 2022's Table 2 for the same mode (ref/model/acts_report.c). */
+void mdc_gpt2_recompute_report(const mdc_gpt2 *m, int b, int s, FILE *out);
 
 /* ---- the block API ----------------------------------------------------------------------------
  * One micro-batch moves through: set_batch, embed_forward, block_forward(l) for each held l,
@@ -600,8 +618,15 @@ int mdc_gpt2_unit_count(const mdc_gpt2_config *cfg);
 void mdc_gpt2_local_unit(const mdc_gpt2 *m, int unit, size_t *offset, size_t *count);
 /* Creation flags: the parameters (HOST_PARAMS) and/or gradients (HOST_GRADS) live in plain host
  * memory that is NOT charged to the emulated HBM; a ZeRO scheme then owns residency and charges
- * what is really resident (shards, gathered units, buckets) with mdc_dev_alloc. */
-enum { MDC_GPT2_HOST_PARAMS = 1u, MDC_GPT2_HOST_GRADS = 2u };
+ * what is really resident (shards, gathered units, buckets) with mdc_dev_alloc. RECOMPUTE_*: the
+ * recomputation mode from the start (mdc_gpt2_set_recompute), so the default activation set is
+ * never allocated at its larger layout. */
+enum {
+    MDC_GPT2_HOST_PARAMS = 1u,
+    MDC_GPT2_HOST_GRADS = 2u,
+    MDC_GPT2_RECOMPUTE_SELECTIVE = 4u,
+    MDC_GPT2_RECOMPUTE_FULL = 8u
+};
 mdc_status mdc_gpt2_create_flags(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg, int B, int T,
                                  unsigned flags);
 unsigned mdc_gpt2_flags(const mdc_gpt2 *m); /* the creation flags */

@@ -116,6 +116,7 @@ typedef struct {
     mdc_moe_opts moe;            /* routing options of a mixture of experts (cfg.E > 0) */
     int etp;                     /* expert tensor parallelism: each routed expert split over etp
                                     consecutive tp ranks (0 or 1: whole; etp divides tp) */
+    int recompute;               /* MDC_RECOMPUTE_*: activation recomputation (never changes a bit) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;

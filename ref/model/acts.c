@@ -8,7 +8,8 @@
 
 int mdc_i_acts_needs(const mdc_gpt2 *m) {
     return (m->comm || m->x.blk ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0) |
-           (m->cp ? MDC_I_NEED_LSE : 0);
+           (m->cp ? MDC_I_NEED_LSE : 0) | (m->rc.mode == MDC_RECOMPUTE_FULL ? MDC_I_NEED_RC_FULL : 0) |
+           (m->rc.mode == MDC_RECOMPUTE_SELECTIVE ? MDC_I_NEED_RC_SEL : 0);
 }
 
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
@@ -22,26 +23,34 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     size_t Vl = (size_t)c->Vp / (size_t)t, big = FCl > QKVl ? FCl : QKVl, qk = c->qk_norm ? (Hl + KVl) : 0;
     a.tiled = T > MDC_GPT2_TILED_T || (needs & MDC_I_NEED_LSE);
     size_t attn = a.tiled ? (size_t)B * Hl * T : (size_t)B * Hl * T * T;
-    size_t off = 0;
+    size_t off = 0, woff = 0;
+    /* a block keeps every tensor its backward reads (TAKE, per layer), or with recomputation
+     * only its output (full) or all but the attention's T x T probabilities (selective): the
+     * rest in the model's work region (WORK, one copy), rebuilt by the backward */
+    int full = (needs & MDC_I_NEED_RC_FULL) != 0, sel = (needs & MDC_I_NEED_RC_SEL) && !a.tiled;
 #define TAKE(field, k) (a.field = off, off += ((k) + 15) / 16 * 16)
+#define WORK(field, k) (a.field = MDC_I_WORK | woff, woff += ((k) + 15) / 16 * 16)
+#define KEEP(field, k, rc) ((rc) ? WORK(field, k) : TAKE(field, k))
     TAKE(encoded, nl * C);
     size_t l0 = off;
-    TAKE(ln1, nl * C);
-    TAKE(ln1_mean, nl);
-    TAKE(ln1_rstd, nl);
-    TAKE(qkv, n * QKVl);
-    TAKE(atty, n * Cl);
-    TAKE(att, attn);
-    TAKE(res2, nl * C);
-    TAKE(ln2, nl * C);
-    TAKE(ln2_mean, nl);
-    TAKE(ln2_rstd, nl);
-    TAKE(fch, n * FCl);
-    TAKE(fchg, n * Fl);
+    KEEP(ln1, nl * C, full);
+    KEEP(ln1_mean, nl, full);
+    KEEP(ln1_rstd, nl, full);
+    KEEP(qkv, n * QKVl, full);
+    KEEP(atty, n * Cl, full);
+    KEEP(att, attn, full || sel);
+    KEEP(res2, nl * C, full);
+    KEEP(ln2, nl * C, full);
+    KEEP(ln2_mean, nl, full);
+    KEEP(ln2_rstd, nl, full);
+    KEEP(fch, n * FCl, full);
+    KEEP(fchg, n * Fl, full);
     TAKE(res3, nl * C);
-    TAKE(qkraw, n * qk * d);
-    TAKE(qkrstd, n * qk);
+    KEEP(qkraw, n * qk * d, full);
+    KEEP(qkrstd, n * qk, full);
+    if (full) WORK(rcout, nl * C), WORK(rcmoe, c->E ? nl * C : 0);
     a.layer_stride = off - l0;
+    a.work = woff;
     off = l0 + a.layer_stride * (size_t)layers;
     if (head) {
         TAKE(lnf, nl * C);
@@ -70,6 +79,8 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     }
     if (needs & MDC_I_NEED_DROPOUT) TAKE(dmask, nl * C);
 #undef TAKE
+#undef WORK
+#undef KEEP
     a.total = off;
     return a;
 }
@@ -93,12 +104,35 @@ static mdc_i_acts_layout chunk_layout(const mdc_gpt2 *m, int B, int T, int k) {
 }
 
 size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T) { return chunk_layout(m, B, T, 0).layer_stride; }
+size_t mdc_gpt2_acts_work_floats(const mdc_gpt2 *m, int B, int T) { return chunk_layout(m, B, T, 0).work; }
+
+/* The work region: one per model, as large as the largest set's layout asks, while a set uses it. */
+static mdc_status work_take(mdc_gpt2 *m, size_t floats) {
+    if (!floats) return MDC_OK;
+    if (floats > m->rc.work_floats) {
+        mdc_dev_free(m->dev, m->rc.work);
+        m->rc.work = NULL, m->rc.work_floats = 0;
+        TRY(mdc_dev_alloc(m->dev, (void **)&m->rc.work, floats * sizeof(float), MDC_MEM_ACTS,
+                          "recomputation work region"));
+        m->rc.work_floats = floats;
+    }
+    m->rc.users++;
+    return MDC_OK;
+}
+static void work_drop(mdc_gpt2 *m, size_t floats) {
+    if (!floats || --m->rc.users > 0) return;
+    mdc_dev_free(m->dev, m->rc.work);
+    m->rc.work = NULL, m->rc.work_floats = 0;
+}
 
 size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T) {
-    size_t bytes = 0;
-    for (int k = 0; k < m->part.chunks; k++)
-        bytes += chunk_layout(m, B, T, k).total * sizeof(float) + 2 * (size_t)B * T * sizeof(int);
-    return bytes;
+    size_t bytes = 0, work = 0;
+    for (int k = 0; k < m->part.chunks; k++) {
+        mdc_i_acts_layout l = chunk_layout(m, B, T, k);
+        bytes += l.total * sizeof(float) + 2 * (size_t)B * T * sizeof(int);
+        work = l.work > work ? l.work : work;
+    }
+    return bytes + work * sizeof(float);
 }
 
 mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T) {
@@ -126,8 +160,11 @@ mdc_status mdc_gpt2_acts_create_chunk(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, i
     a->wstash = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->wstash);
     a->wpending = calloc((size_t)(layers > 0 ? layers : 1), 1);
     a->moe = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->moe);
-    mdc_status st = a->wstash && a->wpending && a->moe ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "activation set");
+    a->wwork = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->wwork);
+    mdc_status st = a->wstash && a->wpending && a->moe && a->wwork ? MDC_OK
+                                                                   : mdc_fail(MDC_ERR_OOM_HOST, "activation set");
     if (!st) st = mdc_dev_alloc(m->dev, (void **)&a->buf, a->lay.total * sizeof(float), MDC_MEM_ACTS, "activations");
+    if (!st) st = work_take(m, a->lay.work), a->work_held = !st && a->lay.work;
     if (!st) st = mdc_dev_alloc(m->dev, (void **)&a->inputs, 2 * (size_t)B * T * sizeof(int), MDC_MEM_ACTS, "tokens");
     if (st) {
         mdc_gpt2_acts_free(a);
@@ -142,10 +179,12 @@ void mdc_gpt2_acts_free(mdc_gpt2_acts *a) {
     if (!a) return;
     int layers = a->hi - a->lo;
     for (int i = 0; a->wstash && i < layers; i++) mdc_dev_free(a->dev, a->wstash[i]);
+    for (int i = 0; a->wwork && i < layers; i++) mdc_dev_free(a->dev, a->wwork[i]);
     for (int i = 0; a->moe && i < layers; i++) mdc_i_moe_free(a, a->lo + i);
-    free(a->wstash), free(a->wpending), free(a->moe);
+    free(a->wstash), free(a->wpending), free(a->moe), free(a->wwork);
     mdc_dev_free(a->dev, a->buf);
     mdc_dev_free(a->dev, a->inputs);
+    if (a->work_held) work_drop((mdc_gpt2 *)a->m, a->lay.work);
     free(a);
 }
 

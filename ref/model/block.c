@@ -39,16 +39,13 @@ mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
     return MDC_OK;
 }
 
-mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
-    if (l < a->lo || l >= a->hi)
-        return mdc_fail(MDC_ERR_INVALID, "block_forward: layer %d is not in the activation set's chunk [%d, %d)", l,
-                        a->lo, a->hi);
+/* Block l's forward into x3 (its kept output, or the work region's when recomputed). */
+static mdc_status forward_body(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *x3) {
     const mdc_i_acts_layout *y = &a->lay;
     mdc_i_block b;
     mdc_i_block_of(m, a, l, &b);
     float *x = x_in(a, l), *ln1 = lact(a, y->ln1, l), *qkv = lact(a, y->qkv, l), *att = lact(a, y->att, l);
-    float *o = lact(a, y->atty, l), *x2 = lact(a, y->res2, l), *ln2 = lact(a, y->ln2, l), *x3 = lact(a, y->res3, l);
-    HOOK(MDC_HOOK_PRE_FORWARD, 1 + l);
+    float *o = lact(a, y->atty, l), *x2 = lact(a, y->res2, l), *ln2 = lact(a, y->ln2, l);
     TAP(1 + l, MDC_I_DS_IN, MDC_TAP_FWD, MDC_TAP_AT, x);
     m->norm->forward(m, a, &b.ln1, ln1, x);        /* ln1 = LN1(x) */
     TRY(mdc_i_col_linear(m, a, &b.qkv, qkv, ln1)); /* qkv = f(ln1) Wqkv + bqkv */
@@ -61,8 +58,34 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     m->norm->forward(m, a, &b.ln2, ln2, x2);                /* ln2 = LN2(x2) */
     TRY(mdc_i_mlp_of(m, l)->forward(m, a, l, x3, x2, ln2)); /* x' = x2 + mlp(ln2) */
     TAP(1 + l, MDC_I_DS_OUT, MDC_TAP_FWD, MDC_TAP_AT, x3);
+    return MDC_OK;
+}
+
+mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
+    if (l < a->lo || l >= a->hi)
+        return mdc_fail(MDC_ERR_INVALID, "block_forward: layer %d is not in the activation set's chunk [%d, %d)", l,
+                        a->lo, a->hi);
+    HOOK(MDC_HOOK_PRE_FORWARD, 1 + l);
+    TRY(forward_body(m, a, l, lact(a, a->lay.res3, l)));
+    if (m->rc.mode == MDC_RECOMPUTE_FULL) mdc_i_moe_free(a, l); /* the routed rows too are recomputed */
     HOOK(MDC_HOOK_POST_FORWARD, 1 + l);
     return MDC_OK;
+}
+
+mdc_status mdc_i_recompute_block(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
+    mdc_status (*tap)(mdc_gpt2 *, mdc_gpt2_acts *, int, int, int, int, const float *) = m->tap;
+    m->tap = NULL, m->rc.active = 1;
+    mdc_status st = forward_body(m, a, l, lact(a, a->lay.rcout, l));
+    m->tap = tap, m->rc.active = 0;
+    return st;
+}
+
+mdc_status mdc_i_recompute_attention(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *scratch) {
+    mdc_status (*tap)(mdc_gpt2 *, mdc_gpt2_acts *, int, int, int, int, const float *) = m->tap;
+    m->tap = NULL, m->rc.active = 1;
+    mdc_status st = mdc_i_attend(m, a, l, scratch, lact(a, a->lay.att, l), lact(a, a->lay.qkv, l));
+    m->tap = tap, m->rc.active = 0;
+    return st;
 }
 
 static mdc_i_norm lnf_of(mdc_gpt2 *m, mdc_gpt2_acts *a) {

@@ -35,6 +35,27 @@ static mdc_status stash_ptrs(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_wslot *
     return MDC_OK;
 }
 
+/* Full recomputation with B and W apart: the work region B recomputed holds W's inputs (the
+ * norms' statistics, the row-parallel layers' inputs), which the next block's recomputation
+ * overwrites; B keeps them (save 1) and W puts them back (save 0). Memory, not kernel work, as
+ * the stash: a framework keeps these tensors alive. */
+static mdc_status work_keep(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int save) {
+    if (m->rc.mode != MDC_RECOMPUTE_FULL || !a->lay.work) return MDC_OK;
+    int i = l - a->lo;
+    size_t bytes = a->lay.work * sizeof(float);
+    if (save) {
+        char name[64];
+        snprintf(name, sizeof name, "recomputed activations kept for W, layer %d", l);
+        if (!a->wwork[i]) TRY(mdc_dev_alloc(a->dev, (void **)&a->wwork[i], bytes, MDC_MEM_ACTS, name));
+        memcpy(a->wwork[i], m->rc.work, bytes);
+        return MDC_OK;
+    }
+    memcpy(m->rc.work, a->wwork[i], bytes);
+    mdc_dev_free(a->dev, a->wwork[i]);
+    a->wwork[i] = NULL;
+    return MDC_OK;
+}
+
 /* B of block l: dres (the gradient of its output) becomes the gradient of its input. */
 static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_wslot *keep) {
     const mdc_i_acts_layout *y = &a->lay;
@@ -50,6 +71,8 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc
     TAP(1 + l, MDC_I_DS_RES2, MDC_TAP_BWD, MDC_TAP_AT, dres);
     TRY(mdc_i_row_linear_backward(m, a, &b.attp, dy, dres, o, KEEP(MDC_W_ATTP))); /* do = g^T(dx2) Wo^T */
     TAP(1 + l, MDC_I_DS_Y, MDC_TAP_BWD, MDC_TAP_AT, dy);
+    if (m->rc.mode == MDC_RECOMPUTE_SELECTIVE && (y->att & MDC_I_WORK))
+        TRY(mdc_i_recompute_attention(m, a, l, dqkv)); /* the probabilities again (the output into scratch) */
     memset(dqkv, 0, (size_t)s.n * s.QKVl * sizeof(float));
     TRY(mdc_i_attend_backward(m, a, l, dqkv, dy, o, qkv, lact(a, y->att, l))); /* dqkv = attention^T(do) */
     TRY(mdc_i_unrotate(m, a, l, dqkv));                      /* rotary positions: the gradients of q, k turned back */
@@ -87,15 +110,18 @@ mdc_status mdc_gpt2_block_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int par
     mdc_i_wslot keep[MDC_W_N];
     if (parts & MDC_BWD_INPUT) {
         HOOK(MDC_HOOK_PRE_BACKWARD, 1 + l);
+        if (m->rc.mode == MDC_RECOMPUTE_FULL) TRY(mdc_i_recompute_block(m, a, l));
         if (parts == MDC_BWD_BOTH) TRY(block_backward_input(m, a, l, NULL));
         else {
             TRY(stash_ptrs(m, a, l, keep));
             TRY(block_backward_input(m, a, l, keep));
+            TRY(work_keep(m, a, l, 1));
             a->wpending[i] = 1;
             return MDC_OK;
         }
     } else {
         TRY(stash_ptrs(m, a, l, keep));
+        TRY(work_keep(m, a, l, 0));
         block_backward_weights(m, a, l, keep);
         a->wpending[i] = 0;
     }

@@ -329,6 +329,9 @@ mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_
         goto fail;
     }
     mdc_i_install(m);
+    m->rc.mode = flags & MDC_GPT2_RECOMPUTE_FULL        ? MDC_RECOMPUTE_FULL
+                 : flags & MDC_GPT2_RECOMPUTE_SELECTIVE ? MDC_RECOMPUTE_SELECTIVE
+                                                        : MDC_RECOMPUTE_NONE;
     if ((st = mdc_i_layout_build(m)) || (st = mdc_i_moe_alloc(m))) goto fail;
     if ((st = state_alloc(m, &m->params, m->floats * sizeof(float), MDC_MEM_PARAMS, "params", MDC_GPT2_HOST_PARAMS)))
         goto fail;
@@ -390,6 +393,15 @@ mdc_status mdc_i_acts_refresh(mdc_gpt2 *m, int before) {
 }
 
 void mdc_gpt2_set_dropout_step(mdc_gpt2 *m, uint64_t step) { m->drop_step = step; }
+
+mdc_status mdc_gpt2_set_recompute(mdc_gpt2 *m, int mode) {
+    if (mode < MDC_RECOMPUTE_NONE || mode > MDC_RECOMPUTE_FULL)
+        return mdc_fail(MDC_ERR_INVALID, "--recompute: mode %d (none, selective or full)", mode);
+    int before = mdc_i_acts_needs(m);
+    m->rc.mode = mode;
+    return mdc_i_acts_refresh(m, before);
+}
+int mdc_gpt2_get_recompute(const mdc_gpt2 *m) { return m->rc.mode; }
 
 mdc_status mdc_gpt2_set_cp(mdc_gpt2 *m, const mdc_gpt2_cp *cp) {
     int before = mdc_i_acts_needs(m);

@@ -155,6 +155,13 @@ struct mdc_gpt2 {
         mdc_tensorfile *tf; /* attached dump (include/minidc/dump.h), or NULL */
         int step, batch;
     } dump;
+    struct {
+        int mode;    /* MDC_RECOMPUTE_* */
+        int active;  /* a block's forward is being recomputed: no taps, hooks or statistics */
+        float *work; /* the work region (MDC_MEM_ACTS), work_floats, shared by users sets */
+        size_t work_floats;
+        int users;
+    } rc;
     float drop_p;                  /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
@@ -194,7 +201,10 @@ typedef struct {
      * partial input gradient (SP), the vocab-parallel loss statistics */
     size_t partial, full, dfull, vstat;
     size_t dmask; /* dropout: a residual branch's gradient */
+    /* full recomputation (work region): the recomputed block's output, a MoE block's MLP output */
+    size_t rcout, rcmoe;
     size_t total;
+    size_t work; /* floats of the work region this layout needs (0: no recomputation) */
     int tiled;
 } mdc_i_acts_layout;
 
@@ -215,10 +225,28 @@ struct mdc_gpt2_acts {
     struct mdc_i_moe_state **moe; /* per held layer: a MoE block's routing and expert buffers,
                                      from its forward to its backward (ref/model/moe/moe.c) */
     double moe_loss;              /* the MoE blocks' objective terms of the set's last forward */
+    int work_held;                /* it counts among the users of the model's work region */
+    float **wwork;                /* B without W under full recomputation: per held layer, the work
+                                     region its B recomputed, kept for its W */
 };
 
-/* needs: MDC_I_NEED_COMM (communication points), MDC_I_NEED_DROPOUT */
-enum { MDC_I_NEED_COMM = 1, MDC_I_NEED_DROPOUT = 2, MDC_I_NEED_LSE = 4 };
+/* Full recomputation: block l's forward again before its backward, into the work region (its
+ * output into rcout), with no taps, hooks or statistics. Selective: the attention's
+ * probabilities again from the kept q, k, v (its output into scratch, n x Cl). */
+mdc_status mdc_i_recompute_block(mdc_gpt2 *m, mdc_gpt2_acts *a, int l);
+mdc_status mdc_i_recompute_attention(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *scratch);
+/* needs: MDC_I_NEED_COMM (communication points), MDC_I_NEED_DROPOUT, MDC_I_NEED_LSE (attention
+ * keeps each row's lse), recomputation (the recomputed tensors in the rank's work region) */
+enum {
+    MDC_I_NEED_COMM = 1,
+    MDC_I_NEED_DROPOUT = 2,
+    MDC_I_NEED_LSE = 4,
+    MDC_I_NEED_RC_SEL = 8,
+    MDC_I_NEED_RC_FULL = 16
+};
+/* An offset with this bit is in the model's work region (m->rc.work), shared by every set and
+ * layer: what recomputation rebuilds in the backward instead of keeping. */
+#define MDC_I_WORK ((size_t)1 << 60)
 /* layers: the chunk's blocks; head: the head's tensors too */
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
                                     int layers, int head);
@@ -266,6 +294,7 @@ float mdc_i_normal_at(uint64_t seed, uint64_t i);
 
 static inline float *buf(mdc_gpt2_acts *a, size_t off) { return a->buf + off; }
 static inline float *lact(mdc_gpt2_acts *a, size_t off, int l) {
+    if (off & MDC_I_WORK) return a->m->rc.work + (off & ~MDC_I_WORK); /* recomputed, not kept */
     return a->buf + off + (size_t)(l - a->lo) * a->lay.layer_stride;
 }
 /* the residual stream entering layer l */

@@ -84,7 +84,10 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
     if (t->tp && kvr > 1) mdc_tp_set_kv_group(t->tp, mdc_mesh_group(t->mesh, MDC_MESH_KV));
     if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch, Tl,
-                                   mdc_dp_model_flags(tc->zero))))
+                                   mdc_dp_model_flags(tc->zero) |
+                                       (tc->recompute == MDC_RECOMPUTE_FULL        ? MDC_GPT2_RECOMPUTE_FULL
+                                        : tc->recompute == MDC_RECOMPUTE_SELECTIVE ? MDC_GPT2_RECOMPUTE_SELECTIVE
+                                                                                   : 0u))))
         goto fail;
     mdc_gpt2_init(t->m, seed);
     if ((st = mdc_gpt2_set_moe(t->m, &tc->moe))) goto fail;
@@ -101,6 +104,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
             goto fail;
         if (kvr > 1) mdc_cp_set_kv_sum(t->cp, mdc_tp_kv_sum_exact, t->tp);
         if ((st = mdc_gpt2_set_cp(t->m, mdc_cp_model(t->cp)))) goto fail;
+        mdc_cp_set_forwards(t->cp, (tc->recompute == MDC_RECOMPUTE_FULL) + mdc_gpt2_lb_on(t->m));
         if (tc->exact_block && (st = mdc_cp_set_exact(t->cp, tc->exact_block))) goto fail;
         t->cp_tok = malloc(2 * sizeof(int) * (size_t)tc->accum * tc->micro_batch * Tl);
         if (!t->cp_tok) {
@@ -109,6 +113,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         }
     }
     if (tc->dropout > 0 && (st = mdc_gpt2_set_dropout(t->m, tc->dropout, seed))) goto fail;
+    if (tc->recompute && (st = mdc_gpt2_set_recompute(t->m, tc->recompute))) goto fail;
     if (tc->exact_block && (st = mdc_gpt2_set_exact(t->m, tc->exact_block))) goto fail; /* before dp attaches */
     if (tc->exact_block && t->tp) mdc_tp_set_exact(t->tp, 1);
     if ((d->dp * d->cp > 1 || tc->zero) && !t->ep) { /* cp ranks hold the gradients of their tokens too */

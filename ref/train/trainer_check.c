@@ -166,6 +166,15 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
     cJSON_AddNumberToObject(mesh, "ep", d->ep), cJSON_AddNumberToObject(mesh, "dp", d->dp);
     cJSON_AddNumberToObject(mesh, "pp", d->pp), cJSON_AddBoolToObject(mesh, "sp", t->tc.sp);
     cJSON_AddNumberToObject(root, "scalar_allreduce_bytes", t->plan.scalar_bytes);
+    { /* activation recomputation: the mode, a layer's kept floats and the work region's */
+        static const char *const rc[3] = {"none", "selective", "full"};
+        cJSON *r = cJSON_AddObjectToObject(root, "recompute");
+        cJSON_AddStringToObject(r, "mode", rc[mdc_gpt2_get_recompute(t->m)]);
+        cJSON_AddNumberToObject(r, "layer_floats",
+                                (double)mdc_gpt2_acts_layer_floats(t->m, t->tc.micro_batch, t->plan.seq));
+        cJSON_AddNumberToObject(r, "work_floats",
+                                (double)mdc_gpt2_acts_work_floats(t->m, t->tc.micro_batch, t->plan.seq));
+    }
     if (t->tp) {
         static const char *const kind[MDC_TP_KINDS] = {"allreduce_bsh", "allreduce_loss", "allgather_bsh",
                                                        "reduce_scatter_bsh"};

@@ -31,6 +31,11 @@ parity() { # what want ranks args...: the run exits 0 and prints want
     if ! grep -q -- "$want" "$tmp/out"; then flunk "$what" "no '$want' in:"; grep check-serial "$tmp/out"; return; fi
     pass "$what"; echo "  $(grep -m1 check-serial "$tmp/out" | cut -c1-150)"
 }
+long_parity() { # the same as parity, in the long tier (make check-long): meshes the core's others cover
+    tier=long
+    parity "$@"
+    tier=core
+}
 near="within the limits"
 same="identical to serial bit for bit: ok"
 for c in llama-tiny qwen2-tiny qwen3-tiny; do
@@ -82,7 +87,7 @@ tier=core
 # the MoE families: Mixtral (every block sparse, gates renormalized), Qwen3-MoE (block 0 dense,
 # block 1 sparse, raw gates) and Qwen2-MoE on expert parallelism, tp x ep, SP, pp and cp
 parity "mixtral-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config mixtral-tiny --ep 2 --dp 2 --check-replicas
-parity "mixtral-tiny: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config mixtral-tiny --ep 2 --dp 2 --tp 2 --sp --exact
+long_parity "mixtral-tiny: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config mixtral-tiny --ep 2 --dp 2 --tp 2 --sp --exact
 parity "qwen3-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config qwen3-moe-tiny --tp 2 --sp
 parity "qwen3-moe-tiny: exact, --ep 2 --dp 2 --pp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --ep 2 --dp 2 --pp 2 --exact
 parity "qwen3-moe-tiny: exact, --cp 2 --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --cp 2 --ep 2 --dp 2 --exact
@@ -109,16 +114,16 @@ figures "gpt-2 moe --tp 2 --sp: routers and whole experts among the partial grad
 # DeepSeek-V3 routing (sigmoid, group-limited, scaled; an ungated shared expert; block 0 dense) and
 # transformers' aux loss over the global batch (a counting forward per step) on every axis
 parity "deepseek-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config deepseek-moe-tiny --ep 2 --dp 2 --check-replicas
-parity "deepseek-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config deepseek-moe-tiny --tp 2 --sp
-parity "deepseek-moe-tiny: exact, --ep 4 --dp 4 bit for bit" "$same" 4 --config deepseek-moe-tiny --ep 4 --dp 4 --exact
+long_parity "deepseek-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config deepseek-moe-tiny --tp 2 --sp
+long_parity "deepseek-moe-tiny: exact, --ep 4 --dp 4 bit for bit" "$same" 4 --config deepseek-moe-tiny --ep 4 --dp 4 --exact
 parity "deepseek-moe-tiny with Switch's aux loss, the z-loss, capacity 1.25 by score: exact, --ep 2 --dp 2 --tp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --moe-aux-loss 0.01 --moe-z-loss 0.001 --capacity-factor 1.25 --moe-drop probs --ep 2 --dp 2 --tp 2 --exact
 parity "qwen3-moe-tiny --router deepseek (3 groups of 2, keep 2): exact, --ep 3 --dp 3 bit for bit" "$same" 3 --config qwen3-moe-tiny --router deepseek --router-groups 3 --router-topk-groups 2 --routed-scaling 1.5 --shared-experts 2 --moe-bias-rate 0.01 --ep 3 --dp 3 --exact
 parity "mixtral-tiny aux loss: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config mixtral-tiny --router-aux-loss 0.02 --ep 2 --dp 2 --tp 2 --sp --exact
 parity "deepseek-moe-tiny aux loss: exact, --pp 2 interleaved --cp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --router-aux-loss 0.02 --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --microbatches 4 --cp 2 --exact
-parity "mixtral-tiny aux loss: --pp 2 (1F1B, 4 micro-batches) --dp 2 equals serial" "$near" 4 --config mixtral-tiny --router-aux-loss 0.02 --layers 4 --pp 2 --microbatches 4 --dp 2
-parity "deepseek-moe-tiny aux loss: exact, --dp 2 --zero 3 --tp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --router-aux-loss 0.02 --dp 2 --zero 3 --tp 2 --exact
+long_parity "mixtral-tiny aux loss: --pp 2 (1F1B, 4 micro-batches) --dp 2 equals serial" "$near" 4 --config mixtral-tiny --router-aux-loss 0.02 --layers 4 --pp 2 --microbatches 4 --dp 2
+long_parity "deepseek-moe-tiny aux loss: exact, --dp 2 --zero 3 --tp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --router-aux-loss 0.02 --dp 2 --zero 3 --tp 2 --exact
 parity "deepseek-moe-tiny aux loss: exact, 16 ranks --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 bit for bit" "$same" 16 --config deepseek-moe-tiny --batch 8 --router-aux-loss 0.02 --tp 2 --etp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 --exact
-parity "qwen2-moe-tiny: 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 equals serial" "$near" 16 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2
+long_parity "qwen2-moe-tiny: 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 equals serial" "$near" 16 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2
 
 # expert tensor parallelism (--etp): each routed expert's gate/up column- and its down row-parallel
 # over etp consecutive tp ranks; with SP the members' rows gathered and the partial sums scattered

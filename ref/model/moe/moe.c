@@ -231,7 +231,9 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
 
 /* ---- the MoE MLP of a block (ref/model/layers.h, mdc_i_mlp) ---------------------------------- */
 static mdc_status moe_mlp_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, const float *res, const float *x) {
-    float *y = buf(a, a->lay.dres); /* the backward's work space, free until then */
+    /* the backward's work space, free until then (a recomputed forward runs in the backward,
+     * which holds the gradient there: the work region's instead) */
+    float *y = m->rc.active ? lact(a, a->lay.rcmoe, l) : buf(a, a->lay.dres);
     TAP(1 + l, MDC_I_DS_LN2, MDC_TAP_FWD, MDC_TAP_AT, x);
     TRY(mdc_i_moe_forward(m, a, l, x, y));
     TAP(1 + l, MDC_I_DS_MOE, MDC_TAP_FWD, MDC_TAP_AT, y);

@@ -192,7 +192,8 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     q->row = q->choice + nk, q->scnt = q->row + nk, q->rcnt = q->scnt + (size_t)E * S;
     q->f_aux = (float *)(q->rcnt + (size_t)E * S);
     char *keep = (char *)(q->f_aux + (size_t)G * E), name[48];
-    int sig = m->cfg.router == MDC_ROUTER_SIGMOID, rec = !m->moe.counting; /* the counting forward records nothing */
+    /* the counting forward and a recomputed forward record nothing */
+    int sig = m->cfg.router == MDC_ROUTER_SIGMOID, rec = !m->moe.counting && !m->rc.active;
     size_t fixed = (size_t)n * E * (sig ? 2 : 1) + n + nk;
     snprintf(name, sizeof name, "MoE block %d routing", l);
     TRY(mdc_dev_alloc(d, (void **)&q->fbuf, fixed * sizeof(float), MDC_MEM_ACTS, name));
@@ -202,7 +203,7 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     m->ops->matmul(m, q->probs, x, P(m, mdc_i_router_of(&m->cfg, l)), NULL, n, C, E, mdc_i_family(&m->cfg));
     if (sig) router_sigmoid(d, q->score, q->probs, n, E);
     router_softmax(d, q->probs, q->lse, n, E);
-    if (m->moe.counting || m->moe.lb_serial) mdc_i_moe_lb_count(m, q);
+    if (m->moe.counting || (m->moe.lb_serial && !m->rc.active)) mdc_i_moe_lb_count(m, q);
     const float *bias = m->moe.bias + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
     double *cnt = m->moe.counts + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
     for (int t = 0; t < n; t++) {

@@ -116,4 +116,5 @@ void mdc_cp_slice(const mdc_cp *cp, int *out, const int *in, int rows) {
         for (int t = 0; t < cp->Tc; t++) out[(size_t)b * cp->Tc + t] = in[(size_t)b * cp->T + cp->pos[t]];
 }
 
-void mdc_cp_reset_counts(mdc_cp *cp) { cp->pairs = cp->bytes = cp->calls = 0; }
+void mdc_cp_reset_counts(mdc_cp *cp) { cp->pairs = cp->fbytes = cp->bytes = cp->calls = 0; }
+void mdc_cp_set_forwards(mdc_cp *cp, int again) { cp->again = again; }

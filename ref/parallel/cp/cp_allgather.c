@@ -20,7 +20,7 @@ static mdc_status allgather_forward(mdc_cp *cp, float *out, float *lse, float *q
     mdc_status st = mdc_allgather(cp->buf[0], cp->buf[4], n2, MDC_F32, cp->g);
     for (int s = 0; !st && s < cp->c; s++) mdc_i_cp_attend(cp, s, qkv, cp->buf[4] + (size_t)s * n2, out, drop);
     mdc_i_cp_finish(cp, qkv, out, lse);
-    cp->bytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
+    cp->fbytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
     return st;
 }
 

@@ -104,7 +104,7 @@ mdc_status mdc_i_cp_exact_forward(mdc_cp *cp, float *out, float *lse, float *qkv
         mdc_x_attn_finish(cp->dev, &p, &cp->xs, x.xl + a * L, x.xo + a * L * Cl, lse + a * L);
     }
     if (!st && !mdc_xsum_ok(&cp->xs)) st = mdc_fail(MDC_ERR_OOM_HOST, "exact context-parallel sums");
-    cp->bytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
+    cp->fbytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
     return st;
 }
 

@@ -25,10 +25,11 @@ struct mdc_cp {
     int *pos;      /* Tc global positions of the local ones */
     float *buf[8]; /* device scratch, by algorithm (cp.c, cp_ulysses.c) */
     size_t buf_floats[8];
-    double pairs, bytes, calls; /* counters since the reset */
-    int exact;                  /* exact mode's token block (0: off; ref/parallel/cp/cp_exact.c) */
-    mdc_xsum xs;                /* its exact sums */
-    mdc_exact *xe;              /* dK, dV as accumulators, to send (MDC_MEM_ACTS) */
+    double pairs, fbytes, bytes, calls; /* counters since the reset: bytes forward, backward */
+    int again;                          /* forwards per layer beyond one (recomputation, the aux loss's count) */
+    int exact;                          /* exact mode's token block (0: off; ref/parallel/cp/cp_exact.c) */
+    mdc_xsum xs;                        /* its exact sums */
+    mdc_exact *xe;                      /* dK, dV as accumulators, to send (MDC_MEM_ACTS) */
     size_t xe_n;
     /* exact mode with tp > KV: the own block's dK, dV accumulators summed over the kv head's replicas */
     mdc_status (*kv_sum)(void *ctx, mdc_exact *acc, size_t n);

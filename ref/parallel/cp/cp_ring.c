@@ -32,7 +32,7 @@ static mdc_status ring_forward(mdc_cp *cp, float *out, float *lse, float *qkv, c
         st = st ? st : w;
     }
     mdc_i_cp_finish(cp, qkv, out, lse);
-    cp->bytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
+    cp->fbytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
     return st;
 }
 

@@ -161,7 +161,7 @@ static mdc_status forward_with(mdc_cp *cp, float *out, float *lse, float *qkv, c
     st = mdc_alltoall_pairwise(cp->buf[0], cp->buf[1], n1 / cp->c, MDC_F32, cp->g);
     if (!st) to_pos_unpack(cp, out, cp->buf[1], &o1, 0);
     charge_copy(cp, 2 * n1);
-    cp->bytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
+    cp->fbytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
     return st;
 }
 

@@ -121,7 +121,8 @@ mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_c
     *out = NULL;
     if (dc->zero < 0 || dc->zero > 3) return mdc_fail(MDC_ERR_INVALID, "--zero %d: must be 0, 1, 2 or 3", dc->zero);
     if (dc->accum <= 0) return mdc_fail(MDC_ERR_INVALID, "--accum %d: must be positive", dc->accum);
-    if (mdc_gpt2_flags(m) != mdc_dp_model_flags(dc->zero))
+    unsigned where = MDC_GPT2_HOST_PARAMS | MDC_GPT2_HOST_GRADS; /* the flags of residency, which ZeRO owns */
+    if ((mdc_gpt2_flags(m) & where) != mdc_dp_model_flags(dc->zero))
         return mdc_fail(MDC_ERR_INVALID, "mdc_dp_attach: a ZeRO-%d model must be created with mdc_dp_model_flags(%d)",
                         dc->zero, dc->zero);
     mdc_dp *dp = calloc(1, sizeof *dp);

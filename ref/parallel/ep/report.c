@@ -58,13 +58,16 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
     if (c->lb_coef > 0 && o < cap) /* transformers' aux loss: coef x load_balancing_loss_func of the global batch */
         o += (size_t)snprintf(line + o, cap - o, "  lb %.6f (%g x %.4f)", v[E + 15] / tokens, c->lb_coef,
                               v[E + 15] / tokens / c->lb_coef);
-    if (ep && o < cap) { /* per rank: 4 moves of its rows; uniform routing sends (e-1)/e of T k rows away */
+    if (ep && o < cap) { /* per rank: 4 moves of its rows (2 more for each forward again: full recomputation,
+                            the aux loss's counting forward); uniform routing sends (e-1)/e of T k rows away */
         double n = v[E + 5], e = mdc_group_size(ep->g), per = v[E + 6] > 0 ? tot / v[E + 6] : 0;
-        double mean = v[E + 3] / n, routed = (v[E + 4] / n) * c->C * 4, uniform = 4.0 * per * c->C * 4 * (e - 1) / e;
+        int moves = 4 + 2 * ((mdc_gpt2_get_recompute(m) == MDC_RECOMPUTE_FULL) + mdc_gpt2_lb_on(m));
+        double mean = v[E + 3] / n, routed = (v[E + 4] / n) * c->C * 4;
+        double uniform = moves * per * c->C * 4 * (e - 1) / e;
         snprintf(line + o, cap - o,
-                 "  a2a %.0f B/rank (rows %.0f + counts; 4 T k h beta (e-1)/e = %.0f; max/mean %.3f; "
+                 "  a2a %.0f B/rank (rows %.0f + counts; %d T k h beta (e-1)/e = %.0f; max/mean %.3f; "
                  "%.0f calls, %.1f ms wall)",
-                 mean, routed, uniform, mean > 0 ? bmax / mean : 0, ep->calls, v[E + 7] / n * 1e3);
+                 mean, routed, moves, uniform, mean > 0 ? bmax / mean : 0, ep->calls, v[E + 7] / n * 1e3);
     }
     o = strlen(line);
     if (etp && o < cap) { /* per rank, the mean over the etp ranks; R: a group's rows, summed over the calls */

@@ -40,6 +40,8 @@ void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, d
     double L, M, P, E = part->has_embed, Hd = part->has_head; /* this partition's (a pipeline stage's) share */
     block_counts(m, &L, &M, &P);
     (void)M;
+    double rc = mdc_gpt2_get_recompute(m) == MDC_RECOMPUTE_FULL; /* each block's forward again in its backward */
+    double fw = 1 + mdc_gpt2_lb_on(m); /* forwards per micro-batch: transformers' aux loss counts in one more */
     double t = tp->t, bsh = (double)b * s * c->C, beta = 4;
     /* (t-1)/t of a block, in integers (h and bs' are multiples of t): exact, comparable with == */
     double ring_bsh = (t - 1) * (bsh / t) * beta;
@@ -50,17 +52,20 @@ void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, d
      * partition holds (a pipeline stage: its layers; the loss only on the last) */
     /* exact mode: every reduction but the embedding's is an exact one (mdc_exact_reduce_bytes,
      * summed as they ran), and the loss's sum-exp carries 80-byte accumulators (20 x beta) */
-    double red = k * (2 * P + E + Hd) * ring_bsh;
-    if (tp->exact) red = E * k * ring_bsh * (tp->sp ? 1 : 2) + tp->exact_bytes_want;
+    double red = k * ((fw + 1 + rc) * P + fw * E + Hd) * ring_bsh;
+    if (tp->exact) red = fw * E * k * ring_bsh * (tp->sp ? 1 : 2) + tp->exact_bytes_want;
     if (!tp->sp) {
-        want_calls[MDC_TP_AR] = k * (2 * P + E + Hd), want_bytes[MDC_TP_AR] = tp->exact ? red : 2 * red;
+        want_calls[MDC_TP_AR] = k * ((fw + 1 + rc) * P + fw * E + Hd),
+        want_bytes[MDC_TP_AR] = tp->exact ? red : 2 * red;
         want_calls[MDC_TP_AG] = want_calls[MDC_TP_RS] = want_bytes[MDC_TP_AG] = want_bytes[MDC_TP_RS] = 0;
     } else {
         want_calls[MDC_TP_AR] = want_bytes[MDC_TP_AR] = 0;
-        want_calls[MDC_TP_AG] = k * (3 * P + E + 2 * Hd), want_calls[MDC_TP_RS] = k * (2 * P + E + Hd);
+        want_calls[MDC_TP_AG] = k * ((fw + 2 + rc) * P + E + (fw + 1) * Hd);
+        want_calls[MDC_TP_RS] = k * ((fw + 1 + rc) * P + fw * E + Hd);
         want_bytes[MDC_TP_AG] = want_calls[MDC_TP_AG] * ring_bsh, want_bytes[MDC_TP_RS] = red;
     }
-    want_calls[MDC_TP_AR_LOSS] = 3 * k * Hd, want_bytes[MDC_TP_AR_LOSS] = Hd * k * 2 * ring_bsp * (tp->exact ? 22 : 3);
+    want_calls[MDC_TP_AR_LOSS] = 3 * fw * k * Hd;
+    want_bytes[MDC_TP_AR_LOSS] = fw * Hd * k * 2 * ring_bsp * (tp->exact ? 22 : 3);
     /* tp > KV: each layer's dk, dv of the shared kv head (b s 2d, padded to the r replicas) */
     double r = tp->kv ? mdc_group_size(tp->kv) : 1, n = (double)b * s * 2 * kv_width(m);
     want_calls[MDC_TP_AR_KV] = tp->kv ? k * L : 0;
@@ -201,16 +206,18 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
                                                    "ReduceScatter (b,s,h)", "AllReduce (b,s,2d) kv"};
     double L, M, P;
     block_counts(m, &L, &M, &P);
-    char p2[16], p3[16], ar[48], ag[48], rs[48];
-    pairs_form(p2, sizeof p2, L, P, 2), pairs_form(p3, sizeof p3, L, P, 3);
-    snprintf(ar, sizeof ar, "k(%s+2) x 2(t-1)/t bsh beta", p2);
-    snprintf(ag, sizeof ag, "k(%s+3) x (t-1)/t bsh beta", p3);
-    snprintf(rs, sizeof rs, "k(%s+2) x (t-1)/t bsh beta", p2);
-    const char *const form_tp[MDC_TP_KINDS] = {ar, "3k x 2(t-1)/t bs' beta", "-", "-", "kL x 2(r-1)/r (2bsd)' beta"};
+    int r = mdc_gpt2_get_recompute(m) == MDC_RECOMPUTE_FULL, fw = 1 + mdc_gpt2_lb_on(m);
+    char p2[16], p3[16], ar[64], ag[64], rs[64], loss[40];
+    pairs_form(p2, sizeof p2, L, P, fw + 1 + r), pairs_form(p3, sizeof p3, L, P, fw + 2 + r);
+    snprintf(ar, sizeof ar, "k(%s+%d) x 2(t-1)/t bsh beta", p2, fw + 1);
+    snprintf(ag, sizeof ag, "k(%s+%d) x (t-1)/t bsh beta", p3, fw + 2);
+    snprintf(rs, sizeof rs, "k(%s+%d) x (t-1)/t bsh beta", p2, fw + 1);
+    snprintf(loss, sizeof loss, "%dk x 2(t-1)/t bs' beta", 3 * fw);
+    const char *const form_tp[MDC_TP_KINDS] = {ar, loss, "-", "-", "kL x 2(r-1)/r (2bsd)' beta"};
     const char *const form_x[MDC_TP_KINDS] = {
         "k x 2(t-1)/t bsh beta + exact ones (below)", "k x 2(t-1)/t bs' (2 + 20) beta", "-",
         "k x (t-1)/t bsh beta + exact ones (below)", "kL exact sums over r (2bsd, doubles)"};
-    const char *const form_sp[MDC_TP_KINDS] = {"-", "3k x 2(t-1)/t bs' beta", ag, rs, "kL x 2(r-1)/r (2bsd)' beta"};
+    const char *const form_sp[MDC_TP_KINDS] = {"-", loss, ag, rs, "kL x 2(r-1)/r (2bsd)' beta"};
     fprintf(out,
             "\ntensor parallel t = %d%s: k = %d micro-batch(es) of b = %d x s = %d tokens, h = %d, L = %d, beta = 4 "
             "bytes; per rank, last step\n",
@@ -241,6 +248,14 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
             tp->sp ? "the embedding's RS forward and AG backward, ln_f's AG forward and again backward, the LM "
                      "head's input gradient RS"
                    : "the embedding's AR (g) and the LM head's input gradient AR (f)");
+    if (fw > 1)
+        fprintf(out, "  (transformers' aux loss: a counting forward of every micro-batch first, its f, g, the "
+                     "embedding's and the loss's collectives too)\n");
+    if (r)
+        fprintf(out,
+                "  (full recomputation: each block's forward runs again in its backward, its %s again: %s per "
+                "pair more)\n",
+                tp->sp ? "AG at f and RS at g" : "AR at g", tp->sp ? "1 AG + 1 RS" : "1 AR");
     if (tp->exact)
         fprintf(out,
                 "  exact mode: k(%s+1) reductions (all but the embedding's) are exact sums: doubles, 2 beta, plus "
@@ -249,7 +264,10 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
                 p2, tp->exact_marked);
     partial_line(tp, m, sp_grad_bytes, out);
     params_line(tp, m, out);
-    if (c->family) activations_family(tp, m, b, s, out);
+    if (mdc_gpt2_get_recompute(m) != MDC_RECOMPUTE_NONE) {
+        fprintf(out, "  activations per layer: ");
+        mdc_gpt2_recompute_report(m, b, s, out);
+    } else if (c->family) activations_family(tp, m, b, s, out);
     else activations_gpt2(tp, m, b, s, out);
     double red = 48 * bsh;
     fprintf(out,
