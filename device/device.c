@@ -39,7 +39,42 @@ struct mdc_device {
     double egress_free[MDC_LINK_COUNT];
     mdc_dev_counters c;
     mdc_dev_trace *trace; /* NULL: not recording (device/trace.c) */
+    alloc_hdr *cache[16]; /* freed large blocks kept for reuse (cache_take, cache_put) */
 };
+
+/* Large blocks freed are kept for the next allocation of the same size, as a GPU framework's
+ * caching allocator keeps them: a MoE step allocates and frees its routed rows every step, and the
+ * host would otherwise map, fault in and unmap them each time. Host memory only: the emulated HBM
+ * counts a block from its mdc_dev_alloc to its mdc_dev_free either way. Off under AddressSanitizer,
+ * whose use-after-free checks need the memory returned. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CACHE_ON 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CACHE_ON 0
+#endif
+#endif
+#ifndef CACHE_ON
+#define CACHE_ON 1
+#endif
+enum { CACHE_MIN = 1 << 20, CACHE_SLOTS = 16 };
+static size_t padded_of(size_t bytes) { return bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN; }
+static alloc_hdr *cache_take(mdc_device *dev, size_t padded) {
+    for (int i = 0; CACHE_ON && padded >= CACHE_MIN && i < CACHE_SLOTS; i++)
+        if (dev->cache[i] && padded_of(dev->cache[i]->bytes) == padded) {
+            alloc_hdr *h = dev->cache[i];
+            dev->cache[i] = NULL;
+            return h;
+        }
+    return NULL;
+}
+static int cache_put(mdc_device *dev, alloc_hdr *h) { /* at most 1 GiB kept */
+    size_t kept = padded_of(h->bytes), p = kept;
+    for (int i = 0; i < CACHE_SLOTS; i++) kept += dev->cache[i] ? padded_of(dev->cache[i]->bytes) : 0;
+    for (int i = 0; CACHE_ON && p >= CACHE_MIN && kept <= ((size_t)1 << 30) && i < CACHE_SLOTS; i++)
+        if (!dev->cache[i]) return dev->cache[i] = h, 1;
+    return 0;
+}
 
 _Static_assert(sizeof(alloc_hdr) <= ALIGN, "allocation header must fit in the alignment");
 
@@ -126,6 +161,7 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
 void mdc_device_free(mdc_device *dev) {
     if (!dev) return;
     while (dev->allocs) mdc_dev_free(dev, (char *)dev->allocs + ALIGN);
+    for (int i = 0; i < CACHE_SLOTS; i++) free(dev->cache[i]);
     mdc_i_trace_free(dev->trace);
     free(dev);
 }
@@ -162,8 +198,9 @@ mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_cate
                         dev->rank, dev->spec.name, req, bytes, name ? name : "?", cat_names[cat], used, total, cap,
                         dev->capacity, fr, pk);
     }
-    size_t padded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
-    alloc_hdr *h = aligned_alloc(ALIGN, ALIGN + (padded ? padded : ALIGN));
+    size_t padded = padded_of(bytes);
+    alloc_hdr *h = cache_take(dev, padded);
+    if (!h) h = aligned_alloc(ALIGN, ALIGN + padded);
     if (!h)
         return mdc_fail(MDC_ERR_OOM_HOST, "rank %d: host malloc of %zu bytes for '%s' failed", dev->rank, bytes,
                         name ? name : "?");
@@ -190,7 +227,7 @@ void mdc_dev_free(mdc_device *dev, void *ptr) {
     if (h->next) h->next->prev = h->prev;
     dev->in_use[h->cat] -= h->bytes;
     dev->in_use[MDC_MEM_COUNT] -= h->bytes;
-    free(h);
+    if (!cache_put(dev, h)) free(h);
 }
 
 size_t mdc_dev_mem_in_use(const mdc_device *dev, mdc_mem_category cat) {

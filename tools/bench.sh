@@ -78,6 +78,8 @@ done
 "$(dirname "$0")/bench_tp.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- exact mode against default in the same run (tools/bench_exact.sh) ----------------------
 "$(dirname "$0")/bench_exact.sh" "$BUILD" "$MPIEXEC" || exit 1
+# ---- activation recomputation against none in the same run (tools/bench_recompute.sh) -------
+"$(dirname "$0")/bench_recompute.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- pipeline parallelism against serial in the same run (tools/bench_pp.sh) -----------------
 "$(dirname "$0")/bench_pp.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- context parallelism against serial in the same run (tools/bench_cp.sh) -------------------

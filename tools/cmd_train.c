@@ -31,7 +31,7 @@ static void die(mdc_runtime *rt, mdc_status st, int same) {
     mdc_runtime_die(rt, st, same, st == MDC_ERR_INVALID && same ? 2 : 1);
 }
 
-/* --recompute: the activation memory per layer against its formulas (with tp the tensor-parallel
+/* --recompute (none too): the activation memory per layer against its formulas (with tp the tensor-parallel
  * report prints it), and the last step's model FLOPs (the formula: each forward once) against the
  * hardware FLOPs every rank's kernels ran (the recomputed forwards included), as MFU and HFU on
  * the virtual clock (Korthikanti et al. 2022). Every rank takes part. */
@@ -46,11 +46,12 @@ static mdc_status recompute_lines(mdc_runtime *rt, mdc_trainer *tr, const mdc_gp
     if (st || rt->rank != 0) return st;
     if (tp < 2) mdc_gpt2_recompute_report(mdc_trainer_model(tr), mb, Tl, stdout);
     double model = mdc_gpt2_step_flops(cfg, B, T), peak = mdc_device_get_spec(rt->dev)->flops_fp32 * rt->size;
-    printf("FLOPs of the last step: model %.4g (the formula, each forward once), hardware %.4g (every rank's "
-           "kernels, the recomputed forwards included: %.3fx); on the virtual clock (%.4g s) MFU %.2f%%, HFU %.2f%% "
-           "of %d x %.0f TFLOP/s fp32\n",
-           model, v[0], model > 0 ? v[0] / model : 0, v[1], 100 * model / (v[1] * peak), 100 * v[0] / (v[1] * peak),
-           rt->size, mdc_device_get_spec(rt->dev)->flops_fp32 / 1e12);
+    printf(
+        "FLOPs of the last step: model %.4g (the formula, each forward once), hardware %.4g (every rank's "
+        "kernels, recomputed or replicated work included: %.3fx); on the virtual clock (%.4g s) MFU %.2f%%, HFU %.2f%% "
+        "of %d x %.0f TFLOP/s fp32\n",
+        model, v[0], model > 0 ? v[0] / model : 0, v[1], 100 * model / (v[1] * peak), 100 * v[0] / (v[1] * peak),
+        rt->size, mdc_device_get_spec(rt->dev)->flops_fp32 / 1e12);
     return MDC_OK;
 }
 
@@ -347,7 +348,7 @@ int mdc_cmd_train(int argc, char **argv) {
             printf("timeline: %s (the last step's %s in virtual time)\n", o.timeline,
                    device_timeline ? "kernels and messages of every rank" : "schedule");
     }
-    if (o.recompute && o.steps > 0 &&
+    if (o.recompute_set && o.steps > 0 &&
         (st = recompute_lines(&rt, tr, &cfg, o.tp, B, T, mb, T / o.cp, last_from, last_flops)))
         mdc_runtime_die(&rt, st, 0, 1);
     mdc_trainer_report(tr, stdout);

@@ -227,7 +227,7 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         /* bounded so that the byte count converts to size_t exactly (1 TiB is plenty) */
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
         else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
-        else if (!strcmp(a, "--recompute")) st = parse_recompute(a, v, &o->recompute);
+        else if (!strcmp(a, "--recompute")) st = parse_recompute(a, v, &o->recompute), o->recompute_set = 1;
         else if (!strcmp(a, "--lr")) st = mdc_parse_float(a, v, &o->opt.lr);
         else if (!strcmp(a, "--weight-decay")) st = mdc_parse_float(a, v, &o->opt.weight_decay);
         else if (!strcmp(a, "--grad-clip")) st = mdc_parse_float(a, v, &o->opt.grad_clip);

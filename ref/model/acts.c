@@ -1,7 +1,9 @@
 /* Activation sets (include/minidc/model.h): every tensor one micro-batch keeps between its
  * forward and its backward, laid out in one device allocation for this rank's partition
- * (local heads, MLP columns, vocabulary shard; with SP the residual stream's T/t positions),
- * plus the backward work space and what the communication points and dropout need. */
+ * (local heads, MLP columns, vocabulary shard; with SP the residual stream's T/t positions).
+ * The scratch of one call (the backward's work space, what the communication points and dropout
+ * need) and the tensors recomputation rebuilds are in the model's work region, one per rank,
+ * shared by every set: a set in flight holds only what its backward reads. */
 #include <stdio.h>
 
 #include "model_internal.h"
@@ -26,7 +28,9 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     size_t off = 0, woff = 0;
     /* a block keeps every tensor its backward reads (TAKE, per layer), or with recomputation
      * only its output (full) or all but the attention's T x T probabilities (selective): the
-     * rest in the model's work region (WORK, one copy), rebuilt by the backward */
+     * rest in the model's work region (WORK, one copy), rebuilt by the backward. The work
+     * region also holds the scratch one forward or backward call uses and none keeps (after the
+     * recomputed tensors): a schedule's sets in flight hold only what their backward reads. */
     int full = (needs & MDC_I_NEED_RC_FULL) != 0, sel = (needs & MDC_I_NEED_RC_SEL) && !a.tiled;
 #define TAKE(field, k) (a.field = off, off += ((k) + 15) / 16 * 16)
 #define WORK(field, k) (a.field = MDC_I_WORK | woff, woff += ((k) + 15) / 16 * 16)
@@ -50,7 +54,7 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     KEEP(qkrstd, n * qk, full);
     if (full) WORK(rcout, nl * C), WORK(rcmoe, c->E ? nl * C : 0);
     a.layer_stride = off - l0;
-    a.work = woff;
+    a.work_rc = woff;
     off = l0 + a.layer_stride * (size_t)layers;
     if (head) {
         TAKE(lnf, nl * C);
@@ -60,24 +64,25 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
         TAKE(losses, n);
         TAKE(lse, n);
     }
-    TAKE(dres, nl * C);
-    TAKE(dln, nl * C);
-    TAKE(datty, n * Cl);
-    TAKE(dbig, n * big);
-    TAKE(dbig2, n * big);
-    TAKE(attscratch, a.tiled ? 0 : (size_t)B * Hl * T * T);
-    TAKE(dqk, n * qk * d);
+    TAKE(dres, nl * C); /* the gradient a pipeline stage receives and sends: the set's own */
     TAKE(rope, fam ? (size_t)T * d : 0);
+    WORK(dln, nl * C);
+    WORK(datty, n * Cl);
+    WORK(dbig, n * big);
+    WORK(dbig2, n * big);
+    WORK(attscratch, a.tiled ? 0 : (size_t)B * Hl * T * T);
+    WORK(dqk, n * qk * d);
     if (needs & (MDC_I_NEED_COMM | MDC_I_NEED_DROPOUT))
-        TAKE(partial, n * C); /* a row-parallel product before its reduction or dropout */
+        WORK(partial, n * C); /* a row-parallel product before its reduction or dropout */
     if (needs & MDC_I_NEED_COMM) {
         if (sp) {
-            TAKE(full, n * C);
-            TAKE(dfull, n * C);
+            WORK(full, n * C);
+            WORK(dfull, n * C);
         }
-        TAKE(vstat, 2 * n);
+        WORK(vstat, 2 * n);
     }
-    if (needs & MDC_I_NEED_DROPOUT) TAKE(dmask, nl * C);
+    if (needs & MDC_I_NEED_DROPOUT) WORK(dmask, nl * C);
+    a.work = woff;
 #undef TAKE
 #undef WORK
 #undef KEEP
@@ -104,16 +109,17 @@ static mdc_i_acts_layout chunk_layout(const mdc_gpt2 *m, int B, int T, int k) {
 }
 
 size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T) { return chunk_layout(m, B, T, 0).layer_stride; }
-size_t mdc_gpt2_acts_work_floats(const mdc_gpt2 *m, int B, int T) { return chunk_layout(m, B, T, 0).work; }
+size_t mdc_gpt2_acts_work_floats(const mdc_gpt2 *m, int B, int T) { return chunk_layout(m, B, T, 0).work_rc; }
 
-/* The work region: one per model, as large as the largest set's layout asks, while a set uses it. */
+/* The work region: one per model (the scratch of one call and the recomputed tensors), as large as the
+ * largest set's layout asks, while a set uses it. */
 static mdc_status work_take(mdc_gpt2 *m, size_t floats) {
     if (!floats) return MDC_OK;
     if (floats > m->rc.work_floats) {
         mdc_dev_free(m->dev, m->rc.work);
         m->rc.work = NULL, m->rc.work_floats = 0;
         TRY(mdc_dev_alloc(m->dev, (void **)&m->rc.work, floats * sizeof(float), MDC_MEM_ACTS,
-                          "recomputation work region"));
+                          "work region (scratch, recomputed tensors)"));
         m->rc.work_floats = floats;
     }
     m->rc.users++;

@@ -40,9 +40,9 @@ static mdc_status stash_ptrs(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_wslot *
  * overwrites; B keeps them (save 1) and W puts them back (save 0). Memory, not kernel work, as
  * the stash: a framework keeps these tensors alive. */
 static mdc_status work_keep(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int save) {
-    if (m->rc.mode != MDC_RECOMPUTE_FULL || !a->lay.work) return MDC_OK;
+    if (m->rc.mode != MDC_RECOMPUTE_FULL || !a->lay.work_rc) return MDC_OK;
     int i = l - a->lo;
-    size_t bytes = a->lay.work * sizeof(float);
+    size_t bytes = a->lay.work_rc * sizeof(float);
     if (save) {
         char name[64];
         snprintf(name, sizeof name, "recomputed activations kept for W, layer %d", l);

@@ -227,7 +227,7 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
     m.params = p;
     m.grads = p;
     m.optim = 2 * p;
-    m.acts = a.total * sizeof(float) + 2 * (size_t)B * T * sizeof(int);
+    m.acts = (a.total + a.work) * sizeof(float) + 2 * (size_t)B * T * sizeof(int); /* the set and the work region */
     if (cfg->E) { /* MoE blocks (dropless: n k rows): each keeps its routing and its rows (in, out, before
                      and after the activation) from its forward to its backward (ref/model/moe/moe.c); the
                      first backward adds its work space while every block's are held */

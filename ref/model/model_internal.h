@@ -204,7 +204,8 @@ typedef struct {
     /* full recomputation (work region): the recomputed block's output, a MoE block's MLP output */
     size_t rcout, rcmoe;
     size_t total;
-    size_t work; /* floats of the work region this layout needs (0: no recomputation) */
+    size_t work_rc; /* floats of the recomputed tensors at the work region's start (0: none) */
+    size_t work;    /* floats of the work region this layout needs: those and the shared scratch */
     int tiled;
 } mdc_i_acts_layout;
 
@@ -292,7 +293,9 @@ float mdc_i_normal_at(uint64_t seed, uint64_t i);
         if (try_st_) return try_st_; \
     } while (0)
 
-static inline float *buf(mdc_gpt2_acts *a, size_t off) { return a->buf + off; }
+static inline float *buf(mdc_gpt2_acts *a, size_t off) {
+    return off & MDC_I_WORK ? a->m->rc.work + (off & ~MDC_I_WORK) : a->buf + off; /* the shared scratch */
+}
 static inline float *lact(mdc_gpt2_acts *a, size_t off, int l) {
     if (off & MDC_I_WORK) return a->m->rc.work + (off & ~MDC_I_WORK); /* recomputed, not kept */
     return a->buf + off + (size_t)(l - a->lo) * a->lay.layer_stride;
