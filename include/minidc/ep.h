@@ -61,13 +61,18 @@ void mdc_etp_get_figures(const mdc_etp *etp, mdc_etp_figures *f);
  * of ep rank 0 next to the formula, and with etp the etp group's gathers and sums (bytes per
  * rank, their mean over the etp ranks) next to theirs. count: this rank's figures count (tp rank
  * 0, or every tp rank with SP). ep and etp may be NULL. */
+/* totals (NULL, or E + MDC_MOE_FIGURES doubles): on world rank 0 the line's sums over the mesh,
+ * the E assignments per expert, then dropped, the aux and z sums, ..., the routing digest at E + 8
+ * and the aux loss's sum at E + 15 (ref/parallel/ep/report.c). */
+enum { MDC_MOE_FIGURES = 16 };
 mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, mdc_group *world, int count,
-                             double tokens, char *line, size_t cap);
+                             double tokens, char *line, size_t cap, double *totals);
 
-/* This rank's MoE figures of the last step into the cJSON object `obj` (the --report file's
- * "schemes": "moe"): assignments per expert, dropped, the aux and z sums, all-to-all bytes and
- * calls (ep may be NULL). */
-void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, void *obj);
+/* The MoE figures of the last step into the cJSON object `obj` (the --report file's "schemes":
+ * "moe"): assignments per expert, dropped, the aux, z and aux-loss sums, the routing digest (from
+ * `totals`, the last line's sums over the mesh; NULL: this rank's own), and this rank's
+ * all-to-all bytes and calls (ep may be NULL). */
+void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, const double *totals, void *obj);
 
 #ifdef __cplusplus
 }

@@ -180,6 +180,7 @@ void mdc_trainer_free(mdc_trainer *t) {
     mdc_ep_free(t->ep);
     mdc_etp_free(t->etp);
     free(t->cp_tok);
+    free(t->moe_sum);
     mdc_dp_free(t->dp);
     mdc_gpt2_free(t->m);
     mdc_tp_free(t->tp);

@@ -131,8 +131,10 @@ mdc_status mdc_trainer_check_replicas(mdc_trainer *t) {
 }
 
 mdc_status mdc_trainer_moe_line(mdc_trainer *t, char *line, size_t cap) {
+    if (t->tc.cfg.E && !t->moe_sum && !(t->moe_sum = calloc((size_t)t->tc.cfg.E + MDC_MOE_FIGURES, sizeof(double))))
+        return mdc_fail(MDC_ERR_OOM_HOST, "MoE figures");
     return mdc_moe_step_line(t->m, t->ep, t->etp, t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL,
-                             t->plan.count_moe, t->plan.tokens, line, cap);
+                             t->plan.count_moe, t->plan.tokens, line, cap, t->moe_sum);
 }
 
 mdc_status mdc_trainer_timeline(mdc_trainer *t, const char *path) {
@@ -219,7 +221,7 @@ char *mdc_trainer_report_json(mdc_trainer *t) {
         cJSON_AddNumberToObject(dp, "step_bytes_exact", f.step_bytes_want);
         cJSON_AddNumberToObject(dp, "step_bytes_formula", f.step_bytes_formula);
     }
-    if (t->tc.cfg.E) mdc_moe_report_json(t->m, t->ep, t->etp, root);
+    if (t->tc.cfg.E) mdc_moe_report_json(t->m, t->ep, t->etp, t->moe_sum, root);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     char *out = text ? strdup(text) : NULL; /* plain malloc'd text for the caller's free() */

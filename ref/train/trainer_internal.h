@@ -19,6 +19,7 @@ struct mdc_trainer {
     mdc_etp *etp;     /* NULL: every expert whole on each tp rank */
     mdc_mesh_dims md; /* the mesh's axes: dp the replicas of one expert placement (dp / ep) */
     int *cp_tok;      /* context parallel: this rank's positions of the step's inputs and targets */
+    double *moe_sum;  /* the last MoE line's figures summed over the mesh (world rank 0; E + MDC_MOE_FIGURES) */
     mdc_step_plan plan;
     char *skip, *sp_partial;
     int dp_rank, dp_size, tp_rank, pp_rank, steps;

@@ -7,7 +7,7 @@
 # (the same tokens per expert and drops: the routing depends on the global batch only); under
 # --exact byte-identical checkpoints to serial, also with cp, pp and zb-h1; a saved MoE checkpoint
 # read back by minidc forward; bad configurations refused before any message (exit 2, the option
-# named).
+# named); the --report file's MoE figures the mesh's sums (equal to serial's).
 # Each mesh and each refusal is a scenario (tests/cli/scenario.sh); a serial run that scenarios
 # compare with runs when one of them is selected.
 . "$(dirname "$0")/scenario.sh"
@@ -147,6 +147,21 @@ EOF
         if [ $? = 0 ] && [[ "$out" == *"loss "* ]]; then pass "$forward"; echo "  ${out%%;*}"
         else flunk "$forward" "forward on the MoE checkpoint: $out"; fi
     fi
+fi
+
+# the --report file's MoE figures are the mesh's sums, as the MoE line: equal to serial's
+label="--report JSON on --dp 2 --ep 2 --tp 2 --sp: tokens per expert, drops, aux and z sums and digest equal serial's"
+if scenario "$label"; then
+    run jser 1 --experts 4 --topk 2 --report "$tmp/jser.json"
+    run jmesh 4 --experts 4 --topk 2 --dp 2 --ep 2 --tp 2 --sp --report "$tmp/jmesh.json"
+    if [ $rc = 0 ] && /usr/bin/python3 - "$tmp/jser.json" "$tmp/jmesh.json" <<'EOF'
+import json, sys
+a, b = (json.load(open(f))["schemes"]["moe"] for f in sys.argv[1:])
+bad = [k for k in ["tokens_per_expert", "dropped", "routing_digest"] if a[k] != b[k]]
+bad += [k for k in ["aux_sum", "z_sum"] if abs(a[k] - b[k]) > 1e-5 * max(1, abs(a[k]))]
+sys.exit(f"differ: {bad}: {a} {b}" if bad else 0)
+EOF
+    then pass "$label"; else flunk "$label" "exit $rc"; fi
 fi
 
 # refusals: exit 2 on every rank, the option named, before any step

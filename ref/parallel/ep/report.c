@@ -10,14 +10,14 @@
 #include "ep_internal.h"
 
 mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, mdc_group *world, int count,
-                             double tokens, char *line, size_t cap) {
+                             double tokens, char *line, size_t cap, double *totals) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     int E = c->E, W = world ? mdc_group_size(world) : 1;
     line[0] = 0;
     if (!E) return MDC_OK;
     mdc_moe_stats s;
     mdc_gpt2_moe_stats(m, &s);
-    enum { NV = 9 + 7 }; /* the figures after the E counts */
+    enum { NV = MDC_MOE_FIGURES }; /* the figures after the E counts */
     double *v = calloc((size_t)E + NV, sizeof *v);
     if (!v) return mdc_fail(MDC_ERR_OOM_HOST, "MoE figures");
     if (count) {
@@ -40,6 +40,7 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
         free(v);
         return st;
     }
+    if (totals) memcpy(totals, v, sizeof(double) * ((size_t)E + NV));
     double tot = 0, mx = 0;
     for (int i = 0; i < E; i++) tot += v[i], mx = v[i] > mx ? v[i] : mx;
     size_t o = (size_t)snprintf(line, cap, "  moe: tokens/expert");
@@ -87,10 +88,16 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
     return MDC_OK;
 }
 
-void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, void *obj) {
+void mdc_moe_report_json(const mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, const double *totals, void *obj) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     mdc_moe_stats s;
     mdc_gpt2_moe_stats(m, &s);
+    if (totals) { /* the mesh's sums, as the MoE line */
+        int E = c->E;
+        for (int i = 0; i < E; i++) s.tokens[i] = totals[i];
+        s.dropped = totals[E], s.aux_sum = totals[E + 1], s.z_sum = totals[E + 2], s.digest = totals[E + 8];
+        s.lb_sum = totals[E + 15];
+    }
     cJSON *o = cJSON_AddObjectToObject(obj, "moe"), *t = cJSON_AddArrayToObject(o, "tokens_per_expert");
     for (int i = 0; i < c->E; i++) cJSON_AddItemToArray(t, cJSON_CreateNumber(s.tokens[i]));
     cJSON_AddNumberToObject(o, "experts", c->E), cJSON_AddNumberToObject(o, "topk", c->topk);
