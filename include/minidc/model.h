@@ -412,6 +412,10 @@ mdc_status mdc_gpt2_acts_create_chunk(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, i
 void mdc_gpt2_acts_layers(const mdc_gpt2_acts *a, int *lo, int *hi);
 void mdc_gpt2_acts_free(mdc_gpt2_acts *a); /* NULL is a no-op */
 mdc_gpt2_acts *mdc_gpt2_default_acts(mdc_gpt2 *m);
+/* Creates the default set (of the creation's B x T) if the model has none: a model created with
+ * MDC_GPT2_LAZY_ACTS gets it once its modes are set (a pipeline stage, whose schedule keeps its
+ * own sets, never does), so no set is allocated at a layout the run does not use. */
+mdc_status mdc_gpt2_default_acts_create(mdc_gpt2 *m);
 /* Bytes the activation sets of B x T take for one micro-batch through every chunk of this
  * partition (what create allocates when there is one chunk). */
 size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T);
@@ -625,7 +629,8 @@ enum {
     MDC_GPT2_HOST_PARAMS = 1u,
     MDC_GPT2_HOST_GRADS = 2u,
     MDC_GPT2_RECOMPUTE_SELECTIVE = 4u,
-    MDC_GPT2_RECOMPUTE_FULL = 8u
+    MDC_GPT2_RECOMPUTE_FULL = 8u,
+    MDC_GPT2_LAZY_ACTS = 16u /* no default activation set until mdc_gpt2_default_acts_create */
 };
 mdc_status mdc_gpt2_create_flags(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg, int B, int T,
                                  unsigned flags);

@@ -335,7 +335,8 @@ mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_
     if ((st = mdc_i_layout_build(m)) || (st = mdc_i_moe_alloc(m))) goto fail;
     if ((st = state_alloc(m, &m->params, m->floats * sizeof(float), MDC_MEM_PARAMS, "params", MDC_GPT2_HOST_PARAMS)))
         goto fail;
-    if ((st = mdc_gpt2_acts_create(&m->acts, m, B, T))) goto fail;
+    m->acts_B = B, m->acts_T = T;
+    if (!(flags & MDC_GPT2_LAZY_ACTS) && (st = mdc_gpt2_acts_create(&m->acts, m, B, T))) goto fail;
     *out = m;
     return MDC_OK;
 fail:
@@ -411,6 +412,9 @@ mdc_status mdc_gpt2_set_cp(mdc_gpt2 *m, const mdc_gpt2_cp *cp) {
 }
 const mdc_gpt2_cp *mdc_gpt2_get_cp(const mdc_gpt2 *m) { return m->cp; }
 mdc_gpt2_acts *mdc_gpt2_default_acts(mdc_gpt2 *m) { return m->acts; }
+mdc_status mdc_gpt2_default_acts_create(mdc_gpt2 *m) {
+    return m->acts ? MDC_OK : mdc_gpt2_acts_create(&m->acts, m, m->acts_B, m->acts_T);
+}
 const float *mdc_gpt2_logits(const mdc_gpt2 *m) { return mdc_gpt2_acts_logits(m->acts); }
 const float *mdc_gpt2_losses(const mdc_gpt2 *m) { return mdc_gpt2_acts_losses(m->acts); }
 

@@ -121,7 +121,8 @@ struct mdc_gpt2 {
     const struct mdc_i_positions *pos;
     mdc_status (*tap)(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, int dir, int phase, const float *x);
     mdc_gpt2_spelling spelling; /* of the tensor names it writes (mdc_gpt2_spelled) */
-    mdc_gpt2_acts *acts;        /* the default activation set */
+    mdc_gpt2_acts *acts;        /* the default activation set (NULL: not created yet) */
+    int acts_B, acts_T;         /* its batch and sequence (the creation's) */
     float loss;                 /* mean loss of the last mdc_gpt2_forward */
     struct {
         int blk;      /* canonical token block (0: exact mode off) */

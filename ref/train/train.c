@@ -208,10 +208,10 @@ static mdc_status lb_count(mdc_step_plan *p, const int *inputs, const int *targe
 
 mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *targets) {
     mdc_gpt2 *m = p->m;
-    mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m);
+    mdc_gpt2_acts *a = p->acts ? p->acts : mdc_gpt2_default_acts(m); /* NULL on a pipeline stage */
     size_t rows = (size_t)p->micro_batch * p->seq;
-    int lo, hi;
-    mdc_gpt2_acts_layers(a, &lo, &hi);
+    int lo = 0, hi = 0;
+    if (!p->pp) mdc_gpt2_acts_layers(a, &lo, &hi);
     mdc_status st = mdc_gpt2_lb_on(m) ? lb_count(p, inputs, targets) : MDC_OK;
     if (!st) st = mdc_gpt2_zero_grad(m);
     if (st) return st;

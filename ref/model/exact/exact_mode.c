@@ -25,7 +25,7 @@ mdc_status mdc_gpt2_set_exact(mdc_gpt2 *m, int blk) {
     mdc_i_install(m);
     if (blk == 0) return mdc_i_acts_refresh(m, before);
     if (blk < 0) return mdc_fail(MDC_ERR_INVALID, "--exact-block %d: must be a positive number of tokens", blk);
-    mdc_i_sizes s = mdc_i_sizes_of(m, m->acts->maxB, m->acts->maxT);
+    mdc_i_sizes s = mdc_i_sizes_of(m, m->acts_B, m->acts_T);
     if (s.Vl % MDC_EXACT_VOCAB_BLOCK)
         return mdc_fail(
             MDC_ERR_INVALID,
