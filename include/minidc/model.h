@@ -622,16 +622,10 @@ int mdc_gpt2_unit_count(const mdc_gpt2_config *cfg);
 void mdc_gpt2_local_unit(const mdc_gpt2 *m, int unit, size_t *offset, size_t *count);
 /* Creation flags: the parameters (HOST_PARAMS) and/or gradients (HOST_GRADS) live in plain host
  * memory that is NOT charged to the emulated HBM; a ZeRO scheme then owns residency and charges
- * what is really resident (shards, gathered units, buckets) with mdc_dev_alloc. RECOMPUTE_*: the
- * recomputation mode from the start (mdc_gpt2_set_recompute), so the default activation set is
- * never allocated at its larger layout. */
-enum {
-    MDC_GPT2_HOST_PARAMS = 1u,
-    MDC_GPT2_HOST_GRADS = 2u,
-    MDC_GPT2_RECOMPUTE_SELECTIVE = 4u,
-    MDC_GPT2_RECOMPUTE_FULL = 8u,
-    MDC_GPT2_LAZY_ACTS = 16u /* no default activation set until mdc_gpt2_default_acts_create */
-};
+ * what is really resident (shards, gathered units, buckets) with mdc_dev_alloc. LAZY_ACTS: no
+ * default activation set until mdc_gpt2_default_acts_create (after the modes that lay it out:
+ * recomputation, cp, dropout, exact mode), so none is allocated at a layout the run does not use. */
+enum { MDC_GPT2_HOST_PARAMS = 1u, MDC_GPT2_HOST_GRADS = 2u, MDC_GPT2_LAZY_ACTS = 4u };
 mdc_status mdc_gpt2_create_flags(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg, int B, int T,
                                  unsigned flags);
 unsigned mdc_gpt2_flags(const mdc_gpt2 *m); /* the creation flags */

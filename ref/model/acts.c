@@ -125,8 +125,8 @@ static mdc_status work_take(mdc_gpt2 *m, size_t floats) {
     m->rc.users++;
     return MDC_OK;
 }
-static void work_drop(mdc_gpt2 *m, size_t floats) {
-    if (!floats || --m->rc.users > 0) return;
+static void work_drop(mdc_gpt2 *m) {
+    if (--m->rc.users > 0) return;
     mdc_dev_free(m->dev, m->rc.work);
     m->rc.work = NULL, m->rc.work_floats = 0;
 }
@@ -190,7 +190,7 @@ void mdc_gpt2_acts_free(mdc_gpt2_acts *a) {
     free(a->wstash), free(a->wpending), free(a->moe), free(a->wwork);
     mdc_dev_free(a->dev, a->buf);
     mdc_dev_free(a->dev, a->inputs);
-    if (a->work_held) work_drop((mdc_gpt2 *)a->m, a->lay.work);
+    if (a->work_held) work_drop((mdc_gpt2 *)a->m);
     free(a);
 }
 

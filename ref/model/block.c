@@ -72,20 +72,18 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     return MDC_OK;
 }
 
-mdc_status mdc_i_recompute_block(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
+/* A recomputed forward (attention alone with scratch, else block l's): no taps, no statistics. */
+static mdc_status recompute(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *scratch) {
     mdc_status (*tap)(mdc_gpt2 *, mdc_gpt2_acts *, int, int, int, int, const float *) = m->tap;
     m->tap = NULL, m->rc.active = 1;
-    mdc_status st = forward_body(m, a, l, lact(a, a->lay.rcout, l));
+    mdc_status st = scratch ? mdc_i_attend(m, a, l, scratch, lact(a, a->lay.att, l), lact(a, a->lay.qkv, l))
+                            : forward_body(m, a, l, lact(a, a->lay.rcout, l));
     m->tap = tap, m->rc.active = 0;
     return st;
 }
-
+mdc_status mdc_i_recompute_block(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) { return recompute(m, a, l, NULL); }
 mdc_status mdc_i_recompute_attention(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *scratch) {
-    mdc_status (*tap)(mdc_gpt2 *, mdc_gpt2_acts *, int, int, int, int, const float *) = m->tap;
-    m->tap = NULL, m->rc.active = 1;
-    mdc_status st = mdc_i_attend(m, a, l, scratch, lact(a, a->lay.att, l), lact(a, a->lay.qkv, l));
-    m->tap = tap, m->rc.active = 0;
-    return st;
+    return recompute(m, a, l, scratch);
 }
 
 static mdc_i_norm lnf_of(mdc_gpt2 *m, mdc_gpt2_acts *a) {

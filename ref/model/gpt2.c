@@ -329,9 +329,6 @@ mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_
         goto fail;
     }
     mdc_i_install(m);
-    m->rc.mode = flags & MDC_GPT2_RECOMPUTE_FULL        ? MDC_RECOMPUTE_FULL
-                 : flags & MDC_GPT2_RECOMPUTE_SELECTIVE ? MDC_RECOMPUTE_SELECTIVE
-                                                        : MDC_RECOMPUTE_NONE;
     if ((st = mdc_i_layout_build(m)) || (st = mdc_i_moe_alloc(m))) goto fail;
     if ((st = state_alloc(m, &m->params, m->floats * sizeof(float), MDC_MEM_PARAMS, "params", MDC_GPT2_HOST_PARAMS)))
         goto fail;

@@ -159,7 +159,8 @@ struct mdc_gpt2 {
     struct {
         int mode;    /* MDC_RECOMPUTE_* */
         int active;  /* a block's forward is being recomputed: no taps, hooks or statistics */
-        float *work; /* the work region (MDC_MEM_ACTS), work_floats, shared by users sets */
+        float *work; /* the work region (MDC_MEM_ACTS: scratch, recomputed tensors), work_floats, shared by
+                        its users, the activation sets */
         size_t work_floats;
         int users;
     } rc;
@@ -247,7 +248,8 @@ enum {
     MDC_I_NEED_RC_FULL = 16
 };
 /* An offset with this bit is in the model's work region (m->rc.work), shared by every set and
- * layer: what recomputation rebuilds in the backward instead of keeping. */
+ * layer: the scratch of one forward or backward call, and what recomputation rebuilds in the
+ * backward instead of keeping. */
 #define MDC_I_WORK ((size_t)1 << 60)
 /* layers: the chunk's blocks; head: the head's tensors too */
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
@@ -298,7 +300,7 @@ static inline float *buf(mdc_gpt2_acts *a, size_t off) {
     return off & MDC_I_WORK ? a->m->rc.work + (off & ~MDC_I_WORK) : a->buf + off; /* the shared scratch */
 }
 static inline float *lact(mdc_gpt2_acts *a, size_t off, int l) {
-    if (off & MDC_I_WORK) return a->m->rc.work + (off & ~MDC_I_WORK); /* recomputed, not kept */
+    if (off & MDC_I_WORK) return buf(a, off); /* recomputed, not kept */
     return a->buf + off + (size_t)(l - a->lo) * a->lay.layer_stride;
 }
 /* the residual stream entering layer l */

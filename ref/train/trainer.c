@@ -84,10 +84,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
     if (t->tp && kvr > 1) mdc_tp_set_kv_group(t->tp, mdc_mesh_group(t->mesh, MDC_MESH_KV));
     if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch, Tl,
-                                   mdc_dp_model_flags(tc->zero) | MDC_GPT2_LAZY_ACTS |
-                                       (tc->recompute == MDC_RECOMPUTE_FULL        ? MDC_GPT2_RECOMPUTE_FULL
-                                        : tc->recompute == MDC_RECOMPUTE_SELECTIVE ? MDC_GPT2_RECOMPUTE_SELECTIVE
-                                                                                   : 0u))))
+                                   mdc_dp_model_flags(tc->zero) | MDC_GPT2_LAZY_ACTS)))
         goto fail;
     mdc_gpt2_init(t->m, seed);
     if ((st = mdc_gpt2_set_moe(t->m, &tc->moe))) goto fail;

@@ -12,11 +12,10 @@
 #include "moe_internal.h"
 
 /* block l's shared expert as this rank holds it (0: none) */
-static int shared_linears(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_linear *up, mdc_i_linear *down, int *gate) {
+static int shared_linears(mdc_gpt2 *m, int l, mdc_i_linear *up, mdc_i_linear *down, int *gate) {
     mdc_i_expert s = mdc_i_shared_of(&m->cfg, l, gate);
     if (s.w1 < 0) return 0;
     int C = m->cfg.C, Fl = s.F / m->part.tp, kblk = mdc_i_contract_block(&m->cfg, s.F);
-    (void)a;
     /* l, w, b, K, N, kblk, row, site, osite, drop, wt, dx_n: gate|up's rows are adjacent locally */
     *up = (mdc_i_linear){l, s.w1, -1, C, 2 * Fl, kblk, 0, -1, -1, -1, 1, 0};
     *down = (mdc_i_linear){l, s.w2, -1, Fl, C, kblk, 1, MDC_I_DS_SHARED, -1, -1, 1, 0};
@@ -26,7 +25,7 @@ static int shared_linears(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_linear *up
 mdc_status mdc_i_moe_shared_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x, moe_state *q, float *out) {
     mdc_i_linear up, down;
     int gate;
-    if (!shared_linears(m, a, l, &up, &down, &gate)) return MDC_OK;
+    if (!shared_linears(m, l, &up, &down, &gate)) return MDC_OK;
     mdc_i_sizes z = mdc_i_sizes_of(m, a->B, a->T);
     size_t n = (size_t)z.n, nl = (size_t)q->n, C = (size_t)m->cfg.C, Fl = (size_t)down.K;
     char name[48];
@@ -53,7 +52,7 @@ mdc_status mdc_i_moe_shared_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const
                                      const float *dout, float *dx) {
     mdc_i_linear up, down;
     int gate;
-    if (!shared_linears(m, a, l, &up, &down, &gate)) return MDC_OK;
+    if (!shared_linears(m, l, &up, &down, &gate)) return MDC_OK;
     mdc_i_sizes z = mdc_i_sizes_of(m, a->B, a->T);
     size_t n = (size_t)z.n, nl = (size_t)q->n, C = (size_t)m->cfg.C, Fl = (size_t)down.K;
     float *tmp;
