@@ -32,7 +32,7 @@ static mdc_status get_u64(const mdc_tensorfile *tf, const char *label, const cha
 
 mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *s) {
     if (s->seed_set > 1 || s->global_batch == 0 || s->global_batch > MAX_COUNT || s->step > MAX_COUNT ||
-        s->step != (uint64_t)mdc_gpt2_adam_step(m)) /* what the loader would refuse */
+        s->step != (uint64_t)mdc_gpt2_adam_step(m) + s->skipped || s->scale_log2 > 127) /* the loader would refuse */
         return mdc_fail(MDC_ERR_INVALID, "%s: cannot save step %llu (AdamW step %d), seed_set %llu, global_batch %llu",
                         path, (unsigned long long)s->step, mdc_gpt2_adam_step(m), (unsigned long long)s->seed_set,
                         (unsigned long long)s->global_batch);
@@ -47,6 +47,9 @@ mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_st
     if (!st) st = set_u64(tf, "seed_set", s->seed_set);
     if (!st) st = set_u64(tf, "global_batch", s->global_batch);
     if (!st) st = set_u64(tf, "data_sequences", s->data_sequences);
+    if (!st && s->skipped) st = set_u64(tf, "skipped_steps", s->skipped);
+    if (!st && s->scale_set) st = set_u64(tf, "loss_scale_log2", s->scale_log2);
+    if (!st && s->scale_set) st = set_u64(tf, "loss_scale_clean", s->scale_clean);
     if (!st) st = mdc_gpt2_add_tensors(m, mdc_gpt2_params(m), "", tf);
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     for (int l = 0; !st && l < c->L; l++) { /* the MoE blocks' routing biases */
@@ -136,6 +139,19 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
                  {"data_sequences", &s->data_sequences}};
     for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
         if ((st = get_u64(tf, label, state[i].key, state[i].dst))) return st;
+    /* fp16's loss scaling, where the saving run had it: the skipped steps, the scale and its clean steps */
+    s->skipped = 0, s->scale_set = 0, s->scale_log2 = 0, s->scale_clean = 0;
+    if (mdc_tensorfile_get_meta(tf, "skipped_steps") && (st = get_u64(tf, label, "skipped_steps", &s->skipped)))
+        return st;
+    if (mdc_tensorfile_get_meta(tf, "loss_scale_log2")) {
+        if ((st = get_u64(tf, label, "loss_scale_log2", &s->scale_log2)) ||
+            (st = get_u64(tf, label, "loss_scale_clean", &s->scale_clean)))
+            return st;
+        if (s->scale_log2 > 127 || s->scale_clean > MAX_COUNT)
+            return mdc_fail(MDC_ERR_FORMAT, "%s: loss_scale_log2 %llu or loss_scale_clean %llu out of range", label,
+                            (unsigned long long)s->scale_log2, (unsigned long long)s->scale_clean);
+        s->scale_set = 1;
+    }
     if (s->step > MAX_COUNT)
         return mdc_fail(MDC_ERR_FORMAT, "%s: step %llu out of range (at most 2^30)", label,
                         (unsigned long long)s->step);
@@ -166,11 +182,12 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
                                     "element %zu (%g)",
                                     label, t->name, j, x[j]);
         }
-    if (adam_step != s->step) /* every step of a run is one AdamW step */
+    if (adam_step + s->skipped != s->step) /* every step of a run is one AdamW step, or one fp16 skipped */
         return mdc_fail(MDC_ERR_FORMAT,
-                        "%s: adam_step %llu contradicts step %llu (both count the optimizer steps "
-                        "taken)",
-                        label, (unsigned long long)adam_step, (unsigned long long)s->step);
+                        "%s: adam_step %llu and skipped_steps %llu contradict step %llu (a step is an AdamW "
+                        "step or one fp16's loss scaling skipped)",
+                        label, (unsigned long long)adam_step, (unsigned long long)s->skipped,
+                        (unsigned long long)s->step);
     if (adam_step > 0) {
         if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
         if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;

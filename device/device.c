@@ -22,9 +22,9 @@
 /* Each allocation is preceded by this header (padded to ALIGN bytes). */
 typedef struct alloc_hdr {
     struct alloc_hdr *prev, *next;
-    size_t bytes;
+    size_t bytes, held; /* charged; held in host memory (more for a 16-bit tensor kept as floats) */
     int cat;
-    char name[36];
+    char name[28];
 } alloc_hdr;
 
 struct mdc_device {
@@ -33,6 +33,7 @@ struct mdc_device {
     double capacity;
     mdc_emulate_mode mode;
     double time_scale;
+    int dtype_bytes; /* the run's activations and compute weights: 4 or 2 (mdc_dev_set_dtype) */
     int rank;
     size_t in_use[MDC_MEM_COUNT + 1], peak[MDC_MEM_COUNT + 1];
     alloc_hdr *allocs;
@@ -61,7 +62,7 @@ enum { CACHE_MIN = 1 << 20, CACHE_SLOTS = 16 };
 static size_t padded_of(size_t bytes) { return bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN; }
 static alloc_hdr *cache_take(mdc_device *dev, size_t padded) {
     for (int i = 0; CACHE_ON && padded >= CACHE_MIN && i < CACHE_SLOTS; i++)
-        if (dev->cache[i] && padded_of(dev->cache[i]->bytes) == padded) {
+        if (dev->cache[i] && padded_of(dev->cache[i]->held) == padded) {
             alloc_hdr *h = dev->cache[i];
             dev->cache[i] = NULL;
             return h;
@@ -69,8 +70,8 @@ static alloc_hdr *cache_take(mdc_device *dev, size_t padded) {
     return NULL;
 }
 static int cache_put(mdc_device *dev, alloc_hdr *h) { /* at most 1 GiB kept */
-    size_t kept = padded_of(h->bytes), p = kept;
-    for (int i = 0; i < CACHE_SLOTS; i++) kept += dev->cache[i] ? padded_of(dev->cache[i]->bytes) : 0;
+    size_t kept = padded_of(h->held), p = kept;
+    for (int i = 0; i < CACHE_SLOTS; i++) kept += dev->cache[i] ? padded_of(dev->cache[i]->held) : 0;
     for (int i = 0; CACHE_ON && p >= CACHE_MIN && kept <= ((size_t)1 << 30) && i < CACHE_SLOTS; i++)
         if (!dev->cache[i]) return dev->cache[i] = h, 1;
     return 0;
@@ -150,6 +151,7 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
     d->energy = *table;
     d->capacity = spec->hbm_bytes * hbm_scale;
     d->mode = mode;
+    d->dtype_bytes = 4;
     d->time_scale = time_scale;
     d->rank = rank;
     /* Throttled sleeps must end on time: the default 50 us timer slack would add to each. */
@@ -180,11 +182,16 @@ static void fmt_bytes(char *buf, size_t n, double b) {
 }
 
 mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_category cat, const char *name) {
+    return mdc_dev_alloc_held(dev, out, bytes, bytes, cat, name);
+}
+
+mdc_status mdc_dev_alloc_held(mdc_device *dev, void **out, size_t held, size_t bytes, mdc_mem_category cat,
+                              const char *name) {
     *out = NULL;
     if ((unsigned)cat >= MDC_MEM_COUNT)
         return mdc_fail(MDC_ERR_INVALID, "mdc_dev_alloc: bad category %d for '%s'", (int)cat, name ? name : "?");
     size_t total = dev->in_use[MDC_MEM_COUNT];
-    if ((double)total + (double)bytes > dev->capacity || bytes > SIZE_MAX - 2 * ALIGN) {
+    if ((double)total + (double)bytes > dev->capacity || held > SIZE_MAX - 2 * ALIGN) {
         char req[32], used[32], cap[32], pk[32], fr[32];
         fmt_bytes(fr, sizeof fr, dev->capacity - (double)total);
         fmt_bytes(req, sizeof req, (double)bytes);
@@ -198,14 +205,14 @@ mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_cate
                         dev->rank, dev->spec.name, req, bytes, name ? name : "?", cat_names[cat], used, total, cap,
                         dev->capacity, fr, pk);
     }
-    size_t padded = padded_of(bytes);
+    size_t padded = padded_of(held);
     alloc_hdr *h = cache_take(dev, padded);
     if (!h) h = aligned_alloc(ALIGN, ALIGN + padded);
     if (!h)
-        return mdc_fail(MDC_ERR_OOM_HOST, "rank %d: host malloc of %zu bytes for '%s' failed", dev->rank, bytes,
+        return mdc_fail(MDC_ERR_OOM_HOST, "rank %d: host malloc of %zu bytes for '%s' failed", dev->rank, held,
                         name ? name : "?");
     memset(h, 0, ALIGN + padded);
-    h->bytes = bytes;
+    h->bytes = bytes, h->held = held;
     h->cat = cat;
     snprintf(h->name, sizeof h->name, "%s", name ? name : "");
     h->next = dev->allocs;
@@ -251,6 +258,9 @@ static double link_latency(const mdc_device *dev, mdc_link l) {
     return l == MDC_LINK_NET ? dev->spec.net_latency : dev->spec.nvlink_latency;
 }
 
+void mdc_dev_set_dtype(mdc_device *dev, int bytes) { dev->dtype_bytes = bytes == 2 ? 2 : 4; }
+int mdc_dev_dtype(const mdc_device *dev) { return dev->dtype_bytes; }
+
 #undef mdc_dev_kernel
 void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precision prec) {
     mdc_dev_kernel_named(dev, NULL, flops, hbm_bytes, prec);
@@ -258,6 +268,10 @@ void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precisi
 
 void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, double hbm_bytes, mdc_precision prec) {
     if (dev->mode == MDC_EMULATE_OFF) return;
+    if (prec == MDC_PREC_RUN || prec == MDC_PREC_GEMM) {
+        hbm_bytes *= dev->dtype_bytes / 4.0;
+        prec = prec == MDC_PREC_GEMM && dev->dtype_bytes == 2 ? MDC_PREC_BF16 : MDC_PREC_FP32;
+    }
     double peak = prec == MDC_PREC_BF16 ? dev->spec.flops_bf16 : dev->spec.flops_fp32;
     double tc = flops / peak, tm = hbm_bytes / dev->spec.hbm_bw;
     double t = (tc >= tm ? tc : tm) + dev->spec.launch_overhead;

@@ -24,7 +24,7 @@ void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const 
         v[i] = vi;
         params[i] = p - step * (mi / (sqrtf(vi) / bc2s + eps));
     }
-    mdc_k_charge(dev, 15.0 * (double)n, 28.0 * (double)n);
+    mdc_k_charge_fp32(dev, 15.0 * (double)n, 28.0 * (double)n);
 }
 
 double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n) {
@@ -49,7 +49,7 @@ double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n) {
         for (size_t c = 0; c < nc; c++) total += part[c];
         if (part != stackbuf) free(part);
     }
-    mdc_k_charge(dev, 2.0 * (double)n, 4.0 * (double)n);
+    mdc_k_charge_fp32(dev, 2.0 * (double)n, 4.0 * (double)n);
     return total;
 }
 

@@ -86,7 +86,7 @@ static void attention_gqa_forward_named(const char *name, mdc_device *dev, float
     double pc = causal(T), n = (double)B * H;
     if (dev)
         mdc_dev_kernel_named(dev, name, n * (4.0 * d + 5 + dr) * pc,
-                             n * 4 * ((2.0 + 2.0 * KV / H) * T * d + (4 + 2 * dr) * pc), MDC_PREC_FP32);
+                             n * 4 * ((2.0 + 2.0 * KV / H) * T * d + (4 + 2 * dr) * pc), MDC_PREC_GEMM);
 }
 
 void mdc_attention_gqa_forward(mdc_device *dev, float *out, float *att, const float *qkv, const mdc_dropout *drop,
@@ -165,7 +165,7 @@ static void attention_gqa_backward_named(const char *name, mdc_device *dev, floa
     double pc = causal(T), n = (double)B * H;
     if (dev)
         mdc_dev_kernel_named(dev, name, n * (8.0 * d + 4 + 2 * dr) * pc,
-                             n * 4 * ((4.0 + 6.0 * KV / H) * T * d + (7 + 2 * dr) * pc), MDC_PREC_FP32);
+                             n * 4 * ((4.0 + 6.0 * KV / H) * T * d + (7 + 2 * dr) * pc), MDC_PREC_GEMM);
 }
 
 void mdc_attention_gqa_backward(mdc_device *dev, float *dqkv, float *scratch, const float *dout, const float *qkv,

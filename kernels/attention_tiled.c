@@ -116,7 +116,7 @@ static void attention_gqa_forward_tiled_named(const char *name, mdc_device *dev,
     }
     double n = (double)B * H;
     if (dev)
-        mdc_dev_kernel_named(dev, name, n * (4.0 * d + 5 + dr) * causal(T), n * fwd_bytes(T, d, H, KV), MDC_PREC_FP32);
+        mdc_dev_kernel_named(dev, name, n * (4.0 * d + 5 + dr) * causal(T), n * fwd_bytes(T, d, H, KV), MDC_PREC_GEMM);
 }
 
 void mdc_attention_gqa_forward_tiled(mdc_device *dev, float *out, float *lse, const float *qkv, const mdc_dropout *drop,
@@ -208,7 +208,7 @@ static void attention_gqa_backward_tiled_named(const char *name, mdc_device *dev
     double n = (double)B * H, pc = causal(T);
     if (dev)
         mdc_dev_kernel_named(dev, name, n * ((10.0 * d + 4 + 2 * dr) * pc + 2.0 * T * d), n * bwd_bytes(T, d, H, KV),
-                             MDC_PREC_FP32);
+                             MDC_PREC_GEMM);
 }
 
 void mdc_attention_gqa_backward_tiled(mdc_device *dev, float *dqkv, const float *dout, const float *out,

@@ -33,7 +33,7 @@ static int group_of(const mdc_attn_pair *p) { return p->group > 1 ? p->group : 1
 
 static void charge(mdc_device *dev, const mdc_attn_pair *p, double per_pair) {
     double pairs = mdc_attn_pair_visible(p);
-    mdc_dev_kernel(dev, per_pair * pairs, 8.0 * per_pair * pairs, MDC_PREC_FP32);
+    mdc_dev_kernel(dev, per_pair * pairs, 8.0 * per_pair * pairs, MDC_PREC_RUN);
 }
 
 /* keys [j0, j1) of the run, transposed: kt[x * w + j - j0] (w = j1 - j0) */
@@ -143,7 +143,7 @@ void mdc_x_attn_finish(mdc_device *dev, const mdc_attn_pair *p, const mdc_xsum *
                 lse[si] = p->m[si] + mdc_logf(l);
             }
     double n = (double)p->B * p->NH * p->nq;
-    mdc_dev_kernel(dev, n * (p->hs + 2), 4.0 * n * (3.0 * p->hs + 3), MDC_PREC_FP32);
+    mdc_dev_kernel(dev, n * (p->hs + 2), 4.0 * n * (3.0 * p->hs + 3), MDC_PREC_RUN);
 }
 
 void mdc_x_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
@@ -156,7 +156,7 @@ void mdc_x_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
                 D[b * p->s_bs + h * p->s_hs + i] = s;
             }
     double n = (double)p->B * p->NH * p->nq;
-    mdc_dev_kernel(dev, 2.0 * n * p->hs, 4.0 * n * (2.0 * p->hs + 1), MDC_PREC_FP32);
+    mdc_dev_kernel(dev, 2.0 * n * p->hs, 4.0 * n * (2.0 * p->hs + 1), MDC_PREC_RUN);
 }
 
 /* One (query block, key block) tile: P, the dropped P, dS for rows [i0, i1) and keys [j0, j1) */

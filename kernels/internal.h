@@ -22,12 +22,18 @@
 
 #include "minidc/kernels.h"
 
-/* Charges a kernel if there is a device (a macro: the trace names it by the calling kernel). */
-#define mdc_k_charge(dev, flops, bytes)                                      \
-    do {                                                                     \
-        mdc_device *k_dev_ = (dev);                                          \
-        if (k_dev_) mdc_dev_kernel(k_dev_, (flops), (bytes), MDC_PREC_FP32); \
+/* Charges a kernel if there is a device (a macro: the trace names it by the calling kernel):
+ * its bytes given as fp32's, charged at the run's dtype (mdc_dev_set_dtype); a matrix product
+ * (charge_gemm) at the dtype's tensor-core peak too; AdamW's fp32 master state (charge_fp32) as
+ * given. */
+#define mdc_k_charge_as(dev, flops, bytes, prec)                    \
+    do {                                                            \
+        mdc_device *k_dev_ = (dev);                                 \
+        if (k_dev_) mdc_dev_kernel(k_dev_, (flops), (bytes), prec); \
     } while (0)
+#define mdc_k_charge(dev, flops, bytes) mdc_k_charge_as(dev, flops, bytes, MDC_PREC_RUN)
+#define mdc_k_charge_gemm(dev, flops, bytes) mdc_k_charge_as(dev, flops, bytes, MDC_PREC_GEMM)
+#define mdc_k_charge_fp32(dev, flops, bytes) mdc_k_charge_as(dev, flops, bytes, MDC_PREC_FP32)
 
 /* C(M,N) = alpha op(A) op(B) + beta C, row-major, split into blocks along the larger of M
  * and N whose number and bounds depend only on the sizes (so the bits do not depend on the

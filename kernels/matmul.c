@@ -42,7 +42,7 @@ void mdc_matmul_forward(mdc_device *dev, float *out, const float *inp, const flo
         mdc_k_sgemm(0, 0, N, OC, C, 1.0f, inp, C, weight, OC, 0.0f, out, OC);
     }
     double n = N, c = C, oc = OC;
-    mdc_k_charge(dev, 2 * n * c * oc + n * oc, 4 * (n * c + c * oc + oc + n * oc));
+    mdc_k_charge_gemm(dev, 2 * n * c * oc + n * oc, 4 * (n * c + c * oc + oc + n * oc));
 }
 
 void mdc_matmul_residual_forward(mdc_device *dev, float *out, const float *residual, const float *inp,
@@ -50,7 +50,7 @@ void mdc_matmul_residual_forward(mdc_device *dev, float *out, const float *resid
     fill_bias(out, residual, bias, N, OC);
     mdc_k_sgemm(0, 0, N, OC, C, 1.0f, inp, C, weight, OC, 1.0f, out, OC);
     double n = N, c = C, oc = OC;
-    mdc_k_charge(dev, 2 * n * c * oc + 2 * n * oc, 4 * (n * c + c * oc + oc + 2 * n * oc));
+    mdc_k_charge_gemm(dev, 2 * n * c * oc + 2 * n * oc, 4 * (n * c + c * oc + oc + 2 * n * oc));
 }
 
 /* db += column sums of dout (N,OC), fixed column blocks, rows in order. */
@@ -88,7 +88,7 @@ static void backward_parts(mdc_device *dev, float *dinp, float *dweight, float *
         flops += n * oc;
         bytes += 4 * (n * oc + 2 * oc);
     }
-    mdc_k_charge(dev, flops, bytes);
+    mdc_k_charge_gemm(dev, flops, bytes);
 }
 
 void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
@@ -99,7 +99,7 @@ void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *db
 void mdc_lmhead_forward(mdc_device *dev, float *logits, const float *inp, const float *wte, int N, int C, int Vp) {
     mdc_k_sgemm(0, 1, N, Vp, C, 1.0f, inp, C, wte, C, 0.0f, logits, Vp);
     double n = N, c = C, v = Vp;
-    mdc_k_charge(dev, 2 * n * c * v, 4 * (n * c + v * c + n * v));
+    mdc_k_charge_gemm(dev, 2 * n * c * v, 4 * (n * c + v * c + n * v));
 }
 
 void mdc_lmhead_backward(mdc_device *dev, float *dinp, float *dwte, const float *dlogits, const float *inp,
@@ -107,7 +107,7 @@ void mdc_lmhead_backward(mdc_device *dev, float *dinp, float *dwte, const float 
     mdc_k_sgemm(0, 0, N, C, Vp, 1.0f, dlogits, Vp, wte, C, 1.0f, dinp, C);
     mdc_k_sgemm(1, 0, Vp, C, N, 1.0f, dlogits, Vp, inp, C, 1.0f, dwte, C);
     double n = N, c = C, v = Vp;
-    mdc_k_charge(dev, 4 * n * c * v, 4 * (2 * n * v + 3 * v * c + 3 * n * c));
+    mdc_k_charge_gemm(dev, 4 * n * c * v, 4 * (2 * n * v + 3 * v * c + 3 * n * c));
 }
 
 void mdc_linear_forward(mdc_device *dev, float *out, const float *residual, const float *inp, const float *weight,
@@ -116,8 +116,8 @@ void mdc_linear_forward(mdc_device *dev, float *out, const float *residual, cons
     if (acc) fill_bias(out, residual, bias, N, OC);
     mdc_k_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, acc ? 1.0f : 0.0f, out, OC);
     double n = N, c = C, oc = OC;
-    mdc_k_charge(dev, 2 * n * c * oc + (residual ? 2 : 1) * n * oc,
-                 4 * (n * c + c * oc + oc + (residual ? 2 : 1) * n * oc));
+    mdc_k_charge_gemm(dev, 2 * n * c * oc + (residual ? 2 : 1) * n * oc,
+                      4 * (n * c + c * oc + oc + (residual ? 2 : 1) * n * oc));
 }
 
 void mdc_linear_backward(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,

@@ -80,6 +80,9 @@ done
 "$(dirname "$0")/bench_exact.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- activation recomputation against none in the same run (tools/bench_recompute.sh) -------
 "$(dirname "$0")/bench_recompute.sh" "$BUILD" "$MPIEXEC" || exit 1
+
+# ---- mixed precision against fp32 in the same run (tools/bench_precision.sh) ------------------
+"$(dirname "$0")/bench_precision.sh" "$BUILD" || exit 1
 # ---- pipeline parallelism against serial in the same run (tools/bench_pp.sh) -----------------
 "$(dirname "$0")/bench_pp.sh" "$BUILD" "$MPIEXEC" || exit 1
 # ---- context parallelism against serial in the same run (tools/bench_cp.sh) -------------------

@@ -46,6 +46,8 @@ static void usage(FILE *f) {
             "                     their gradients, the parameters' gradients) as D/step1-rank0.safetensors\n"
             "  --steps N          then N AdamW steps on the same batch: steps.loss, final.<name>\n"
             "  --exact            exact mode (docs/exactness.md); --exact-block N its token block\n"
+            "  --precision P      fp32 (default) | bf16 | fp16: mixed precision, the layers' outputs and\n"
+            "                     input gradients rounded to the dtype (docs/precision.md; no loss scale)\n"
             "  a mixture of experts: E and the MoE blocks from the names (h.N.mlp.experts.J.*); --topk and\n"
             "  the routing options as for train (the dump adds loss.aux and loss.z):\n%s"
             "  --lr, --weight-decay, --beta1, --beta2, --eps, --grad-clip   AdamW (model.h defaults;\n"
@@ -96,7 +98,7 @@ done:
 
 int mdc_cmd_forward(int argc, char **argv) {
     const char *wpath = NULL, *xpath = NULL, *ypath = NULL, *dump = NULL, *dump_dir = NULL;
-    int heads = 0, steps = 0, exact = 0, xblock = 0, used;
+    int heads = 0, steps = 0, exact = 0, xblock = 0, used, prec = MDC_PRECISION_FP32;
     mdc_moe_cli moe;
     mdc_moe_cli_default(&moe);
     mdc_adamw_config opt;
@@ -151,7 +153,14 @@ int mdc_cmd_forward(int argc, char **argv) {
         else if (!strcmp(a, "--heads")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &heads);
         else if (!strcmp(a, "--steps")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &steps);
         else if (!strcmp(a, "--exact-block")) ok = mdc_arg_int("forward", a, v, 1, 1 << 20, &xblock);
-        else if (!strcmp(a, "--lr")) ok = mdc_arg_float("forward", a, v, &opt.lr);
+        else if (!strcmp(a, "--precision")) {
+            static const char *const names[3] = {"fp32", "bf16", "fp16"};
+            for (prec = 0; prec < 3 && strcmp(v, names[prec]);) prec++;
+            if (prec == 3) {
+                fprintf(stderr, "minidc forward: --precision '%s': fp32, bf16 or fp16\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--lr")) ok = mdc_arg_float("forward", a, v, &opt.lr);
         else if (!strcmp(a, "--weight-decay")) ok = mdc_arg_float("forward", a, v, &opt.weight_decay);
         else if (!strcmp(a, "--beta1")) ok = mdc_arg_float("forward", a, v, &opt.beta1);
         else if (!strcmp(a, "--beta2")) ok = mdc_arg_float("forward", a, v, &opt.beta2);
@@ -250,6 +259,7 @@ int mdc_cmd_forward(int argc, char **argv) {
     TRY(mdc_device_create(&dev, &dopt, 0));
     TRY(mdc_gpt2_create(&m, dev, &cfg, B, T));
     if (exact) TRY(mdc_gpt2_set_exact(m, xblock));
+    if (prec) TRY(mdc_gpt2_set_precision(m, prec));
     TRY(mdc_gpt2_set_moe(m, &moe.o));
     TRY(mdc_gpt2_load_weights(m, wt, wpath));
     mdc_tensorfile_free(wt);

@@ -45,13 +45,17 @@ static mdc_status recompute_lines(mdc_runtime *rt, mdc_trainer *tr, const mdc_gp
     if (rt->size > 1 && !st) st = mdc_allreduce(MDC_IN_PLACE, v + 1, 1, MDC_F64, MDC_MAX, rt->world);
     if (st || rt->rank != 0) return st;
     if (tp < 2) mdc_gpt2_recompute_report(mdc_trainer_model(tr), mb, Tl, stdout);
-    double model = mdc_gpt2_step_flops(cfg, B, T), peak = mdc_device_get_spec(rt->dev)->flops_fp32 * rt->size;
+    /* the peak of the products' dtype: tensor cores in bf16 and fp16 */
+    int half = mdc_gpt2_get_precision(mdc_trainer_model(tr)) != MDC_PRECISION_FP32;
+    const mdc_device_spec *spec = mdc_device_get_spec(rt->dev);
+    double model = mdc_gpt2_step_flops(cfg, B, T), one = half ? spec->flops_bf16 : spec->flops_fp32;
+    double peak = one * rt->size;
     printf(
         "FLOPs of the last step: model %.4g (the formula, each forward once), hardware %.4g (every rank's "
         "kernels, recomputed or replicated work included: %.3fx); on the virtual clock (%.4g s) MFU %.2f%%, HFU %.2f%% "
-        "of %d x %.0f TFLOP/s fp32\n",
+        "of %d x %.0f TFLOP/s %s\n",
         model, v[0], model > 0 ? v[0] / model : 0, v[1], 100 * model / (v[1] * peak), 100 * v[0] / (v[1] * peak),
-        rt->size, mdc_device_get_spec(rt->dev)->flops_fp32 / 1e12);
+        rt->size, one / 1e12, half ? "bf16/fp16" : "fp32");
     return MDC_OK;
 }
 
@@ -140,7 +144,8 @@ int mdc_cmd_train(int argc, char **argv) {
                              o.cp_algo,
                              o.moe.o,
                              o.etp,
-                             o.recompute};
+                             o.recompute,
+                             o.precision};
     if (o.check_coll) mdc_coll_set_check(1);
     if (o.check_coll && r == 0)
         printf("collective check: on; its messages (48 bytes per collective call and rank) count in the reports' "
@@ -167,13 +172,14 @@ int mdc_cmd_train(int argc, char **argv) {
                                  NULL,
                                  o.moe.o,
                                  0,
-                                 0};
+                                 0,
+                                 o.precision};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))
             mdc_runtime_die(&rt, st, 0, 1);
     }
-    mdc_train_state ts = {0, 0, (uint64_t)o.seed, 1, (uint64_t)B, 0};
+    mdc_train_state ts = {0, 0, (uint64_t)o.seed, 1, (uint64_t)B, 0, 0, 0, 0, 0};
     int step0 = 0;
     if (o.init && !o.resume && (st = mdc_train_init(&rt, tr, ser, &cfg, o.init))) die(&rt, st, 1);
     if (o.resume) {
@@ -201,6 +207,9 @@ int mdc_cmd_train(int argc, char **argv) {
                        (unsigned long long)ts.global_batch, B, (unsigned long long)ts.data_sequences);
         }
         ts.seed_set = 1, ts.global_batch = (uint64_t)B;
+        mdc_loss_scale ls = {ts.scale_set ? ldexpf(1.0f, (int)ts.scale_log2) : 0, (int)ts.scale_clean, (int)ts.skipped,
+                             0}; /* fp16's scaler continues where it was */
+        mdc_trainer_set_loss_scale(tr, &ls);
         if (o.dropout > 0) { /* the masks follow the run's seed too */
             st = mdc_gpt2_set_dropout(mdc_trainer_model(tr), (float)o.dropout, ts.seed);
             if (!st && ser) st = mdc_gpt2_set_dropout(mdc_trainer_model(ser), (float)o.dropout, ts.seed);
@@ -214,9 +223,14 @@ int mdc_cmd_train(int argc, char **argv) {
                o.sp ? " with SP" : "", mdc_dp_stage_name(o.zero), threads);
         mdc_gpt2 *m = mdc_trainer_model(tr);
         size_t pb = mdc_gpt2_local_floats(m) * sizeof(float), ab = mdc_gpt2_acts_bytes(m, mb, T);
-        printf("memory: params %.1f MiB + grads %.1f + AdamW %.1f + activations %.1f = %.1f MiB on %s (per rank, "
+        size_t cb = o.precision ? pb / 2 : 0; /* the 16-bit compute copy beside the fp32 master */
+        char copy[64] = "";
+        if (cb)
+            snprintf(copy, sizeof copy, " + %s copy %.1f", o.precision == MDC_PRECISION_BF16 ? "bf16" : "fp16",
+                     cb / 1048576.0);
+        printf("memory: params %.1f MiB%s + grads %.1f + AdamW %.1f + activations %.1f = %.1f MiB on %s (per rank, "
                "before ZeRO sharding)%s\n",
-               pb / 1048576.0, pb / 1048576.0, 2 * pb / 1048576.0, ab / 1048576.0, (4 * pb + ab) / 1048576.0,
+               pb / 1048576.0, copy, pb / 1048576.0, 2 * pb / 1048576.0, ab / 1048576.0, (4 * pb + cb + ab) / 1048576.0,
                mdc_device_get_spec(rt.dev)->name,
                cfg.E ? "; the MoE blocks' routed rows, allocated by each forward as the routing decides, are not "
                        "in it (the report's peak HBM has them)"
@@ -236,7 +250,8 @@ int mdc_cmd_train(int argc, char **argv) {
                         1, 2);
     }
     mdc_serial_check *chk = NULL; /* --check-serial: every rank takes part in its gathers */
-    if (o.check && (st = mdc_serial_check_create(&chk, &cfg, &o.opt, ser, o.exact))) mdc_runtime_die(&rt, st, 0, 1);
+    if (o.check && (st = mdc_serial_check_create(&chk, &cfg, &o.opt, ser, o.exact, o.precision)))
+        mdc_runtime_die(&rt, st, 0, 1);
     double t_start = mdc_wall_time(), tokens = 0;
     float loss = 0, norm = 0;
     /* the device trace: for --trace, and for --timeline's picture of a run without a pipeline */
@@ -285,6 +300,11 @@ int mdc_cmd_train(int argc, char **argv) {
             exit(1);
         }
         double dt = mdc_wall_time() - t0;
+        mdc_loss_scale ls = mdc_trainer_loss_scale(tr);
+        if (ls.last_skipped && r == 0) /* fp16: the scale already halved */
+            printf("step %5d  skipped: an inf or NaN gradient at loss scale %g (the update left out; the scale is "
+                   "now %g)\n",
+                   s + 1, (double)ls.scale * 2, (double)ls.scale);
         mdc_tuner_after(&tun, dt);
         tokens += (double)B * T;
         float sl = 0, sn = 0;
@@ -315,6 +335,12 @@ int mdc_cmd_train(int argc, char **argv) {
     else if (r == 0)
         printf("trained %d step%s, %.0f tokens in %.2f s (%.0f tokens/s), final loss %.4f\n", o.steps,
                o.steps == 1 ? "" : "s", tokens, wall, wall > 0 ? tokens / wall : 0, loss);
+    if (r == 0 && o.precision == MDC_PRECISION_FP16) {
+        mdc_loss_scale ls = mdc_trainer_loss_scale(tr);
+        printf("loss scale %g after %d step%s, %d skipped (an inf or NaN gradient: scale halved; doubled after %d "
+               "clean steps)\n",
+               (double)ls.scale, step0 + o.steps, step0 + o.steps == 1 ? "" : "s", ls.skipped, MDC_LOSS_SCALE_WINDOW);
+    }
     if (tun.on && r == 0 && mdc_runtime_verbose())
         printf("thread tuner: %d probe(s), %d move(s), the last step on %d of %d thread(s)\n", tun.probes, tun.moves,
                tun.levels[tun.level], threads);
@@ -328,6 +354,9 @@ int mdc_cmd_train(int argc, char **argv) {
         ts.step = (uint64_t)(step0 + o.steps);
         ts.data_position = ld ? mdc_loader_position(ld) : ts.step;
         ts.data_sequences = ld ? mdc_loader_sequences(ld) : 0;
+        mdc_loss_scale ls = mdc_trainer_loss_scale(tr);
+        ts.skipped = (uint64_t)ls.skipped, ts.scale_set = ls.scale > 0;
+        ts.scale_log2 = ls.scale > 0 ? (uint64_t)ilogbf(ls.scale) : 0, ts.scale_clean = (uint64_t)ls.clean;
         if ((st = mdc_train_save(&rt, tr, &cfg, o.save, &ts))) mdc_runtime_die(&rt, st, 0, 1);
         if (r == 0)
             printf("saved %s (step %llu; the global tensors of every shard in one file)\n", o.save,

@@ -21,9 +21,10 @@ typedef struct mdc_serial_check mdc_serial_check;
 
 /* Rank 0 passes the serial trainer (other ranks NULL); every rank calls every function below
  * (they gather). Create after a resumed checkpoint is loaded: it keeps the serial first moment
- * the first step starts from. Fails with MDC_ERR_OOM_HOST. */
+ * the first step starts from; precision MDC_PRECISION_* (16 bits: the first step's limits in the
+ * dtype's unit roundoff). Fails with MDC_ERR_OOM_HOST. */
 mdc_status mdc_serial_check_create(mdc_serial_check **out, const mdc_gpt2_config *cfg, const mdc_adamw_config *opt,
-                                   mdc_trainer *ser, int exact);
+                                   mdc_trainer *ser, int exact, int precision);
 /* After each step (loss and norm of both; ignored on ranks other than 0); the first call also
  * gathers the mesh's first moment and compares the gradients. */
 mdc_status mdc_serial_check_step(mdc_serial_check *c, mdc_trainer *mesh, float loss, float sloss, float norm);

@@ -80,6 +80,10 @@ const char mdc_train_usage[] =
     "                      T x T probabilities, Korthikanti et al. 2022) | full (a block keeps only\n"
     "                      its input; its forward runs again in the backward); memory and FLOPs\n"
     "                      change, never a bit of the result (docs/recompute.md)\n"
+    "  --precision P       fp32 (default) | bf16 | fp16: mixed precision as Megatron-LM's --bf16 /\n"
+    "                      --fp16 (16-bit compute copy of the weights and activations, fp32 master\n"
+    "                      weights, gradients and AdamW; fp16 with dynamic loss scaling from 2^16;\n"
+    "                      docs/precision.md)\n"
     "  --exact             exact mode: every mesh gives the serial run's bits (docs/exactness.md)\n"
     "  --exact-block N     exact mode's token block (implies --exact); default: the largest\n"
     "                      divisor up to 32 of --seq / gcd(--seq, 8), which divides every split\n"
@@ -132,6 +136,13 @@ static mdc_status parse_layout(const char *a, const char *v, int *out, int *n) {
     }
     if (!*n) return mdc_fail(MDC_ERR_INVALID, "%s needs layer counts, got '%s'", a, v ? v : "(nothing)");
     return MDC_OK;
+}
+
+static mdc_status parse_precision(const char *a, const char *v, int *out) {
+    static const char *const names[] = {"fp32", "bf16", "fp16"};
+    for (int i = 0; v && i < 3; i++)
+        if (!strcmp(v, names[i])) return *out = i, MDC_OK;
+    return mdc_fail(MDC_ERR_INVALID, "%s '%s': fp32, bf16 or fp16", a, v ? v : "");
 }
 
 static mdc_status parse_recompute(const char *a, const char *v, int *out) {
@@ -228,6 +239,7 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
         else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
         else if (!strcmp(a, "--recompute")) st = parse_recompute(a, v, &o->recompute), o->recompute_set = 1;
+        else if (!strcmp(a, "--precision")) st = parse_precision(a, v, &o->precision);
         else if (!strcmp(a, "--lr")) st = mdc_parse_float(a, v, &o->opt.lr);
         else if (!strcmp(a, "--weight-decay")) st = mdc_parse_float(a, v, &o->opt.weight_decay);
         else if (!strcmp(a, "--grad-clip")) st = mdc_parse_float(a, v, &o->opt.grad_clip);

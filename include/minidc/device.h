@@ -166,6 +166,10 @@ mdc_emulate_mode mdc_device_mode(const mdc_device *dev);
  * a tensor name. Over capacity: MDC_ERR_OOM_DEVICE with a CUDA-like message naming the rank,
  * device, tensor, requested size, in use, capacity and peak; *out is NULL. */
 mdc_status mdc_dev_alloc(mdc_device *dev, void **out, size_t bytes, mdc_mem_category cat, const char *name);
+/* The same for a tensor held in `held` bytes of host memory and charged `bytes` (a 16-bit tensor
+ * the emulation keeps as floats: held 4 bytes an element, charged 2). */
+mdc_status mdc_dev_alloc_held(mdc_device *dev, void **out, size_t held, size_t bytes, mdc_mem_category cat,
+                              const char *name);
 /* Frees memory from mdc_dev_alloc; NULL is a no-op. */
 void mdc_dev_free(mdc_device *dev, void *ptr);
 
@@ -174,8 +178,14 @@ size_t mdc_dev_mem_peak(const mdc_device *dev, mdc_mem_category cat);   /* MDC_M
 
 /* ---- charging: the virtual clock and the energy ledger ---------------------------------- */
 
-/* Precision of a kernel's FLOPs (which peak applies). */
-typedef enum { MDC_PREC_FP32 = 0, MDC_PREC_BF16 } mdc_precision;
+/* Precision of a kernel's FLOPs (which peak applies) and of its bytes: FP32 and BF16 as given;
+ * RUN the run's dtype (mdc_dev_set_dtype): fp32 arithmetic, the bytes at the dtype's width;
+ * GEMM a matrix product in the run's dtype: the tensor-core peak in bf16 or fp16, the bytes at
+ * the dtype's width. A 4-byte run charges RUN and GEMM as FP32. */
+typedef enum { MDC_PREC_FP32 = 0, MDC_PREC_BF16, MDC_PREC_RUN, MDC_PREC_GEMM } mdc_precision;
+/* The width of the run's activations and compute weights: 4 (fp32, the default) or 2 (bf16, fp16). */
+void mdc_dev_set_dtype(mdc_device *dev, int bytes);
+int mdc_dev_dtype(const mdc_device *dev);
 
 /* A kernel: advances the clock by max(flops/peak, hbm_bytes/hbm_bw) + launch overhead;
  * counts flops as FP ops, hbm_bytes as HBM traffic. Time goes to "compute" if flop-bound,

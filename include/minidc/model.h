@@ -424,6 +424,10 @@ size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T);
 /* Floats of the work region recomputation rebuilds its tensors in: one per model, shared by
  * every set and layer (0 without recomputation). */
 size_t mdc_gpt2_acts_work_floats(const mdc_gpt2 *m, int B, int T);
+/* The same two as the allocator charges them, in bytes: the run's dtype for activations, fp32 for
+ * the norms' statistics, the log-sum-exps and the losses. */
+size_t mdc_gpt2_acts_layer_bytes(const mdc_gpt2 *m, int B, int T);
+size_t mdc_gpt2_acts_work_bytes(const mdc_gpt2 *m, int B, int T);
 
 /* ---- activation recomputation (docs/recompute.md) ----------------------------------------------
  * none: a block keeps every tensor its backward reads. full: it keeps only its output (the next
@@ -439,6 +443,22 @@ int mdc_gpt2_get_recompute(const mdc_gpt2 *m);
  * positions) against minidc's formula and the allocator, the work region, and Korthikanti et
  * al. 2022's Table 2 for the same mode (ref/model/acts_report.c). */
 void mdc_gpt2_recompute_report(const mdc_gpt2 *m, int b, int s, FILE *out);
+
+/* ---- mixed precision (docs/precision.md) ----------------------------------------------------------
+ * fp32 (the default): every tensor in fp32. bf16, fp16: Megatron-LM's mixed precision. The fp32
+ * parameters (mdc_gpt2_params) are the master copy AdamW updates; the layers read a compute copy
+ * rounded to the dtype (round to nearest even), refreshed from the master as each unit starts its
+ * forward or backward. Each layer's output is rounded to the dtype (the products' inputs are then
+ * 16-bit and their fp32 accumulation exact per product), as are the activation gradients; norms'
+ * statistics, softmax, the loss, the router and the weight gradients (fp32 main_grad) stay fp32.
+ * Exact mode rounds its exact sums once to fp32 and then to the dtype: every mesh gives serial's
+ * bits. fp16's loss scaling is the trainer's (include/minidc/train.h). Re-creates the default
+ * activation set; call before creating others. */
+enum { MDC_PRECISION_FP32, MDC_PRECISION_BF16, MDC_PRECISION_FP16 };
+mdc_status mdc_gpt2_set_precision(mdc_gpt2 *m, int prec);
+int mdc_gpt2_get_precision(const mdc_gpt2 *m);
+/* x[0..n) rounded in place to the dtype (fp32: unchanged). */
+void mdc_round_to(int prec, float *x, size_t n);
 
 /* ---- the block API ----------------------------------------------------------------------------
  * One micro-batch moves through: set_batch, embed_forward, block_forward(l) for each held l,

@@ -51,8 +51,17 @@ typedef struct {
     double loss_sum;               /* out: this rank's sum of losses in the last step */
     double scalar_bytes, sp_bytes; /* out: bytes the last step's scalar and SP reductions sent */
     double tied_bytes;             /* out: pipeline: bytes of the tied wte's gradient sum */
+    float loss_scale;              /* fp16: the backward's dloss times it, the gradients divided by it
+                                      after the reduction (0 or 1: none) */
+    int plant_inf;                 /* a fault for tests: this rank's first gradient element inf */
+    int skipped;                   /* out: with a loss scale, the update was skipped (an inf or NaN
+                                      gradient somewhere in the mesh) */
 } mdc_step_plan;
 
+/* The loss gradient the backward starts from: dloss, times the loss scale in fp16. */
+static inline float mdc_plan_dloss(const mdc_step_plan *p) {
+    return p->loss_scale > 0 ? p->dloss * p->loss_scale : p->dloss;
+}
 /* A plan for model m alone: one micro-batch of the default set's size, no groups. */
 mdc_step_plan mdc_step_plan_default(mdc_gpt2 *m);
 /* The forward of one micro-batch (micro_batch rows of seq tokens; targets may be NULL) on the
@@ -117,6 +126,8 @@ typedef struct {
     int etp;                     /* expert tensor parallelism: each routed expert split over etp
                                     consecutive tp ranks (0 or 1: whole; etp divides tp) */
     int recompute;               /* MDC_RECOMPUTE_*: activation recomputation (never changes a bit) */
+    int precision;               /* MDC_PRECISION_*: fp32, or bf16 / fp16 mixed precision (fp16 with
+                                    dynamic loss scaling) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;
@@ -147,6 +158,22 @@ mdc_status mdc_trainer_gather_grads(mdc_trainer *t, float *grads, int root);
 mdc_status mdc_trainer_dump_grads(mdc_trainer *t, mdc_tensorfile *tf, int step);
 mdc_status mdc_trainer_finish_step(mdc_trainer *t, const mdc_adamw_config *o, float *loss, float *grad_norm);
 int mdc_trainer_adam_step(const mdc_trainer *t);
+/* fp16's dynamic loss scaling (Megatron's, apex's): the scale starts at 2^16, halves on a step with
+ * an inf or NaN gradient anywhere in the mesh (the update skipped, the step counted) and doubles
+ * after MDC_LOSS_SCALE_WINDOW clean steps; a scale halved below 1 stops the run with an error.
+ * MINIDC_FAULT_INF_STEP=k plants an inf in world rank 0's gradients at step k (from 1; "k+": at
+ * every step from k on). The
+ * current scale (0: no scaling), the steps skipped so far, and whether the last one was. */
+enum { MDC_LOSS_SCALE_WINDOW = 1000 };
+typedef struct {
+    float scale;      /* 0: no scaling (fp32, bf16) */
+    int clean;        /* clean steps since the scale last changed */
+    int skipped;      /* steps skipped so far (a resumed run's count included) */
+    int last_skipped; /* the last step was */
+} mdc_loss_scale;
+mdc_loss_scale mdc_trainer_loss_scale(const mdc_trainer *t);
+/* A resumed run's scaler: scale (> 0; with fp16 only), clean and skipped as saved. */
+void mdc_trainer_set_loss_scale(mdc_trainer *t, const mdc_loss_scale *s);
 mdc_gpt2 *mdc_trainer_model(mdc_trainer *t);
 const mdc_mesh *mdc_trainer_mesh(const mdc_trainer *t);
 /* Compares every replica bit for bit: the tp-replicated parameters over the tp group, every

@@ -99,9 +99,12 @@ typedef struct {
     uint64_t seed_set;       /* 1: `seed` is the run's seed (else 0 may mean "none recorded") */
     uint64_t global_batch;   /* the run's --batch, 1..2^30 */
     uint64_t data_sequences; /* mdc_loader_sequences() after the last step (with --data) */
+    uint64_t skipped;        /* steps whose update fp16's loss scaling skipped: step = AdamW's t + skipped */
+    uint64_t scale_set;      /* 1: the loss scale 2^scale_log2 and its clean steps are recorded (fp16) */
+    uint64_t scale_log2, scale_clean;
 } mdc_train_state;
 
-/* st->step must be m's AdamW step (at most 2^30) and st->global_batch in 1..2^30, else
+/* st->step must be m's AdamW step plus st->skipped (at most 2^30) and st->global_batch in 1..2^30, else
  * MDC_ERR_INVALID before anything is written. */
 mdc_status mdc_checkpoint_save(const char *path, mdc_gpt2 *m, const mdc_train_state *st);
 /* Sets the "checksum.<tensor>" entries of every tensor and "checksum.__metadata__.<key>" of

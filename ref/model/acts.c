@@ -11,7 +11,7 @@
 int mdc_i_acts_needs(const mdc_gpt2 *m) {
     return (m->comm || m->x.blk ? MDC_I_NEED_COMM : 0) | (m->drop_p > 0 ? MDC_I_NEED_DROPOUT : 0) |
            (m->cp ? MDC_I_NEED_LSE : 0) | (m->rc.mode == MDC_RECOMPUTE_FULL ? MDC_I_NEED_RC_FULL : 0) |
-           (m->rc.mode == MDC_RECOMPUTE_SELECTIVE ? MDC_I_NEED_RC_SEL : 0);
+           (m->rc.mode == MDC_RECOMPUTE_SELECTIVE ? MDC_I_NEED_RC_SEL : 0) | (m->pc.prec ? MDC_I_NEED_HALF : 0);
 }
 
 mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_part *p, int needs, int B, int T,
@@ -32,37 +32,42 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
      * region also holds the scratch one forward or backward call uses and none keeps (after the
      * recomputed tensors): a schedule's sets in flight hold only what their backward reads. */
     int full = (needs & MDC_I_NEED_RC_FULL) != 0, sel = (needs & MDC_I_NEED_RC_SEL) && !a.tiled;
+    /* F32: a tensor fp32 in every precision (statistics, log-sum-exps, losses); the rest in the
+     * run's dtype (counted apart: the allocator charges each at its width) */
+    size_t f32 = 0, wf32 = 0;
 #define TAKE(field, k) (a.field = off, off += ((k) + 15) / 16 * 16)
 #define WORK(field, k) (a.field = MDC_I_WORK | woff, woff += ((k) + 15) / 16 * 16)
 #define KEEP(field, k, rc) ((rc) ? WORK(field, k) : TAKE(field, k))
+#define F32(field, k, rc) (*((rc) ? &wf32 : &f32) += ((k) + 15) / 16 * 16, KEEP(field, k, rc))
     TAKE(encoded, nl * C);
-    size_t l0 = off;
+    size_t l0 = off, lf0 = f32;
     KEEP(ln1, nl * C, full);
-    KEEP(ln1_mean, nl, full);
-    KEEP(ln1_rstd, nl, full);
+    F32(ln1_mean, nl, full);
+    F32(ln1_rstd, nl, full);
     KEEP(qkv, n * QKVl, full);
     KEEP(atty, n * Cl, full);
-    KEEP(att, attn, full || sel);
+    if (a.tiled) F32(att, attn, full || sel); /* the rows' log-sum-exp */
+    else KEEP(att, attn, full || sel);
     KEEP(res2, nl * C, full);
     KEEP(ln2, nl * C, full);
-    KEEP(ln2_mean, nl, full);
-    KEEP(ln2_rstd, nl, full);
+    F32(ln2_mean, nl, full);
+    F32(ln2_rstd, nl, full);
     KEEP(fch, n * FCl, full);
     KEEP(fchg, n * Fl, full);
     TAKE(res3, nl * C);
     KEEP(qkraw, n * qk * d, full);
-    KEEP(qkrstd, n * qk, full);
+    F32(qkrstd, n * qk, full);
     if (full) WORK(rcout, nl * C), WORK(rcmoe, c->E ? nl * C : 0);
-    a.layer_stride = off - l0;
-    a.work_rc = woff;
-    off = l0 + a.layer_stride * (size_t)layers;
+    a.layer_stride = off - l0, a.layer_f32 = f32 - lf0;
+    a.work_rc = woff, a.work_rc_f32 = wf32;
+    off = l0 + a.layer_stride * (size_t)layers, f32 = lf0 + a.layer_f32 * (size_t)layers;
     if (head) {
         TAKE(lnf, nl * C);
-        TAKE(lnf_mean, nl);
-        TAKE(lnf_rstd, nl);
+        F32(lnf_mean, nl, 0);
+        F32(lnf_rstd, nl, 0);
         TAKE(logits, n * Vl);
-        TAKE(losses, n);
-        TAKE(lse, n);
+        F32(losses, n, 0);
+        F32(lse, n, 0);
     }
     TAKE(dres, nl * C); /* the gradient a pipeline stage receives and sends: the set's own */
     TAKE(rope, fam ? (size_t)T * d : 0);
@@ -72,22 +77,27 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     WORK(dbig2, n * big);
     WORK(attscratch, a.tiled ? 0 : (size_t)B * Hl * T * T);
     WORK(dqk, n * qk * d);
-    if (needs & (MDC_I_NEED_COMM | MDC_I_NEED_DROPOUT))
+    if (needs & (MDC_I_NEED_COMM | MDC_I_NEED_DROPOUT | MDC_I_NEED_HALF))
         WORK(partial, n * C); /* a row-parallel product before its reduction or dropout */
     if (needs & MDC_I_NEED_COMM) {
         if (sp) {
             WORK(full, n * C);
             WORK(dfull, n * C);
         }
-        WORK(vstat, 2 * n);
+        F32(vstat, 2 * n, 1);
     }
     if (needs & MDC_I_NEED_DROPOUT) WORK(dmask, nl * C);
-    a.work = woff;
+    a.work = woff, a.work_f32 = wf32;
 #undef TAKE
 #undef WORK
 #undef KEEP
-    a.total = off;
+#undef F32
+    a.total = off, a.f32 = f32, a.width = needs & MDC_I_NEED_HALF ? 2 : 4;
     return a;
+}
+
+size_t mdc_i_acts_charged(const mdc_i_acts_layout *a, size_t floats, size_t f32) {
+    return (floats - f32) * (size_t)a->width + f32 * sizeof(float);
 }
 
 mdc_i_sizes mdc_i_sizes_of(const mdc_gpt2 *m, int B, int T) {
@@ -110,16 +120,26 @@ static mdc_i_acts_layout chunk_layout(const mdc_gpt2 *m, int B, int T, int k) {
 
 size_t mdc_gpt2_acts_layer_floats(const mdc_gpt2 *m, int B, int T) { return chunk_layout(m, B, T, 0).layer_stride; }
 size_t mdc_gpt2_acts_work_floats(const mdc_gpt2 *m, int B, int T) { return chunk_layout(m, B, T, 0).work_rc; }
+size_t mdc_gpt2_acts_layer_bytes(const mdc_gpt2 *m, int B, int T) {
+    mdc_i_acts_layout l = chunk_layout(m, B, T, 0);
+    return mdc_i_acts_charged(&l, l.layer_stride, l.layer_f32);
+}
+size_t mdc_gpt2_acts_work_bytes(const mdc_gpt2 *m, int B, int T) {
+    mdc_i_acts_layout l = chunk_layout(m, B, T, 0);
+    return mdc_i_acts_charged(&l, l.work_rc, l.work_rc_f32);
+}
 
 /* The work region: one per model (the scratch of one call and the recomputed tensors), as large as the
  * largest set's layout asks, while a set uses it. */
-static mdc_status work_take(mdc_gpt2 *m, size_t floats) {
+static mdc_status work_take(mdc_gpt2 *m, const mdc_i_acts_layout *l) {
+    size_t floats = l->work;
     if (!floats) return MDC_OK;
     if (floats > m->rc.work_floats) {
         mdc_dev_free(m->dev, m->rc.work);
         m->rc.work = NULL, m->rc.work_floats = 0;
-        TRY(mdc_dev_alloc(m->dev, (void **)&m->rc.work, floats * sizeof(float), MDC_MEM_ACTS,
-                          "work region (scratch, recomputed tensors)"));
+        TRY(mdc_dev_alloc_held(m->dev, (void **)&m->rc.work, floats * sizeof(float),
+                               mdc_i_acts_charged(l, floats, l->work_f32), MDC_MEM_ACTS,
+                               "work region (scratch, recomputed tensors)"));
         m->rc.work_floats = floats;
     }
     m->rc.users++;
@@ -132,13 +152,13 @@ static void work_drop(mdc_gpt2 *m) {
 }
 
 size_t mdc_gpt2_acts_bytes(const mdc_gpt2 *m, int B, int T) {
-    size_t bytes = 0, work = 0;
+    size_t bytes = 0, work = 0, wb = 0;
     for (int k = 0; k < m->part.chunks; k++) {
         mdc_i_acts_layout l = chunk_layout(m, B, T, k);
-        bytes += l.total * sizeof(float) + 2 * (size_t)B * T * sizeof(int);
-        work = l.work > work ? l.work : work;
+        bytes += mdc_i_acts_charged(&l, l.total, l.f32) + 2 * (size_t)B * T * sizeof(int);
+        if (l.work > work) work = l.work, wb = mdc_i_acts_charged(&l, l.work, l.work_f32);
     }
-    return bytes + work * sizeof(float);
+    return bytes + wb;
 }
 
 mdc_status mdc_gpt2_acts_create(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, int T) {
@@ -169,8 +189,10 @@ mdc_status mdc_gpt2_acts_create_chunk(mdc_gpt2_acts **out, mdc_gpt2 *m, int B, i
     a->wwork = calloc((size_t)(layers > 0 ? layers : 1), sizeof *a->wwork);
     mdc_status st = a->wstash && a->wpending && a->moe && a->wwork ? MDC_OK
                                                                    : mdc_fail(MDC_ERR_OOM_HOST, "activation set");
-    if (!st) st = mdc_dev_alloc(m->dev, (void **)&a->buf, a->lay.total * sizeof(float), MDC_MEM_ACTS, "activations");
-    if (!st) st = work_take(m, a->lay.work), a->work_held = !st && a->lay.work;
+    if (!st)
+        st = mdc_dev_alloc_held(m->dev, (void **)&a->buf, a->lay.total * sizeof(float),
+                                mdc_i_acts_charged(&a->lay, a->lay.total, a->lay.f32), MDC_MEM_ACTS, "activations");
+    if (!st) st = work_take(m, &a->lay), a->work_held = !st && a->lay.work;
     if (!st) st = mdc_dev_alloc(m->dev, (void **)&a->inputs, 2 * (size_t)B * T * sizeof(int), MDC_MEM_ACTS, "tokens");
     if (st) {
         mdc_gpt2_acts_free(a);

@@ -32,8 +32,10 @@ void mdc_i_block_of(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc_i_block *b) {
 mdc_status mdc_gpt2_embed_forward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
     if (!m->part.has_embed) return mdc_fail(MDC_ERR_INVALID, "embed_forward: this partition has no embedding");
     float *enc = buf(a, a->lay.encoded);
-    HOOK(MDC_HOOK_PRE_FORWARD, 0);
+    UNIT_START(MDC_HOOK_PRE_FORWARD, 0);
     TRY(m->ops->embed_forward(m, a, enc)); /* tokens (and learned positions) */
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    mdc_i_round(m, enc, (size_t)s.nl * s.C);
     TAP(0, MDC_I_DS_EMBED, MDC_TAP_FWD, MDC_TAP_AT, enc);
     HOOK(MDC_HOOK_POST_FORWARD, 0);
     return MDC_OK;
@@ -65,7 +67,7 @@ mdc_status mdc_gpt2_block_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l) {
     if (l < a->lo || l >= a->hi)
         return mdc_fail(MDC_ERR_INVALID, "block_forward: layer %d is not in the activation set's chunk [%d, %d)", l,
                         a->lo, a->hi);
-    HOOK(MDC_HOOK_PRE_FORWARD, 1 + l);
+    UNIT_START(MDC_HOOK_PRE_FORWARD, 1 + l);
     TRY(forward_body(m, a, l, lact(a, a->lay.res3, l)));
     if (m->rc.mode == MDC_RECOMPUTE_FULL) mdc_i_moe_free(a, l); /* the routed rows too are recomputed */
     HOOK(MDC_HOOK_POST_FORWARD, 1 + l);
@@ -98,10 +100,12 @@ mdc_status mdc_gpt2_head_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, double *loss_sum
     float *ln = buf(a, a->lay.lnf), *logits = buf(a, a->lay.logits);
     const float *in;
     double sum = 0;
-    HOOK(MDC_HOOK_PRE_FORWARD, unit);
+    UNIT_START(MDC_HOOK_PRE_FORWARD, unit);
     m->norm->forward(m, a, &lnf, ln, mdc_gpt2_acts_residual(a)); /* ln = LN_f(x) */
     TRY(mdc_i_gather_tapped(m, a, unit, MDC_I_DS_LNF, ln, &in)); /* f */
     m->ops->lm_head(m, a, logits, in);                           /* logits = f(ln) wte^T */
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    mdc_i_round(m, logits, (size_t)s.n * s.Vl);
     TAP(unit, MDC_I_DS_LOGITS, MDC_TAP_FWD, MDC_TAP_AT, logits);
     if (a->have_targets) {
         TRY(m->ops->loss(m, a, &sum)); /* cross-entropy (vocabulary-parallel over tp) */
@@ -120,9 +124,10 @@ mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss) {
     mdc_i_norm lnf = lnf_of(m, a);
     float *dln = buf(a, a->lay.dln), *dres = buf(a, a->lay.dres);
     const float *in;
-    HOOK(MDC_HOOK_PRE_BACKWARD, unit);
+    UNIT_START(MDC_HOOK_PRE_BACKWARD, unit);
     TRY(mdc_i_gather(m, a, buf(a, a->lay.lnf), &in)); /* SP: gathered again, as the blocks' inputs */
     TRY(m->ops->head_backward(m, a, dloss, in, dln)); /* dln = f^T(dlogits wte); wte's gradient */
+    mdc_i_round(m, dln, (size_t)s.nl * s.C);
     TAP(unit, MDC_I_DS_LNF, MDC_TAP_BWD, MDC_TAP_POST, dln);
     memset(dres, 0, (size_t)s.nl * s.C * sizeof(float));
     m->norm->backward_all(m, a, &lnf, dres, dln, mdc_gpt2_acts_residual(a)); /* dx = LN_f^T(dln) */

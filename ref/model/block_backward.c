@@ -109,7 +109,7 @@ mdc_status mdc_gpt2_block_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int par
         return mdc_fail(MDC_ERR_INVALID, "block_backward: layer %d: W without its B", l);
     mdc_i_wslot keep[MDC_W_N];
     if (parts & MDC_BWD_INPUT) {
-        HOOK(MDC_HOOK_PRE_BACKWARD, 1 + l);
+        UNIT_START(MDC_HOOK_PRE_BACKWARD, 1 + l);
         if (m->rc.mode == MDC_RECOMPUTE_FULL) TRY(mdc_i_recompute_block(m, a, l));
         if (parts == MDC_BWD_BOTH) TRY(block_backward_input(m, a, l, NULL));
         else {

@@ -344,6 +344,7 @@ fail:
 void mdc_gpt2_free(mdc_gpt2 *m) {
     if (!m) return;
     mdc_i_exact_free(m);
+    mdc_i_precision_free(m);
     mdc_gpt2_acts_free(m->acts);
     state_free(m, m->params, MDC_GPT2_HOST_PARAMS);
     state_free(m, m->grads, MDC_GPT2_HOST_GRADS);

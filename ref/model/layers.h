@@ -239,14 +239,22 @@ typedef struct mdc_i_attention {
                            const float *qkv, const float *att, const mdc_dropout *drop);
 } mdc_i_attention;
 extern const mdc_i_attention mdc_i_attention_kernel, mdc_i_attention_exact, mdc_i_attention_cp;
+/* In 16 bits attention reads q, k, v of the dtype and rounds its output and their gradients (the
+ * scores, softmax and products inside stay fp32, a fused kernel's registers). */
 static inline mdc_status mdc_i_attend(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, float *att, float *qkv) {
     mdc_dropout dd;
-    return m->attn->forward(m, a, l, out, att, qkv, drop_of(m, a, l, MDC_DROP_ATTN, &dd));
+    TRY(m->attn->forward(m, a, l, out, att, qkv, drop_of(m, a, l, MDC_DROP_ATTN, &dd)));
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    mdc_i_round(m, out, (size_t)s.n * s.Cl);
+    return MDC_OK;
 }
 static inline mdc_status mdc_i_attend_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv, const float *dout,
                                                const float *out, const float *qkv, const float *att) {
     mdc_dropout dd;
-    return m->attn->backward(m, a, l, dqkv, dout, out, qkv, att, drop_of(m, a, l, MDC_DROP_ATTN, &dd));
+    TRY(m->attn->backward(m, a, l, dqkv, dout, out, qkv, att, drop_of(m, a, l, MDC_DROP_ATTN, &dd)));
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    mdc_i_round(m, dqkv, (size_t)s.n * s.QKVl);
+    return MDC_OK;
 }
 
 typedef struct mdc_i_mlp {

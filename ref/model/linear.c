@@ -36,6 +36,7 @@ mdc_status mdc_i_col_linear(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L
     const float *in;
     TRY(mdc_i_gather_tapped(m, a, 1 + L->l, L->site, x, &in));
     m->ops->matmul(m, out, in, P(m, L->w), L->b >= 0 ? P(m, L->b) : NULL, s.n, L->K, L->N, L->wt);
+    mdc_i_round(m, out, (size_t)s.n * L->N);
     if (L->osite >= 0) TAP(1 + L->l, L->osite, MDC_TAP_FWD, MDC_TAP_AT, out);
     return MDC_OK;
 }
@@ -53,10 +54,11 @@ void mdc_i_row_tail(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float 
     if (!drop) {
         if (b) mdc_residual_bias_forward(m->dev, out, res, red, b, s.nl, s.C);
         else mdc_residual_forward(m->dev, out, res, red, (size_t)s.nl * s.C);
-        return;
+    } else {
+        if (b) mdc_bias_forward(m->dev, red, b, s.nl, s.C);
+        mdc_dropout_residual_forward(m->dev, out, res, red, drop, a->B, s.Tl, s.C);
     }
-    if (b) mdc_bias_forward(m->dev, red, b, s.nl, s.C);
-    mdc_dropout_residual_forward(m->dev, out, res, red, drop, a->B, s.Tl, s.C);
+    mdc_i_round(m, out, (size_t)s.nl * s.C); /* the residual stream in the dtype */
 }
 
 void mdc_i_residual(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int drop, float *out, const float *res, const float *y) {
@@ -65,6 +67,7 @@ void mdc_i_residual(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int drop, float *out, 
     const mdc_dropout *d = drop_of(m, a, l, drop, &dd);
     if (!d) mdc_residual_forward(m->dev, out, res, y, (size_t)s.nl * s.C);
     else mdc_dropout_residual_forward(m->dev, out, res, y, d, a->B, s.Tl, s.C);
+    mdc_i_round(m, out, (size_t)s.nl * s.C);
 }
 
 const float *mdc_i_branch_grad(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int drop, const float *dres) {
@@ -75,6 +78,7 @@ const float *mdc_i_branch_grad(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int drop, c
     float *dy = buf(a, a->lay.dmask);
     memset(dy, 0, (size_t)s.nl * s.C * sizeof(float));
     mdc_dropout_residual_backward(m->dev, dy, dres, d, a->B, s.Tl, s.C);
+    mdc_i_round(m, dy, (size_t)s.nl * s.C);
     return dy;
 }
 
@@ -110,6 +114,7 @@ mdc_status mdc_i_row_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     mdc_i_wready(m, a, L, &w, keep);
     memset(din, 0, (size_t)s.n * L->K * sizeof(float));
     m->ops->dinput(m, din, w.dout, P(m, L->w), s.n, L->K, L->N, L->wt);
+    mdc_i_round(m, din, (size_t)s.n * L->K);
     return MDC_OK;
 }
 

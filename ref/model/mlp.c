@@ -30,6 +30,7 @@ static mdc_status dense_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int swiglu
         TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_UP, MDC_TAP_FWD, h, s.FCl, s.Fl));
     }
     act_forward(m, &s, swiglu, u, h); /* u = act(h) */
+    mdc_i_round(m, u, (size_t)s.n * s.Fl);
     TAP(1 + l, MDC_I_DS_GELU, MDC_TAP_FWD, MDC_TAP_AT, u);
     return mdc_i_row_linear(m, a, &b.fcp, out, res, u); /* out = res + dropout(g(u W2) + b2) */
 }
@@ -44,6 +45,7 @@ static mdc_status dense_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int swigl
     TAP(1 + l, MDC_I_DS_GELU, MDC_TAP_BWD, MDC_TAP_AT, du);
     memset(dh, 0, (size_t)s.n * s.FCl * sizeof(float));
     act_backward(m, &s, swiglu, dh, lact(a, a->lay.fch, l), du);
+    mdc_i_round(m, dh, (size_t)s.n * s.FCl);
     if (swiglu) {
         TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_UP, MDC_TAP_BWD, dh, s.FCl, s.Fl));
         TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_GATE, MDC_TAP_BWD, dh, s.FCl, 0));

@@ -164,6 +164,10 @@ struct mdc_gpt2 {
         size_t work_floats;
         int users;
     } rc;
+    struct {
+        int prec; /* MDC_PRECISION_* */
+        float *w; /* the compute copy of the parameters (NULL in fp32): the master's values rounded */
+    } pc;
     float drop_p;                  /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
 };
@@ -209,7 +213,13 @@ typedef struct {
     size_t work_rc; /* floats of the recomputed tensors at the work region's start (0: none) */
     size_t work;    /* floats of the work region this layout needs: those and the shared scratch */
     int tiled;
+    /* of each count, the floats fp32 in every precision (statistics, log-sum-exps, losses); the
+     * others are the run's dtype, of `width` bytes (4, or 2 in 16 bits) */
+    size_t f32, layer_f32, work_rc_f32, work_f32;
+    int width;
 } mdc_i_acts_layout;
+/* The bytes the allocator charges for `floats` of a layout's, f32 of them fp32. */
+size_t mdc_i_acts_charged(const mdc_i_acts_layout *a, size_t floats, size_t f32);
 
 struct mdc_gpt2_acts {
     mdc_device *dev;
@@ -245,7 +255,8 @@ enum {
     MDC_I_NEED_DROPOUT = 2,
     MDC_I_NEED_LSE = 4,
     MDC_I_NEED_RC_SEL = 8,
-    MDC_I_NEED_RC_FULL = 16
+    MDC_I_NEED_RC_FULL = 16,
+    MDC_I_NEED_HALF = 32 /* 16-bit: the row-parallel product rounded apart from its residual */
 };
 /* An offset with this bit is in the model's work region (m->rc.work), shared by every set and
  * layer: the scratch of one forward or backward call, and what recomputation rebuilds in the
@@ -290,6 +301,13 @@ float mdc_i_normal_at(uint64_t seed, uint64_t i);
             if (hook_st_) return hook_st_;                                 \
         }                                                                  \
     } while (0)
+/* A unit's forward or backward starts: the hook (ZeRO-3 gathers the unit there), then its compute
+ * weights */
+#define UNIT_START(ev, unit)          \
+    do {                              \
+        HOOK(ev, unit);               \
+        mdc_i_weights_ready(m, unit); \
+    } while (0)
 #define TRY(expr)                    \
     do {                             \
         mdc_status try_st_ = (expr); \
@@ -313,7 +331,10 @@ static inline int mdc_i_vocab_shard(const mdc_gpt2 *m, int Vl, int *lo) {
     int valid = m->cfg.V - *lo;
     return valid < 0 ? 0 : valid > Vl ? Vl : valid;
 }
-static inline float *P(mdc_gpt2 *m, int gi) { return gi < 0 ? NULL : mdc_i_tensor(m, m->params, gi); }
+/* the weights the layers read: the compute copy in bf16 and fp16 (ref/model/precision.c) */
+static inline float *P(mdc_gpt2 *m, int gi) {
+    return gi < 0 ? NULL : mdc_i_tensor(m, m->pc.w ? m->pc.w : m->params, gi);
+}
 static inline float *G(mdc_gpt2 *m, int gi) { return gi < 0 ? NULL : mdc_i_tensor(m, m->grads, gi); }
 
 /* The dropout of a site of layer l on this rank's share of the micro-batch, keyed by global
@@ -329,6 +350,15 @@ static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts 
     if (m->cp && site != MDC_DROP_ATTN) d->pos = m->cp->pos + d->pos0; /* the SP shard of the chunks */
     return d;
 }
+
+/* ---- mixed precision (ref/model/precision.c) ------------------------------------------------------- */
+/* x[0..n) rounded to the run's dtype: a layer's output or input gradient (nothing in fp32) */
+static inline void mdc_i_round(const mdc_gpt2 *m, float *x, size_t n) {
+    if (m->pc.prec) mdc_round_to(m->pc.prec, x, n);
+}
+/* The compute copy of unit `unit`'s parameters from the master (its forward or backward starts). */
+void mdc_i_weights_ready(mdc_gpt2 *m, int unit);
+void mdc_i_precision_free(mdc_gpt2 *m);
 
 /* ---- exact mode (ref/model/exact/exact_mode.c) -------------------------------------------------------- */
 /* Offset (floats) of global tensor gi's local gradient in the gradient layout. */

@@ -7,6 +7,7 @@
 static void ln_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, float *out, const float *x) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_layernorm_forward(m->dev, out, N->mean, N->rstd, x, P(m, N->w), P(m, N->b), s.nl, s.C);
+    mdc_i_round(m, out, (size_t)s.nl * s.C); /* the statistics stay fp32 */
 }
 
 static void ln_wgrad(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, const float *dout, const float *x) {
@@ -20,12 +21,14 @@ static void ln_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, floa
     if (keep) memcpy((float *)keep->dout, dout, (size_t)s.nl * s.C * sizeof(float));
     else ln_wgrad(m, a, N, dout, x);
     mdc_layernorm_backward(m->dev, dx, NULL, NULL, dout, x, P(m, N->w), N->mean, N->rstd, s.nl, s.C);
+    mdc_i_round(m, dx, (size_t)s.nl * s.C);
 }
 
 static void ln_backward_all(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, float *dx, const float *dout,
                             const float *x) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     m->ops->layernorm_backward(m, N, dx, dout, x, s.nl, s.C);
+    mdc_i_round(m, dx, (size_t)s.nl * s.C);
 }
 
 const mdc_i_norm_impl mdc_i_layernorm = {"layernorm", ln_forward, ln_backward, ln_wgrad, ln_backward_all};
@@ -36,6 +39,7 @@ const mdc_i_norm_impl mdc_i_layernorm = {"layernorm", ln_forward, ln_backward, l
 static void rms_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, float *out, const float *x) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_rmsnorm_forward(m->dev, out, N->rstd, x, P(m, N->w), s.nl, s.C, m->cfg.eps);
+    mdc_i_round(m, out, (size_t)s.nl * s.C);
 }
 
 static void rms_wgrad(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, const float *dout, const float *x) {
@@ -49,6 +53,7 @@ static void rms_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, flo
     if (keep) memcpy((float *)keep->dout, dout, (size_t)s.nl * s.C * sizeof(float));
     else rms_wgrad(m, a, N, dout, x);
     mdc_rmsnorm_backward(m->dev, dx, NULL, dout, x, P(m, N->w), N->rstd, s.nl, s.C);
+    mdc_i_round(m, dx, (size_t)s.nl * s.C);
 }
 
 static void rms_backward_all(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_norm *N, float *dx, const float *dout,
@@ -71,6 +76,7 @@ mdc_status mdc_i_qk_norm(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv) {
     mdc_rmsnorm_heads_forward(m->dev, qkv, s.QKVl, rstd, raw, w, P(m, mdc_i_gl(c, l, QNW)), s.n, s.Hl, s.d, c->eps);
     mdc_rmsnorm_heads_forward(m->dev, qkv + s.Cl, s.QKVl, rstd + (size_t)s.n * s.Hl, raw + s.Cl, w,
                               P(m, mdc_i_gl(c, l, KNW)), s.n, s.KVl, s.d, c->eps);
+    mdc_i_round(m, qkv, (size_t)s.n * s.QKVl);
     TRY(mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_QNORM, MDC_TAP_FWD, qkv, s.QKVl, 0));
     return mdc_i_tap_cols(m, a, 1 + l, MDC_I_DS_KNORM, MDC_TAP_FWD, qkv, s.QKVl, s.Cl);
 }
@@ -91,5 +97,6 @@ mdc_status mdc_i_qk_norm_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *d
     mdc_rmsnorm_heads_backward(m->dev, dqk + s.Cl, w, NULL, dqkv + s.Cl, s.QKVl, raw + s.Cl, w, P(m, gk), krstd, s.n,
                                s.KVl, s.d);
     for (int r = 0; r < s.n; r++) memcpy(dqkv + (size_t)r * s.QKVl, dqk + (size_t)r * w, (size_t)w * sizeof(float));
+    mdc_i_round(m, dqkv, (size_t)s.n * s.QKVl);
     return MDC_OK;
 }

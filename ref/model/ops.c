@@ -83,20 +83,22 @@ static mdc_status row_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const float *W = P(m, L->w), *b = P(m, L->b);
     if (m->tap) TRY(mdc_i_dump_product(m, a, L, in)); /* the product the kernel fuses */
-    if (!drop) {
+    if (!drop && !m->pc.prec) {
         if (L->wt) mdc_linear_forward(m->dev, out, res, in, W, b, s.n, L->K, s.C);
         else mdc_matmul_residual_forward(m->dev, out, res, in, W, b, s.n, L->K, s.C);
         return MDC_OK;
     }
-    float *part = buf(a, a->lay.partial);
-    matmul(m, part, in, W, b, s.n, L->K, s.C, L->wt);
-    mdc_dropout_residual_forward(m->dev, out, res, part, drop, a->B, s.Tl, s.C);
+    float *part = buf(a, a->lay.partial); /* 16-bit: the product rounded, then the bias and the residual */
+    matmul(m, part, in, W, m->pc.prec ? NULL : b, s.n, L->K, s.C, L->wt);
+    if (!m->pc.prec) mdc_dropout_residual_forward(m->dev, out, res, part, drop, a->B, s.Tl, s.C);
+    else mdc_i_round(m, part, (size_t)s.n * s.C), mdc_i_row_tail(m, a, L, out, res, part, drop);
     return MDC_OK;
 }
 
 static mdc_status row_reduce_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *red, const float *in) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     matmul(m, red, in, P(m, L->w), NULL, s.n, L->K, s.C, L->wt);
+    mdc_i_round(m, red, (size_t)s.n * s.C);
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
     return MDC_OK;
 }
@@ -106,6 +108,7 @@ static mdc_status col_dinput_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_l
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     memset(dx, 0, (size_t)s.n * s.C * sizeof(float));
     dinput(m, dx, dout, P(m, L->w), s.n, s.C, L->N, L->wt);
+    mdc_i_round(m, dx, (size_t)s.n * s.C);
     return MDC_OK;
 }
 
@@ -150,6 +153,7 @@ static mdc_status head_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float dlos
     const mdc_gpt2_config *c = &m->cfg;
     float *logits = buf(a, a->lay.logits);
     mdc_crossentropy_backward(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, dloss, s.n, c->V, c->Vp);
+    mdc_i_round(m, logits, (size_t)s.n * s.Vl);
     TAP(c->L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
     memset(dlnf, 0, (size_t)s.n * s.C * sizeof(float));
     int h = mdc_i_ghead(c);
@@ -183,8 +187,10 @@ static mdc_status row_reduce_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linea
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *part = m->part.sp ? buf(a, a->lay.partial) : red;
     matmul(m, part, in, P(m, L->w), NULL, s.n, L->K, s.C, L->wt);
+    mdc_i_round(m, part, (size_t)s.n * s.C); /* 16-bit: each rank's product, then their sum */
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_PRE, part);
     TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
+    mdc_i_round(m, red, (size_t)s.nl * s.C);
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
     return MDC_OK;
 }
@@ -199,8 +205,12 @@ static mdc_status row_forward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_line
 
 /* f^T: the partial input gradient over every position (SP: into dfull), reduced into dx. */
 static mdc_status f_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, float *dx, float *dpart) {
+    mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
+    mdc_i_round(m, dpart, (size_t)s.n * s.C); /* 16-bit: each rank's product, then their sum */
     TAP(unit, site, MDC_TAP_BWD, MDC_TAP_PRE, dpart);
-    return m->comm->f_backward(m->comm->ctx, dx, dpart, a->B, a->T, m->cfg.C);
+    TRY(m->comm->f_backward(m->comm->ctx, dx, dpart, a->B, a->T, m->cfg.C));
+    mdc_i_round(m, dx, (size_t)s.nl * s.C);
+    return MDC_OK;
 }
 
 static mdc_status col_dinput_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx, const float *dout) {
@@ -266,6 +276,7 @@ static mdc_status head_backward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, c
     float *logits = buf(a, a->lay.logits), *dpart = m->part.sp ? buf(a, a->lay.dfull) : dlnf;
     mdc_crossentropy_backward_shard(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, lo, dloss, s.n, s.Vl,
                                     valid);
+    mdc_i_round(m, logits, (size_t)s.n * s.Vl);
     TAP(m->cfg.L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
     /* the LM head is column-parallel over the vocabulary: its input gradient is a partial sum */
     memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));

@@ -36,6 +36,7 @@ static void turn(mdc_gpt2 *m, mdc_gpt2_acts *a, float *qkv, int back) {
                                                                                                     : mdc_rope_forward;
     fn(m->dev, qkv, s.QKVl, s.Hl, s.d, cos_t, sin_t, a->B, a->T);
     fn(m->dev, qkv + s.Cl, s.QKVl, s.KVl, s.d, cos_t, sin_t, a->B, a->T);
+    mdc_i_round(m, qkv, (size_t)s.n * s.QKVl);
 }
 
 static mdc_status rope_rotate(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *qkv) {

@@ -136,6 +136,35 @@ static mdc_status reduce_grads(mdc_step_plan *p) {
     return st;
 }
 
+/* fp16's loss scaling: the reduced gradients divided by the scale (a power of two: exact but
+ * where it makes a subnormal), or a planted inf */
+typedef struct {
+    float inv;
+    int plant;
+} unscale_ctx;
+static void unscale_visit(void *vc, int ti, size_t at, float *grad, float *param, size_t n) {
+    (void)ti, (void)at, (void)param;
+    unscale_ctx *c = vc;
+    if (c->plant && n) grad[0] = INFINITY, c->plant = 0;
+    if (c->inv == 1.0f) return;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) grad[i] *= c->inv;
+}
+static void unscale(mdc_step_plan *p) {
+    unscale_ctx c = {p->loss_scale > 0 ? 1.0f / p->loss_scale : 1.0f, p->plant_inf};
+    if (p->dp) {
+        mdc_dp_for_each_segment(p->dp, unscale_visit, &c);
+    } else {
+        float *G = mdc_gpt2_grads(p->m);
+        for (int i = 0; i < mdc_gpt2_local_count(p->m); i++) {
+            const mdc_param_tensor *t = mdc_gpt2_local_tensor(p->m, i);
+            unscale_visit(&c, i, 0, G + t->offset, NULL, t->alloc);
+        }
+    }
+    mdc_dev_kernel(mdc_gpt2_device(p->m), (double)mdc_gpt2_local_floats(p->m),
+                   8.0 * (double)mdc_gpt2_local_floats(p->m), MDC_PREC_FP32);
+}
+
 /* The loss sum and this rank's share of the squared norm, summed over the mesh in one allreduce
  * padded to W slots each (so its bytes are the ring's exact 2(W-1)/W), in the model's scalar
  * type (exact mode: exact sums, the same bits however the tokens and tensors are spread). */
@@ -215,7 +244,8 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
     mdc_status st = mdc_gpt2_lb_on(m) ? lb_count(p, inputs, targets) : MDC_OK;
     if (!st) st = mdc_gpt2_zero_grad(m);
     if (st) return st;
-    mdc_gpt2_set_moe_scale(m, p->dloss);
+    float dloss = mdc_plan_dloss(p); /* fp16: scaled */
+    mdc_gpt2_set_moe_scale(m, dloss);
     if (p->dp) mdc_dp_begin_step(p->dp);
     p->loss_sum = 0, p->scalar_bytes = 0, p->sp_bytes = 0;
     if (p->pp) { /* a pipeline stage: its schedule orders the micro-batches */
@@ -228,12 +258,14 @@ mdc_status mdc_step_grads(mdc_step_plan *p, const int *inputs, const int *target
         mdc_gpt2_acts_set_row0(a, p->row0 + k * p->micro_batch);
         if ((st = mdc_step_forward(p, inputs + k * rows, targets + k * rows, &sum))) return st;
         p->loss_sum += sum;
-        if ((st = mdc_gpt2_head_backward(m, a, p->dloss))) return st;
+        if ((st = mdc_gpt2_head_backward(m, a, dloss))) return st;
         for (int l = hi - 1; l >= lo; l--)
             if ((st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_BOTH))) return st;
         if ((st = mdc_gpt2_embed_backward(m, a))) return st;
     }
-    return reduce_grads(p);
+    st = reduce_grads(p);
+    if (!st && ((p->loss_scale > 0 && p->loss_scale != 1.0f) || p->plant_inf)) unscale(p);
+    return st;
 }
 
 mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *loss, float *grad_norm) {
@@ -243,6 +275,8 @@ mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *l
     double norm = sqrt(sumsq);
     if (loss) *loss = (float)(lsum / p->tokens);
     if (grad_norm) *grad_norm = (float)norm;
+    p->skipped = p->loss_scale > 0 && !isfinite(norm); /* every rank sees the mesh's sum */
+    if (p->skipped) return MDC_OK;
     if (p->dp) return mdc_dp_update(p->dp, o, norm);
     return mdc_gpt2_adamw_all(p->m, o, mdc_clip_scale(norm, o->grad_clip));
 }

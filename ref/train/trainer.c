@@ -111,6 +111,11 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     }
     if (tc->dropout > 0 && (st = mdc_gpt2_set_dropout(t->m, tc->dropout, seed))) goto fail;
     if (tc->recompute && (st = mdc_gpt2_set_recompute(t->m, tc->recompute))) goto fail;
+    if (tc->precision && (st = mdc_gpt2_set_precision(t->m, tc->precision))) goto fail;
+    if (tc->precision == MDC_PRECISION_FP16) {
+        const char *f = getenv("MINIDC_FAULT_INF_STEP");
+        t->fault_inf_step = f ? atoi(f) : 0, t->fault_inf_on = f && strchr(f, '+');
+    }
     if (tc->exact_block && (st = mdc_gpt2_set_exact(t->m, tc->exact_block))) goto fail; /* before dp attaches */
     if (tc->exact_block && t->tp) mdc_tp_set_exact(t->tp, 1);
     if ((d->dp * d->cp > 1 || tc->zero) && !t->ep) { /* cp ranks hold the gradients of their tokens too */
@@ -149,6 +154,7 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     mdc_step_plan *p = &t->plan;
     *p = mdc_step_plan_default(t->m);
     p->dp = t->dp;
+    p->loss_scale = tc->precision == MDC_PRECISION_FP16 ? 65536.0f : 0; /* 2^16, as Megatron and apex start */
     if (t->ep) p->reduce = mdc_ep_reduce, p->reduce_ctx = t->ep;
     p->sum_group = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
     p->tp_group = any_partial && t->tp ? mdc_tp_group(t->tp) : NULL;
@@ -199,7 +205,10 @@ mdc_status mdc_trainer_grads(mdc_trainer *t, const int *inputs, const int *targe
     if (t->ep) mdc_ep_reset_counts(t->ep);
     if (t->etp) mdc_etp_reset_counts(t->etp);
     mdc_gpt2_set_dropout_step(t->m, (uint64_t)mdc_trainer_adam_step(t)); /* resumed runs draw the same masks */
-    if (t->cp) {                                                         /* this rank's chunks of every sequence */
+    mdc_group *w = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
+    int k = t->fault_inf_step, s = t->steps + 1; /* "k": step k; "k+": every step from k */
+    t->plan.plant_inf = k > 0 && (s == k || (t->fault_inf_on && s > k)) && (!w || mdc_group_rank(w) == 0);
+    if (t->cp) { /* this rank's chunks of every sequence */
         size_t n = (size_t)rows * t->plan.seq;
         mdc_cp_reset_counts(t->cp);
         mdc_cp_slice(t->cp, t->cp_tok, inputs + off, rows);
@@ -223,9 +232,37 @@ static mdc_status moe_bias_step(mdc_trainer *t) {
     return st;
 }
 
+/* fp16: the scale after a step (skipped: halved; MDC_LOSS_SCALE_WINDOW clean ones: doubled) */
+static mdc_status loss_scale_step(mdc_trainer *t) {
+    mdc_step_plan *p = &t->plan;
+    if (!p->skipped) {
+        if (++t->clean_steps == MDC_LOSS_SCALE_WINDOW) p->loss_scale *= 2, t->clean_steps = 0;
+        return MDC_OK;
+    }
+    t->skipped_steps++, t->clean_steps = 0;
+    if (p->loss_scale < 2.0f)
+        return mdc_fail(MDC_ERR_MISMATCH,
+                        "step %d: fp16 loss scale underflow: the gradients overflow (inf or NaN) even at scale 1, "
+                        "after %d skipped steps (try --precision bf16 or a smaller --lr)",
+                        t->steps + 1, t->skipped_steps);
+    p->loss_scale /= 2;
+    return MDC_OK;
+}
+
+mdc_loss_scale mdc_trainer_loss_scale(const mdc_trainer *t) {
+    mdc_loss_scale s = {t->plan.loss_scale, t->clean_steps, t->skipped_steps, t->plan.skipped};
+    return s;
+}
+
+void mdc_trainer_set_loss_scale(mdc_trainer *t, const mdc_loss_scale *s) {
+    if (t->plan.loss_scale > 0 && s->scale > 0) t->plan.loss_scale = s->scale, t->clean_steps = s->clean;
+    t->skipped_steps = s->skipped;
+}
+
 mdc_status mdc_trainer_finish_step(mdc_trainer *t, const mdc_adamw_config *o, float *loss, float *grad_norm) {
     mdc_status st = mdc_step_update(&t->plan, o, loss, grad_norm);
-    if (!st && t->tc.moe.bias_rate > 0 && t->tc.cfg.E) st = moe_bias_step(t);
+    if (!st && t->plan.loss_scale > 0) st = loss_scale_step(t);
+    if (!st && t->tc.moe.bias_rate > 0 && t->tc.cfg.E && !t->plan.skipped) st = moe_bias_step(t);
     t->steps++;
     if (!st && t->tc.check_replicas && t->mesh) st = mdc_trainer_check_replicas(t);
     return st;

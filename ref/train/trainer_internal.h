@@ -23,6 +23,7 @@ struct mdc_trainer {
     mdc_step_plan plan;
     char *skip, *sp_partial;
     int dp_rank, dp_size, tp_rank, pp_rank, steps;
+    int clean_steps, skipped_steps, fault_inf_step, fault_inf_on; /* fp16's loss scaling (plan.loss_scale) */
 };
 
 static inline int mdc_i_coord(const mdc_trainer *t, mdc_axis a) { return t->mesh ? mdc_mesh_coord(t->mesh, a) : 0; }

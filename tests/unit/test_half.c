@@ -140,5 +140,30 @@ int main(void) {
     TU_CHECK(mdc_f32_to_bf16(fl(0x00018000u)) == 0x0002, "bf16 subnormal tie to even");
     TU_CHECK(mdc_f32_to_bf16(1.00390625f) == 0x3f80, "1 + 2^-8 ties to even 1");
     TU_CHECK(mdc_f32_to_bf16(1.01171875f) == 0x3f82, "1 + 3 x 2^-8 ties to even up");
+
+    /* 5. mixed precision's in-place rounding of a tensor (mdc_round_to, its fast paths) equals the
+     * conversion there and back, on 2^24 patterns spread over every exponent (and fp32 unchanged) */
+    size_t n = (size_t)1 << 24;
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *z = malloc(n * sizeof(float));
+    TU_CHECK(x && y && z, "host memory");
+    for (size_t i = 0; x && y && z && i < n; i++) {
+        uint32_t u = (uint32_t)(i * 2654435761u + 0x9e37u); /* odd multiplier: 2^24 distinct patterns */
+        x[i] = y[i] = z[i] = fl(u);
+    }
+    long rbad = 0;
+    if (x && y && z) {
+        mdc_round_to(MDC_PRECISION_BF16, x, n);
+        mdc_round_to(MDC_PRECISION_FP16, y, n);
+        mdc_round_to(MDC_PRECISION_FP32, z, n);
+        for (size_t i = 0; i < n; i++) {
+            float v = fl((uint32_t)(i * 2654435761u + 0x9e37u));
+            float b = mdc_bf16_to_f32(mdc_f32_to_bf16(v)), h = mdc_f16_to_f32(mdc_f32_to_f16(v));
+            if ((bits(x[i]) != bits(b) || bits(y[i]) != bits(h) || bits(z[i]) != bits(v)) && rbad++ < 5)
+                fprintf(stderr, "round_to(%a): bf16 %a want %a, fp16 %a want %a\n", (double)v, (double)x[i], (double)b,
+                        (double)y[i], (double)h);
+        }
+    }
+    TU_CHECK(rbad == 0, "mdc_round_to: %ld of %zu patterns differ from the conversions", rbad, n);
+    free(x), free(y), free(z);
     return tu_finish("test_half");
 }

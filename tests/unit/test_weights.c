@@ -51,7 +51,7 @@ int main(void) {
     MDC_CHECK(mdc_gpt2_zero_grad(a));
     MDC_CHECK(mdc_gpt2_backward(a));
     MDC_CHECK(mdc_gpt2_update(a, &opt, NULL));
-    mdc_train_state s = {1, 1, 5, 1, 4, 4}, r;
+    mdc_train_state s = {1, 1, 5, 1, 4, 4, 0, 0, 0, 0}, r;
     MDC_CHECK(mdc_checkpoint_save(p, a, &s));
 
     mdc_tensorfile *tf;
@@ -151,7 +151,7 @@ int main(void) {
      * field, a value that is not a plain integer the field; sealed values load */
     MDC_CHECK(mdc_tensorfile_set_meta(tf, "step", "2"));
     TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_FORMAT);
-    TU_CONTAINS(mdc_detail(), "adam_step 1 contradicts step 2");
+    TU_CONTAINS(mdc_detail(), "adam_step 1 and skipped_steps 0 contradict step 2");
     MDC_CHECK(mdc_tensorfile_set_meta(tf, "adam_step", "2"));
     TU_STATUS(mdc_checkpoint_load(tf, p, b, &r), MDC_ERR_FORMAT);
     TU_CONTAINS(mdc_detail(), "__metadata__ 'step' = '2' does not match its checksum");
@@ -204,8 +204,17 @@ int main(void) {
     TU_CONTAINS(mdc_detail(), "tensor 'h.0.attn.c_attn.weight' does not match its checksum");
     TU_CHECK(flip == NULL, "no tensors returned on failure");
     /* what the loader would refuse is not saved */
-    mdc_train_state s_bad = {2, 1, 5, 1, 4, 4};
+    mdc_train_state s_bad = {2, 1, 5, 1, 4, 4, 0, 0, 0, 0};
     TU_STATUS(mdc_checkpoint_save(q, a, &s_bad), MDC_ERR_INVALID);
+    s_bad.skipped = 1; /* fp16: step 2 is AdamW's step 1 and one skipped step: saved, and loaded back */
+    MDC_CHECK(mdc_checkpoint_save(q, a, &s_bad));
+    mdc_tensorfile *sk;
+    mdc_train_state got_sk;
+    MDC_CHECK(mdc_safetensors_read(q, &sk));
+    MDC_CHECK(mdc_checkpoint_load(sk, q, b, &got_sk));
+    TU_CHECK(got_sk.step == 2 && got_sk.skipped == 1 && !got_sk.scale_set, "step %llu, skipped %llu",
+             (unsigned long long)got_sk.step, (unsigned long long)got_sk.skipped);
+    mdc_tensorfile_free(sk);
 
     /* the "transformer." prefix and the HF mask buffer are accepted */
     mdc_tensorfile *hf;

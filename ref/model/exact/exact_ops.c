@@ -23,6 +23,7 @@ static mdc_status x_row_reduce(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear
     mdc_i_x_begin(m, a);
     mdc_x_contract(m->dev, &m->x.act, in, L->K, P(m, L->w), L->wt ? L->K : s.C, L->wt, s.n, L->K, s.C, L->kblk);
     TRY(mdc_i_x_reduce(m, a, red));
+    mdc_i_round(m, red, (size_t)s.nl * s.C);
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
     return MDC_OK;
 }
@@ -39,7 +40,9 @@ static mdc_status x_col_dinput(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     mdc_i_x_begin(m, a);
     mdc_x_contract(m->dev, &m->x.act, dout, L->N, P(m, L->w), L->wt ? s.C : L->N, !L->wt, s.n, L->N, s.C, L->kblk);
-    return mdc_i_x_reduce(m, a, dx);
+    TRY(mdc_i_x_reduce(m, a, dx));
+    mdc_i_round(m, dx, (size_t)s.nl * s.C);
+    return MDC_OK;
 }
 
 static void x_wgrad(mdc_gpt2 *m, int gw, int gb, const float *in, const float *dout, const float *drows, int n, int nl,
@@ -122,6 +125,7 @@ static mdc_status x_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, co
     float *logits = buf(a, a->lay.logits);
     mdc_crossentropy_backward_shard(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, lo, dloss, s.n, s.Vl,
                                     valid);
+    mdc_i_round(m, logits, (size_t)s.n * s.Vl);
     TAP(m->cfg.L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
     int h = mdc_i_ghead(&m->cfg);
     mdc_i_x_begin(m, a);

@@ -63,7 +63,7 @@ static mdc_status dispatch(mdc_gpt2 *m, int l, const float *x, moe_state *q) {
         for (int r = 0; r < k; r++)
             if (q->row[(size_t)t * k + r] >= 0)
                 memcpy(q->xs + (size_t)q->row[(size_t)t * k + r] * C, x + (size_t)t * C, sizeof(float) * C);
-    mdc_dev_kernel(d, 0, 8.0 * A * C, MDC_PREC_FP32);
+    mdc_dev_kernel(d, 0, 8.0 * A * C, MDC_PREC_RUN);
     if (m->moe.ep) TRY(exchange(m, q, q->xs, q->xr, C, 0));
     if (q->G > 1) TRY(mdc_i_moe_etp_rows(m, q, q->xr, q->xg, C));
     return MDC_OK;
@@ -114,10 +114,13 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
         mdc_i_expert ex = mdc_i_moe_expert(m, l, j0 + jl);
         float *h = q->h + (size_t)r0 * ex.F1, *u = q->u + (size_t)r0 * ex.F;
         m->ops->matmul(m, h, q->xg + (size_t)r0 * C, P(m, ex.w1), P(m, ex.b1), nr, C, ex.F1, ex.wt);
+        mdc_i_round(m, h, (size_t)nr * ex.F1);
         if (ex.swiglu) mdc_swiglu_forward(d, u, h, nr, ex.F);
         else mdc_gelu_forward(d, u, h, (size_t)nr * ex.F);
+        mdc_i_round(m, u, (size_t)nr * ex.F);
     });
     mdc_status dst = mdc_i_moe_down(m, l, q, yr);
+    if (!dst) mdc_i_round(m, yr, (size_t)q->R * C); /* each expert's output (summed over etp) */
     if (dst) {
         if (m->moe.ep) mdc_dev_free(d, yr);
         return dst;
@@ -142,7 +145,7 @@ mdc_status mdc_i_moe_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *
             for (int c = 0; c < C; c++) o[c] += g * y[c];
         }
     }
-    mdc_dev_kernel(d, 2.0 * q->A * C, 4.0 * (q->A + n) * C, MDC_PREC_FP32);
+    mdc_dev_kernel(d, 2.0 * q->A * C, 4.0 * (q->A + n) * C, MDC_PREC_RUN);
     return mdc_i_moe_shared_forward(m, a, l, x, q, out);
 }
 mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *dout, float *dx) {
@@ -172,10 +175,11 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
             if (y) {
                 for (int i = 0; i < C; i++) acc += o[i] * y[i];
                 for (int i = 0; i < C; i++) y[i] = g * o[i];
+                if (m->pc.prec) mdc_round_to(m->pc.prec, y, (size_t)C);
             }
             dgate[(size_t)t * k + r] = acc;
         }
-    mdc_dev_kernel(d, 3.0 * A * C, 12.0 * A * C, MDC_PREC_FP32);
+    mdc_dev_kernel(d, 3.0 * A * C, 12.0 * A * C, MDC_PREC_RUN);
     mdc_status st = MDC_OK;
     if (m->moe.ep) st = exchange(m, q, q->ys, dyr, C, 0);
     else dyr = q->ys;
@@ -189,10 +193,13 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
             float *dyb = dyg + (size_t)r0 * C, *dub = du + (size_t)r0 * x.F, *dhb = dh + (size_t)r0 * x.F1;
             const float *h = q->h + (size_t)r0 * x.F1;
             m->ops->dinput(m, dub, dyb, P(m, x.w2), nr, x.F, C, x.wt);
+            mdc_i_round(m, dub, (size_t)nr * x.F);
             if (x.swiglu) mdc_swiglu_backward(d, dhb, h, dub, nr, x.F);
             else mdc_gelu_backward(d, dhb, h, dub, (size_t)nr * x.F);
+            mdc_i_round(m, dhb, (size_t)nr * x.F1);
         });
     if (!st) st = mdc_i_moe_dinput(m, l, q, dh, dxr); /* summed over etp back to this member's rows */
+    if (!st) mdc_i_round(m, dxr, R * C);
     /* the experts' weight gradients: one sum per segment (exact mode's canonical token blocks;
      * one segment per expert and source otherwise), over every row the shards ran on */
     if (!st)
@@ -221,7 +228,7 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
                 float *o = dx + (size_t)t * C;
                 for (int i = 0; i < C; i++) o[i] += g[i];
             }
-        mdc_dev_kernel(d, 1.0 * A * C, 8.0 * (A + n) * C, MDC_PREC_FP32);
+        mdc_dev_kernel(d, 1.0 * A * C, 8.0 * (A + n) * C, MDC_PREC_RUN);
         st = mdc_i_moe_shared_backward(m, a, l, q, x, dout, dx);
     }
     mdc_dev_free(d, tmp);
@@ -236,6 +243,7 @@ static mdc_status moe_mlp_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *o
     float *y = m->rc.active ? lact(a, a->lay.rcmoe, l) : buf(a, a->lay.dres);
     TAP(1 + l, MDC_I_DS_LN2, MDC_TAP_FWD, MDC_TAP_AT, x);
     TRY(mdc_i_moe_forward(m, a, l, x, y));
+    mdc_i_round(m, y, (size_t)mdc_i_sizes_of(m, a->B, a->T).nl * m->cfg.C); /* the gated sum, in fp32 first */
     TAP(1 + l, MDC_I_DS_MOE, MDC_TAP_FWD, MDC_TAP_AT, y);
     mdc_i_residual(m, a, l, MDC_DROP_MLP_OUT, out, res, y);
     return MDC_OK;
@@ -248,6 +256,7 @@ static mdc_status moe_mlp_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *
     const float *dy = mdc_i_branch_grad(m, a, l, MDC_DROP_MLP_OUT, dres);
     TAP(1 + l, MDC_I_DS_MOE, MDC_TAP_BWD, MDC_TAP_AT, dy);
     TRY(mdc_i_moe_backward(m, a, l, dy, dx));
+    mdc_i_round(m, dx, (size_t)mdc_i_sizes_of(m, a->B, a->T).nl * m->cfg.C);
     TAP(1 + l, MDC_I_DS_LN2, MDC_TAP_BWD, MDC_TAP_AT, dx);
     return MDC_OK;
 }

@@ -65,7 +65,7 @@ static mdc_status x_finish(mdc_gpt2 *m, const moe_state *q, mdc_xsum *xs, float 
     if (!mdc_xsum_ok(xs)) return mdc_fail(MDC_ERR_OOM_HOST, "MoE exact partial sums: an accumulator");
     if (x) return x->x_sum(x->ctx, xs, out, q->grows, m->cfg.C);
     mdc_xsum_round(xs, 0, n, out);
-    mdc_dev_kernel(m->dev, (double)n, 12.0 * (double)n, MDC_PREC_FP32);
+    mdc_dev_kernel(m->dev, (double)n, 12.0 * (double)n, MDC_PREC_RUN);
     return MDC_OK;
 }
 
@@ -82,7 +82,7 @@ static void add_bias(mdc_gpt2 *m, int l, const moe_state *q, float *yr) {
             for (int r = 0; r < nr; r++, row++)
                 for (int c = 0; c < C; c++) yr[row * C + c] += b[c];
         }
-    mdc_dev_kernel(m->dev, (double)q->R * C, 12.0 * (double)q->R * C, MDC_PREC_FP32);
+    mdc_dev_kernel(m->dev, (double)q->R * C, 12.0 * (double)q->R * C, MDC_PREC_RUN);
 }
 
 mdc_status mdc_i_moe_down(mdc_gpt2 *m, int l, const moe_state *q, float *yr) {

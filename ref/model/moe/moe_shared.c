@@ -34,6 +34,7 @@ mdc_status mdc_i_moe_shared_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const 
     q->sh = q->sbuf, q->su = q->sh + n * 2 * Fl, q->sy = q->su + n * Fl, q->ss = q->sy + nl * C;
     TRY(mdc_i_col_linear(m, a, &up, q->sh, x)); /* h = f(x) [gate | up] */
     mdc_swiglu_forward(m->dev, q->su, q->sh, z.n, (int)Fl);
+    mdc_i_round(m, q->su, n * Fl);
     TRY(m->ops->row_reduce(m, a, &down, q->sy, q->su)); /* y = g(u down) */
     if (gate >= 0) m->ops->matmul(m, q->ss, x, P(m, gate), NULL, q->n, (int)C, 1, 1);
 #pragma omp parallel for schedule(static)
@@ -44,7 +45,7 @@ mdc_status mdc_i_moe_shared_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const 
         float *o = out + t * C;
         for (size_t c = 0; c < C; c++) o[c] += g * y[c];
     }
-    mdc_dev_kernel(m->dev, 4.0 * nl + 2.0 * nl * C, 4.0 * (3.0 * nl * C + 2.0 * nl), MDC_PREC_FP32);
+    mdc_dev_kernel(m->dev, 4.0 * nl + 2.0 * nl * C, 4.0 * (3.0 * nl * C + 2.0 * nl), MDC_PREC_RUN);
     return MDC_OK;
 }
 
@@ -66,8 +67,9 @@ mdc_status mdc_i_moe_shared_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const
         float g = q->ss[t], ds = 0;
         for (size_t c = 0; c < C; c++) ds += o[c] * y[c], dys[t * C + c] = g * o[c];
         dz[t] = ds * g * (1.0f - g);
+        if (m->pc.prec) mdc_round_to(m->pc.prec, dys + t * C, C);
     }
-    mdc_dev_kernel(m->dev, 3.0 * nl * C + 3.0 * nl, 4.0 * (3.0 * nl * C + 2.0 * nl), MDC_PREC_FP32);
+    mdc_dev_kernel(m->dev, 3.0 * nl * C + 3.0 * nl, 4.0 * (3.0 * nl * C + 2.0 * nl), MDC_PREC_RUN);
     memset(dx1, 0, nl * C * sizeof(float));
     if (gate >= 0) {
         m->ops->wgrad(m, gate, -1, x, dz, NULL, q->n, q->n, (int)C, 1, 0, 1);
@@ -78,12 +80,13 @@ mdc_status mdc_i_moe_shared_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const
     if (!st) {
         memset(dh, 0, n * 2 * Fl * sizeof(float));
         mdc_swiglu_backward(m->dev, dh, q->sh, du, z.n, (int)Fl);
+        mdc_i_round(m, dh, n * 2 * Fl);
         st = mdc_i_col_linear_backward(m, a, &up, dx2, dh, x, NULL);
     }
     if (!st) {
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < nl * C; i++) dx[i] += dx1[i] + dx2[i];
-        mdc_dev_kernel(m->dev, 2.0 * nl * C, 16.0 * nl * C, MDC_PREC_FP32);
+        mdc_dev_kernel(m->dev, 2.0 * nl * C, 16.0 * nl * C, MDC_PREC_RUN);
     }
     mdc_dev_free(m->dev, tmp);
     return st;

@@ -25,6 +25,8 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
         f->mem_want[i] = (size_t)(per[i] * (sharded[i] ? S : psi));
         f->mem_formula[i] = per[i] * (sharded[i] ? psi / N : psi);
     }
+    if (mdc_gpt2_get_precision(dp->m) && z < 3) /* 16 bits: the compute copy, 2 Psi, beside the fp32 master */
+        f->mem_want[0] += (size_t)(2 * psi), f->mem_formula[0] += 2 * psi;
     /* bytes sent per step: ring allreduce of the padded buckets (DDP: 2(N-1)/N x 4 N S),
      * reduce-scatter + allgather of 4 S per rank each moving (N-1) blocks, the scalars'
      * allreduce of 2N doubles: 2(N-1)/N x 16 N */
@@ -69,6 +71,8 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
                                             {"4 Psi", "4 Psi/N", "8 Psi/N"},
                                             {"4 Psi/N", "4 Psi/N", "8 Psi/N"}};
     static const char *const total[4] = {"16 Psi", "8 Psi + 8 Psi/N", "4 Psi + 12 Psi/N", "16 Psi/N"};
+    static const char *const total16[4] = {"18 Psi", "10 Psi + 8 Psi/N", "6 Psi + 12 Psi/N", "16 Psi/N"};
+    int half = mdc_gpt2_get_precision(dp->m) != MDC_PRECISION_FP32;
     char a[32], b[32], c[32], d[32];
     fprintf(out,
             "\n%s on N = %d ranks: Psi = %zu parameter floats, shard S = %zu floats "
@@ -81,12 +85,30 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
     size_t tm = 0, tw = 0;
     double tf = 0;
     for (int i = 0; i < 3; i++) {
-        fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s\n", cat[i], forms[f.zero][i], f.mem_formula[i], f.mem_want[i],
-                f.mem[i], f.mem[i] == f.mem_want[i] ? "ok" : "DIFFERS");
+        char form[32];
+        snprintf(form, sizeof form, "%s%s", half && i == 0 && f.zero < 3 ? "2 Psi + " : "", forms[f.zero][i]);
+        fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s\n", cat[i], form, f.mem_formula[i], f.mem_want[i], f.mem[i],
+                f.mem[i] == f.mem_want[i] ? "ok" : "DIFFERS");
         tm += f.mem[i], tw += f.mem_want[i], tf += f.mem_formula[i];
     }
-    fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s (%s)\n", "total", total[f.zero], tf, tw, tm,
-            tm == tw ? "ok" : "DIFFERS", mib(a, (double)tm));
+    fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s (%s)\n", "total", half ? total16[f.zero] : total[f.zero], tf, tw,
+            tm, tm == tw ? "ok" : "DIFFERS", mib(a, (double)tm));
+    if (half) { /* the published accountings of the same mixed precision, beside minidc's */
+        static const double paper[4][2] = {{16, 0}, {4, 12}, {2, 14}, {0, 16}}, megatron[4][2] = {{18, 0}, {6, 12}};
+        double psi = (double)f.psi, N = f.N;
+        fprintf(out,
+                "  mixed precision (%s compute copy 2 Psi, fp32 master 4 Psi, fp32 gradients 4 Psi, AdamW 8 Psi); "
+                "beside it the ZeRO paper's 2 Psi 16-bit parameters + 2 Psi 16-bit gradients + 12 Psi fp32 master, "
+                "m, v (K = 12; stage %d: %.0f Psi + %.0f Psi/N = %.1f bytes)",
+                mdc_gpt2_get_precision(dp->m) == MDC_PRECISION_BF16 ? "bf16" : "fp16", f.zero, paper[f.zero][0],
+                paper[f.zero][1], paper[f.zero][0] * psi + paper[f.zero][1] * psi / N);
+        if (f.zero <= 1)
+            fprintf(out, " and Megatron-LM's with fp32 gradients (%s: %.0f Psi + %.0f Psi/N = %.1f bytes)",
+                    f.zero ? "distributed optimizer" : "no distributed optimizer", megatron[f.zero][0],
+                    megatron[f.zero][1], megatron[f.zero][0] * psi + megatron[f.zero][1] * psi / N);
+        fprintf(out, ": minidc's gradients stay fp32 (main_grad), and with ZeRO-1/2 it keeps the fp32 master whole "
+                     "with the parameters (the shard of it updated, all of it gathered)\n");
+    }
     fprintf(out, "  peaks during the step: parameters %s, gradients %s, optimizer %s, comm buffers %s\n",
             mib(a, (double)f.peak[0]), mib(b, (double)f.peak[1]), mib(c, (double)f.peak[2]),
             mib(d, (double)f.comm_peak));

@@ -168,7 +168,7 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
             mdc_gpt2_acts_layers(a, &lo, &hi);
             if (act->kind == MDC_PP_B) {
                 if ((st = mdc_waitall(&set->req[1], 1))) break; /* the last input gradient sent from this set */
-                if (vs == P - 1) st = mdc_gpt2_head_backward(m, a, p->dloss);
+                if (vs == P - 1) st = mdc_gpt2_head_backward(m, a, mdc_plan_dloss(p));
                 else
                     st = mdc_recv(mdc_gpt2_acts_dresidual(a), bytes, next, tag(pp, mb, vs, 1), pp->g),
                     rec[PP_START] = now(m);

@@ -1,0 +1,86 @@
+/* Mixed precision (include/minidc/model.h; docs/precision.md). The emulation keeps every 16-bit
+ * tensor in float storage holding a value of the dtype: rounding a float to bf16 or fp16 (round to
+ * nearest even, as the GPU's conversion) and keeping it as a float loses nothing, a product of two
+ * such values is exact in fp32, and fp32 accumulation of them is what a tensor core does. So the
+ * kernels stay the fp32 ones and precision is where the layers round: their outputs and their
+ * input gradients (mdc_i_round), and the compute copy of the weights the layers read (P()). The
+ * device charges the dtype's bytes and tensor-core rate (mdc_dev_set_dtype) and the allocator the
+ * dtype's width (mdc_dev_alloc_held). */
+#include "model_internal.h"
+
+static void round_bf16(float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+        u = nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u); /* NaN stays (quiet); ties to even */
+        u &= 0xffff0000u;
+        memcpy(&x[i], &u, sizeof u);
+    }
+}
+
+/* fp16's normal range by the bits (10 mantissa bits kept, ties to even); subnormals, overflow to
+ * infinity and NaN by the conversion's general path */
+static void round_f16(float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        uint32_t a = u & 0x7fffffffu;
+        if (a >= 0x38800000u && a < 0x477fe000u) { /* [2^-14, 65504]: stays finite and normal */
+            u += 0xfffu + ((u >> 13) & 1u);
+            u &= 0xffffe000u;
+            memcpy(&x[i], &u, sizeof u);
+        } else x[i] = mdc_f16_to_f32(mdc_f32_to_f16(x[i])); /* above 65504: infinity */
+    }
+}
+
+void mdc_round_to(int prec, float *x, size_t n) {
+    if (prec == MDC_PRECISION_BF16) round_bf16(x, n);
+    else if (prec == MDC_PRECISION_FP16) round_f16(x, n);
+}
+
+/* the compute copy of tensor gi and of the unit's range [off, off + n) from the master */
+static void refresh(mdc_gpt2 *m, size_t off, size_t n) {
+    memcpy(m->pc.w + off, m->params + off, n * sizeof(float));
+    mdc_round_to(m->pc.prec, m->pc.w + off, n);
+}
+
+void mdc_i_weights_ready(mdc_gpt2 *m, int unit) {
+    if (!m->pc.w) return;
+    refresh(m, m->unit_off[unit], m->unit_count[unit]);
+    int h = mdc_i_ghead(&m->cfg), i = m->tensor_of[h];
+    if (unit == m->cfg.L + 1 && i >= 0) /* the tied head reads the embedding's table */
+        refresh(m, m->tensors[i].offset, m->tensors[i].alloc);
+}
+
+mdc_status mdc_gpt2_set_precision(mdc_gpt2 *m, int prec) {
+    if (prec < MDC_PRECISION_FP32 || prec > MDC_PRECISION_FP16)
+        return mdc_fail(MDC_ERR_INVALID, "--precision: %d (fp32, bf16 or fp16)", prec);
+    int before = mdc_i_acts_needs(m);
+    if (m->pc.w) {
+        if (m->flags & MDC_GPT2_HOST_PARAMS) free(m->pc.w);
+        else mdc_dev_free(m->dev, m->pc.w);
+        m->pc.w = NULL;
+    }
+    m->pc.prec = prec;
+    mdc_dev_set_dtype(m->dev, prec ? 2 : 4);
+    if (prec) {
+        size_t held = (m->floats ? m->floats : 1) * sizeof(float);
+        if (m->flags & MDC_GPT2_HOST_PARAMS) { /* ZeRO-3: the gathered units are charged where gathered */
+            if (!(m->pc.w = calloc(1, held))) return mdc_fail(MDC_ERR_OOM_HOST, "the parameters' compute copy");
+        } else
+            TRY(mdc_dev_alloc_held(m->dev, (void **)&m->pc.w, held, held / 2, MDC_MEM_PARAMS, "params (16-bit copy)"));
+        for (int u = 0; u < mdc_gpt2_unit_count(&m->cfg); u++) mdc_i_weights_ready(m, u);
+    }
+    return mdc_i_acts_refresh(m, before);
+}
+
+int mdc_gpt2_get_precision(const mdc_gpt2 *m) { return m->pc.prec; }
+
+void mdc_i_precision_free(mdc_gpt2 *m) {
+    if (m->flags & MDC_GPT2_HOST_PARAMS) free(m->pc.w);
+    else mdc_dev_free(m->dev, m->pc.w);
+    m->pc.w = NULL;
+}

@@ -1,0 +1,135 @@
+#!/bin/bash
+# Mixed precision (--precision bf16 | fp16): exact mode gives serial's bits in bf16 and fp16 on
+# meshes of tp + SP, cp, pp (zero-bubble with full recomputation), ZeRO-3 and experts; default mode
+# stays within the dtype's limits of serial (--check-serial in units of the dtype's roundoff); a
+# planted inf makes fp16's loss scaling skip the step on every rank and halve the scale, an inf at
+# every step stops the run with the underflow error; the device charges the tensor cores' rate and
+# the 16-bit bytes; the memory the allocator measures equals the formulas (the ZeRO table, the
+# activations per layer); a bad dtype is refused by name.
+. "$(dirname "$0")/scenario.sh"
+[ "${1:-}" = long ] && TIER=long # make check-long: the long tier (more meshes of the same checks)
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+bin=$BUILD/minidc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+run() { # name ranks args...: the run's output in $tmp/name.out, its status in rc
+    local name=$1 n=$2; shift 2
+    timeout -k 5 150 "$MPIEXEC" -n "$n" "$bin" train "$@" >"$tmp/$name.out" 2>&1
+    rc=$?
+}
+exact() { # what ranks args...: exact mode on the mesh equals serial bit for bit
+    local what=$1 n=$2; shift 2
+    scenario "$what" || return 0
+    run x "$n" --steps 2 --exact --check-serial --quiet "$@"
+    if [ $rc = 0 ] && grep -q "identical to serial bit for bit: ok" "$tmp/x.out"; then
+        pass "$what"
+    else flunk "$what" "exit $rc"; grep -E "check-serial|rror" "$tmp/x.out" | head -3; fi
+}
+near() { # what ranks args...: default mode within the dtype's limits of serial
+    local what=$1 n=$2; shift 2
+    scenario "$what" || return 0
+    run d "$n" --steps 3 --check-serial --quiet "$@"
+    if [ $rc = 0 ] && grep -q "within the limits" "$tmp/d.out" && grep -q "check-serial: 3 step(s).*: ok" "$tmp/d.out"
+    then pass "$what"
+    else flunk "$what" "exit $rc"; grep -E "check-serial|rror" "$tmp/d.out" | head -3; fi
+}
+exact "bf16 exact, 8 ranks --tp 2 --sp --cp 2 --pp 2 (qwen3-tiny): serial's bits" 8 --config qwen3-tiny --tp 2 --sp --cp 2 --pp 2 --microbatches 2 --precision bf16
+exact "fp16 exact, --dp 2 --zero 3 --tp 2 (qwen2-moe-tiny: routed and shared experts): serial's bits" 4 --config qwen2-moe-tiny --dp 2 --zero 3 --tp 2 --precision fp16
+exact "bf16 exact, --pp 2 zb-h1 --dp 2 --zero 1 --recompute full: serial's bits" 4 --config tiny --pp 2 --dp 2 --zero 1 --schedule zb-h1 --microbatches 4 --recompute full --precision bf16
+near "bf16 default, --tp 2 --sp --dp 2 with dropout: within bf16's limits of serial" 4 --config tiny --tp 2 --sp --dp 2 --dropout 0.1 --precision bf16
+near "fp16 default, --tp 2 --sp --pp 2 (llama-tiny): within fp16's limits of serial" 4 --config llama-tiny --tp 2 --sp --pp 2 --microbatches 2 --precision fp16
+near "bf16 default, --cp 2 ring (qwen3-tiny): within bf16's limits of serial" 2 --config qwen3-tiny --cp 2 --precision bf16
+
+what="fp16: a planted inf skips step 2 on every rank, halves the scale, and the run goes on"
+if scenario "$what"; then
+    MINIDC_FAULT_INF_STEP=2 run skip 2 --steps 3 --dp 2 --precision fp16 --check-replicas
+    if [ $rc = 0 ] && grep -q "^step     2  skipped: an inf or NaN gradient at loss scale 65536 .*now 32768" "$tmp/skip.out" &&
+        grep -q "^loss scale 32768 after 3 steps, 1 skipped" "$tmp/skip.out" && ! grep -q "step     3  skipped" "$tmp/skip.out"
+    then pass "$what"
+    else flunk "$what" "exit $rc"; grep -E "^step|loss scale|rror" "$tmp/skip.out" | head -5; fi
+fi
+
+what="fp16: a skipped step leaves the weights as they were; a resumed run continues its scale and count"
+if scenario "$what"; then
+    MINIDC_FAULT_INF_STEP=2 run s2 1 --steps 2 --precision fp16 --save "$tmp/s2.st" --quiet
+    r1=$rc
+    run s1 1 --steps 1 --precision fp16 --save "$tmp/s1.st" --quiet
+    r2=$rc
+    run s4 1 --steps 2 --precision fp16 --resume "$tmp/s2.st" --quiet
+    MINIDC_FAULT_INF_STEP=2 run n4 1 --steps 4 --precision fp16 --quiet
+    # the tensors (parameters and AdamW's moments) are the same bytes (the header records the step);
+    # the resumed steps 3 and 4 are the uninterrupted run's
+    if [ $r1 = 0 ] && [ $r2 = 0 ] && [ $rc = 0 ] &&
+        "$bin" compare "$tmp/s1.st" "$tmp/s2.st" --rtol 0 --atol 0 --quiet >"$tmp/c.out" 2>&1 &&
+        grep -q "^EQUAL" "$tmp/c.out" && grep -q "^loss scale 32768 after 4 steps, 1 skipped" "$tmp/s4.out" &&
+        diff <(grep -E "^step +4 " "$tmp/s4.out" | cut -c1-40) <(grep -E "^step +4 " "$tmp/n4.out" | cut -c1-40) >/dev/null
+    then pass "$what"
+    else flunk "$what" "exit $r1 $r2 $rc"; tail -2 "$tmp/c.out"; grep -E "^step +4|loss scale" "$tmp/s4.out" "$tmp/n4.out"; fi
+fi
+
+what="fp16: an inf at every step halves the scale below 1: every rank stops with the underflow error"
+if scenario "$what"; then
+    MINIDC_FAULT_INF_STEP=1+ run under 2 --steps 30 --dp 2 --precision fp16 --quiet
+    if [ $rc != 0 ] && grep -q "step 17: fp16 loss scale underflow" "$tmp/under.out"; then pass "$what"
+    else flunk "$what" "exit $rc"; grep -E "rror|underflow" "$tmp/under.out" | head -3; fi
+fi
+
+what="the device: bf16's products at the tensor cores' rate, its bytes 16-bit: less compute and HBM time, MFU of 989 TFLOP/s"
+if scenario "$what"; then
+    run f32 1 --config small --steps 2 --batch 4 --seq 128 --recompute none --quiet
+    run b16 1 --config small --steps 2 --batch 4 --seq 128 --recompute none --precision bf16 --quiet
+    fig() { # the whole run's virtual ms, flop-bound ms, HBM bytes
+        sed -nE 's/^  virtual time +([0-9.]+) ms .*/\1/p; s/^    compute +([0-9.]+) (u?s|ms) .*/\1 \2/p; s/^    HBM +[0-9.e+-]+ += ([0-9.e+]+) B .*/\1/p' "$1" |
+            awk '/ us$/ { printf "%g ", $1 / 1000; next } / s$/ { printf "%g ", $1 * 1000; next } { printf "%s ", $1 }'
+    }
+    read -r v32 c32 h32 <<<"$(fig "$tmp/f32.out")"
+    read -r v16 c16 h16 <<<"$(fig "$tmp/b16.out")"
+    # tensor cores: 989 / 67 = 14.8x the products' rate (they turn memory-bound); bytes: 16-bit tensors,
+    # fp32 statistics and optimizer
+    if [ $rc = 0 ] &&
+        awk -v v32="$v32" -v v16="$v16" -v c32="$c32" -v c16="$c16" -v h32="$h32" -v h16="$h16" \
+            'BEGIN { exit !(v32 > 0 && v16 < v32 && c16 < c32 / 5 && h16 / h32 > 0.45 && h16 / h32 < 0.7) }' &&
+        grep -q "MFU .* of 1 x 989 TFLOP/s bf16/fp16" "$tmp/b16.out" && grep -q "of 1 x 67 TFLOP/s fp32" "$tmp/f32.out"
+    then pass "$what"
+    else flunk "$what" "fp32: virtual $v32 ms, compute $c32 ms, HBM $h32 B; bf16: $v16, $c16, $h16"; fi
+fi
+
+what="memory: the ZeRO table in bf16 (2 Psi copy + 4 Psi master ...) equals the allocator at stages 0-3"
+if scenario "$what"; then
+    ok=1
+    for z in 0 1 2 3; do
+        run z$z 2 --steps 1 --dp 2 --zero $z --precision bf16
+        want=("18 Psi" "10 Psi + 8 Psi/N" "6 Psi + 12 Psi/N" "16 Psi/N")
+        if [ $rc != 0 ] || grep -q DIFFERS "$tmp/z$z.out" || ! grep "^  total  " "$tmp/z$z.out" | grep -F "${want[$z]} " | grep -q " ok (" ||
+            ! grep -q "ZeRO paper's 2 Psi 16-bit parameters" "$tmp/z$z.out"; then
+            ok=0; flunk "$what" "--zero $z: exit $rc"; grep -E "total|DIFFERS" "$tmp/z$z.out" | head -3
+        fi
+    done
+    [ $ok = 1 ] && pass "$what"
+fi
+
+what="memory: a layer's activations in bf16 (fp32 statistics) equal the formula and the allocator, half of fp32's"
+if scenario "$what"; then
+    for p in fp32 bf16; do run a$p 1 --steps 1 --recompute none --precision $p; done
+    k32=$(sed -nE 's/^recompute none: a layer keeps .* = ([0-9]+) bytes.*/\1/p' "$tmp/afp32.out")
+    k16=$(sed -nE 's/^recompute none: a layer keeps .* = ([0-9]+) bytes.*/\1/p' "$tmp/abf16.out")
+    if [ $rc = 0 ] && grep -q "minidc's bf16 with fp32 statistics.*allocator [0-9]* ok" "$tmp/abf16.out" &&
+        awk -v a="$k32" -v b="$k16" 'BEGIN { exit !(a != "" && b > a / 2 && b < 0.51 * a) }'; then pass "$what"
+    else flunk "$what" "fp32 $k32 bytes, bf16 $k16"; grep "recompute none" "$tmp/abf16.out"; fi
+fi
+
+what="--precision fp8 is refused by name"
+if scenario "$what"; then
+    run bad 1 --steps 1 --precision fp8
+    if [ $rc != 0 ] && grep -q "\-\-precision 'fp8': fp32, bf16 or fp16" "$tmp/bad.out"; then pass "$what"
+    else flunk "$what" "exit $rc"; tail -2 "$tmp/bad.out"; fi
+fi
+
+tier=long
+exact "bf16 exact, deepseek-moe-tiny --ep 2 --dp 4 --tp 2 --sp --etp 2: serial's bits" 8 --config deepseek-moe-tiny --ep 2 --dp 4 --tp 2 --sp --etp 2 --precision bf16
+exact "fp16 exact, qwen3-tiny --cp 2 ulysses: serial's bits" 2 --config qwen3-tiny --cp 2 --cp-algo ulysses --precision fp16
+near "bf16 default, qwen3-moe-tiny --ep 2 --dp 2 --tp 2 --sp: within bf16's limits" 4 --config qwen3-moe-tiny --ep 2 --dp 2 --tp 2 --sp --precision bf16
+near "bf16 default, --dp 2 --zero 2: within bf16's limits" 2 --config tiny --dp 2 --zero 2 --precision bf16
+exit $fail
