@@ -4,7 +4,7 @@
 #     serial on 2 threads, in bf16 and fp16 against fp32 (the CPU computes in fp32 either way: the
 #     16-bit runs pay for their rounding, nothing buys them speed here);
 #  2. the emulated GPU: the virtual ms of one step on the h100 preset for GPT-2 sizes (small,
-#     gpt2 124M at B=4 T=1024) in fp32 and bf16, the ratio, and the activations' and
+#     gpt2 124M at B=1 T=1024) in fp32 and bf16, the ratio, and the activations' and
 #     parameters' peak (bf16: tensor cores at 989 TFLOP/s against 67 fp32, and half the bytes).
 # Usage: tools/bench_precision.sh BUILD
 BUILD=${1:-build}
@@ -28,7 +28,7 @@ for p in fp32 bf16 fp16; do
 done
 echo "  the emulated h100: one step's virtual time and the peaks"
 printf '  %-22s %-10s %12s %8s %14s %14s\n' config precision "virtual ms" ratio "acts peak MiB" "params MiB"
-for c in "small 8 128" "gpt2 4 1024"; do
+for c in "small 8 128" "gpt2 1 1024"; do
     set -- $c
     for p in fp32 bf16; do
         run "$1" "$2" "$3" 2 $p
