@@ -145,7 +145,8 @@ int mdc_cmd_train(int argc, char **argv) {
                              o.moe.o,
                              o.etp,
                              o.recompute,
-                             o.precision};
+                             o.precision,
+                             o.grad_reduce};
     if (o.check_coll) mdc_coll_set_check(1);
     if (o.check_coll && r == 0)
         printf("collective check: on; its messages (48 bytes per collective call and rank) count in the reports' "
@@ -173,7 +174,8 @@ int mdc_cmd_train(int argc, char **argv) {
                                  o.moe.o,
                                  0,
                                  0,
-                                 o.precision};
+                                 o.precision,
+                                 0};
         if ((st = mdc_device_create_spec(&sdev, mdc_device_get_spec(rt.dev), mdc_device_get_energy_table(rt.dev), 1e6,
                                          MDC_EMULATE_OFF, 1, 0)) ||
             (st = mdc_trainer_create(&ser, NULL, sdev, &sc, (uint64_t)o.seed)))
@@ -250,7 +252,8 @@ int mdc_cmd_train(int argc, char **argv) {
                         1, 2);
     }
     mdc_serial_check *chk = NULL; /* --check-serial: every rank takes part in its gathers */
-    if (o.check && (st = mdc_serial_check_create(&chk, &cfg, &o.opt, ser, o.exact, o.precision)))
+    if (o.check &&
+        (st = mdc_serial_check_create(&chk, &cfg, &o.opt, ser, o.exact, o.precision ? o.precision : o.grad_reduce)))
         mdc_runtime_die(&rt, st, 0, 1);
     double t_start = mdc_wall_time(), tokens = 0;
     float loss = 0, norm = 0;

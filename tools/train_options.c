@@ -84,6 +84,9 @@ const char mdc_train_usage[] =
     "                      --fp16 (16-bit compute copy of the weights and activations, fp32 master\n"
     "                      weights, gradients and AdamW; fp16 with dynamic loss scaling from 2^16;\n"
     "                      docs/precision.md)\n"
+    "  --grad-reduce D     fp32 (default) | bf16: the data-parallel gradient reductions move and sum\n"
+    "                      bf16 (each bucket rounded, summed as NCCL sums bf16, widened back into\n"
+    "                      the fp32 gradients); not with --exact or --ep\n"
     "  --exact             exact mode: every mesh gives the serial run's bits (docs/exactness.md)\n"
     "  --exact-block N     exact mode's token block (implies --exact); default: the largest\n"
     "                      divisor up to 32 of --seq / gcd(--seq, 8), which divides every split\n"
@@ -240,7 +243,11 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
         else if (!strcmp(a, "--recompute")) st = parse_recompute(a, v, &o->recompute), o->recompute_set = 1;
         else if (!strcmp(a, "--precision")) st = parse_precision(a, v, &o->precision);
-        else if (!strcmp(a, "--lr")) st = mdc_parse_float(a, v, &o->opt.lr);
+        else if (!strcmp(a, "--grad-reduce")) {
+            st = parse_precision(a, v, &o->grad_reduce);
+            if (!st && o->grad_reduce == MDC_PRECISION_FP16)
+                st = mdc_fail(MDC_ERR_INVALID, "--grad-reduce 'fp16': fp32 or bf16");
+        } else if (!strcmp(a, "--lr")) st = mdc_parse_float(a, v, &o->opt.lr);
         else if (!strcmp(a, "--weight-decay")) st = mdc_parse_float(a, v, &o->opt.weight_decay);
         else if (!strcmp(a, "--grad-clip")) st = mdc_parse_float(a, v, &o->opt.grad_clip);
         else if (!strcmp(a, "--fail-at")) st = parse_fail_at(a, v, &o->fail_rank, &o->fail_step, &o->fail_how);

@@ -11,7 +11,8 @@ extern const char mdc_train_usage[];
 typedef struct {
     const char *config, *data, *save, *resume, *init;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, etp, zero, accum, check, replicas, prefetch;
-    int seed_given, force_seed, exact, exact_block, microbatches, check_coll, recompute, recompute_set, precision;
+    int seed_given, force_seed, exact, exact_block, microbatches, check_coll, recompute, recompute_set, precision,
+        grad_reduce;
     const char *schedule, *timeline, *cp_layout, *cp_algo, *trace, *dump_dir;
     int layout[256], layout_n, vstages;
     int fail_rank, fail_step, fail_how;

@@ -74,6 +74,10 @@ mdc_status mdc_dp_finish(mdc_dp *dp);
  * mdc_gpt2_scalar_dtype (a double; exact mode an exact sum): DDP rank 0 the whole (others
  * nothing), ZeRO the shard. Tensors with skip[i] set (local index) are left out; skip may be NULL. */
 void mdc_dp_sumsq(mdc_dp *dp, const char *skip, void *slot);
+/* The dtype the gradients' reductions move and sum in: MDC_F32 (the default) or MDC_BF16
+ * (--grad-reduce bf16: each bucket rounded to bf16, reduced as NCCL reduces bf16, widened back
+ * into the fp32 gradients; not with exact mode's sums). */
+mdc_status mdc_dp_set_grad_dtype(mdc_dp *dp, mdc_dtype dt);
 /* AdamW with the clip of `norm` (the global norm), DDP on the replica, ZeRO on the shard. */
 mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
 /* Every run of gradient state this rank holds, one tensor at a time: DDP whole tensors, ZeRO

@@ -128,6 +128,8 @@ typedef struct {
     int recompute;               /* MDC_RECOMPUTE_*: activation recomputation (never changes a bit) */
     int precision;               /* MDC_PRECISION_*: fp32, or bf16 / fp16 mixed precision (fp16 with
                                     dynamic loss scaling) */
+    int grad_reduce;             /* MDC_PRECISION_BF16: data parallelism reduces the gradients in bf16
+                                    (0: fp32) */
 } mdc_trainer_config;
 
 typedef struct mdc_trainer mdc_trainer;

@@ -127,6 +127,14 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         }
         if ((st = mdc_dp_attach(&t->dp, g, t->m, &dc))) goto fail;
         if (d->pp > 1) mdc_dp_defer(t->dp);
+        if (tc->grad_reduce && (st = mdc_dp_set_grad_dtype(t->dp, MDC_BF16))) goto fail;
+    }
+    if (tc->grad_reduce && t->ep) {
+        st = mdc_fail(MDC_ERR_INVALID,
+                      "--grad-reduce bf16 with --ep %d: expert parallelism reduces its gradients in "
+                      "fp32 only",
+                      d->ep);
+        goto fail;
     }
     if (d->pp > 1 &&
         (st = mdc_pp_create(&t->pp, t->m, mdc_mesh_group(t->mesh, MDC_MESH_PP), tc->schedule ? tc->schedule : "1f1b",

@@ -5,7 +5,8 @@
 # planted inf makes fp16's loss scaling skip the step on every rank and halve the scale, an inf at
 # every step stops the run with the underflow error; the device charges the tensor cores' rate and
 # the 16-bit bytes; the memory the allocator measures equals the formulas (the ZeRO table, the
-# activations per layer); a bad dtype is refused by name.
+# activations per layer); --grad-reduce bf16 halves the gradients' bytes (and is refused where it
+# cannot apply); a bad dtype is refused by name.
 . "$(dirname "$0")/scenario.sh"
 [ "${1:-}" = long ] && TIER=long # make check-long: the long tier (more meshes of the same checks)
 BUILD=${BUILD:-build}
@@ -120,6 +121,36 @@ if scenario "$what"; then
     else flunk "$what" "fp32 $k32 bytes, bf16 $k16"; grep "recompute none" "$tmp/abf16.out"; fi
 fi
 
+what="--grad-reduce bf16: the gradients' bytes halve (the bytes line equals its formula), serial within bf16's limits"
+if scenario "$what"; then
+    ok=1
+    for z in 0 3; do
+        run g$z 2 --steps 2 --dp 2 --zero $z --precision bf16 --grad-reduce bf16 --check-serial --quiet
+        if [ $rc != 0 ] || ! grep -q "^bytes sent per rank per step: formula .* ok (--grad-reduce bf16" "$tmp/g$z.out" ||
+            ! grep -q "within the limits" "$tmp/g$z.out" || grep -q DIFFERS "$tmp/g$z.out"; then
+            ok=0; flunk "$what" "--zero $z: exit $rc"; grep -E "bytes sent per rank|check-serial|rror" "$tmp/g$z.out" | head -3
+        fi
+    done
+    run g32 2 --steps 2 --dp 2 --precision bf16 --quiet
+    b16=$(sed -nE 's/^bytes sent per rank per step: .* measured ([0-9]+) ok.*/\1/p' "$tmp/g0.out")
+    b32=$(sed -nE 's/^bytes sent per rank per step: .* measured ([0-9]+) ok.*/\1/p' "$tmp/g32.out")
+    if [ $ok = 1 ] && [ -n "$b16" ] && [ "$((2 * b16))" = "$b32" ]; then pass "$what"
+    elif [ $ok = 1 ]; then flunk "$what" "DDP bytes: bf16 $b16, fp32 $b32"; fi
+fi
+
+what="--grad-reduce bf16 is refused with --exact and with --ep, --grad-reduce fp16 by name"
+if scenario "$what"; then
+    run ge 2 --steps 1 --dp 2 --exact --grad-reduce bf16
+    r1=$rc
+    run gp 2 --steps 1 --dp 2 --ep 2 --experts 4 --grad-reduce bf16
+    r2=$rc
+    run gf 1 --steps 1 --grad-reduce fp16
+    if [ $r1 != 0 ] && grep -q "grad-reduce bf16 with --exact: exact mode sums the gradients exactly" "$tmp/ge.out" &&
+        [ $r2 != 0 ] && grep -q "grad-reduce bf16 with --ep 2" "$tmp/gp.out" &&
+        [ $rc != 0 ] && grep -q "\-\-grad-reduce 'fp16': fp32 or bf16" "$tmp/gf.out"; then pass "$what"
+    else flunk "$what" "exit $r1 $r2 $rc"; tail -1 "$tmp/ge.out" "$tmp/gp.out" "$tmp/gf.out"; fi
+fi
+
 what="--precision fp8 is refused by name"
 if scenario "$what"; then
     run bad 1 --steps 1 --precision fp8
@@ -132,4 +163,5 @@ exact "bf16 exact, deepseek-moe-tiny --ep 2 --dp 4 --tp 2 --sp --etp 2: serial's
 exact "fp16 exact, qwen3-tiny --cp 2 ulysses: serial's bits" 2 --config qwen3-tiny --cp 2 --cp-algo ulysses --precision fp16
 near "bf16 default, qwen3-moe-tiny --ep 2 --dp 2 --tp 2 --sp: within bf16's limits" 4 --config qwen3-moe-tiny --ep 2 --dp 2 --tp 2 --sp --precision bf16
 near "bf16 default, --dp 2 --zero 2: within bf16's limits" 2 --config tiny --dp 2 --zero 2 --precision bf16
+near "bf16 default, --pp 2 --dp 2 --zero 3 --grad-reduce bf16 (a stage's deferred reductions): within bf16's limits" 4 --config tiny --pp 2 --dp 2 --zero 3 --microbatches 2 --precision bf16 --grad-reduce bf16
 exit $fail

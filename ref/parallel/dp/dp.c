@@ -44,8 +44,11 @@ static mdc_status reduce_bucket(mdc_dp *dp, const dp_bucket *b) {
     if (dp->dc.zero == 0) {
         /* pack, allreduce (sum) the padded bucket, unpack every block back into the grads */
         float *G = mdc_gpt2_grads(dp->m);
+        size_t n = b->block * (size_t)dp->N;
         mdc_dp_i_pack(dp, b, buf, G, -1);
-        st = mdc_allreduce(MDC_IN_PLACE, buf, b->block * (size_t)dp->N, MDC_F32, MDC_SUM, dp->g);
+        if (dp->grad_dtype == MDC_BF16) mdc_dp_i_to16(buf, n);
+        st = mdc_allreduce(MDC_IN_PLACE, buf, n, dp->grad_dtype, MDC_SUM, dp->g);
+        if (!st && dp->grad_dtype == MDC_BF16) mdc_dp_i_from16(buf, n);
         if (!st) mdc_dp_i_unpack(dp, b, buf, G, -1);
     } else {
         st = mdc_zero_i_reduce_bucket(dp, b, buf);
@@ -177,6 +180,7 @@ mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_c
                 goto fail;
     dp->maxblock = maxblock;
     dp->red = mdc_gpt2_grad_dtype(m) == MDC_F32 ? &mdc_dp_i_floats : &mdc_dp_i_sums;
+    dp->grad_dtype = MDC_F32;
     if ((st = mdc_zero_i_alloc(dp))) goto fail;
     mdc_gpt2_hooks h = {hook, dp};
     mdc_gpt2_set_hooks(dp->m, &h);
@@ -185,6 +189,25 @@ mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_c
 fail:
     mdc_dp_free(dp);
     return st;
+}
+
+void mdc_dp_i_to16(float *buf, size_t n) { /* front to back: element i's 2 bytes land before any unread float */
+    uint16_t *h = (uint16_t *)buf;
+    for (size_t i = 0; i < n; i++) h[i] = mdc_f32_to_bf16(buf[i]);
+}
+void mdc_dp_i_from16(float *buf, size_t n) { /* back to front: element i's 4 bytes cover only read halves */
+    const uint16_t *h = (const uint16_t *)buf;
+    for (size_t i = n; i-- > 0;) buf[i] = mdc_bf16_to_f32(h[i]);
+}
+
+mdc_status mdc_dp_set_grad_dtype(mdc_dp *dp, mdc_dtype dt) {
+    if (dt != MDC_F32 && dt != MDC_BF16)
+        return mdc_fail(MDC_ERR_INVALID, "--grad-reduce: the gradients reduce in fp32 or bf16");
+    if (dt == MDC_BF16 && dp->red != &mdc_dp_i_floats)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--grad-reduce bf16 with --exact: exact mode sums the gradients exactly (leave one out)");
+    dp->grad_dtype = dt;
+    return MDC_OK;
 }
 
 mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg_in, const mdc_dp_config *dc,

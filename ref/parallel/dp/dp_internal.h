@@ -54,7 +54,13 @@ struct mdc_dp {
     size_t exact_marked;          /* exact mode, last step: elements that needed accumulators */
     double exact_bytes_want;      /* and the bytes its reductions send by mdc_exact_reduce_bytes */
     size_t mem_after[3];
+    mdc_dtype grad_dtype; /* the gradients' reductions: MDC_F32, or MDC_BF16 (--grad-reduce bf16) */
 };
+
+/* --grad-reduce bf16: a bucket's floats packed into bf16 in place (n of them, rounded to nearest
+ * even) before its reduction and widened back after it. */
+void mdc_dp_i_to16(float *buf, size_t n);
+void mdc_dp_i_from16(float *buf, size_t n);
 
 /* ---- ref/parallel/dp/zero.c ---- */
 /* Rank q's piece of unit u: unit-local [q s_u, min((q+1) s_u, n_u)); returns its length. */

@@ -30,18 +30,20 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
     /* bytes sent per step: ring allreduce of the padded buckets (DDP: 2(N-1)/N x 4 N S),
      * reduce-scatter + allgather of 4 S per rank each moving (N-1) blocks, the scalars'
      * allreduce of 2N doubles: 2(N-1)/N x 16 N */
-    double k = dp->dc.accum, n1 = N - 1, blocks;
-    if (z <= 1) blocks = 2 * S;                                           /* one reduction + one allgather */
-    else if (z == 2) blocks = k * S + S;                                  /* reduce-scatter per micro-batch */
-    else blocks = k * (3 * S - (double)dp->us[0] - (double)dp->us[head]); /* see dp.h */
-    if (dp->defer) /* a pipeline stage: one reduce-scatter per step (the micro-batches interleave) */
-        blocks = z <= 2 ? 2 * S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]) + S;
-    f->step_bytes_want = 4.0 * n1 * blocks;
-    f->step_bytes_formula = (z <= 1 || (dp->defer && z == 2) ? 2.0
-                             : z == 2                        ? k + 1
-                             : dp->defer                     ? 2.0 * k + 1
-                                                             : 3.0 * k) *
-                            n1 / N * 4.0 * psi;
+    /* the blocks each rank sends of gradients (reductions) and of parameters (ZeRO's gathers):
+     * DDP's allreduce 2 S; a reduce-scatter S per reduction (k a step with ZeRO-2/3, one with a
+     * pipeline stage, whose micro-batches interleave); ZeRO-1/2's gather of the updated shards S;
+     * ZeRO-3's gathers k (2 S - the resident wte's and head's pieces), see dp.h. gb, pb: the same
+     * in units of (N-1)/N Psi for the formula. --grad-reduce bf16 sends the gradients' at 2 bytes. */
+    double k = dp->dc.accum, n1 = N - 1, gblocks, pblocks, gc, pc;
+    double ures = (double)dp->us[0] + (double)dp->us[head];
+    if (z == 0) gblocks = 2 * S, pblocks = 0, gc = 2, pc = 0;
+    else if (z <= 2)
+        gblocks = (z == 2 && !dp->defer ? k : 1) * S, pblocks = S, gc = z == 2 && !dp->defer ? k : 1, pc = 1;
+    else gblocks = (dp->defer ? 1 : k) * S, pblocks = k * (2 * S - ures), gc = dp->defer ? 1 : k, pc = 2 * k;
+    double gw = dp->grad_dtype == MDC_BF16 ? 2.0 : 4.0;
+    f->step_bytes_want = n1 * (gw * gblocks + 4.0 * pblocks);
+    f->step_bytes_formula = n1 / N * psi * (gw * gc + 4.0 * pc);
     if (sums) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
         double gathers = z == 0 ? 0 : z <= 2 ? S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]);
         f->step_bytes_want = dp->exact_bytes_want + n1 * 4.0 * gathers;
@@ -124,12 +126,18 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
                 "above are 8 Psi + %s), reduced once per step as doubles (8 bytes an element), %zu element(s) "
                 "again as 80-byte accumulators where the double sum was not exact\n",
                 f.zero >= 2 ? "4 Psi/N" : "4 Psi", dp->exact_marked);
-    fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s\n",
+    static const char *const gform[4] = {"2(N-1)/N x 2 Psi", "(N-1)/N x (2 + 4) Psi",
+                                         "(k(N-1)/N x 2 + (N-1)/N x 4) Psi", "(k(N-1)/N x 2 + 2k(N-1)/N x 4) Psi"};
+    static const char *const gdform[4] = {"2(N-1)/N x 2 Psi", "(N-1)/N x (2 + 4) Psi", "(N-1)/N x (2 + 4) Psi",
+                                          "((N-1)/N x 2 + 2k(N-1)/N x 4) Psi"};
+    int g16 = dp->grad_dtype == MDC_BF16;
+    fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s%s\n",
             sums        ? xform[f.zero]
+            : g16       ? (dp->defer ? gdform[f.zero] : gform[f.zero])
             : dp->defer ? dform[f.zero]
                         : cform[f.zero],
-            f.step_bytes_formula, f.step_bytes_want, f.step_bytes,
-            f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS");
+            f.step_bytes_formula, f.step_bytes_want, f.step_bytes, f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS",
+            g16 ? " (--grad-reduce bf16: the gradients' blocks at 2 bytes, the parameters' gathers at 4)" : "");
     if (dp->defer && !sums)
         fprintf(out,
                 "  a pipeline stage: every bucket reduces once per step, after the schedule (its micro-batches "

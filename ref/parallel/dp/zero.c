@@ -147,8 +147,10 @@ mdc_status mdc_zero_i_live(mdc_dp *dp, int u) {
 mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) {
     float *G = mdc_gpt2_grads(dp->m);
     mdc_dp_i_pack(dp, b, buf, G, -1);
-    mdc_status st = mdc_reduce_scatter(MDC_IN_PLACE, buf, b->block, MDC_F32, MDC_SUM, dp->g);
+    if (dp->grad_dtype == MDC_BF16) mdc_dp_i_to16(buf, b->block * (size_t)dp->N);
+    mdc_status st = mdc_reduce_scatter(MDC_IN_PLACE, buf, b->block, dp->grad_dtype, MDC_SUM, dp->g);
     if (st) return st;
+    if (dp->grad_dtype == MDC_BF16) mdc_dp_i_from16(buf, b->block); /* this rank's reduced block, first */
     if (dp->dc.zero == 1) { /* the reduced shard goes back into the (full) gradient array */
         for (int u = b->lo; u <= b->hi; u++) {
             size_t lo, n = mdc_dp_i_piece(dp, u, dp->r, &lo);
