@@ -44,6 +44,16 @@ uint16_t mdc_f32_to_f16(float f) {
     return (uint16_t)(sign | (r >> 13));
 }
 
+void mdc_pack_half(void *dst, const float *src, size_t n, int bf16) {
+    uint16_t *h = dst;
+    for (size_t i = 0; i < n; i++) h[i] = bf16 ? mdc_f32_to_bf16(src[i]) : mdc_f32_to_f16(src[i]);
+}
+
+void mdc_unpack_half(float *dst, const void *src, size_t n, int bf16) {
+    const uint16_t *h = src;
+    for (size_t i = n; i-- > 0;) dst[i] = bf16 ? mdc_bf16_to_f32(h[i]) : mdc_f16_to_f32(h[i]);
+}
+
 float mdc_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;

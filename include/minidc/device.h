@@ -284,6 +284,10 @@ uint16_t mdc_f32_to_bf16(float f);
 float mdc_bf16_to_f32(uint16_t h);
 uint16_t mdc_f32_to_f16(float f);
 float mdc_f16_to_f32(uint16_t h);
+/* n floats as bf16 (bf16 1) or f16 (0) at dst, and back; dst may be src (in place: packing
+ * writes each element's 2 bytes before any float it has not read, unpacking runs back to front). */
+void mdc_pack_half(void *dst, const float *src, size_t n, int bf16);
+void mdc_unpack_half(float *dst, const void *src, size_t n, int bf16);
 
 /* Wall clock, seconds (monotonic). */
 double mdc_wall_time(void);

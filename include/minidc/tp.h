@@ -41,6 +41,10 @@ mdc_status mdc_tp_kv_sum_exact(void *ctx, mdc_exact *acc, size_t n);
 void mdc_tp_free(mdc_tp *tp); /* NULL is a no-op */
 const mdc_gpt2_comm *mdc_tp_comm(mdc_tp *tp);
 mdc_group *mdc_tp_group(mdc_tp *tp);
+/* What f and g move (default mode): MDC_F32, or a mixed-precision run's MDC_BF16 / MDC_F16, whose
+ * activations hold values of that dtype (packed to 2 bytes an element: the same values, half the
+ * bytes; a reduction sums as the collective sums the dtype). */
+void mdc_tp_set_dtype(mdc_tp *tp, mdc_dtype act);
 
 enum { MDC_TP_AR = 0, MDC_TP_AR_LOSS, MDC_TP_AG, MDC_TP_RS, MDC_TP_AR_KV, MDC_TP_KINDS };
 typedef struct {

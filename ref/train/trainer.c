@@ -118,6 +118,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     }
     if (tc->exact_block && (st = mdc_gpt2_set_exact(t->m, tc->exact_block))) goto fail; /* before dp attaches */
     if (tc->exact_block && t->tp) mdc_tp_set_exact(t->tp, 1);
+    if (tc->precision && !tc->exact_block && t->tp) /* exact mode's reductions carry exact sums */
+        mdc_tp_set_dtype(t->tp, tc->precision == MDC_PRECISION_BF16 ? MDC_BF16 : MDC_F16);
     if ((d->dp * d->cp > 1 || tc->zero) && !t->ep) { /* cp ranks hold the gradients of their tokens too */
         mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, Tl, tc->bucket_bytes, tc->poison, tc->prefetch};
         mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;

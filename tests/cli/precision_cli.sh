@@ -65,7 +65,8 @@ if scenario "$what"; then
     if [ $r1 = 0 ] && [ $r2 = 0 ] && [ $rc = 0 ] &&
         "$bin" compare "$tmp/s1.st" "$tmp/s2.st" --rtol 0 --atol 0 --quiet >"$tmp/c.out" 2>&1 &&
         grep -q "^EQUAL" "$tmp/c.out" && grep -q "^loss scale 32768 after 4 steps, 1 skipped" "$tmp/s4.out" &&
-        diff <(grep -E "^step +4 " "$tmp/s4.out" | cut -c1-40) <(grep -E "^step +4 " "$tmp/n4.out" | cut -c1-40) >/dev/null
+        diff <(grep -E "^step +4 " "$tmp/s4.out" | sed -E 's/ +[0-9.]+ ms.*//') \
+            <(grep -E "^step +4 " "$tmp/n4.out" | sed -E 's/ +[0-9.]+ ms.*//') >/dev/null
     then pass "$what"
     else flunk "$what" "exit $r1 $r2 $rc"; tail -2 "$tmp/c.out"; grep -E "^step +4|loss scale" "$tmp/s4.out" "$tmp/n4.out"; fi
 fi
@@ -119,6 +120,23 @@ if scenario "$what"; then
     if [ $rc = 0 ] && grep -q "minidc's bf16 with fp32 statistics.*allocator [0-9]* ok" "$tmp/abf16.out" &&
         awk -v a="$k32" -v b="$k16" 'BEGIN { exit !(a != "" && b > a / 2 && b < 0.51 * a) }'; then pass "$what"
     else flunk "$what" "fp32 $k32 bytes, bf16 $k16"; grep "recompute none" "$tmp/abf16.out"; fi
+fi
+
+what="bf16 tp 2 (+ SP): f and g move 16-bit activations, half fp32's bytes, each equal to its formula"
+if scenario "$what"; then
+    ok=1
+    for sp in "" --sp; do
+        run t16 2 --steps 1 --tp 2 $sp --precision bf16 --accum 2
+        run t32 2 --steps 1 --tp 2 $sp --accum 2
+        sum() { sed -nE 's/^  (AllReduce \(b,s,h\)|AllGather \(b,s,h\)|ReduceScatter \(b,s,h\)) +[0-9]+ +[0-9]+ +([0-9]+) .*/\2/p' "$1" |
+            awk '{ s += $1 } END { print s + 0 }'; }
+        a=$(sum "$tmp/t16.out") b=$(sum "$tmp/t32.out")
+        if [ $rc != 0 ] || grep -q DIFFERS "$tmp/t16.out" || ! grep -q "beta = 2 (the 16-bit activations" "$tmp/t16.out" ||
+            [ "$a" = 0 ] || [ "$((2 * a))" != "$b" ]; then
+            ok=0; flunk "$what" "tp 2 $sp: bf16 $a bytes, fp32 $b"; grep DIFFERS "$tmp/t16.out" | head -3
+        fi
+    done
+    [ $ok = 1 ] && pass "$what"
 fi
 
 what="--grad-reduce bf16: the gradients' bytes halve (the bytes line equals its formula), serial within bf16's limits"

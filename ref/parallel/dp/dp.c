@@ -191,14 +191,8 @@ fail:
     return st;
 }
 
-void mdc_dp_i_to16(float *buf, size_t n) { /* front to back: element i's 2 bytes land before any unread float */
-    uint16_t *h = (uint16_t *)buf;
-    for (size_t i = 0; i < n; i++) h[i] = mdc_f32_to_bf16(buf[i]);
-}
-void mdc_dp_i_from16(float *buf, size_t n) { /* back to front: element i's 4 bytes cover only read halves */
-    const uint16_t *h = (const uint16_t *)buf;
-    for (size_t i = n; i-- > 0;) buf[i] = mdc_bf16_to_f32(h[i]);
-}
+void mdc_dp_i_to16(float *buf, size_t n) { mdc_pack_half(buf, buf, n, 1); }
+void mdc_dp_i_from16(float *buf, size_t n) { mdc_unpack_half(buf, buf, n, 1); }
 
 mdc_status mdc_dp_set_grad_dtype(mdc_dp *dp, mdc_dtype dt) {
     if (dt != MDC_F32 && dt != MDC_BF16)

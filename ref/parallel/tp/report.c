@@ -42,9 +42,10 @@ void mdc_tp_formulas(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, d
     (void)M;
     double rc = mdc_gpt2_get_recompute(m) == MDC_RECOMPUTE_FULL; /* each block's forward again in its backward */
     double fw = 1 + mdc_gpt2_lb_on(m); /* forwards per micro-batch: transformers' aux loss counts in one more */
-    double t = tp->t, bsh = (double)b * s * c->C, beta = 4;
-    /* (t-1)/t of a block, in integers (h and bs' are multiples of t): exact, comparable with == */
-    double ring_bsh = (t - 1) * (bsh / t) * beta;
+    double t = tp->t, bsh = (double)b * s * c->C, beta = 4, act = mdc_tp_i_half(tp) ? 2 : 4;
+    /* (t-1)/t of a block, in integers (h and bs' are multiples of t): exact, comparable with == ;
+     * the activations at their dtype's width (16-bit: 2), the loss statistics and kv's fp32 */
+    double ring_bsh = (t - 1) * (bsh / t) * act;
     double ring_bsp = (t - 1) * ((double)mdc_tp_padded(tp, (size_t)(b * s)) / t) * beta;
     /* per micro-batch: TP one AR per f/g pair forward (g) and one backward (f), the embedding's g,
      * the LM head's f (its input gradient); SP turns each into RS + AG, gathers the column-parallel
@@ -219,9 +220,10 @@ void mdc_tp_report(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, int k, dou
         "k x (t-1)/t bsh beta + exact ones (below)", "kL exact sums over r (2bsd, doubles)"};
     const char *const form_sp[MDC_TP_KINDS] = {"-", loss, ag, rs, "kL x 2(r-1)/r (2bsd)' beta"};
     fprintf(out,
-            "\ntensor parallel t = %d%s: k = %d micro-batch(es) of b = %d x s = %d tokens, h = %d, L = %d, beta = 4 "
+            "\ntensor parallel t = %d%s: k = %d micro-batch(es) of b = %d x s = %d tokens, h = %d, L = %d, beta = %s "
             "bytes; per rank, last step\n",
-            tp->t, tp->sp ? " with sequence parallelism" : "", k, b, s, c->C, c->L);
+            tp->t, tp->sp ? " with sequence parallelism" : "", k, b, s, c->C, c->L,
+            mdc_tp_i_half(tp) ? "2 (the 16-bit activations; the loss statistics 4)" : "4");
     fprintf(out, "  %-24s %6s %8s %14s %14s  %s\n", "collective", "calls", "formula", "bytes sent", "formula",
             "bytes formula");
     for (int i = 0; i < MDC_TP_KINDS; i++)

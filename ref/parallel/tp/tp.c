@@ -16,9 +16,14 @@ float *mdc_tp_i_scratch(mdc_tp *tp, size_t n) {
     return tp->scratch;
 }
 
+/* kind MDC_TP_AR moves the activations' dtype (16-bit values packed in place and widened back:
+ * the sum as the collective sums that dtype), the loss statistics fp32 */
 static mdc_status counted_allreduce(mdc_tp *tp, float *buf, size_t n, mdc_op op, int kind) {
     double b0 = mdc_dev_bytes_sent(tp->dev);
-    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, n, MDC_F32, op, tp->g);
+    int half = kind == MDC_TP_AR && mdc_tp_i_half(tp), bf = tp->act == MDC_BF16;
+    if (half) mdc_pack_half(buf, buf, n, bf);
+    mdc_status st = mdc_allreduce(MDC_IN_PLACE, buf, n, half ? tp->act : MDC_F32, op, tp->g);
+    if (half && !st) mdc_unpack_half(buf, buf, n, bf);
     tp->counts.calls[kind]++;
     tp->counts.bytes[kind] += mdc_dev_bytes_sent(tp->dev) - b0;
     return st;
@@ -80,7 +85,7 @@ mdc_status mdc_tp_create(mdc_tp **out, mdc_group *g, int sp) {
     mdc_tp *tp = calloc(1, sizeof *tp);
     if (!tp) return mdc_fail(MDC_ERR_OOM_HOST, "mdc_tp_create");
     tp->g = g, tp->t = mdc_group_size(g), tp->r = mdc_group_rank(g), tp->sp = sp;
-    tp->dev = mdc_transport_device(mdc_group_transport(g));
+    tp->dev = mdc_transport_device(mdc_group_transport(g)), tp->act = MDC_F32;
     mdc_gpt2_comm c = {tp,    sp ? tp->t : 1,    f_forward,        f_backward, g_forward, g_backward,
                        vocab, mdc_tp_i_x_reduce, mdc_tp_i_x_vocab, NULL,       NULL};
     tp->comm = c;
@@ -98,6 +103,7 @@ void mdc_tp_free(mdc_tp *tp) {
 
 const mdc_gpt2_comm *mdc_tp_comm(mdc_tp *tp) { return &tp->comm; }
 void mdc_tp_set_exact(mdc_tp *tp, int on) { tp->exact = on; }
+void mdc_tp_set_dtype(mdc_tp *tp, mdc_dtype act) { tp->act = act; }
 void mdc_tp_set_kv_group(mdc_tp *tp, mdc_group *kv) {
     tp->kv = kv;
     tp->comm.kv_sum = kv ? kv_sum : NULL, tp->comm.x_kv_sum = kv ? mdc_tp_i_x_kv_sum : NULL;

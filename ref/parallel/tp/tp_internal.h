@@ -21,7 +21,10 @@ struct mdc_tp {
     size_t exact_marked;        /* exact mode since the counts' reset: elements whose sum needed accumulators */
     double exact_bytes_want;    /* and the bytes of those reductions by mdc_exact_reduce_bytes */
     double exact_kv_bytes_want; /* the same for the shared kv heads' dk, dv */
+    mdc_dtype act;              /* what f and g move: MDC_F32, or the 16-bit dtype of a mixed-precision run */
 };
+/* The activations f and g move are 16-bit (mixed precision, default mode): 2 bytes an element. */
+static inline int mdc_tp_i_half(const mdc_tp *tp) { return tp->act == MDC_BF16 || tp->act == MDC_F16; }
 
 /* A host buffer of at least n doubles (grown as needed). */
 double *mdc_tp_i_dscratch(mdc_tp *tp, size_t n);
