@@ -184,10 +184,10 @@ mdc_status mdc_checkpoint_load(const mdc_tensorfile *tf, const char *label, mdc_
         }
     if (adam_step + s->skipped != s->step) /* every step of a run is one AdamW step, or one fp16 skipped */
         return mdc_fail(MDC_ERR_FORMAT,
-                        "%s: adam_step %llu and skipped_steps %llu contradict step %llu (a step is an AdamW "
+                        "%s: adam_step %llu contradicts step %llu with skipped_steps %llu (a step is an AdamW "
                         "step or one fp16's loss scaling skipped)",
-                        label, (unsigned long long)adam_step, (unsigned long long)s->skipped,
-                        (unsigned long long)s->step);
+                        label, (unsigned long long)adam_step, (unsigned long long)s->step,
+                        (unsigned long long)s->skipped);
     if (adam_step > 0) {
         if ((st = mdc_gpt2_set_adam_step(m, (int)adam_step))) return st;
         if ((st = load_moment(m, tf, label, "adam.m.", mdc_gpt2_adam_m(m), 0))) return st;

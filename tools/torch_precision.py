@@ -179,7 +179,6 @@ class PrecisionGPT2:
         B, T = idx.shape
         C, H = c["C"], c["H"]
         rec = _Record(given)
-        sites = {}
         # a rounding point left out keeps float32, as minidc's fp32 tensors (None: float64 throughout)
         kept = None if prec is None else "fp32"
         gprec = kept if fault == "grads-unrounded" else prec
@@ -195,7 +194,6 @@ class PrecisionGPT2:
         x = R("embed", p["wte.weight"][idx] + p["wpe.weight"][:T])
         for i in range(c["L"]):
             h = f"h.{i}."
-            sites[h + "in"] = x
             a = R(h + "ln_1", F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps=1e-5),
                   skip=fault == "ln1-unrounded")
             qkv = R(h + "attn.qkv", a @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"])
@@ -221,7 +219,6 @@ class PrecisionGPT2:
         loss = losses.mean()
         loss.backward()
         out = {n: t.numpy() for n, t in rec.vals.items()}
-        out["embed"] = rec.vals["embed"].numpy()
         for i in range(c["L"]):  # block N's input: the embedding's or block N-1's output
             out[f"h.{i}.in"] = out["embed" if i == 0 else f"h.{i - 1}.out"]
         out["losses"], out["loss"] = losses.detach().numpy(), np.float64(loss.item())

@@ -64,6 +64,12 @@ unsigned mdc_dp_model_flags(int zero);
 /* "DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3" for stages 0..3. */
 const char *mdc_dp_stage_name(int zero);
 mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_config *dc);
+/* Mixed precision (the model's, set before attaching): ZeRO-1/2 keep the fp32 master in shards
+ * beside the optimizer's (the model's full fp32 parameters move to host memory) and gather the
+ * updated parameters in the 16-bit dtype; ZeRO-3 keeps a 16-bit shard of the parameters beside its
+ * fp32 master shard and gathers that; a model with bf16 gradients (mdc_gpt2_set_grad16) has its
+ * buckets reduced in bf16 (rounded, summed as NCCL sums bf16, widened back). The memory table is
+ * then the ZeRO paper's mixed-precision one (2 Psi + 2 Psi + 12 Psi; 4 Psi gradients in fp32). */
 void mdc_dp_begin_step(mdc_dp *dp);
 void mdc_dp_begin_micro(mdc_dp *dp, int k);
 /* Every bucket reduces at finish instead of during the last micro-batch's backward (a pipeline
@@ -74,10 +80,6 @@ mdc_status mdc_dp_finish(mdc_dp *dp);
  * mdc_gpt2_scalar_dtype (a double; exact mode an exact sum): DDP rank 0 the whole (others
  * nothing), ZeRO the shard. Tensors with skip[i] set (local index) are left out; skip may be NULL. */
 void mdc_dp_sumsq(mdc_dp *dp, const char *skip, void *slot);
-/* The dtype the gradients' reductions move and sum in: MDC_F32 (the default) or MDC_BF16
- * (--grad-reduce bf16: each bucket rounded to bf16, reduced as NCCL reduces bf16, widened back
- * into the fp32 gradients; not with exact mode's sums). */
-mdc_status mdc_dp_set_grad_dtype(mdc_dp *dp, mdc_dtype dt);
 /* AdamW with the clip of `norm` (the global norm), DDP on the replica, ZeRO on the shard. */
 mdc_status mdc_dp_update(mdc_dp *dp, const mdc_adamw_config *o, double norm);
 /* Every run of gradient state this rank holds, one tensor at a time: DDP whole tensors, ZeRO

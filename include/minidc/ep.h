@@ -22,6 +22,9 @@ typedef struct mdc_ep mdc_ep;
 /* The component over the expert-parallel group g (borrowed) for model m's partition; attaches
  * the all-to-all to the model (mdc_gpt2_set_ep). dense and expert: the reduction groups (either
  * may be NULL: one rank). */
+/* What the dispatch and combine rows move: MDC_F32, or a mixed-precision run's MDC_BF16 / MDC_F16,
+ * whose rows hold values of that dtype (packed to 2 bytes an element: the same values). */
+void mdc_ep_set_dtype(mdc_ep *ep, mdc_dtype act);
 mdc_status mdc_ep_create(mdc_ep **out, mdc_group *g, mdc_group *dense, mdc_group *expert, mdc_gpt2 *m);
 void mdc_ep_free(mdc_ep *ep); /* NULL is a no-op */
 /* The step's gradient sums (DDP): dense tensors over the dense group, experts over the expert

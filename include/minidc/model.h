@@ -457,6 +457,15 @@ void mdc_gpt2_recompute_report(const mdc_gpt2 *m, int b, int s, FILE *out);
 enum { MDC_PRECISION_FP32, MDC_PRECISION_BF16, MDC_PRECISION_FP16 };
 mdc_status mdc_gpt2_set_precision(mdc_gpt2 *m, int prec);
 int mdc_gpt2_get_precision(const mdc_gpt2 *m);
+/* In 16 bits, where ZeRO-1/2 keep the fp32 master in shards: the model's full fp32 parameters move
+ * to host memory (uncharged; the forward reads the 16-bit copy, still charged). */
+mdc_status mdc_gpt2_master_to_host(mdc_gpt2 *m);
+/* bf16 gradients (--grad-reduce bf16): the buffer the backward accumulates into is bf16 (each
+ * unit's gradients rounded when its backward ends, every micro-batch; charged 2 bytes an element),
+ * as Megatron's without --accumulate-allreduce-grads-in-fp32 and the ZeRO paper's 2 Psi; not in
+ * exact mode, 16-bit runs only. */
+mdc_status mdc_gpt2_set_grad16(mdc_gpt2 *m, int on);
+int mdc_gpt2_grad16(const mdc_gpt2 *m);
 /* x[0..n) rounded in place to the dtype (fp32: unchanged). */
 void mdc_round_to(int prec, float *x, size_t n);
 
@@ -644,8 +653,10 @@ void mdc_gpt2_local_unit(const mdc_gpt2 *m, int unit, size_t *offset, size_t *co
  * memory that is NOT charged to the emulated HBM; a ZeRO scheme then owns residency and charges
  * what is really resident (shards, gathered units, buckets) with mdc_dev_alloc. LAZY_ACTS: no
  * default activation set until mdc_gpt2_default_acts_create (after the modes that lay it out:
- * recomputation, cp, dropout, exact mode), so none is allocated at a layout the run does not use. */
-enum { MDC_GPT2_HOST_PARAMS = 1u, MDC_GPT2_HOST_GRADS = 2u, MDC_GPT2_LAZY_ACTS = 4u };
+ * recomputation, cp, dropout, exact mode), so none is allocated at a layout the run does not use.
+ * MASTER: the fp32 parameters are a mixed-precision run's master, charged as optimizer state from
+ * the start (mdc_gpt2_set_precision moves them there otherwise). */
+enum { MDC_GPT2_HOST_PARAMS = 1u, MDC_GPT2_HOST_GRADS = 2u, MDC_GPT2_LAZY_ACTS = 4u, MDC_GPT2_MASTER = 8u };
 mdc_status mdc_gpt2_create_flags(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_config *cfg, int B, int T,
                                  unsigned flags);
 unsigned mdc_gpt2_flags(const mdc_gpt2 *m); /* the creation flags */

@@ -132,6 +132,6 @@ mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss) {
     memset(dres, 0, (size_t)s.nl * s.C * sizeof(float));
     m->norm->backward_all(m, a, &lnf, dres, dln, mdc_gpt2_acts_residual(a)); /* dx = LN_f^T(dln) */
     a->have_targets = 0;                                                     /* the logits are gone */
-    HOOK(MDC_HOOK_POST_BACKWARD, unit);
+    UNIT_GRADS_DONE(unit);
     return MDC_OK;
 }

@@ -125,7 +125,7 @@ mdc_status mdc_gpt2_block_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int par
         block_backward_weights(m, a, l, keep);
         a->wpending[i] = 0;
     }
-    HOOK(MDC_HOOK_POST_BACKWARD, 1 + l);
+    UNIT_GRADS_DONE(1 + l);
     return MDC_OK;
 }
 
@@ -133,6 +133,6 @@ mdc_status mdc_gpt2_embed_backward(mdc_gpt2 *m, mdc_gpt2_acts *a) {
     if (!m->part.has_embed) return mdc_fail(MDC_ERR_INVALID, "embed_backward: this partition has no embedding");
     HOOK(MDC_HOOK_PRE_BACKWARD, 0);
     TRY(m->ops->embed_backward(m, a, buf(a, a->lay.dres)));
-    HOOK(MDC_HOOK_POST_BACKWARD, 0);
+    UNIT_GRADS_DONE(0);
     return MDC_OK;
 }

@@ -330,7 +330,9 @@ mdc_status mdc_gpt2_create_part(mdc_gpt2 **out, mdc_device *dev, const mdc_gpt2_
     }
     mdc_i_install(m);
     if ((st = mdc_i_layout_build(m)) || (st = mdc_i_moe_alloc(m))) goto fail;
-    if ((st = state_alloc(m, &m->params, m->floats * sizeof(float), MDC_MEM_PARAMS, "params", MDC_GPT2_HOST_PARAMS)))
+    int master = (flags & MDC_GPT2_MASTER) != 0; /* a mixed-precision master: optimizer state */
+    if ((st = state_alloc(m, &m->params, m->floats * sizeof(float), master ? MDC_MEM_OPTIM : MDC_MEM_PARAMS,
+                          master ? "params (fp32 master)" : "params", MDC_GPT2_HOST_PARAMS)))
         goto fail;
     m->acts_B = B, m->acts_T = T;
     if (!(flags & MDC_GPT2_LAZY_ACTS) && (st = mdc_gpt2_acts_create(&m->acts, m, B, T))) goto fail;
@@ -457,6 +459,9 @@ mdc_status mdc_gpt2_zero_grad(mdc_gpt2 *m) {
     memset(&m->moe.st, 0, sizeof m->moe.st);
     if (m->moe.counts) memset(m->moe.counts, 0, sizeof(double) * (size_t)mdc_gpt2_moe_blocks(&m->cfg) * m->cfg.E);
     mdc_exact_clear(&m->moe.xloss);
+    if (!m->grads && m->pc.grad16 && !(m->flags & MDC_GPT2_HOST_GRADS)) /* a bf16 buffer: 2 bytes charged */
+        return mdc_dev_alloc_held(m->dev, (void **)&m->grads, bytes ? bytes : 4, bytes / 2, MDC_MEM_GRADS,
+                                  "grads (bf16)");
     if (!m->grads) return state_alloc(m, &m->grads, bytes, MDC_MEM_GRADS, "grads", MDC_GPT2_HOST_GRADS);
     memset(m->grads, 0, bytes);
     return MDC_OK;

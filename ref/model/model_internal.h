@@ -165,8 +165,10 @@ struct mdc_gpt2 {
         int users;
     } rc;
     struct {
-        int prec; /* MDC_PRECISION_* */
-        float *w; /* the compute copy of the parameters (NULL in fp32): the master's values rounded */
+        int prec;    /* MDC_PRECISION_* */
+        float *w;    /* the compute copy of the parameters (NULL in fp32): the master's values rounded */
+        int charged; /* w is the device's (else host memory: ZeRO-3 charges its gathered units) */
+        int grad16;  /* the gradients are a bf16 buffer (mdc_gpt2_set_grad16) */
     } pc;
     float drop_p;                  /* dropout probability (0: none) */
     uint64_t drop_seed, drop_step; /* the masks' keys: the run's seed and the optimizer step */
@@ -308,6 +310,13 @@ float mdc_i_normal_at(uint64_t seed, uint64_t i);
         HOOK(ev, unit);               \
         mdc_i_weights_ready(m, unit); \
     } while (0)
+/* A unit's backward ends: its gradients rounded where the buffer is bf16, then the hook (data
+ * parallelism reduces them there) */
+#define UNIT_GRADS_DONE(unit)               \
+    do {                                    \
+        mdc_i_grads_done(m, unit);          \
+        HOOK(MDC_HOOK_POST_BACKWARD, unit); \
+    } while (0)
 #define TRY(expr)                    \
     do {                             \
         mdc_status try_st_ = (expr); \
@@ -358,6 +367,8 @@ static inline void mdc_i_round(const mdc_gpt2 *m, float *x, size_t n) {
 }
 /* The compute copy of unit `unit`'s parameters from the master (its forward or backward starts). */
 void mdc_i_weights_ready(mdc_gpt2 *m, int unit);
+/* A unit's gradients of this micro-batch are complete: a bf16 gradient buffer rounds them. */
+void mdc_i_grads_done(mdc_gpt2 *m, int unit);
 void mdc_i_precision_free(mdc_gpt2 *m);
 
 /* ---- exact mode (ref/model/exact/exact_mode.c) -------------------------------------------------------- */

@@ -82,7 +82,7 @@ static mdc_status row_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
                                      const float *in, const mdc_dropout *drop) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     const float *W = P(m, L->w), *b = P(m, L->b);
-    if (m->tap) TRY(mdc_i_dump_product(m, a, L, in)); /* the product the kernel fuses */
+    if (m->tap && !m->pc.prec) TRY(mdc_i_dump_product(m, a, L, in)); /* the product the kernel fuses */
     if (!drop && !m->pc.prec) {
         if (L->wt) mdc_linear_forward(m->dev, out, res, in, W, b, s.n, L->K, s.C);
         else mdc_matmul_residual_forward(m->dev, out, res, in, W, b, s.n, L->K, s.C);
@@ -90,8 +90,13 @@ static mdc_status row_forward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     }
     float *part = buf(a, a->lay.partial); /* 16-bit: the product rounded, then the bias and the residual */
     matmul(m, part, in, W, m->pc.prec ? NULL : b, s.n, L->K, s.C, L->wt);
-    if (!m->pc.prec) mdc_dropout_residual_forward(m->dev, out, res, part, drop, a->B, s.Tl, s.C);
-    else mdc_i_round(m, part, (size_t)s.n * s.C), mdc_i_row_tail(m, a, L, out, res, part, drop);
+    if (!m->pc.prec) {
+        mdc_dropout_residual_forward(m->dev, out, res, part, drop, a->B, s.Tl, s.C);
+        return MDC_OK;
+    }
+    mdc_i_round(m, part, (size_t)s.n * s.C); /* the product as the layer keeps it, observed as it is */
+    TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, part);
+    mdc_i_row_tail(m, a, L, out, res, part, drop);
     return MDC_OK;
 }
 

@@ -55,23 +55,42 @@ void mdc_i_weights_ready(mdc_gpt2 *m, int unit) {
         refresh(m, m->tensors[i].offset, m->tensors[i].alloc);
 }
 
+void mdc_i_grads_done(mdc_gpt2 *m, int unit) {
+    if (m->pc.grad16 && m->grads) mdc_round_to(MDC_PRECISION_BF16, m->grads + m->unit_off[unit], m->unit_count[unit]);
+}
+
+/* the fp32 parameters moved into a new home: the device's under `cat`, or host memory (NULL name) */
+static mdc_status move_params(mdc_gpt2 *m, mdc_mem_category cat, const char *name) {
+    size_t bytes = (m->floats ? m->floats : 1) * sizeof(float);
+    float *p = NULL;
+    if (name) TRY(mdc_dev_alloc(m->dev, (void **)&p, bytes, cat, name));
+    else if (!(p = malloc(bytes))) return mdc_fail(MDC_ERR_OOM_HOST, "the fp32 parameters (%zu bytes)", bytes);
+    memcpy(p, m->params, m->floats * sizeof(float));
+    mdc_dev_free(m->dev, m->params);
+    m->params = p;
+    if (!name) m->flags |= MDC_GPT2_HOST_PARAMS;
+    return MDC_OK;
+}
+
 mdc_status mdc_gpt2_set_precision(mdc_gpt2 *m, int prec) {
     if (prec < MDC_PRECISION_FP32 || prec > MDC_PRECISION_FP16)
         return mdc_fail(MDC_ERR_INVALID, "--precision: %d (fp32, bf16 or fp16)", prec);
+    if (m->pc.prec == prec) return MDC_OK;
+    if (m->pc.prec) return mdc_fail(MDC_ERR_INVALID, "--precision: the model's precision is set once");
     int before = mdc_i_acts_needs(m);
-    if (m->pc.w) {
-        if (m->flags & MDC_GPT2_HOST_PARAMS) free(m->pc.w);
-        else mdc_dev_free(m->dev, m->pc.w);
-        m->pc.w = NULL;
-    }
     m->pc.prec = prec;
     mdc_dev_set_dtype(m->dev, prec ? 2 : 4);
     if (prec) {
         size_t held = (m->floats ? m->floats : 1) * sizeof(float);
-        if (m->flags & MDC_GPT2_HOST_PARAMS) { /* ZeRO-3: the gathered units are charged where gathered */
+        m->pc.charged = !(m->flags & MDC_GPT2_HOST_PARAMS); /* ZeRO-3 charges its gathered units */
+        if (!m->pc.charged) {
             if (!(m->pc.w = calloc(1, held))) return mdc_fail(MDC_ERR_OOM_HOST, "the parameters' compute copy");
-        } else
+        } else {
+            /* the fp32 master is optimizer state in the mixed-precision accounting (the ZeRO paper's
+             * K = 12 of master, m and v; Megatron's "main params"); the parameters are the copy */
+            if (!(m->flags & MDC_GPT2_MASTER)) TRY(move_params(m, MDC_MEM_OPTIM, "params (fp32 master)"));
             TRY(mdc_dev_alloc_held(m->dev, (void **)&m->pc.w, held, held / 2, MDC_MEM_PARAMS, "params (16-bit copy)"));
+        }
         for (int u = 0; u < mdc_gpt2_unit_count(&m->cfg); u++) mdc_i_weights_ready(m, u);
     }
     return mdc_i_acts_refresh(m, before);
@@ -79,8 +98,30 @@ mdc_status mdc_gpt2_set_precision(mdc_gpt2 *m, int prec) {
 
 int mdc_gpt2_get_precision(const mdc_gpt2 *m) { return m->pc.prec; }
 
+mdc_status mdc_gpt2_master_to_host(mdc_gpt2 *m) {
+    if (!m->pc.prec) return mdc_fail(MDC_ERR_INVALID, "the fp32 master leaves the device in 16 bits only");
+    return m->flags & MDC_GPT2_HOST_PARAMS ? MDC_OK : move_params(m, MDC_MEM_OPTIM, NULL);
+}
+
+mdc_status mdc_gpt2_set_grad16(mdc_gpt2 *m, int on) {
+    if (on && m->x.blk)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "--grad-reduce bf16 with --exact: exact mode sums the gradients exactly (leave one out)");
+    if (on && !m->pc.prec)
+        return mdc_fail(
+            MDC_ERR_INVALID,
+            "--grad-reduce bf16 needs --precision bf16 or fp16 (the 16-bit gradient buffer of a mixed-precision run)");
+    if (m->grads && !(m->flags & MDC_GPT2_HOST_GRADS)) { /* charged at the new width from the next step */
+        mdc_dev_free(m->dev, m->grads);
+        m->grads = NULL;
+    }
+    m->pc.grad16 = on;
+    return MDC_OK;
+}
+int mdc_gpt2_grad16(const mdc_gpt2 *m) { return m->pc.grad16; }
+
 void mdc_i_precision_free(mdc_gpt2 *m) {
-    if (m->flags & MDC_GPT2_HOST_PARAMS) free(m->pc.w);
-    else mdc_dev_free(m->dev, m->pc.w);
+    if (m->pc.charged) mdc_dev_free(m->dev, m->pc.w);
+    else free(m->pc.w);
     m->pc.w = NULL;
 }

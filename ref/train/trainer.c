@@ -84,7 +84,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (d->tp > 1 && (st = mdc_tp_create(&t->tp, mdc_mesh_group(t->mesh, MDC_MESH_TP), tc->sp))) goto fail;
     if (t->tp && kvr > 1) mdc_tp_set_kv_group(t->tp, mdc_mesh_group(t->mesh, MDC_MESH_KV));
     if ((st = mdc_gpt2_create_part(&t->m, dev, &tc->cfg, &part, t->tp ? mdc_tp_comm(t->tp) : NULL, tc->micro_batch, Tl,
-                                   mdc_dp_model_flags(tc->zero) | MDC_GPT2_LAZY_ACTS)))
+                                   mdc_dp_model_flags(tc->zero) | MDC_GPT2_LAZY_ACTS |
+                                       (tc->precision ? MDC_GPT2_MASTER : 0))))
         goto fail;
     mdc_gpt2_init(t->m, seed);
     if ((st = mdc_gpt2_set_moe(t->m, &tc->moe))) goto fail;
@@ -118,8 +119,10 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     }
     if (tc->exact_block && (st = mdc_gpt2_set_exact(t->m, tc->exact_block))) goto fail; /* before dp attaches */
     if (tc->exact_block && t->tp) mdc_tp_set_exact(t->tp, 1);
-    if (tc->precision && !tc->exact_block && t->tp) /* exact mode's reductions carry exact sums */
-        mdc_tp_set_dtype(t->tp, tc->precision == MDC_PRECISION_BF16 ? MDC_BF16 : MDC_F16);
+    mdc_dtype half = tc->precision == MDC_PRECISION_BF16 ? MDC_BF16 : MDC_F16;
+    if (tc->precision && !tc->exact_block && t->tp) mdc_tp_set_dtype(t->tp, half); /* exact: exact sums */
+    if (tc->precision && t->ep) mdc_ep_set_dtype(t->ep, half);             /* rows: the same values either way */
+    if (tc->grad_reduce && (st = mdc_gpt2_set_grad16(t->m, 1))) goto fail; /* before dp attaches */
     if ((d->dp * d->cp > 1 || tc->zero) && !t->ep) { /* cp ranks hold the gradients of their tokens too */
         mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, Tl, tc->bucket_bytes, tc->poison, tc->prefetch};
         mdc_group *g = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_DENSE) : NULL;
@@ -129,7 +132,6 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
         }
         if ((st = mdc_dp_attach(&t->dp, g, t->m, &dc))) goto fail;
         if (d->pp > 1) mdc_dp_defer(t->dp);
-        if (tc->grad_reduce && (st = mdc_dp_set_grad_dtype(t->dp, MDC_BF16))) goto fail;
     }
     if (tc->grad_reduce && t->ep) {
         st = mdc_fail(MDC_ERR_INVALID,

@@ -98,16 +98,24 @@ if scenario "$what"; then
     else flunk "$what" "fp32: virtual $v32 ms, compute $c32 ms, HBM $h32 B; bf16: $v16, $c16, $h16"; fi
 fi
 
-what="memory: the ZeRO table in bf16 (2 Psi copy + 4 Psi master ...) equals the allocator at stages 0-3"
+what="memory: the ZeRO paper's mixed-precision table (bf16 gradients) and Megatron's (fp32) equal the allocator, stages 0-3"
 if scenario "$what"; then
     ok=1
+    paper=("16 Psi" "4 Psi + 12 Psi/N" "2 Psi + 14 Psi/N" "16 Psi/N")
+    fp32g=("18 Psi" "6 Psi + 12 Psi/N" "2 Psi + 16 Psi/N" "18 Psi/N")
     for z in 0 1 2 3; do
-        run z$z 2 --steps 1 --dp 2 --zero $z --precision bf16
-        want=("18 Psi" "10 Psi + 8 Psi/N" "6 Psi + 12 Psi/N" "16 Psi/N")
-        if [ $rc != 0 ] || grep -q DIFFERS "$tmp/z$z.out" || ! grep "^  total  " "$tmp/z$z.out" | grep -F "${want[$z]} " | grep -q " ok (" ||
-            ! grep -q "ZeRO paper's 2 Psi 16-bit parameters" "$tmp/z$z.out"; then
-            ok=0; flunk "$what" "--zero $z: exit $rc"; grep -E "total|DIFFERS" "$tmp/z$z.out" | head -3
-        fi
+        for g in bf16 fp32; do
+            run z$z$g 2 --steps 1 --dp 2 --zero $z --precision bf16 --grad-reduce $g
+            f=$tmp/z$z$g.out
+            if [ $g = bf16 ]; then want=${paper[$z]}; else want=${fp32g[$z]}; fi
+            # the total equals the allocator; the ZeRO paper's figure (bf16 gradients) or Megatron's
+            # (fp32, stages 0 and 1) is the table's formula
+            if [ $rc != 0 ] || grep -q DIFFERS "$f" || ! grep "^  total  " "$f" | grep -F "$want " | grep -q " ok (" ||
+                { [ $g = bf16 ] && ! grep -q "ZeRO paper's Table 1 .* bytes, this table's formula" "$f"; } ||
+                { [ $g = fp32 ] && [ $z -le 1 ] && ! grep -q "Megatron-LM's .* bytes, this table's formula" "$f"; }; then
+                ok=0; flunk "$what" "--zero $z --grad-reduce $g: exit $rc"; grep -E "total|DIFFERS|paper" "$f" | head -3
+            fi
+        done
     done
     [ $ok = 1 ] && pass "$what"
 fi
@@ -139,31 +147,59 @@ if scenario "$what"; then
     [ $ok = 1 ] && pass "$what"
 fi
 
+what="bf16 exact, --dp 2 --zero 1 and --zero 3 (the fp32 master in shards, 16-bit gathers): serial's bits, every figure its formula's"
+if scenario "$what"; then
+    ok=1
+    for z in 1 3; do
+        run xz$z 2 --steps 3 --dp 2 --zero $z --precision bf16 --exact --check-serial --check-replicas --quiet
+        if [ $rc != 0 ] || grep -q DIFFERS "$tmp/xz$z.out" || ! grep -q "identical to serial bit for bit: ok" "$tmp/xz$z.out" ||
+            ! grep -q "^bytes sent per rank per step: .* ok (the 16-bit parameters' gathers" "$tmp/xz$z.out"; then
+            ok=0; flunk "$what" "--zero $z: exit $rc"; grep -E "check-serial|DIFFERS|rror" "$tmp/xz$z.out" | head -3
+        fi
+    done
+    [ $ok = 1 ] && pass "$what"
+fi
+
+what="bf16 --ep 2: the dispatch and combine rows move 16-bit (beta 2), the bytes their rows' count gives"
+if scenario "$what"; then
+    run e16 2 --steps 2 --config qwen3-moe-tiny --dp 2 --ep 2 --precision bf16 --quiet
+    line=$(grep "moe:" "$tmp/e16.out" | tail -1)
+    a2a=$(sed -nE 's/.* a2a ([0-9]+) B\/rank \(rows ([0-9]+) \+ counts; 4 T k h beta \(e-1\)\/e = ([0-9]+), beta 2 \(16-bit rows\);.*/\1 \2 \3/p' <<<"$line")
+    read -r bytes rows form <<<"$a2a"
+    # the counts: 4 moves x 2 blocks x E int32 = 64 bytes here at most; the formula at beta 2
+    if [ $rc = 0 ] && [ -n "$bytes" ] && [ $((bytes - rows)) -ge 0 ] && [ $((bytes - rows)) -le 64 ] &&
+        [ "$form" = 786432 ]; then pass "$what"
+    else flunk "$what" "exit $rc: $a2a"; echo "$line" | head -c 400; echo; fi
+fi
+
 what="--grad-reduce bf16: the gradients' bytes halve (the bytes line equals its formula), serial within bf16's limits"
 if scenario "$what"; then
     ok=1
     for z in 0 3; do
         run g$z 2 --steps 2 --dp 2 --zero $z --precision bf16 --grad-reduce bf16 --check-serial --quiet
-        if [ $rc != 0 ] || ! grep -q "^bytes sent per rank per step: formula .* ok (--grad-reduce bf16" "$tmp/g$z.out" ||
+        if [ $rc != 0 ] || ! grep -q "^bytes sent per rank per step: formula .* ok (the .*bf16 gradients" "$tmp/g$z.out" ||
             ! grep -q "within the limits" "$tmp/g$z.out" || grep -q DIFFERS "$tmp/g$z.out"; then
             ok=0; flunk "$what" "--zero $z: exit $rc"; grep -E "bytes sent per rank|check-serial|rror" "$tmp/g$z.out" | head -3
         fi
     done
-    run g32 2 --steps 2 --dp 2 --precision bf16 --quiet
+    run g32 2 --steps 2 --dp 2 --precision bf16 --quiet # fp32 gradients
     b16=$(sed -nE 's/^bytes sent per rank per step: .* measured ([0-9]+) ok.*/\1/p' "$tmp/g0.out")
     b32=$(sed -nE 's/^bytes sent per rank per step: .* measured ([0-9]+) ok.*/\1/p' "$tmp/g32.out")
     if [ $ok = 1 ] && [ -n "$b16" ] && [ "$((2 * b16))" = "$b32" ]; then pass "$what"
     elif [ $ok = 1 ]; then flunk "$what" "DDP bytes: bf16 $b16, fp32 $b32"; fi
 fi
 
-what="--grad-reduce bf16 is refused with --exact and with --ep, --grad-reduce fp16 by name"
+what="--grad-reduce bf16 is refused with --exact, with --ep and without --precision, --grad-reduce fp16 by name"
 if scenario "$what"; then
-    run ge 2 --steps 1 --dp 2 --exact --grad-reduce bf16
+    run gn 2 --steps 1 --dp 2 --grad-reduce bf16
+    r0=$rc
+    run ge 2 --steps 1 --dp 2 --exact --precision bf16 --grad-reduce bf16
     r1=$rc
-    run gp 2 --steps 1 --dp 2 --ep 2 --experts 4 --grad-reduce bf16
+    run gp 2 --steps 1 --dp 2 --ep 2 --experts 4 --precision bf16 --grad-reduce bf16
     r2=$rc
     run gf 1 --steps 1 --grad-reduce fp16
-    if [ $r1 != 0 ] && grep -q "grad-reduce bf16 with --exact: exact mode sums the gradients exactly" "$tmp/ge.out" &&
+    if [ $r0 != 0 ] && grep -q "grad-reduce bf16 needs --precision bf16 or fp16" "$tmp/gn.out" &&
+        [ $r1 != 0 ] && grep -q "grad-reduce bf16 with --exact: exact mode sums the gradients exactly" "$tmp/ge.out" &&
         [ $r2 != 0 ] && grep -q "grad-reduce bf16 with --ep 2" "$tmp/gp.out" &&
         [ $rc != 0 ] && grep -q "\-\-grad-reduce 'fp16': fp32 or bf16" "$tmp/gf.out"; then pass "$what"
     else flunk "$what" "exit $r1 $r2 $rc"; tail -1 "$tmp/ge.out" "$tmp/gp.out" "$tmp/gf.out"; fi

@@ -180,7 +180,10 @@ mdc_status mdc_dp_attach(mdc_dp **out, mdc_group *g, mdc_gpt2 *m, const mdc_dp_c
                 goto fail;
     dp->maxblock = maxblock;
     dp->red = mdc_gpt2_grad_dtype(m) == MDC_F32 ? &mdc_dp_i_floats : &mdc_dp_i_sums;
-    dp->grad_dtype = MDC_F32;
+    dp->grad_dtype = mdc_gpt2_grad16(m) ? MDC_BF16 : MDC_F32;
+    int prec = mdc_gpt2_get_precision(m);
+    dp->half = prec == MDC_PRECISION_BF16 ? MDC_BF16 : prec == MDC_PRECISION_FP16 ? MDC_F16 : MDC_F32;
+    dp->master = dp->half != MDC_F32 && (dc->zero == 1 || dc->zero == 2);
     if ((st = mdc_zero_i_alloc(dp))) goto fail;
     mdc_gpt2_hooks h = {hook, dp};
     mdc_gpt2_set_hooks(dp->m, &h);
@@ -193,16 +196,6 @@ fail:
 
 void mdc_dp_i_to16(float *buf, size_t n) { mdc_pack_half(buf, buf, n, 1); }
 void mdc_dp_i_from16(float *buf, size_t n) { mdc_unpack_half(buf, buf, n, 1); }
-
-mdc_status mdc_dp_set_grad_dtype(mdc_dp *dp, mdc_dtype dt) {
-    if (dt != MDC_F32 && dt != MDC_BF16)
-        return mdc_fail(MDC_ERR_INVALID, "--grad-reduce: the gradients reduce in fp32 or bf16");
-    if (dt == MDC_BF16 && dp->red != &mdc_dp_i_floats)
-        return mdc_fail(MDC_ERR_INVALID,
-                        "--grad-reduce bf16 with --exact: exact mode sums the gradients exactly (leave one out)");
-    dp->grad_dtype = dt;
-    return MDC_OK;
-}
 
 mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg_in, const mdc_dp_config *dc,
                          uint64_t seed) {
@@ -286,9 +279,10 @@ mdc_status mdc_dp_gather_state(mdc_dp *dp, float *params, float *m, float *v, in
     size_t S = dp->S, N = (size_t)dp->N;
     float *all = me ? malloc(S * N * sizeof(float)) : NULL;
     if (me && !all) return mdc_fail(MDC_ERR_OOM_HOST, "gathering %zu floats of ZeRO shards", S * N);
-    float *src[3] = {z == 3 ? dp->shard_p : NULL, dp->shard_m, dp->shard_v}, *dst[3] = {params, m, v};
+    /* the parameters: the fp32 shards where they are (ZeRO-3, a 16-bit run's master), else the replica */
+    float *src[3] = {dp->shard_p, dp->shard_m, dp->shard_v}, *dst[3] = {params, m, v};
     mdc_status st = MDC_OK;
-    if (z != 3 && me) memcpy(params, mdc_gpt2_params(dp->m), bytes);
+    if (!dp->shard_p && me) memcpy(params, mdc_gpt2_params(dp->m), bytes);
     for (int k = 0; k < 3 && !st; k++) {
         if (!src[k]) continue;
         st = mdc_gather(src[k], all, S, MDC_F32, root, dp->g);
@@ -319,8 +313,9 @@ mdc_status mdc_dp_load_state(mdc_dp *dp, const float *params, const float *m, co
     size_t sb = dp->S * sizeof(float);
     m ? mdc_zero_i_full_to_shard(dp, dp->r, m, dp->shard_m) : (void)memset(dp->shard_m, 0, sb);
     v ? mdc_zero_i_full_to_shard(dp, dp->r, v, dp->shard_v) : (void)memset(dp->shard_v, 0, sb);
+    if (dp->shard_p) mdc_zero_i_full_to_shard(dp, dp->r, params, dp->shard_p);
+    mdc_zero_i_round_shard(dp);
     if (dp->dc.zero == 3) {
-        mdc_zero_i_full_to_shard(dp, dp->r, params, dp->shard_p);
         if (dp->dc.poison) {
             float *P = mdc_gpt2_params(dp->m);
             for (size_t i = 0; i < dp->psi; i++) P[i] = NAN;

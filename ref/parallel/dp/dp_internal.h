@@ -54,13 +54,21 @@ struct mdc_dp {
     size_t exact_marked;          /* exact mode, last step: elements that needed accumulators */
     double exact_bytes_want;      /* and the bytes its reductions send by mdc_exact_reduce_bytes */
     size_t mem_after[3];
-    mdc_dtype grad_dtype; /* the gradients' reductions: MDC_F32, or MDC_BF16 (--grad-reduce bf16) */
+    mdc_dtype grad_dtype; /* the gradients' reductions: MDC_F32, or MDC_BF16 (the model's bf16 gradients) */
+    /* mixed precision: half, the model's 16-bit dtype (MDC_BF16, MDC_F16; else MDC_F32); ZeRO-1/2 keep
+     * the fp32 master in shard_p (master 1) and gather the 16-bit parameters; ZeRO-3 its 16-bit
+     * shard in shard16 (charged 2 bytes), which its gathers move */
+    mdc_dtype half;
+    int master;
+    float *shard16;
 };
 
 /* --grad-reduce bf16: a bucket's floats packed into bf16 in place (n of them, rounded to nearest
  * even) before its reduction and widened back after it. */
 void mdc_dp_i_to16(float *buf, size_t n);
 void mdc_dp_i_from16(float *buf, size_t n);
+/* 2 for the bf16 gradients, else 4 */
+static inline size_t mdc_dp_i_gwidth(const mdc_dp *dp) { return dp->grad_dtype == MDC_BF16 ? 2 : 4; }
 
 /* ---- ref/parallel/dp/zero.c ---- */
 /* Rank q's piece of unit u: unit-local [q s_u, min((q+1) s_u, n_u)); returns its length. */
@@ -84,5 +92,7 @@ void mdc_zero_i_free(mdc_dp *dp);
 /* shard <-> full layout for one rank q's shard (all S floats). */
 void mdc_zero_i_shard_to_full(const mdc_dp *dp, int q, const float *shard, float *full);
 void mdc_zero_i_full_to_shard(const mdc_dp *dp, int q, const float *full, float *shard);
+/* ZeRO-3 in 16 bits: the 16-bit shard from the fp32 master shard (after an update or a load). */
+void mdc_zero_i_round_shard(mdc_dp *dp);
 
 #endif

@@ -18,15 +18,15 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
         f->peak[i] = mdc_dev_mem_peak(dp->dev, (mdc_mem_category)i);
     }
     f->comm_peak = mdc_dev_mem_peak(dp->dev, MDC_MEM_COMM);
-    /* params, grads, optimizer: full (4 Psi, 4 Psi, 8 Psi) or sharded (4 S, 4 S, 8 S) */
-    int sharded[3] = {z >= 3, z >= 2, z >= 1};
-    double per[3] = {4, 4, 8};
+    /* params, grads, optimizer: full (4 Psi, 4 Psi, 8 Psi) or sharded (4 S, 4 S, 8 S); in 16 bits
+     * the ZeRO paper's mixed-precision accounting: 16-bit parameters 2, gradients 2 (bf16) or 4
+     * (fp32), the fp32 master with m and v 12 */
+    int sharded[3] = {z >= 3, z >= 2, z >= 1}, half = dp->half != MDC_F32;
+    double per[3] = {half ? 2 : 4, (double)mdc_dp_i_gwidth(dp), half ? 12 : 8};
     for (int i = 0; i < 3; i++) {
         f->mem_want[i] = (size_t)(per[i] * (sharded[i] ? S : psi));
         f->mem_formula[i] = per[i] * (sharded[i] ? psi / N : psi);
     }
-    if (mdc_gpt2_get_precision(dp->m) && z < 3) /* 16 bits: the compute copy, 2 Psi, beside the fp32 master */
-        f->mem_want[0] += (size_t)(2 * psi), f->mem_formula[0] += 2 * psi;
     /* bytes sent per step: ring allreduce of the padded buckets (DDP: 2(N-1)/N x 4 N S),
      * reduce-scatter + allgather of 4 S per rank each moving (N-1) blocks, the scalars'
      * allreduce of 2N doubles: 2(N-1)/N x 16 N */
@@ -41,13 +41,14 @@ void mdc_dp_get_figures(const mdc_dp *dp, mdc_dp_figures *f) {
     else if (z <= 2)
         gblocks = (z == 2 && !dp->defer ? k : 1) * S, pblocks = S, gc = z == 2 && !dp->defer ? k : 1, pc = 1;
     else gblocks = (dp->defer ? 1 : k) * S, pblocks = k * (2 * S - ures), gc = dp->defer ? 1 : k, pc = 2 * k;
-    double gw = dp->grad_dtype == MDC_BF16 ? 2.0 : 4.0;
-    f->step_bytes_want = n1 * (gw * gblocks + 4.0 * pblocks);
-    f->step_bytes_formula = n1 / N * psi * (gw * gc + 4.0 * pc);
-    if (sums) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float */
+    double gw = (double)mdc_dp_i_gwidth(dp), pw = dp->half != MDC_F32 ? 2.0 : 4.0; /* 16 bits: 16-bit gathers */
+    f->step_bytes_want = n1 * (gw * gblocks + pw * pblocks);
+    f->step_bytes_formula = n1 / N * psi * (gw * gc + pw * pc);
+    if (sums) { /* one exact reduction per step (doubles, and accumulators where needed); gathers float
+                 * (16-bit in a mixed-precision run) */
         double gathers = z == 0 ? 0 : z <= 2 ? S : k * (2 * S - (double)dp->us[0] - (double)dp->us[head]);
-        f->step_bytes_want = dp->exact_bytes_want + n1 * 4.0 * gathers;
-        f->step_bytes_formula = (z == 0 ? 16.0 : z <= 2 ? 12.0 : 8.0 + 8.0 * k) * n1 / N * psi;
+        f->step_bytes_want = dp->exact_bytes_want + n1 * pw * gathers;
+        f->step_bytes_formula = (z == 0 ? 16.0 : z <= 2 ? 8.0 + pw : 8.0 + 2 * pw * k) * n1 / N * psi;
         f->mem_want[1] = (size_t)(8 * psi + (z >= 2 ? 4 * S : 4 * psi));
         f->mem_formula[1] = 8 * psi + (z >= 2 ? 4 * psi / N : 4 * psi);
     }
@@ -68,13 +69,18 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
     mdc_dp_figures f;
     mdc_dp_get_figures(dp, &f);
     if (dp->r != 0) return;
-    static const char *const forms[4][3] = {{"4 Psi", "4 Psi", "8 Psi"},
-                                            {"4 Psi", "4 Psi", "8 Psi/N"},
-                                            {"4 Psi", "4 Psi/N", "8 Psi/N"},
-                                            {"4 Psi/N", "4 Psi/N", "8 Psi/N"}};
-    static const char *const total[4] = {"16 Psi", "8 Psi + 8 Psi/N", "4 Psi + 12 Psi/N", "16 Psi/N"};
-    static const char *const total16[4] = {"18 Psi", "10 Psi + 8 Psi/N", "6 Psi + 12 Psi/N", "16 Psi/N"};
-    int half = mdc_gpt2_get_precision(dp->m) != MDC_PRECISION_FP32;
+    int half = dp->half != MDC_F32, z = f.zero, gw = (int)mdc_dp_i_gwidth(dp);
+    /* per category: bytes an element and whether sharded (the ZeRO stages of the paper's Table 1) */
+    int per[3] = {half ? 2 : 4, gw, half ? 12 : 8}, sharded[3] = {z >= 3, z >= 2, z >= 1};
+    char forms[3][24], total[48];
+    double whole = 0, part = 0;
+    for (int i = 0; i < 3; i++) {
+        snprintf(forms[i], sizeof forms[i], "%d Psi%s", per[i], sharded[i] ? "/N" : "");
+        *(sharded[i] ? &part : &whole) += per[i];
+    }
+    if (!part) snprintf(total, sizeof total, "%.0f Psi", whole);
+    else if (!whole) snprintf(total, sizeof total, "%.0f Psi/N", part);
+    else snprintf(total, sizeof total, "%.0f Psi + %.0f Psi/N", whole, part);
     char a[32], b[32], c[32], d[32];
     fprintf(out,
             "\n%s on N = %d ranks: Psi = %zu parameter floats, shard S = %zu floats "
@@ -83,33 +89,34 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
             f.buckets);
     fprintf(out, "memory per rank after a step, bytes     formula             formula value  padded (S for Psi/N)  "
                  "measured (allocator)\n");
-    static const char *const cat[3] = {"parameters", "gradients", "optimizer (Adam m, v)"};
+    const char *cat[3] = {half ? "parameters (16-bit)" : "parameters", gw == 2 ? "gradients (bf16)" : "gradients",
+                          half ? "optimizer (fp32 master, Adam m, v)" : "optimizer (Adam m, v)"};
     size_t tm = 0, tw = 0;
     double tf = 0;
     for (int i = 0; i < 3; i++) {
-        char form[32];
-        snprintf(form, sizeof form, "%s%s", half && i == 0 && f.zero < 3 ? "2 Psi + " : "", forms[f.zero][i]);
-        fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s\n", cat[i], form, f.mem_formula[i], f.mem_want[i], f.mem[i],
-                f.mem[i] == f.mem_want[i] ? "ok" : "DIFFERS");
+        fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s\n", cat[i], forms[i], f.mem_formula[i], f.mem_want[i],
+                f.mem[i], f.mem[i] == f.mem_want[i] ? "ok" : "DIFFERS");
         tm += f.mem[i], tw += f.mem_want[i], tf += f.mem_formula[i];
     }
-    fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s (%s)\n", "total", half ? total16[f.zero] : total[f.zero], tf, tw,
-            tm, tm == tw ? "ok" : "DIFFERS", mib(a, (double)tm));
-    if (half) { /* the published accountings of the same mixed precision, beside minidc's */
-        static const double paper[4][2] = {{16, 0}, {4, 12}, {2, 14}, {0, 16}}, megatron[4][2] = {{18, 0}, {6, 12}};
-        double psi = (double)f.psi, N = f.N;
+    fprintf(out, "  %-36s %-18s %14.1f %21zu %21zu %s (%s)\n", "total", total, tf, tw, tm, tm == tw ? "ok" : "DIFFERS",
+            mib(a, (double)tm));
+    if (half) { /* the published accountings of the same mixed precision, beside this table */
+        static const double paper[4][2] = {{16, 0}, {4, 12}, {2, 14}, {0, 16}}, megatron[2][2] = {{18, 0}, {6, 12}};
+        double psi = (double)f.psi, N = f.N, pv = paper[z][0] * psi + paper[z][1] * psi / N;
         fprintf(out,
-                "  mixed precision (%s compute copy 2 Psi, fp32 master 4 Psi, fp32 gradients 4 Psi, AdamW 8 Psi); "
-                "beside it the ZeRO paper's 2 Psi 16-bit parameters + 2 Psi 16-bit gradients + 12 Psi fp32 master, "
-                "m, v (K = 12; stage %d: %.0f Psi + %.0f Psi/N = %.1f bytes)",
-                mdc_gpt2_get_precision(dp->m) == MDC_PRECISION_BF16 ? "bf16" : "fp16", f.zero, paper[f.zero][0],
-                paper[f.zero][1], paper[f.zero][0] * psi + paper[f.zero][1] * psi / N);
-        if (f.zero <= 1)
-            fprintf(out, " and Megatron-LM's with fp32 gradients (%s: %.0f Psi + %.0f Psi/N = %.1f bytes)",
-                    f.zero ? "distributed optimizer" : "no distributed optimizer", megatron[f.zero][0],
-                    megatron[f.zero][1], megatron[f.zero][0] * psi + megatron[f.zero][1] * psi / N);
-        fprintf(out, ": minidc's gradients stay fp32 (main_grad), and with ZeRO-1/2 it keeps the fp32 master whole "
-                     "with the parameters (the shard of it updated, all of it gathered)\n");
+                "  mixed precision: the ZeRO paper's Table 1 (16-bit parameters and gradients, K = 12: the fp32 "
+                "master, m and v) gives stage %d %.0f Psi + %.0f Psi/N = %.1f bytes%s",
+                z, paper[z][0], paper[z][1], pv, pv == tf ? ", this table's formula" : "");
+        if (z <= 1) {
+            double mv = megatron[z][0] * psi + megatron[z][1] * psi / N;
+            fprintf(out, "; Megatron-LM's with fp32 gradients (%s) %.0f Psi + %.0f Psi/N = %.1f bytes%s",
+                    z ? "distributed optimizer" : "no distributed optimizer", megatron[z][0], megatron[z][1], mv,
+                    mv == tf ? ", this table's formula" : "");
+        }
+        fprintf(out, " (%s)\n",
+                gw == 2
+                    ? "--grad-reduce bf16: the gradients a bf16 buffer, as the paper's"
+                    : "the gradients fp32, as Megatron's main_grad: --grad-reduce bf16 makes them the paper's 2 Psi");
     }
     fprintf(out, "  peaks during the step: parameters %s, gradients %s, optimizer %s, comm buffers %s\n",
             mib(a, (double)f.peak[0]), mib(b, (double)f.peak[1]), mib(c, (double)f.peak[2]),
@@ -120,24 +127,33 @@ void mdc_dp_report(const mdc_dp *dp, FILE *out) {
                                          "(2k+1)(N-1)/N x 4 Psi"};
     static const char *const xform[4] = {"2(N-1)/N x 8 Psi", "(N-1)/N x (8 + 4) Psi", "(N-1)/N x (8 + 4) Psi",
                                          "(N-1)/N x (8 + 8k) Psi"};
+    static const char *const xform16[4] = {"2(N-1)/N x 8 Psi", "(N-1)/N x (8 + 2) Psi", "(N-1)/N x (8 + 2) Psi",
+                                           "(N-1)/N x (8 + 4k) Psi"};
     if (sums)
         fprintf(out,
                 "  exact mode: gradients as exact sums (8 Psi, doubles) besides the float gradients (so gradients "
                 "above are 8 Psi + %s), reduced once per step as doubles (8 bytes an element), %zu element(s) "
                 "again as 80-byte accumulators where the double sum was not exact\n",
                 f.zero >= 2 ? "4 Psi/N" : "4 Psi", dp->exact_marked);
-    static const char *const gform[4] = {"2(N-1)/N x 2 Psi", "(N-1)/N x (2 + 4) Psi",
-                                         "(k(N-1)/N x 2 + (N-1)/N x 4) Psi", "(k(N-1)/N x 2 + 2k(N-1)/N x 4) Psi"};
-    static const char *const gdform[4] = {"2(N-1)/N x 2 Psi", "(N-1)/N x (2 + 4) Psi", "(N-1)/N x (2 + 4) Psi",
-                                          "((N-1)/N x 2 + 2k(N-1)/N x 4) Psi"};
-    int g16 = dp->grad_dtype == MDC_BF16;
+    /* 16-bit parameter gathers or bf16 gradients: (N-1)/N x (gradient blocks x width + parameter
+     * blocks x width) Psi */
+    int pw = half ? 2 : 4, defer = dp->defer;
+    char gen[96], g[24], pp[24];
+    snprintf(g, sizeof g, "%s%d", z == 0 ? "2 x " : (z >= 2 && !defer) ? "k x " : "", gw);
+    snprintf(pp, sizeof pp, "%s%d", z == 3 ? "2k x " : "", pw);
+    if (z == 0) snprintf(gen, sizeof gen, "(N-1)/N x %s Psi", g);
+    else snprintf(gen, sizeof gen, "(N-1)/N x (%s + %s) Psi", g, pp);
+    int plain = gw == 4 && (pw == 4 || z == 0); /* fp32 bytes throughout */
     fprintf(out, "bytes sent per rank per step: formula %s = %.0f; exact for this schedule %.0f; measured %.0f %s%s\n",
-            sums        ? xform[f.zero]
-            : g16       ? (dp->defer ? gdform[f.zero] : gform[f.zero])
-            : dp->defer ? dform[f.zero]
-                        : cform[f.zero],
+            sums     ? (half ? xform16 : xform)[f.zero]
+            : !plain ? gen
+            : defer  ? dform[f.zero]
+                     : cform[f.zero],
             f.step_bytes_formula, f.step_bytes_want, f.step_bytes, f.step_bytes == f.step_bytes_want ? "ok" : "DIFFERS",
-            g16 ? " (--grad-reduce bf16: the gradients' blocks at 2 bytes, the parameters' gathers at 4)" : "");
+            plain                     ? ""
+            : gw == 2 && pw == 2 && z ? " (the 16-bit parameters' gathers and the bf16 gradients: 2 bytes an element)"
+            : gw == 2                 ? " (the bf16 gradients: 2 bytes an element)"
+                                      : " (the 16-bit parameters' gathers: 2 bytes an element)");
     if (dp->defer && !sums)
         fprintf(out,
                 "  a pipeline stage: every bucket reduces once per step, after the schedule (its micro-batches "

@@ -68,6 +68,12 @@ void mdc_zero_i_full_to_shard(const mdc_dp *dp, int q, const float *full, float 
     }
 }
 
+void mdc_zero_i_round_shard(mdc_dp *dp) {
+    if (!dp->shard16) return;
+    memcpy(dp->shard16, dp->shard_p, dp->S * sizeof(float));
+    mdc_round_to(dp->half == MDC_BF16 ? MDC_PRECISION_BF16 : MDC_PRECISION_FP16, dp->shard16, dp->S);
+}
+
 mdc_status mdc_zero_i_alloc(mdc_dp *dp) {
     int z = dp->dc.zero;
     if (!z) return MDC_OK;
@@ -76,18 +82,32 @@ mdc_status mdc_zero_i_alloc(mdc_dp *dp) {
     if ((st = mdc_dev_alloc(dp->dev, (void **)&dp->shard_m, sb, MDC_MEM_OPTIM, "zero.adam.m")) ||
         (st = mdc_dev_alloc(dp->dev, (void **)&dp->shard_v, sb, MDC_MEM_OPTIM, "zero.adam.v")))
         return st;
-    if (z >= 2) {
-        if ((st = mdc_dev_alloc(dp->dev, (void **)&dp->shard_g, sb, MDC_MEM_GRADS, "zero.grad_shard"))) return st;
+    if (z >= 2) { /* bf16 gradients: charged 2 bytes an element */
+        if ((st = mdc_dev_alloc_held(dp->dev, (void **)&dp->shard_g, sb, sb / 4 * mdc_dp_i_gwidth(dp), MDC_MEM_GRADS,
+                                     "zero.grad_shard")))
+            return st;
         dp->live = calloc((size_t)dp->nunits, sizeof(void *));
         if (!dp->live) return mdc_fail(MDC_ERR_OOM_HOST, "zero");
     }
+    float *P = mdc_gpt2_params(dp->m);
+    if (z == 3 || dp->master) { /* in 16 bits the fp32 master shard is optimizer state, as m and v */
+        int h = dp->half != MDC_F32;
+        if ((st = mdc_dev_alloc(dp->dev, (void **)&dp->shard_p, sb, h ? MDC_MEM_OPTIM : MDC_MEM_PARAMS,
+                                h ? "zero.master_shard" : "zero.param_shard")))
+            return st;
+        mdc_zero_i_full_to_shard(dp, dp->r, P, dp->shard_p);
+    }
+    if (dp->master) return mdc_gpt2_master_to_host(dp->m); /* the full fp32 array: no longer resident */
     if (z == 3) {
-        if ((st = mdc_dev_alloc(dp->dev, (void **)&dp->shard_p, sb, MDC_MEM_PARAMS, "zero.param_shard"))) return st;
+        if (dp->half != MDC_F32) {
+            if ((st = mdc_dev_alloc_held(dp->dev, (void **)&dp->shard16, sb, sb / 2, MDC_MEM_PARAMS,
+                                         "zero.param_shard (16-bit)")))
+                return st;
+            mdc_zero_i_round_shard(dp);
+        }
         dp->gathered = calloc((size_t)dp->nunits, sizeof(float *));
         dp->prefetched = calloc((size_t)dp->nunits, 1);
         if (!dp->gathered || !dp->prefetched) return mdc_fail(MDC_ERR_OOM_HOST, "zero");
-        float *P = mdc_gpt2_params(dp->m);
-        mdc_zero_i_full_to_shard(dp, dp->r, P, dp->shard_p);
         if (dp->dc.poison)
             for (size_t i = 0; i < dp->psi; i++) P[i] = NAN;
     }
@@ -100,7 +120,7 @@ void mdc_zero_i_free(mdc_dp *dp) {
         if (dp->live) mdc_dev_free(dp->dev, dp->live[u]);
     }
     free(dp->gathered), free(dp->live), free(dp->prefetched);
-    mdc_dev_free(dp->dev, dp->shard_p), mdc_dev_free(dp->dev, dp->shard_g);
+    mdc_dev_free(dp->dev, dp->shard_p), mdc_dev_free(dp->dev, dp->shard_g), mdc_dev_free(dp->dev, dp->shard16);
     mdc_dev_free(dp->dev, dp->shard_m), mdc_dev_free(dp->dev, dp->shard_v);
 }
 
@@ -111,15 +131,19 @@ mdc_status mdc_zero_i_gather(mdc_dp *dp, int u) {
     size_t s = dp->us[u];
     char name[32];
     snprintf(name, sizeof name, "zero3.unit%d", u);
-    mdc_status st = mdc_dev_alloc(dp->dev, (void **)&dp->gathered[u], s * (size_t)dp->N * sizeof(float), MDC_MEM_PARAMS,
-                                  name);
+    size_t n = s * (size_t)dp->N, held = n * sizeof(float);
+    int h = dp->half != MDC_F32, bf = dp->half == MDC_BF16; /* 16 bits: the 16-bit shard, 2 bytes an element */
+    mdc_status st = mdc_dev_alloc_held(dp->dev, (void **)&dp->gathered[u], held, h ? held / 2 : held, MDC_MEM_PARAMS,
+                                       name);
     if (st) return st;
     float *buf = dp->gathered[u];
-    memcpy(buf + (size_t)dp->r * s, dp->shard_p + dp->shoff[u], s * sizeof(float));
+    if (h) mdc_pack_half((uint16_t *)buf + (size_t)dp->r * s, dp->shard16 + dp->shoff[u], s, bf);
+    else memcpy(buf + (size_t)dp->r * s, dp->shard_p + dp->shoff[u], s * sizeof(float));
     double b0 = mdc_dev_bytes_sent(dp->dev);
-    st = mdc_allgather(MDC_IN_PLACE, buf, s, MDC_F32, dp->g);
+    st = mdc_allgather(MDC_IN_PLACE, buf, s, h ? dp->half : MDC_F32, dp->g);
     dp->step_bytes += mdc_dev_bytes_sent(dp->dev) - b0;
     if (st) return st;
+    if (h) mdc_unpack_half(buf, buf, n, bf);
     dp_bucket one = {u, u, s};
     mdc_dp_i_unpack(dp, &one, buf, mdc_gpt2_params(dp->m), -1);
     return MDC_OK;
@@ -141,7 +165,8 @@ mdc_status mdc_zero_i_live(mdc_dp *dp, int u) {
     if (dp->live[u]) return MDC_OK;
     char name[32];
     snprintf(name, sizeof name, "zero.grad.unit%d", u);
-    return mdc_dev_alloc(dp->dev, &dp->live[u], dp->ucount[u] * sizeof(float), MDC_MEM_GRADS, name);
+    size_t held = dp->ucount[u] * sizeof(float);
+    return mdc_dev_alloc_held(dp->dev, &dp->live[u], held, held / 4 * mdc_dp_i_gwidth(dp), MDC_MEM_GRADS, name);
 }
 
 mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) {
@@ -162,6 +187,7 @@ mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) 
      * the next micro-batch's backward, which adds to it) */
     float *dst = dp->shard_g + dp->shoff[b->lo];
     for (size_t i = 0; i < b->block; i++) dst[i] += buf[i];
+    if (dp->grad_dtype == MDC_BF16) mdc_round_to(MDC_PRECISION_BF16, dst, b->block); /* a bf16 buffer */
     mdc_dev_kernel(dp->dev, (double)b->block, 12.0 * (double)b->block, MDC_PREC_FP32);
     for (int u = b->lo; u <= b->hi; u++) {
         memset(G + dp->uoff[u], 0, dp->ucount[u] * sizeof(float));
@@ -195,7 +221,7 @@ static float *grad_ptr(mdc_dp *dp, size_t flat, size_t sh) {
     return dp->dc.zero == 1 ? mdc_gpt2_grads(dp->m) + flat : dp->shard_g + sh;
 }
 static float *param_ptr(mdc_dp *dp, size_t flat, size_t sh) {
-    return dp->dc.zero == 3 ? dp->shard_p + sh : mdc_gpt2_params(dp->m) + flat;
+    return dp->shard_p ? dp->shard_p + sh : mdc_gpt2_params(dp->m) + flat;
 }
 
 typedef struct {
@@ -257,6 +283,7 @@ mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm)
     if (dp->dc.zero == 3) {
         for_each_segment(dp, seg_adamw, &c);
         memset(dp->shard_g, 0, dp->S * sizeof(float));
+        mdc_zero_i_round_shard(dp);
         return MDC_OK; /* the shards are the parameters; units are gathered when used */
     }
     /* ZeRO-1/2, bucket by bucket: update this rank's piece, then allgather everyone's into the
@@ -270,10 +297,17 @@ mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm)
         for_each_segment_in(dp, b->lo, b->hi, seg_adamw, &c);
         float *buf = dp->bucket_buf[i & 1];
         mdc_dev_stream_begin(dp->dev, &dp->stream);
-        mdc_dp_i_pack(dp, b, buf, P, dp->r);
+        size_t n = b->block * (size_t)dp->N;
+        int bf = dp->half == MDC_BF16;
+        if (dp->master) { /* 16 bits: this rank's updated master piece, gathered in the dtype */
+            float *own = buf + (size_t)dp->r * b->block;
+            memcpy(own, dp->shard_p + dp->shoff[b->lo], b->block * sizeof(float));
+            mdc_pack_half(buf, buf, n, bf);
+        } else mdc_dp_i_pack(dp, b, buf, P, dp->r);
         double b0 = mdc_dev_bytes_sent(dp->dev);
-        st = mdc_allgather(MDC_IN_PLACE, buf, b->block, MDC_F32, dp->g);
+        st = mdc_allgather(MDC_IN_PLACE, buf, b->block, dp->master ? dp->half : MDC_F32, dp->g);
         dp->step_bytes += mdc_dev_bytes_sent(dp->dev) - b0;
+        if (!st && dp->master) mdc_unpack_half(buf, buf, n, bf);
         if (!st) mdc_dp_i_unpack(dp, b, buf, P, -1);
         mdc_dev_stream_end(dp->dev, &dp->stream);
     }

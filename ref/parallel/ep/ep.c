@@ -25,10 +25,25 @@ static mdc_status rows(void *ctx, const float *send, const int *scount, float *r
         if (r != me) ep->rows_out += scount[r];
     }
     double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(ep->m)), w0 = mdc_wall_time();
-    mdc_status st = mdc_alltoallv(send, sc, sd, recv, rc, rd, MDC_F32, ep->g);
+    mdc_status st;
+    if (ep->act == MDC_F32) {
+        st = mdc_alltoallv(send, sc, sd, recv, rc, rd, MDC_F32, ep->g);
+    } else { /* the rows hold 16-bit values (the model rounded them): 2 bytes an element, the same values */
+        int bf = ep->act == MDC_BF16;
+        if (so + ro > ep->half_n) {
+            uint16_t *p = realloc(ep->half, (so + ro) * sizeof *p);
+            if (!p) return mdc_fail(MDC_ERR_OOM_HOST, "expert parallelism: 16-bit rows (%zu)", so + ro);
+            ep->half = p, ep->half_n = so + ro;
+        }
+        mdc_pack_half(ep->half, send, so, bf);
+        st = mdc_alltoallv(ep->half, sc, sd, ep->half + so, rc, rd, ep->act, ep->g);
+        if (!st) mdc_unpack_half(recv, ep->half + so, ro, bf);
+    }
     ep->bytes += mdc_dev_bytes_sent(mdc_gpt2_device(ep->m)) - b0, ep->calls++, ep->wall += mdc_wall_time() - w0;
     return st;
 }
+
+void mdc_ep_set_dtype(mdc_ep *ep, mdc_dtype act) { ep->act = act; }
 
 mdc_status mdc_ep_create(mdc_ep **out, mdc_group *g, mdc_group *dense, mdc_group *expert, mdc_gpt2 *m) {
     *out = NULL;
@@ -38,7 +53,7 @@ mdc_status mdc_ep_create(mdc_ep **out, mdc_group *g, mdc_group *dense, mdc_group
         free(ep);
         return mdc_fail(MDC_ERR_OOM_HOST, "expert parallelism");
     }
-    ep->g = g, ep->dense = dense, ep->expert = expert, ep->m = m;
+    ep->g = g, ep->dense = dense, ep->expert = expert, ep->m = m, ep->act = MDC_F32;
     ep->hook = (mdc_gpt2_ep){ep, e, mdc_group_rank(g), counts, rows};
     mdc_status st = mdc_gpt2_set_ep(m, &ep->hook);
     if (st) {
@@ -51,7 +66,7 @@ mdc_status mdc_ep_create(mdc_ep **out, mdc_group *g, mdc_group *dense, mdc_group
 
 void mdc_ep_free(mdc_ep *ep) {
     if (!ep) return;
-    free(ep->cnt);
+    free(ep->cnt), free(ep->half);
     free(ep);
 }
 

@@ -14,7 +14,12 @@ struct mdc_ep {
     double bytes, calls; /* the all-to-alls of the last step */
     double wall;         /* seconds inside them (waiting for the slowest rank included) */
     double rows_out;     /* rows this rank sent to other ranks (the formula's exact count) */
+    mdc_dtype act;       /* what the rows move: MDC_F32, or a mixed-precision run's 16-bit dtype */
+    uint16_t *half;      /* its staging: the rows sent, then received, packed (host) */
+    size_t half_n;
 };
+/* bytes of a row element the all-to-all moves: 2 in 16 bits, else 4 */
+static inline double mdc_ep_i_width(const mdc_ep *ep) { return ep->act == MDC_F32 ? 4 : 2; }
 
 struct mdc_etp {
     mdc_group *g;

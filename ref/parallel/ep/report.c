@@ -63,12 +63,14 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
                             the aux loss's counting forward); uniform routing sends (e-1)/e of T k rows away */
         double n = v[E + 5], e = mdc_group_size(ep->g), per = v[E + 6] > 0 ? tot / v[E + 6] : 0;
         int moves = 4 + 2 * ((mdc_gpt2_get_recompute(m) == MDC_RECOMPUTE_FULL) + mdc_gpt2_lb_on(m));
-        double mean = v[E + 3] / n, routed = (v[E + 4] / n) * c->C * 4;
-        double uniform = moves * per * c->C * 4 * (e - 1) / e;
+        double w = mdc_ep_i_width(ep); /* beta: 16-bit rows in a mixed-precision run */
+        double mean = v[E + 3] / n, routed = (v[E + 4] / n) * c->C * w;
+        double uniform = moves * per * c->C * w * (e - 1) / e;
         snprintf(line + o, cap - o,
-                 "  a2a %.0f B/rank (rows %.0f + counts; %d T k h beta (e-1)/e = %.0f; max/mean %.3f; "
+                 "  a2a %.0f B/rank (rows %.0f + counts; %d T k h beta (e-1)/e = %.0f%s; max/mean %.3f; "
                  "%.0f calls, %.1f ms wall)",
-                 mean, routed, moves, uniform, mean > 0 ? bmax / mean : 0, ep->calls, v[E + 7] / n * 1e3);
+                 mean, routed, moves, uniform, w == 2 ? ", beta 2 (16-bit rows)" : "", mean > 0 ? bmax / mean : 0,
+                 ep->calls, v[E + 7] / n * 1e3);
     }
     o = strlen(line);
     if (etp && o < cap) { /* per rank, the mean over the etp ranks; R: a group's rows, summed over the calls */
