@@ -45,6 +45,10 @@ void mdc_cp_free(mdc_cp *cp);
 /* Exact mode (token block blk; 0 off): attention over the canonical blocks of
  * kernels/exact_attention.c, bit-identical to serial's exact mode for every algorithm and
  * layout. MDC_ERR_INVALID when blk does not divide a chunk (--exact-block). */
+/* What the ring's and the all-gather's key blocks move (default mode): MDC_F32, or a mixed-precision
+ * run's MDC_BF16 / MDC_F16 (its k and v hold values of that dtype: 2 bytes an element, the same
+ * values); their dK, dV sums and Ulysses' all-to-alls stay fp32. */
+void mdc_cp_set_dtype(mdc_cp *cp, mdc_dtype act);
 mdc_status mdc_cp_set_exact(mdc_cp *cp, int blk);
 const mdc_gpt2_cp *mdc_cp_model(const mdc_cp *cp);
 /* This rank's T/c positions of each of `rows` sequences of T tokens (NULL in: nothing). */

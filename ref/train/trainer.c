@@ -121,7 +121,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     if (tc->exact_block && t->tp) mdc_tp_set_exact(t->tp, 1);
     mdc_dtype half = tc->precision == MDC_PRECISION_BF16 ? MDC_BF16 : MDC_F16;
     if (tc->precision && !tc->exact_block && t->tp) mdc_tp_set_dtype(t->tp, half); /* exact: exact sums */
-    if (tc->precision && t->ep) mdc_ep_set_dtype(t->ep, half);             /* rows: the same values either way */
+    if (tc->precision && t->ep) mdc_ep_set_dtype(t->ep, half); /* rows: the same values either way */
+    if (tc->precision && !tc->exact_block && t->cp) mdc_cp_set_dtype(t->cp, half);
     if (tc->grad_reduce && (st = mdc_gpt2_set_grad16(t->m, 1))) goto fail; /* before dp attaches */
     if ((d->dp * d->cp > 1 || tc->zero) && !t->ep) { /* cp ranks hold the gradients of their tokens too */
         mdc_dp_config dc = {tc->zero, tc->micro_batch, tc->accum, Tl, tc->bucket_bytes, tc->poison, tc->prefetch};

@@ -172,6 +172,24 @@ if scenario "$what"; then
     else flunk "$what" "exit $rc: $a2a"; echo "$line" | head -c 400; echo; fi
 fi
 
+what="bf16 --cp 2 ring and all-gather: the key blocks move 16-bit, the bytes equal the formula, below fp32's"
+if scenario "$what"; then
+    ok=1
+    for algo in ring allgather; do
+        for p in bf16 fp32; do
+            run c$p 2 --steps 1 --config qwen3-tiny --cp 2 --cp-algo $algo --precision $p --quiet
+            eval "b_$p=\$(sed -nE 's/^  0 +[0-9.]+ +[0-9.]+ +([0-9]+) +([0-9]+) ok$/\1/p' \"\$tmp/c\$p.out\")"
+        done
+        # ring: (c-1) K twice at 2 bytes + c K of dK, dV at 4 (fp32: all at 4); all-gather: 2 (c-1) K at 2 + (c-1) K at 4
+        if [ $rc != 0 ] || [ -z "$b_bf16" ] || [ -z "$b_fp32" ] || grep -q DIFFERS "$tmp/cbf16.out" ||
+            { [ $algo = ring ] && [ $((4 * b_bf16)) != $((3 * b_fp32)) ]; } ||
+            { [ $algo = allgather ] && [ $((3 * b_bf16)) != $((2 * b_fp32)) ]; }; then
+            ok=0; flunk "$what" "$algo: bf16 $b_bf16 bytes, fp32 $b_fp32"
+        fi
+    done
+    [ $ok = 1 ] && pass "$what"
+fi
+
 what="--grad-reduce bf16: the gradients' bytes halve (the bytes line equals its formula), serial within bf16's limits"
 if scenario "$what"; then
     ok=1

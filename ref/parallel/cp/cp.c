@@ -83,8 +83,20 @@ mdc_status mdc_cp_create(mdc_cp **out, mdc_group *g, mdc_device *dev, int T, int
     return MDC_OK;
 }
 
+uint16_t *mdc_i_cp_staging(mdc_cp *cp, size_t n) {
+    if (n > cp->half_n) {
+        uint16_t *p = realloc(cp->half, n * sizeof *p);
+        if (!p) return NULL;
+        cp->half = p, cp->half_n = n;
+    }
+    return cp->half;
+}
+
+void mdc_cp_set_dtype(mdc_cp *cp, mdc_dtype act) { cp->act = act; }
+
 void mdc_cp_free(mdc_cp *cp) {
     if (!cp) return;
+    free(cp->half);
     mdc_xsum_free(&cp->xs);
     mdc_dev_free(cp->dev, cp->xe);
     for (int i = 0; i < 8; i++) mdc_dev_free(cp->dev, cp->buf[i]);

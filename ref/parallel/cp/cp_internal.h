@@ -34,7 +34,17 @@ struct mdc_cp {
     /* exact mode with tp > KV: the own block's dK, dV accumulators summed over the kv head's replicas */
     mdc_status (*kv_sum)(void *ctx, mdc_exact *acc, size_t n);
     void *kv_ctx;
+    mdc_dtype act;  /* what the key blocks move: MDC_F32, or a mixed-precision run's 16-bit dtype */
+    uint16_t *half; /* its staging (host): the packed blocks */
+    size_t half_n;
 };
+
+/* A mixed-precision run's key blocks hold 16-bit values: ring and all-gather move them at 2 bytes an
+ * element (the same values); their dK, dV sums stay fp32. */
+static inline int mdc_i_cp_half(const mdc_cp *cp) { return cp->act != MDC_F32; }
+static inline double mdc_i_cp_width(const mdc_cp *cp) { return mdc_i_cp_half(cp) ? 2 : 4; }
+/* the staging's first n halves (grown as needed), or NULL */
+uint16_t *mdc_i_cp_staging(mdc_cp *cp, size_t n);
 
 /* A row of qkv: Hl query heads, then KVl key and KVl value heads, hs channels each; a key block's
  * row: the k and v heads. */

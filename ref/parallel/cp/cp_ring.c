@@ -13,23 +13,42 @@ static void ring_sizes(const mdc_cp *cp, size_t f[8]) {
     memcpy(f, v, sizeof v);
 }
 
+/* Step i's key block moves on: cur (floats) is sent and the next arrives into nxt, posted in rq. In
+ * 16 bits the blocks travel packed: h[i % 2] holds cur's, h[(i + 1) % 2] receives (ring_arrived
+ * widens it into nxt once it is there). */
+static mdc_status ring_pass(mdc_cp *cp, int i, int tag, const float *cur, float *nxt, mdc_request *rq[2]) {
+    size_t n2 = cp->buf_floats[0];
+    int c = cp->c, next = (cp->r + 1) % c, prev = (cp->r + c - 1) % c;
+    if (!mdc_i_cp_half(cp)) {
+        mdc_status st = mdc_irecv(nxt, n2 * sizeof(float), prev, tag + i, cp->g, &rq[0]);
+        return st ? st : mdc_isend(cur, n2 * sizeof(float), next, tag + i, cp->g, &rq[1]);
+    }
+    uint16_t *h = mdc_i_cp_staging(cp, 2 * n2);
+    if (!h) return mdc_fail(MDC_ERR_OOM_HOST, "context parallelism: 16-bit key blocks");
+    uint16_t *hc = h + (size_t)(i % 2) * n2, *hn = h + (size_t)((i + 1) % 2) * n2;
+    if (i == 0) mdc_pack_half(hc, cur, n2, cp->act == MDC_BF16);
+    mdc_status st = mdc_irecv(hn, n2 * sizeof(uint16_t), prev, tag + i, cp->g, &rq[0]);
+    return st ? st : mdc_isend(hc, n2 * sizeof(uint16_t), next, tag + i, cp->g, &rq[1]);
+}
+static void ring_arrived(mdc_cp *cp, int i, float *nxt) {
+    size_t n2 = cp->buf_floats[0];
+    if (mdc_i_cp_half(cp)) mdc_unpack_half(nxt, cp->half + (size_t)((i + 1) % 2) * n2, n2, cp->act == MDC_BF16);
+}
+
 static mdc_status ring_forward(mdc_cp *cp, float *out, float *lse, float *qkv, const mdc_dropout *drop) {
     double b0 = mdc_dev_bytes_sent(cp->dev);
-    size_t n2 = cp->buf_floats[0];
-    int c = cp->c, r = cp->r, next = (r + 1) % c, prev = (r + c - 1) % c;
+    int c = cp->c, r = cp->r;
     mdc_status st = MDC_OK;
     mdc_i_cp_begin(cp, qkv, out);
     mdc_i_cp_pack_kv(cp, cp->buf[0], qkv);
     for (int i = 0; !st && i < c; i++) { /* step i: the block of rank r - i; the next one arrives meanwhile */
         mdc_request *rq[2] = {NULL, NULL};
         float *cur = cp->buf[i % 2], *nxt = cp->buf[(i + 1) % 2];
-        if (i < c - 1) {
-            st = mdc_irecv(nxt, n2 * sizeof(float), prev, CP_TAG_KV + i, cp->g, &rq[0]);
-            if (!st) st = mdc_isend(cur, n2 * sizeof(float), next, CP_TAG_KV + i, cp->g, &rq[1]);
-        }
+        if (i < c - 1) st = ring_pass(cp, i, CP_TAG_KV, cur, nxt, rq);
         if (!st) mdc_i_cp_attend(cp, (r - i + c) % c, qkv, cur, out, drop);
         mdc_status w = mdc_waitall(rq, 2);
         st = st ? st : w;
+        if (!st && i < c - 1) ring_arrived(cp, i, nxt);
     }
     mdc_i_cp_finish(cp, qkv, out, lse);
     cp->fbytes += mdc_dev_bytes_sent(cp->dev) - b0, cp->calls++;
@@ -48,10 +67,7 @@ static mdc_status ring_backward(mdc_cp *cp, float *dqkv, const float *dout, cons
     for (int i = 0; !st && i < c; i++) {
         mdc_request *rq[3] = {NULL, NULL, NULL};
         float *cur = cp->buf[i % 2], *nxt = cp->buf[(i + 1) % 2], *acc = cp->buf[2 + i % 2], *in = cp->buf[4];
-        if (i < c - 1) {
-            st = mdc_irecv(nxt, n2 * sizeof(float), prev, CP_TAG_KVB + i, cp->g, &rq[0]);
-            if (!st) st = mdc_isend(cur, n2 * sizeof(float), next, CP_TAG_KVB + i, cp->g, &rq[1]);
-        }
+        if (i < c - 1) st = ring_pass(cp, i, CP_TAG_KVB, cur, nxt, rq);
         if (!st && i > 0) st = mdc_irecv(in, n2 * sizeof(float), prev, CP_TAG_DKV + i - 1, cp->g, &rq[2]);
         if (!st) st = mdc_waitall(&dsend[i % 2], 1); /* acc's send of two steps ago */
         if (!st) memset(acc, 0, n2 * sizeof(float));
@@ -61,6 +77,7 @@ static mdc_status ring_backward(mdc_cp *cp, float *dqkv, const float *dout, cons
         if (!st) st = mdc_isend(acc, n2 * sizeof(float), next, CP_TAG_DKV + i, cp->g, &dsend[i % 2]);
         mdc_status w = mdc_waitall(rq, 3);
         st = st ? st : w;
+        if (!st && i < c - 1) ring_arrived(cp, i, nxt);
     }
     /* this rank's own block, with every rank's share */
     if (!st) st = mdc_recv(cp->buf[4], n2 * sizeof(float), prev, CP_TAG_DKV + c - 1, cp->g);
@@ -73,8 +90,8 @@ static mdc_status ring_backward(mdc_cp *cp, float *dqkv, const float *dout, cons
 
 /* blocks, blocks again, dK and dV */
 static double ring_bytes(const mdc_cp *cp) {
-    double c = cp->c, K = 4.0 * cp->B * cp->Tc * 2 * (double)mdc_i_cp_kw(cp);
-    return (c - 1) * K + (c - 1) * K + c * K;
+    double c = cp->c, K = cp->B * cp->Tc * 2 * (double)mdc_i_cp_kw(cp), w = mdc_i_cp_width(cp);
+    return (c - 1) * w * K + (c - 1) * w * K + c * 4 * K;
 }
 
 const mdc_i_cp_algo mdc_i_cp_ring = {"ring",
