@@ -41,10 +41,18 @@ mdc_status mdc_cp_report(const mdc_cp *cp, size_t act_bytes, size_t serial_act_b
             per_layer(cp, all + 4 * q, &pr, &b, &ag);
             again = ag > again ? ag : again;
             sum += pr, mx = pr > mx ? pr : mx;
+            int pok = fabs(pr - f) <= 1e-9 * f, bok = fabs(b - bf) <= 0.01 * bf;
             fprintf(out, "  %-5d %14.6f %14.6f %16.0f %16.0f %s\n", q, pr * (4 * hs + 5) * 1e-9,
                     f * (4 * hs + 5) * 1e-9, b, bf,
-                    fabs(pr - f) <= 1e-9 * f && fabs(b - bf) <= 0.01 * bf ? "ok" : "DIFFERS");
+                    !pok        ? "DIFFERS"
+                    : cp->exact ? "ok (FLOPs; bytes: exact sums)"
+                    : bok       ? "ok"
+                                : "DIFFERS");
         }
+        if (cp->exact)
+            fprintf(out,
+                    "  exact mode: the bytes formula is the float algorithm's; exact mode's blocks and dK, dV travel "
+                    "as exact sums (ref/parallel/cp/cp_exact.c), more bytes, not asserted here\n");
         if (cp->again)
             fprintf(out,
                     "  forwards beyond one per layer and micro-batch (full recomputation, transformers' aux loss's "
