@@ -34,6 +34,7 @@ struct mdc_device {
     mdc_emulate_mode mode;
     double time_scale;
     int dtype_bytes; /* the run's activations and compute weights: 4 or 2 (mdc_dev_set_dtype) */
+    int half;        /* the kernels' 16-bit rounding: 0, 1 bf16, 2 fp16 (mdc_dev_set_half) */
     int rank;
     size_t in_use[MDC_MEM_COUNT + 1], peak[MDC_MEM_COUNT + 1];
     alloc_hdr *allocs;
@@ -259,6 +260,8 @@ static double link_latency(const mdc_device *dev, mdc_link l) {
 }
 
 void mdc_dev_set_dtype(mdc_device *dev, int bytes) { dev->dtype_bytes = bytes == 2 ? 2 : 4; }
+void mdc_dev_set_half(mdc_device *dev, int kind) { dev->half = kind; }
+int mdc_dev_half(const mdc_device *dev) { return dev ? dev->half : 0; }
 int mdc_dev_dtype(const mdc_device *dev) { return dev->dtype_bytes; }
 
 #undef mdc_dev_kernel

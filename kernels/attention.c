@@ -11,7 +11,8 @@
  * With dropout (kernels/dropout.c; M the mask, s = 1/(1-p)): O = (M P s) V from a per-thread
  * copy of the tile's rows; att keeps the undropped P for the softmax backward. Backward:
  * dV += (M P s)^T dO (the mask regenerated per key tile), dP = M (dO V^T) s, dS as above with
- * the undropped P.
+ * the undropped P. A 16-bit run (mdc_dev_half): P is rounded to the dtype as the P V product
+ * reads it (and kept so), the dropped P likewise, forward and backward.
  * With Pc = T(T+1)/2 causal entries per head and r = KV/H (FLOPs per query head, x B*H):
  *   forward:  FLOPs (4*d + 5)*Pc;   bytes 4*((2 + 2r)*T*d + 4*Pc)
  *             (q read, out written; k v of the KV heads read; S written and read, P written
@@ -40,7 +41,7 @@ static int dropping(const mdc_dropout *drop) { return drop && drop->p > 0.0f; }
 static void attention_gqa_forward_named(const char *name, mdc_device *dev, float *out, float *att, const float *qkv,
                                         const mdc_dropout *drop, int B, int T, int H, int KV, int d) {
     mdc_kernels_init();
-    int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop);
+    int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)d);
 #pragma omp parallel
     {
@@ -66,6 +67,7 @@ static void attention_gqa_forward_named(const char *name, mdc_device *dev, float
                     }
                     float inv = 1.0f / sum;
                     for (int s = 0; s <= t; s++) p[s] *= inv;
+                    mdc_round_half(p, (size_t)t + 1, hk); /* 16 bits: P as the P V product reads it */
                     for (int s = t + 1; s < i1; s++) p[s] = 0;
                 }
                 const float *A = P + (size_t)i0 * T;
@@ -74,6 +76,7 @@ static void attention_gqa_forward_named(const char *name, mdc_device *dev, float
                         float *dd = Pd + (size_t)(t - i0) * T;
                         mdc_dropout_attn_apply(drop, dd, P + (size_t)t * T, drop->row0 + b, drop->head0 + h,
                                                drop->pos0 + t, drop->pos0, t + 1);
+                        mdc_round_half(dd, (size_t)t + 1, hk);
                         for (int s = t + 1; s < i1; s++) dd[s] = 0;
                     }
                     A = Pd;
@@ -107,7 +110,7 @@ static void attention_gqa_backward_named(const char *name, mdc_device *dev, floa
                                          const float *dout, const float *qkv, const float *att, const mdc_dropout *drop,
                                          int B, int T, int H, int KV, int d) {
     mdc_kernels_init();
-    int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop);
+    int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)d);
 #pragma omp parallel
     {
@@ -149,6 +152,7 @@ static void attention_gqa_backward_named(const char *name, mdc_device *dev, floa
                             int ns = t - j0 + 1 < cols ? t - j0 + 1 : cols;
                             mdc_dropout_attn_apply(drop, pd, P + (size_t)t * T + j0, grow, ghead, pos0 + t, pos0 + j0,
                                                    ns);
+                            mdc_round_half(pd, (size_t)ns, hk); /* as the forward's product read it */
                             for (int c = ns; c < cols; c++) pd[c] = 0;
                         }
                         A = Pd, lda = TILE;

@@ -53,7 +53,7 @@ void mdc_attn_pair_begin(const mdc_attn_pair *p) {
 
 void mdc_attn_pair_forward(mdc_device *dev, const mdc_attn_pair *p) {
     mdc_kernels_init();
-    int hs = p->hs, G = group_of(p), dr = dropping(p->drop);
+    int hs = p->hs, G = group_of(p), dr = dropping(p->drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
     {
@@ -90,6 +90,7 @@ void mdc_attn_pair_forward(mdc_device *dev, const mdc_attn_pair *p) {
                         if (dr)
                             mdc_dropout_attn_apply(p->drop, s, s, p->drop->row0 + b, p->drop->head0 + h, t,
                                                    p->kpos0 + j0, ns);
+                        mdc_round_half(s, (size_t)ns, hk); /* 16 bits: P as the P V product reads it (l: fp32) */
                         l[i0 + r] = l[i0 + r] * corr + sum;
                         m[i0 + r] = mx;
                         if (corr != 1.0f) {
@@ -160,7 +161,8 @@ void mdc_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
 
 void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
     mdc_kernels_init();
-    int hs = p->hs, G = group_of(p), KV = p->NH / G, dr = dropping(p->drop);
+    int hs = p->hs, G = group_of(p), KV = p->NH / G, dr = dropping(p->drop), hk = mdc_dev_half(dev);
+    int sep = dr || hk; /* the P dV reads apart from dS's: dropped, or rounded to 16 bits */
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
     {
@@ -190,13 +192,15 @@ void mdc_attn_pair_backward(mdc_device *dev, const mdc_attn_pair *p) {
 #pragma omp simd
                             for (int c = 0; c < ns; c++) pr[c] = mdc_k_exp(pr[c] - lt);
                             for (int c = ns; c < cols; c++) pr[c] = 0;
-                            if (dr) {
+                            if (sep) {
                                 float *d = Pd + r * TILE;
-                                mdc_dropout_attn_apply(p->drop, d, pr, grow, ghead, t, p->kpos0 + j0, ns);
+                                if (dr) mdc_dropout_attn_apply(p->drop, d, pr, grow, ghead, t, p->kpos0 + j0, ns);
+                                else memcpy(d, pr, sizeof(float) * (size_t)ns);
+                                mdc_round_half(d, (size_t)ns, hk);
                                 for (int c = ns; c < cols; c++) d[c] = 0;
                             }
                         }
-                        mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, dr ? Pd : P, TILE, dO + (size_t)i0 * p->o_ld, p->o_ld,
+                        mdc_k_sgemm1(1, 0, cols, hs, rows, 1.0f, sep ? Pd : P, TILE, dO + (size_t)i0 * p->o_ld, p->o_ld,
                                      1.0f, dv + (size_t)j0 * p->kv_ld, p->kv_ld);
                         mdc_k_sgemm1(0, 1, rows, cols, hs, 1.0f, dO + (size_t)i0 * p->o_ld, p->o_ld,
                                      v + (size_t)j0 * p->kv_ld, p->kv_ld, 0.0f, dS, TILE);

@@ -24,6 +24,8 @@
  * dV_j += (M P s)^T dO_i and dP = M (dO_i V_j^T) s, and D = rowsum(dO * O) is still
  * rowsum(P * dP). Extra FLOPs: forward Pc, backward 2*Pc; no extra bytes (the mask is made
  * in registers).
+ * A 16-bit run (mdc_dev_half): the P tile the P V product reads, and the one dV's reads, are rounded
+ * to the dtype, as FlashAttention's (l, D and dS from fp32 P).
  * The backward runs OpenMP over (b, kv head), the group's query heads one after another in
  * ascending order (dK, dV of a kv head summed in a fixed order by one thread). No sgemm spans
  * two heads: the bits do not depend on the thread count. */
@@ -57,7 +59,7 @@ static void attention_gqa_forward_tiled_named(const char *name, mdc_device *dev,
                                               const float *qkv, const mdc_dropout *drop, int B, int T, int H, int KV,
                                               int d) {
     mdc_kernels_init();
-    int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop);
+    int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)d);
 #pragma omp parallel
     {
@@ -95,6 +97,7 @@ static void attention_gqa_forward_tiled_named(const char *name, mdc_device *dev,
                         if (dr)
                             mdc_dropout_attn_apply(drop, s, s, drop->row0 + b, drop->head0 + h, drop->pos0 + t,
                                                    drop->pos0 + j0, ns);
+                        mdc_round_half(s, (size_t)ns, hk); /* 16 bits: P as the P V product reads it (l: fp32) */
                         l[r] = l[r] * corr + sum;
                         m[r] = mx;
                         if (corr != 1.0f) {
@@ -140,12 +143,13 @@ static void attention_gqa_backward_tiled_named(const char *name, mdc_device *dev
                                                const float *out, const float *qkv, const float *lse,
                                                const mdc_dropout *drop, int B, int T, int H, int KV, int d) {
     mdc_kernels_init();
-    int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop);
+    int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop), hk = mdc_dev_half(dev);
+    int sep = dr || hk; /* the P dV reads apart from dS's: dropped, or rounded to 16 bits */
     float scale = 1.0f / sqrtf((float)d);
 #pragma omp parallel
     {
-        float *P = malloc(sizeof(float) * ((2 + dr) * TILE * TILE + (size_t)T));
-        float *dS = P + TILE * TILE, *D = dS + TILE * TILE, *Pd = D + T; /* Pd: the dropped P */
+        float *P = malloc(sizeof(float) * ((2 + sep) * TILE * TILE + (size_t)T));
+        float *dS = P + TILE * TILE, *D = dS + TILE * TILE, *Pd = D + T; /* Pd: the P of dV */
 #pragma omp for schedule(dynamic, 1)
         for (int bg = 0; bg < B * KV; bg++) { /* dk, dv of kv head g: this thread's */
             int b = bg / KV, g = bg % KV;
@@ -177,13 +181,15 @@ static void attention_gqa_backward_tiled_named(const char *name, mdc_device *dev
 #pragma omp simd
                             for (int c = 0; c < ns; c++) p[c] = mdc_k_exp(p[c] - lt);
                             for (int c = ns; c < cols; c++) p[c] = 0;
-                            if (dr) {
+                            if (sep) {
                                 float *pd = Pd + r * TILE;
-                                mdc_dropout_attn_apply(drop, pd, p, grow, ghead, pos0 + t, pos0 + j0, ns);
+                                if (dr) mdc_dropout_attn_apply(drop, pd, p, grow, ghead, pos0 + t, pos0 + j0, ns);
+                                else memcpy(pd, p, sizeof(float) * (size_t)ns);
+                                mdc_round_half(pd, (size_t)ns, hk);
                                 for (int c = ns; c < cols; c++) pd[c] = 0;
                             }
                         }
-                        mdc_k_sgemm1(1, 0, cols, d, rows, 1.0f, dr ? Pd : P, TILE, dO + (size_t)i0 * Cq, Cq, 1.0f,
+                        mdc_k_sgemm1(1, 0, cols, d, rows, 1.0f, sep ? Pd : P, TILE, dO + (size_t)i0 * Cq, Cq, 1.0f,
                                      dv + (size_t)j0 * W, W);
                         mdc_k_sgemm1(0, 1, rows, cols, d, 1.0f, dO + (size_t)i0 * Cq, Cq, v + (size_t)j0 * W, W, 0.0f,
                                      dS, TILE);

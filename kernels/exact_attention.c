@@ -12,6 +12,8 @@
  * transposed (each key's dot product still adds the channels in order, so the loop vectorizes
  * over the keys without changing a rounding); the sums over keys or rows vectorize over the
  * channels.
+ * A 16-bit run (mdc_dev_half): the p the o sums read and the P dV's read are rounded to the dtype
+ * (l and dS from fp32 p), as the float kernels.
  * Grouped-query heads (p->group > 1): query head h reads kv head h / group; dK and dV of a kv head
  * get the exact sums over every query head of its group. The backward runs OpenMP over (b, kv
  * head), so no two threads add into the same element. */
@@ -90,7 +92,7 @@ void mdc_x_attn_max(mdc_device *dev, const mdc_attn_pair *p, int blk) {
 }
 
 void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t xl, size_t xo, int blk) {
-    int hs = p->hs, dr = dropping(p->drop);
+    int hs = p->hs, dr = dropping(p->drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
     {
@@ -115,6 +117,7 @@ void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t
                     if (dr)
                         mdc_dropout_attn_apply(p->drop, e, e, p->drop->row0 + b, p->drop->head0 + h, t, p->kpos0 + j0,
                                                n);
+                    mdc_round_half(e, (size_t)n, hk); /* 16 bits: P as the P V product reads it (l: fp32) */
                     memset(acc, 0, sizeof(float) * hs);
                     for (int c = 0; c < n; c++) {
                         const float *vr = v + (size_t)(j0 + c) * p->kv_ld;
@@ -161,7 +164,7 @@ void mdc_x_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
 
 /* One (query block, key block) tile: P, the dropped P, dS for rows [i0, i1) and keys [j0, j1) */
 static void tile(const mdc_attn_pair *p, int b, int h, int i0, int i1, int j0, int j1, const float *kt, const float *vt,
-                 float scale, float *P, float *Pd, float *dS) {
+                 float scale, float *P, float *Pd, float *dS, int hk) {
     int hs = p->hs, w = j1 - j0;
     for (int i = i0; i < i1; i++) {
         int t = p->qpos0 + i, n = visible(p, t) - j0;
@@ -177,13 +180,14 @@ static void tile(const mdc_attn_pair *p, int b, int h, int i0, int i1, int j0, i
             mdc_dropout_attn_apply(p->drop, pd, pr, p->drop->row0 + b, p->drop->head0 + h, t, p->kpos0 + j0, n);
             mdc_dropout_attn_apply(p->drop, ds, ds, p->drop->row0 + b, p->drop->head0 + h, t, p->kpos0 + j0, n);
         }
+        mdc_round_half(pd, (size_t)n, hk); /* 16 bits: the P dV reads, as the forward's product */
         for (int c = 0; c < w; c++) ds[c] = pr[c] * (ds[c] - p->D[si]);
     }
 }
 
 void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t xdq, size_t xdk, size_t xdv,
                          int blk) {
-    int hs = p->hs, G = group_of(p), KV = p->NH / G;
+    int hs = p->hs, G = group_of(p), KV = p->NH / G, hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)hs);
     int qb0 = p->qpos0 / blk, qb1 = (p->qpos0 + p->nq + blk - 1) / blk, kb0 = p->kpos0 / blk;
     int kb1 = (p->kpos0 + p->nk + blk - 1) / blk;
@@ -210,7 +214,7 @@ void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, s
                             transpose(v, (size_t)p->kv_ld, j0, j1, hs, vt);
                         }
                         transposed = 1;
-                        tile(p, b, h, i0, i1, j0, j1, kt, vt, scale, P, Pd, dS);
+                        tile(p, b, h, i0, i1, j0, j1, kt, vt, scale, P, Pd, dS, hk);
                         for (int i = i0; i < i1; i++) { /* dQ_i's share of this key block */
                             memset(acc, 0, sizeof(float) * hs);
                             for (int c = 0; c < w; c++) {

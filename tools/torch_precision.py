@@ -54,6 +54,7 @@ FAULTS = {
     "fused-residual": "the projections' product not rounded apart: x2 = R(x + bo + y Wo)",
     "grads-unrounded": "no activation gradient rounded in the backward",
     "ln1-unrounded": "LayerNorm 1's output kept in float32",
+    "p-unrounded": "the attention's probabilities not rounded before P V and dV's P^T dO",
 }
 
 BLOCK_SITES = ["in", "ln_1", "attn.qkv", "attn.y", "attn.c_proj", "res_2", "ln_2", "mlp.c_fc", "mlp.gelu",
@@ -106,35 +107,51 @@ class _F32(torch.autograd.Function):
 
 
 class _Attention(torch.autograd.Function):
-    """Causal attention of one (B, H, T, d) q, k, v in float64 (scores, softmax and P V
-    unrounded), with the backward of a fused kernel: D_i = sum_c dy_ic o_ic from the output o
-    the layer kept (held.o: the rounded y, set by the rounding point after the forward), so
-    dS = P (dP - D). held.o None: D_i = sum_j P_ij dP_ij (the same in exact arithmetic when o
-    is not rounded)."""
+    """Causal attention of one (B, H, T, d) q, k, v in float64, rounding its probabilities where
+    minidc's kernels do (held.prec; None: nowhere), then with the backward of one of two kernels:
+      held.o set (exact mode's kernel, as FlashAttention): the forward's P V reads the unnormalized
+        E = exp(S - m) rounded (m the row's max), divided by the fp32 sum l; the backward's
+        dV reads P = exp(S - lse) rounded, dS = P (dP - D) with the unrounded P and
+        D_i = sum_c dy_ic o_ic from the output o the layer kept (the rounded y);
+      held.o None (the default kernel, which materializes P): P = softmax(S) rounded is what P V,
+        dV's P^T dy, D = sum_j P_ij dP_ij and dS = P (dP - D) all read."""
 
     @staticmethod
     def forward(ctx, q, k, v, held):
         T, d = q.shape[-2], q.shape[-1]
         mask = torch.ones(T, T, dtype=torch.bool).tril()
-        P = ((q @ k.transpose(-2, -1)) / math.sqrt(d)).masked_fill(~mask, float("-inf")).softmax(-1)
+        S = ((q @ k.transpose(-2, -1)) / math.sqrt(d)).masked_fill(~mask, float("-inf"))
+        P = S.softmax(-1)
         ctx.save_for_backward(q, k, v, P)
         ctx.held = held
-        return P @ v
+        if held.prec is None:
+            return P @ v
+        if held.exact:
+            E = round_to(round_to(torch.exp(S - S.amax(-1, keepdim=True)), "fp32"), held.prec)
+            l = round_to(torch.exp(S - S.amax(-1, keepdim=True)), "fp32").sum(-1, keepdim=True)
+            return (E @ v) / l
+        return round_to(P, held.prec) @ v
 
     @staticmethod
     def backward(ctx, dy):
         q, k, v, P = ctx.saved_tensors
+        held = ctx.held
         scale = 1.0 / math.sqrt(q.shape[-1])
         dP = dy @ v.transpose(-2, -1)
-        o = ctx.held.o
-        D = (dy * o).sum(-1, keepdim=True) if o is not None else (P * dP).sum(-1, keepdim=True)
-        dS = P * (dP - D)
-        return (dS @ k) * scale, (dS.transpose(-2, -1) @ q) * scale, P.transpose(-2, -1) @ dy, None
+        Pv = P if held.prec is None else round_to(P, held.prec)  # the P dV reads
+        Ps = Pv if not held.exact else P  # the P dS and D read: the default kernel's kept, rounded P
+        o = held.o
+        D = (dy * o).sum(-1, keepdim=True) if o is not None else (Ps * dP).sum(-1, keepdim=True)
+        dS = Ps * (dP - D)
+        return (dS @ k) * scale, (dS.transpose(-2, -1) @ q) * scale, Pv.transpose(-2, -1) @ dy, None
 
 
 class _Held:
-    """The attention's kept output, for its backward's D (None: D from P and dP)."""
+    """The attention's kept output, for its backward's D (None: D from P and dP); the dtype its
+    probabilities round to (None: none) and which kernel's rounding (exact: FlashAttention's)."""
     o = None
+    prec = None
+    exact = False
 
 
 class _Record:
@@ -199,6 +216,8 @@ class PrecisionGPT2:
             qkv = R(h + "attn.qkv", a @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"])
             q, k, v = (t.reshape(B, T, H, C // H).transpose(1, 2) for t in qkv.split(C, dim=2))
             held = _Held()
+            held.prec = prec if prec in DTYPES and fault != "p-unrounded" else None
+            held.exact = self.d_from_out
             y = R(h + "attn.y", _Attention.apply(q, k, v, held).transpose(1, 2).reshape(B, T, C),
                   skip=fault == "attn-unrounded")
             if self.d_from_out:

@@ -186,6 +186,10 @@ typedef enum { MDC_PREC_FP32 = 0, MDC_PREC_BF16, MDC_PREC_RUN, MDC_PREC_GEMM } m
 /* The width of the run's activations and compute weights: 4 (fp32, the default) or 2 (bf16, fp16). */
 void mdc_dev_set_dtype(mdc_device *dev, int bytes);
 int mdc_dev_dtype(const mdc_device *dev);
+/* The 16-bit format a kernel rounds its internal product inputs to (the attention's probabilities
+ * before P V, as FlashAttention's): 0 none, 1 bf16, 2 fp16 (mdc_round_half's kind). */
+void mdc_dev_set_half(mdc_device *dev, int kind);
+int mdc_dev_half(const mdc_device *dev);
 
 /* A kernel: advances the clock by max(flops/peak, hbm_bytes/hbm_bw) + launch overhead;
  * counts flops as FP ops, hbm_bytes as HBM traffic. Time goes to "compute" if flop-bound,
@@ -288,6 +292,8 @@ float mdc_f16_to_f32(uint16_t h);
  * writes each element's 2 bytes before any float it has not read, unpacking runs back to front). */
 void mdc_pack_half(void *dst, const float *src, size_t n, int bf16);
 void mdc_unpack_half(float *dst, const void *src, size_t n, int bf16);
+/* x[0..n) rounded in place to bf16 (kind 1) or fp16 (2), kept as floats; kind 0: unchanged. */
+void mdc_round_half(float *x, size_t n, int kind);
 
 /* Wall clock, seconds (monotonic). */
 double mdc_wall_time(void);

@@ -239,8 +239,9 @@ typedef struct mdc_i_attention {
                            const float *qkv, const float *att, const mdc_dropout *drop);
 } mdc_i_attention;
 extern const mdc_i_attention mdc_i_attention_kernel, mdc_i_attention_exact, mdc_i_attention_cp;
-/* In 16 bits attention reads q, k, v of the dtype and rounds its output and their gradients (the
- * scores, softmax and products inside stay fp32, a fused kernel's registers). */
+/* In 16 bits attention reads q, k, v of the dtype and rounds its output and their gradients; inside,
+ * the scores and softmax stay fp32 and the kernels round the probabilities before P V and dV's
+ * P^T dO (mdc_dev_half), as FlashAttention does. */
 static inline mdc_status mdc_i_attend(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, float *att, float *qkv) {
     mdc_dropout dd;
     TRY(m->attn->forward(m, a, l, out, att, qkv, drop_of(m, a, l, MDC_DROP_ATTN, &dd)));

@@ -8,38 +8,7 @@
  * dtype's width (mdc_dev_alloc_held). */
 #include "model_internal.h"
 
-static void round_bf16(float *x, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-        u = nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u); /* NaN stays (quiet); ties to even */
-        u &= 0xffff0000u;
-        memcpy(&x[i], &u, sizeof u);
-    }
-}
-
-/* fp16's normal range by the bits (10 mantissa bits kept, ties to even); subnormals, overflow to
- * infinity and NaN by the conversion's general path */
-static void round_f16(float *x, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        uint32_t a = u & 0x7fffffffu;
-        if (a >= 0x38800000u && a < 0x477fe000u) { /* [2^-14, 65504]: stays finite and normal */
-            u += 0xfffu + ((u >> 13) & 1u);
-            u &= 0xffffe000u;
-            memcpy(&x[i], &u, sizeof u);
-        } else x[i] = mdc_f16_to_f32(mdc_f32_to_f16(x[i])); /* above 65504: infinity */
-    }
-}
-
-void mdc_round_to(int prec, float *x, size_t n) {
-    if (prec == MDC_PRECISION_BF16) round_bf16(x, n);
-    else if (prec == MDC_PRECISION_FP16) round_f16(x, n);
-}
+void mdc_round_to(int prec, float *x, size_t n) { mdc_round_half(x, n, prec); }
 
 /* the compute copy of tensor gi and of the unit's range [off, off + n) from the master */
 static void refresh(mdc_gpt2 *m, size_t off, size_t n) {
@@ -80,6 +49,7 @@ mdc_status mdc_gpt2_set_precision(mdc_gpt2 *m, int prec) {
     int before = mdc_i_acts_needs(m);
     m->pc.prec = prec;
     mdc_dev_set_dtype(m->dev, prec ? 2 : 4);
+    mdc_dev_set_half(m->dev, prec); /* the attention kernels round their probabilities */
     if (prec) {
         size_t held = (m->floats ? m->floats : 1) * sizeof(float);
         m->pc.charged = !(m->flags & MDC_GPT2_HOST_PARAMS); /* ZeRO-3 charges its gathered units */

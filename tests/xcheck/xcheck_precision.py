@@ -123,16 +123,23 @@ def not_of_dtype(a, prec):
     return int(np.sum(round_to(torch.from_numpy(a), prec).numpy() != a))
 
 
-def stats(got, ref, prec):
+def internal(name):
+    """The sites whose kernel rounds an operand of its own (the attention's probabilities before
+    P V, and before dV's P^T dO): a probability that float32 and float64 round apart moves an
+    element by up to its ulp times |v|, at most u max|ref| more."""
+    return name.endswith("attn.y") or name.endswith("attn.qkv") and name.startswith("grad.")
+
+
+def stats(got, ref, prec, extra=0.0):
     """same: fraction bit-identical; ulps: max |got - ref| / ulp(ref); rel: max|got - ref| /
-    max|ref| in u; within: every element <= 1 ulp + SLACK max|ref|; beyond: max(|got - ref| -
-    ulp(ref)) / max|ref|, in 2^-24."""
+    max|ref| in u; within: every element <= 1 ulp + (SLACK + extra) max|ref|; beyond: max(|got -
+    ref| - ulp(ref)) / max|ref|, in 2^-24."""
     got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
     d = np.abs(got - ref)
     u1 = ulp(ref, prec)
     scale = np.abs(ref).max() if ref.size else 0.0
     return dict(same=float(np.mean(got == ref)), ulps=float((d / u1).max()), rel=rel_err(got, ref) / UNIT[prec],
-                within=bool(np.all(d <= u1 + SLACK * scale)),
+                within=bool(np.all(d <= u1 + (SLACK + extra) * scale)),
                 beyond=float(max(0.0, (d - u1).max()) / scale / 2.0 ** -24) if scale > 0 else 0.0)
 
 
@@ -153,11 +160,12 @@ def per_site(got, ref, prec, params, label):
             if rows[n]["rel"] > FP32_TOL:
                 bad.append(f"{label} {n}: rel {rows[n]['rel']:.2e} > {FP32_TOL:.0e}")
             continue
-        s = rows[n] = stats(got[n], r, prec)
+        s = rows[n] = stats(got[n], r, prec, UNIT[prec] if internal(n) else 0.0)
         if s["same"] < SAME_MIN:
             bad.append(f"{label} {n}: {100 * s['same']:.2f}% bit-identical < {100 * SAME_MIN:.0f}%")
         elif not s["within"]:
-            bad.append(f"{label} {n}: an element beyond 1 ulp + 2^-20 max|ref| ({s['ulps']:.0f} ulps)")
+            bad.append(f"{label} {n}: an element beyond 1 ulp + 2^-20 max|ref|{' + u max|ref|' * internal(n)} "
+                       f"({s['ulps']:.0f} ulps)")
     return bad, rows
 
 
