@@ -67,36 +67,38 @@ float mdc_f16_to_f32(uint16_t h) {
     return float_of(sign | ((e + 112) << 23) | (m << 13));
 }
 
-/* in place, for mixed precision (the model's tensors, the attention kernels' probabilities) */
-static void round_bf16(float *x, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-        u = nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u); /* NaN stays (quiet); ties to even */
-        u &= 0xffff0000u;
-        memcpy(&x[i], &u, sizeof u);
-    }
+/* in place, for mixed precision (the model's tensors, the attention kernels' probabilities): one
+ * element's rounding, then the loops (a large tensor's spread over the threads; a short row, as the
+ * attention kernels round from inside their own parallel regions, without an OpenMP construct) */
+static inline float bf16_of(float f) {
+    uint32_t u = bits_of(f);
+    uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+    u = nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u); /* NaN stays (quiet); ties to even */
+    return float_of(u & 0xffff0000u);
 }
 
 /* fp16's normal range by the bits (10 mantissa bits kept, ties to even); subnormals, overflow to
  * infinity and NaN by the conversion's general path */
-static void round_f16(float *x, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        uint32_t a = u & 0x7fffffffu;
-        if (a >= 0x38800000u && a < 0x477fe000u) { /* [2^-14, 65504]: stays finite and normal */
-            u += 0xfffu + ((u >> 13) & 1u);
-            u &= 0xffffe000u;
-            memcpy(&x[i], &u, sizeof u);
-        } else x[i] = mdc_f16_to_f32(mdc_f32_to_f16(x[i])); /* above 65504: infinity */
-    }
+static inline float f16_of(float f) {
+    uint32_t u = bits_of(f), a = u & 0x7fffffffu;
+    if (a >= 0x38800000u && a < 0x477fe000u) /* [2^-14, 65504]: stays finite and normal */
+        return float_of((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+    return mdc_f16_to_f32(mdc_f32_to_f16(f)); /* above 65504: infinity */
 }
 
 void mdc_round_half(float *x, size_t n, int kind) {
-    if (kind == 1) round_bf16(x, n);
-    else if (kind == 2) round_f16(x, n);
+    if (kind != 1 && kind != 2) return;
+    if (n > 65536) {
+        if (kind == 1) {
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < n; i++) x[i] = bf16_of(x[i]);
+        } else {
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < n; i++) x[i] = f16_of(x[i]);
+        }
+    } else if (kind == 1) {
+        for (size_t i = 0; i < n; i++) x[i] = bf16_of(x[i]);
+    } else {
+        for (size_t i = 0; i < n; i++) x[i] = f16_of(x[i]);
+    }
 }
