@@ -38,10 +38,7 @@ near() { # what ranks args...: default mode within the dtype's limits of serial
 }
 exact "bf16 exact, 8 ranks --tp 2 --sp --cp 2 --pp 2 (qwen3-tiny): serial's bits" 8 --config qwen3-tiny --tp 2 --sp --cp 2 --pp 2 --microbatches 2 --precision bf16
 exact "fp16 exact, --dp 2 --zero 3 --tp 2 (qwen2-moe-tiny: routed and shared experts): serial's bits" 4 --config qwen2-moe-tiny --dp 2 --zero 3 --tp 2 --precision fp16
-exact "bf16 exact, --pp 2 zb-h1 --dp 2 --zero 1 --recompute full: serial's bits" 4 --config tiny --pp 2 --dp 2 --zero 1 --schedule zb-h1 --microbatches 4 --recompute full --precision bf16
 near "bf16 default, --tp 2 --sp --dp 2 with dropout: within bf16's limits of serial" 4 --config tiny --tp 2 --sp --dp 2 --dropout 0.1 --precision bf16
-near "fp16 default, --tp 2 --sp --pp 2 (llama-tiny): within fp16's limits of serial" 4 --config llama-tiny --tp 2 --sp --pp 2 --microbatches 2 --precision fp16
-near "bf16 default, --cp 2 ring (qwen3-tiny): within bf16's limits of serial" 2 --config qwen3-tiny --cp 2 --precision bf16
 
 what="fp16: a planted inf skips step 2 on every rank, halves the scale, and the run goes on"
 if scenario "$what"; then
@@ -231,6 +228,9 @@ if scenario "$what"; then
 fi
 
 tier=long
+exact "bf16 exact, --pp 2 zb-h1 --dp 2 --zero 1 --recompute full: serial's bits" 4 --config tiny --pp 2 --dp 2 --zero 1 --schedule zb-h1 --microbatches 4 --recompute full --precision bf16
+near "fp16 default, --tp 2 --sp --pp 2 (llama-tiny): within fp16's limits of serial" 4 --config llama-tiny --tp 2 --sp --pp 2 --microbatches 2 --precision fp16
+near "bf16 default, --cp 2 ring (qwen3-tiny): within bf16's limits of serial" 2 --config qwen3-tiny --cp 2 --precision bf16
 exact "bf16 exact, deepseek-moe-tiny --ep 2 --dp 4 --tp 2 --sp --etp 2: serial's bits" 8 --config deepseek-moe-tiny --ep 2 --dp 4 --tp 2 --sp --etp 2 --precision bf16
 exact "fp16 exact, qwen3-tiny --cp 2 ulysses: serial's bits" 2 --config qwen3-tiny --cp 2 --cp-algo ulysses --precision fp16
 near "bf16 default, qwen3-moe-tiny --ep 2 --dp 2 --tp 2 --sp: within bf16's limits" 4 --config qwen3-moe-tiny --ep 2 --dp 2 --tp 2 --sp --precision bf16
