@@ -187,6 +187,17 @@ if scenario "$what"; then
     [ $ok = 1 ] && pass "$what"
 fi
 
+what="bf16 --pp 2: the boundary tensors move 16-bit, half fp32's bytes, each stage's equal to its formula"
+if scenario "$what"; then
+    run p16 2 --steps 1 --pp 2 --microbatches 4 --precision bf16
+    run p32 2 --steps 1 --pp 2 --microbatches 4
+    b16=$(sed -nE 's/^  0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+) +([0-9]+) ok$/\1/p' "$tmp/p16.out")
+    b32=$(sed -nE 's/^  0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+) +([0-9]+) ok$/\1/p' "$tmp/p32.out")
+    if [ $rc = 0 ] && [ -n "$b16" ] && [ "$((2 * b16))" = "$b32" ] && ! grep -q DIFFERS "$tmp/p16.out" &&
+        grep -q "one boundary tensor .* (16-bit: 2 bytes an element)" "$tmp/p16.out"; then pass "$what"
+    else flunk "$what" "stage 0: bf16 $b16 bytes, fp32 $b32"; grep -E "DIFFERS" "$tmp/p16.out" | head -3; fi
+fi
+
 what="--grad-reduce bf16: the gradients' bytes halve (the bytes line equals its formula), serial within bf16's limits"
 if scenario "$what"; then
     ok=1

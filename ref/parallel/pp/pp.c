@@ -55,6 +55,10 @@ mdc_status mdc_pp_create(mdc_pp **out, mdc_gpt2 *m, mdc_group *g, const char *sc
         }
     const mdc_gpt2_comm *c = mdc_gpt2_get_comm(m);
     pp->floats = (size_t)rows * (size_t)(T / (c ? c->seq_split : 1)) * (size_t)mdc_gpt2_get_config(m)->C;
+    /* 16 bits: the residual stream and its gradient hold values of the dtype (the same values) */
+    pp->half = mdc_gpt2_get_precision(m);
+    if (!st && pp->half && !(pp->h16 = malloc((2 * (size_t)pp->nsets + 1) * pp->floats * sizeof(uint16_t))))
+        st = mdc_fail(MDC_ERR_OOM_HOST, "pipeline: 16-bit boundary tensors");
     if (st) {
         mdc_pp_free(pp);
         return st;
@@ -69,7 +73,7 @@ void mdc_pp_free(mdc_pp *pp) {
         mdc_waitall(pp->sets[i].req, 2);
         mdc_gpt2_acts_free(pp->sets[i].a);
     }
-    free(pp->sets), free(pp->slot), free(pp->rec);
+    free(pp->sets), free(pp->slot), free(pp->rec), free(pp->h16);
     mdc_pp_schedule_free(&pp->s);
     free(pp);
 }
@@ -94,6 +98,23 @@ static mdc_status take_set(mdc_pp *pp, int mb, int chunk, pp_set **out) {
                     pp->stage, mb, chunk);
 }
 
+/* A boundary tensor's messages: floats, or in 16 bits packed into the set's staging (dir 0 its
+ * output, 1 its input gradient) and received through the shared one. */
+static size_t wire_bytes(const mdc_pp *pp) { return pp->floats * (pp->half ? sizeof(uint16_t) : sizeof(float)); }
+static mdc_status send_boundary(mdc_pp *pp, pp_set *set, int dir, const float *x, int to, int tg) {
+    if (!pp->half) return mdc_isend(x, wire_bytes(pp), to, tg, pp->g, &set->req[dir]);
+    uint16_t *h = pp->h16 + (2 * (size_t)(set - pp->sets) + (size_t)dir) * pp->floats;
+    mdc_pack_half(h, x, pp->floats, pp->half == MDC_PRECISION_BF16);
+    return mdc_isend(h, wire_bytes(pp), to, tg, pp->g, &set->req[dir]);
+}
+static mdc_status recv_boundary(mdc_pp *pp, float *x, int from, int tg) {
+    if (!pp->half) return mdc_recv(x, wire_bytes(pp), from, tg, pp->g);
+    uint16_t *h = pp->h16 + 2 * (size_t)pp->nsets * pp->floats;
+    mdc_status st = mdc_recv(h, wire_bytes(pp), from, tg, pp->g);
+    if (!st) mdc_unpack_half(x, h, pp->floats, pp->half == MDC_PRECISION_BF16);
+    return st;
+}
+
 /* Message tags: the boundary into virtual stage vs of micro-batch mb, forward (0) or backward (1);
  * messages between two ranks with one tag arrive in order, so the tags may wrap. */
 static int tag(const mdc_pp *pp, int mb, int vs, int dir) { return 2 * ((mb * pp->p * pp->s.v + vs) % 2048) + dir; }
@@ -103,7 +124,7 @@ static int tag(const mdc_pp *pp, int mb, int vs, int dir) { return 2 * ((mb * pp
 static mdc_status forward(mdc_pp *pp, mdc_step_plan *p, int mb, int chunk, const int *inputs, const int *targets,
                           double *rec, pp_set **out) {
     mdc_gpt2 *m = p->m;
-    size_t rows = (size_t)p->micro_batch * p->seq, bytes = pp->floats * sizeof(float);
+    size_t rows = (size_t)p->micro_batch * p->seq;
     int P = pp->p * pp->s.v, vs = chunk * pp->p + pp->stage, lo, hi;
     int next = (pp->stage + 1) % pp->p, prev = (pp->stage + pp->p - 1) % pp->p;
     pp_set *set = NULL;
@@ -115,7 +136,7 @@ static mdc_status forward(mdc_pp *pp, mdc_step_plan *p, int mb, int chunk, const
     mdc_gpt2_acts_set_row0(a, p->row0 + mb * p->micro_batch);
     if ((st = mdc_gpt2_set_batch(a, inputs + mb * rows, targets + mb * rows, p->micro_batch, p->seq))) return st;
     if (vs == 0) st = mdc_gpt2_embed_forward(m, a);
-    else st = mdc_recv(mdc_gpt2_acts_input(a), bytes, prev, tag(pp, mb, vs, 0), pp->g), rec[PP_START] = now(m);
+    else st = recv_boundary(pp, mdc_gpt2_acts_input(a), prev, tag(pp, mb, vs, 0)), rec[PP_START] = now(m);
     for (int l = lo; !st && l < hi; l++) st = mdc_gpt2_block_forward(m, a, l);
     if (st) return st;
     if (vs == P - 1) {
@@ -124,7 +145,7 @@ static mdc_status forward(mdc_pp *pp, mdc_step_plan *p, int mb, int chunk, const
         p->loss_sum += sum;
         return st;
     }
-    return mdc_isend(mdc_gpt2_acts_residual(a), bytes, next, tag(pp, mb, vs + 1, 0), pp->g, &set->req[0]);
+    return send_boundary(pp, set, 0, mdc_gpt2_acts_residual(a), next, tag(pp, mb, vs + 1, 0));
 }
 
 /* The schedule's forwards alone, in its order, each set free again once its output is sent
@@ -147,7 +168,6 @@ mdc_status mdc_pp_run_forward(mdc_pp *pp, mdc_step_plan *p, const int *inputs, c
 
 mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int *targets) {
     mdc_gpt2 *m = p->m;
-    size_t bytes = pp->floats * sizeof(float);
     int P = pp->p * pp->s.v, next = (pp->stage + 1) % pp->p, prev = (pp->stage + pp->p - 1) % pp->p;
     double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
     mdc_dev_counters c0, c1;
@@ -170,15 +190,13 @@ mdc_status mdc_pp_run(mdc_pp *pp, mdc_step_plan *p, const int *inputs, const int
                 if ((st = mdc_waitall(&set->req[1], 1))) break; /* the last input gradient sent from this set */
                 if (vs == P - 1) st = mdc_gpt2_head_backward(m, a, mdc_plan_dloss(p));
                 else
-                    st = mdc_recv(mdc_gpt2_acts_dresidual(a), bytes, next, tag(pp, mb, vs, 1), pp->g),
+                    st = recv_boundary(pp, mdc_gpt2_acts_dresidual(a), next, tag(pp, mb, vs, 1)),
                     rec[PP_START] = now(m);
                 int parts = pp->s.split ? MDC_BWD_INPUT : MDC_BWD_BOTH;
                 for (int l = hi - 1; !st && l >= lo; l--) st = mdc_gpt2_block_backward(m, a, l, parts);
                 if (st) break;
                 if (vs == 0) st = mdc_gpt2_embed_backward(m, a);
-                else
-                    st = mdc_isend(mdc_gpt2_acts_dresidual(a), bytes, prev, tag(pp, mb, vs - 1, 1), pp->g,
-                                   &set->req[1]);
+                else st = send_boundary(pp, set, 1, mdc_gpt2_acts_dresidual(a), prev, tag(pp, mb, vs - 1, 1));
                 if (!pp->s.split) set->mb = -1, pp->held--;
             } else {
                 for (int l = hi - 1; !st && l >= lo; l--) st = mdc_gpt2_block_backward(m, a, l, MDC_BWD_WEIGHT);

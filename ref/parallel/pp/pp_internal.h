@@ -23,6 +23,8 @@ struct mdc_pp {
     pp_set *sets;
     int *slot;           /* chunk m + micro-batch -> set */
     size_t floats;       /* one boundary tensor */
+    int half;            /* a mixed-precision run's boundary tensors move in 16 bits: 1 bf16, 2 fp16 */
+    uint16_t *h16;       /* then their staging: each set's two sends, then one receive (floats halves each) */
     double sent;         /* bytes this stage sent in the last step */
     double busy, t0, t1; /* virtual seconds of the last step's schedule: computing; its start and end */
     double *rec;         /* the last step's actions, PP_REC doubles each */

@@ -28,7 +28,7 @@ mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out) {
     if (!st && pp->stage == 0) {
         const mdc_pp_schedule *s = &pp->s;
         int p = pp->p, m = s->m, v = s->v;
-        double per = (double)pp->floats * sizeof(float), t0 = all[R_T0], t1 = all[R_T1], tf = 0, tb = 0, tw = 0;
+        double per = (double)pp->floats * (pp->half ? 2 : 4), t0 = all[R_T0], t1 = all[R_T1], tf = 0, tb = 0, tw = 0;
         for (int q = 0; q < p; q++) { /* the makespan over every stage's clock; the mean action times */
             const double *f = all + R_N * q;
             t0 = f[R_T0] < t0 ? f[R_T0] : t0, t1 = f[R_T1] > t1 ? f[R_T1] : t1;
@@ -37,7 +37,8 @@ mdc_status mdc_pp_report(const mdc_pp *pp, FILE *out) {
         double span = t1 - t0, form = mdc_pp_bubble_formula(s, tf, tb, tw);
         fprintf(out, "\npipeline: p = %d stages, m = %d micro-batches, schedule %s", p, m, s->name);
         if (v > 1) fprintf(out, ", v = %d model chunks per stage", v);
-        fprintf(out, "; one boundary tensor (b, s/sp, h) = %.0f bytes\n", per);
+        fprintf(out, "; one boundary tensor (b, s/sp, h) = %.0f bytes%s\n", per,
+                pp->half ? " (16-bit: 2 bytes an element)" : "");
         fprintf(out,
                 "  makespan %.3f ms (the first start to the last end over the stages); mean F %.3f ms, B %.3f ms%s",
                 span * 1e3, tf * 1e3, tb * 1e3, s->split ? "" : "\n");
