@@ -42,6 +42,13 @@ mdc_status mdc_parse_double(const char *opt, const char *v, double *out) {
     return MDC_OK;
 }
 
+mdc_status mdc_parse_precision(const char *opt, const char *v, int *out) {
+    static const char *const names[] = {"fp32", "bf16", "fp16"}; /* MDC_PRECISION_* order */
+    for (int i = 0; v && i < 3; i++)
+        if (!strcmp(v, names[i])) return *out = i, MDC_OK;
+    return mdc_fail(MDC_ERR_INVALID, "%s '%s': fp32, bf16 or fp16", opt, v ? v : "");
+}
+
 mdc_status mdc_parse_float(const char *opt, const char *v, float *out) {
     double x;
     mdc_status st = mdc_parse_double(opt, v, &x);
@@ -98,6 +105,9 @@ int mdc_arg_double(const char *cmd, const char *opt, const char *v, double *out)
 
 int mdc_arg_float(const char *cmd, const char *opt, const char *v, float *out) {
     return printed(cmd, mdc_parse_float(opt, v, out));
+}
+int mdc_arg_precision(const char *cmd, const char *opt, const char *v, int *out) {
+    return printed(cmd, mdc_parse_precision(opt, v, out));
 }
 
 mdc_status mdc_adamw_check(const mdc_adamw_config *o) {

@@ -12,6 +12,7 @@ int mdc_arg_int(const char *cmd, const char *opt, const char *v, int lo, int hi,
 int mdc_arg_size(const char *cmd, const char *opt, const char *v, size_t hi, size_t *out);
 int mdc_arg_double(const char *cmd, const char *opt, const char *v, double *out);
 int mdc_arg_float(const char *cmd, const char *opt, const char *v, float *out);
+int mdc_arg_precision(const char *cmd, const char *opt, const char *v, int *out);
 
 /* The same checks returning MDC_ERR_INVALID with the reason in mdc_detail() and printing
  * nothing, for MPI commands where only rank 0 prints (mdc_runtime_die). */
@@ -21,6 +22,8 @@ mdc_status mdc_parse_double(const char *opt, const char *v, double *out);
 /* The same, for a float option: a finite nonzero value that would round to 0 or overflow to inf
  * in float is refused by its own text ("--lr 1e-300"), not later as "--lr 0". */
 mdc_status mdc_parse_float(const char *opt, const char *v, float *out);
+/* --precision fp32 | bf16 | fp16 (and --grad-reduce's names) into MDC_PRECISION_*. */
+mdc_status mdc_parse_precision(const char *opt, const char *v, int *out);
 /* A finite number in [lo, hi] (nan, inf and 1e999 are refused). */
 mdc_status mdc_parse_double_range(const char *opt, const char *v, double lo, double hi, double *out);
 

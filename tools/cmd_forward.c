@@ -153,14 +153,8 @@ int mdc_cmd_forward(int argc, char **argv) {
         else if (!strcmp(a, "--heads")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &heads);
         else if (!strcmp(a, "--steps")) ok = mdc_arg_int("forward", a, v, 0, 1 << 30, &steps);
         else if (!strcmp(a, "--exact-block")) ok = mdc_arg_int("forward", a, v, 1, 1 << 20, &xblock);
-        else if (!strcmp(a, "--precision")) {
-            static const char *const names[3] = {"fp32", "bf16", "fp16"};
-            for (prec = 0; prec < 3 && strcmp(v, names[prec]);) prec++;
-            if (prec == 3) {
-                fprintf(stderr, "minidc forward: --precision '%s': fp32, bf16 or fp16\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--lr")) ok = mdc_arg_float("forward", a, v, &opt.lr);
+        else if (!strcmp(a, "--precision")) ok = mdc_arg_precision("forward", a, v, &prec);
+        else if (!strcmp(a, "--lr")) ok = mdc_arg_float("forward", a, v, &opt.lr);
         else if (!strcmp(a, "--weight-decay")) ok = mdc_arg_float("forward", a, v, &opt.weight_decay);
         else if (!strcmp(a, "--beta1")) ok = mdc_arg_float("forward", a, v, &opt.beta1);
         else if (!strcmp(a, "--beta2")) ok = mdc_arg_float("forward", a, v, &opt.beta2);

@@ -141,13 +141,6 @@ static mdc_status parse_layout(const char *a, const char *v, int *out, int *n) {
     return MDC_OK;
 }
 
-static mdc_status parse_precision(const char *a, const char *v, int *out) {
-    static const char *const names[] = {"fp32", "bf16", "fp16"};
-    for (int i = 0; v && i < 3; i++)
-        if (!strcmp(v, names[i])) return *out = i, MDC_OK;
-    return mdc_fail(MDC_ERR_INVALID, "%s '%s': fp32, bf16 or fp16", a, v ? v : "");
-}
-
 static mdc_status parse_recompute(const char *a, const char *v, int *out) {
     static const char *const names[] = {"none", "selective", "full"};
     for (int i = 0; v && i < 3; i++)
@@ -242,9 +235,9 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
         else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
         else if (!strcmp(a, "--recompute")) st = parse_recompute(a, v, &o->recompute), o->recompute_set = 1;
-        else if (!strcmp(a, "--precision")) st = parse_precision(a, v, &o->precision);
+        else if (!strcmp(a, "--precision")) st = mdc_parse_precision(a, v, &o->precision);
         else if (!strcmp(a, "--grad-reduce")) {
-            st = parse_precision(a, v, &o->grad_reduce);
+            st = mdc_parse_precision(a, v, &o->grad_reduce);
             if (!st && o->grad_reduce == MDC_PRECISION_FP16)
                 st = mdc_fail(MDC_ERR_INVALID, "--grad-reduce 'fp16': fp32 or bf16");
         } else if (!strcmp(a, "--lr")) st = mdc_parse_float(a, v, &o->opt.lr);

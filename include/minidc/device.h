@@ -292,7 +292,8 @@ float mdc_f16_to_f32(uint16_t h);
  * writes each element's 2 bytes before any float it has not read, unpacking runs back to front). */
 void mdc_pack_half(void *dst, const float *src, size_t n, int bf16);
 void mdc_unpack_half(float *dst, const void *src, size_t n, int bf16);
-/* x[0..n) rounded in place to bf16 (kind 1) or fp16 (2), kept as floats; kind 0: unchanged. */
+/* x[0..n) rounded in place to bf16 (kind 1) or fp16 (2), kept as floats; kind 0: unchanged (the
+ * kinds are MDC_PRECISION_BF16, _FP16, _FP32 of include/minidc/model.h). */
 void mdc_round_half(float *x, size_t n, int kind);
 
 /* Wall clock, seconds (monotonic). */

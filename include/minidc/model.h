@@ -466,8 +466,8 @@ mdc_status mdc_gpt2_master_to_host(mdc_gpt2 *m);
  * exact mode, 16-bit runs only. */
 mdc_status mdc_gpt2_set_grad16(mdc_gpt2 *m, int on);
 int mdc_gpt2_grad16(const mdc_gpt2 *m);
-/* x[0..n) rounded in place to the dtype (fp32: unchanged). */
-void mdc_round_to(int prec, float *x, size_t n);
+/* A tensor rounded in place to the dtype: mdc_round_half(x, n, prec) (include/minidc/device.h),
+ * whose kinds are these values (MDC_PRECISION_FP32 leaves x unchanged). */
 
 /* ---- the block API ----------------------------------------------------------------------------
  * One micro-batch moves through: set_batch, embed_forward, block_forward(l) for each held l,

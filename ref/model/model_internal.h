@@ -362,9 +362,7 @@ static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts 
 
 /* ---- mixed precision (ref/model/precision.c) ------------------------------------------------------- */
 /* x[0..n) rounded to the run's dtype: a layer's output or input gradient (nothing in fp32) */
-static inline void mdc_i_round(const mdc_gpt2 *m, float *x, size_t n) {
-    if (m->pc.prec) mdc_round_to(m->pc.prec, x, n);
-}
+static inline void mdc_i_round(const mdc_gpt2 *m, float *x, size_t n) { mdc_round_half(x, n, m->pc.prec); }
 /* The compute copy of unit `unit`'s parameters from the master (its forward or backward starts). */
 void mdc_i_weights_ready(mdc_gpt2 *m, int unit);
 /* A unit's gradients of this micro-batch are complete: a bf16 gradient buffer rounds them. */

@@ -8,12 +8,12 @@
  * dtype's width (mdc_dev_alloc_held). */
 #include "model_internal.h"
 
-void mdc_round_to(int prec, float *x, size_t n) { mdc_round_half(x, n, prec); }
+_Static_assert(MDC_PRECISION_BF16 == 1 && MDC_PRECISION_FP16 == 2, "mdc_round_half's kinds");
 
 /* the compute copy of tensor gi and of the unit's range [off, off + n) from the master */
 static void refresh(mdc_gpt2 *m, size_t off, size_t n) {
     memcpy(m->pc.w + off, m->params + off, n * sizeof(float));
-    mdc_round_to(m->pc.prec, m->pc.w + off, n);
+    mdc_round_half(m->pc.w + off, n, m->pc.prec);
 }
 
 void mdc_i_weights_ready(mdc_gpt2 *m, int unit) {
@@ -25,7 +25,7 @@ void mdc_i_weights_ready(mdc_gpt2 *m, int unit) {
 }
 
 void mdc_i_grads_done(mdc_gpt2 *m, int unit) {
-    if (m->pc.grad16 && m->grads) mdc_round_to(MDC_PRECISION_BF16, m->grads + m->unit_off[unit], m->unit_count[unit]);
+    if (m->pc.grad16 && m->grads) mdc_round_half(m->grads + m->unit_off[unit], m->unit_count[unit], MDC_PRECISION_BF16);
 }
 
 /* the fp32 parameters moved into a new home: the device's under `cat`, or host memory (NULL name) */

@@ -141,7 +141,7 @@ int main(void) {
     TU_CHECK(mdc_f32_to_bf16(1.00390625f) == 0x3f80, "1 + 2^-8 ties to even 1");
     TU_CHECK(mdc_f32_to_bf16(1.01171875f) == 0x3f82, "1 + 3 x 2^-8 ties to even up");
 
-    /* 5. mixed precision's in-place rounding of a tensor (mdc_round_to, its fast paths) equals the
+    /* 5. mixed precision's in-place rounding of a tensor (mdc_round_half, its fast paths) equals the
      * conversion there and back, on 2^24 patterns spread over every exponent (and fp32 unchanged) */
     size_t n = (size_t)1 << 24;
     float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *z = malloc(n * sizeof(float));
@@ -152,9 +152,9 @@ int main(void) {
     }
     long rbad = 0;
     if (x && y && z) {
-        mdc_round_to(MDC_PRECISION_BF16, x, n);
-        mdc_round_to(MDC_PRECISION_FP16, y, n);
-        mdc_round_to(MDC_PRECISION_FP32, z, n);
+        mdc_round_half(x, n, MDC_PRECISION_BF16);
+        mdc_round_half(y, n, MDC_PRECISION_FP16);
+        mdc_round_half(z, n, MDC_PRECISION_FP32);
         for (size_t i = 0; i < n; i++) {
             float v = fl((uint32_t)(i * 2654435761u + 0x9e37u));
             float b = mdc_bf16_to_f32(mdc_f32_to_bf16(v)), h = mdc_f16_to_f32(mdc_f32_to_f16(v));
@@ -163,7 +163,7 @@ int main(void) {
                         (double)y[i], (double)h);
         }
     }
-    TU_CHECK(rbad == 0, "mdc_round_to: %ld of %zu patterns differ from the conversions", rbad, n);
+    TU_CHECK(rbad == 0, "mdc_round_half: %ld of %zu patterns differ from the conversions", rbad, n);
     free(x), free(y), free(z);
     return tu_finish("test_half");
 }

@@ -175,7 +175,7 @@ mdc_status mdc_i_moe_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float 
             if (y) {
                 for (int i = 0; i < C; i++) acc += o[i] * y[i];
                 for (int i = 0; i < C; i++) y[i] = g * o[i];
-                if (m->pc.prec) mdc_round_to(m->pc.prec, y, (size_t)C);
+                mdc_round_half(y, (size_t)C, m->pc.prec);
             }
             dgate[(size_t)t * k + r] = acc;
         }

@@ -67,7 +67,7 @@ mdc_status mdc_i_moe_shared_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const
         float g = q->ss[t], ds = 0;
         for (size_t c = 0; c < C; c++) ds += o[c] * y[c], dys[t * C + c] = g * o[c];
         dz[t] = ds * g * (1.0f - g);
-        if (m->pc.prec) mdc_round_to(m->pc.prec, dys + t * C, C);
+        mdc_round_half(dys + t * C, C, m->pc.prec);
     }
     mdc_dev_kernel(m->dev, 3.0 * nl * C + 3.0 * nl, 4.0 * (3.0 * nl * C + 2.0 * nl), MDC_PREC_RUN);
     memset(dx1, 0, nl * C * sizeof(float));

@@ -46,9 +46,9 @@ static mdc_status reduce_bucket(mdc_dp *dp, const dp_bucket *b) {
         float *G = mdc_gpt2_grads(dp->m);
         size_t n = b->block * (size_t)dp->N;
         mdc_dp_i_pack(dp, b, buf, G, -1);
-        if (dp->grad_dtype == MDC_BF16) mdc_dp_i_to16(buf, n);
+        if (dp->grad_dtype == MDC_BF16) mdc_pack_half(buf, buf, n, 1); /* bf16 in place */
         st = mdc_allreduce(MDC_IN_PLACE, buf, n, dp->grad_dtype, MDC_SUM, dp->g);
-        if (!st && dp->grad_dtype == MDC_BF16) mdc_dp_i_from16(buf, n);
+        if (!st && dp->grad_dtype == MDC_BF16) mdc_unpack_half(buf, buf, n, 1);
         if (!st) mdc_dp_i_unpack(dp, b, buf, G, -1);
     } else {
         st = mdc_zero_i_reduce_bucket(dp, b, buf);
@@ -193,9 +193,6 @@ fail:
     mdc_dp_free(dp);
     return st;
 }
-
-void mdc_dp_i_to16(float *buf, size_t n) { mdc_pack_half(buf, buf, n, 1); }
-void mdc_dp_i_from16(float *buf, size_t n) { mdc_unpack_half(buf, buf, n, 1); }
 
 mdc_status mdc_dp_create(mdc_dp **out, mdc_group *g, const mdc_gpt2_config *cfg_in, const mdc_dp_config *dc,
                          uint64_t seed) {

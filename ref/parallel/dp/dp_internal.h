@@ -63,10 +63,6 @@ struct mdc_dp {
     float *shard16;
 };
 
-/* --grad-reduce bf16: a bucket's floats packed into bf16 in place (n of them, rounded to nearest
- * even) before its reduction and widened back after it. */
-void mdc_dp_i_to16(float *buf, size_t n);
-void mdc_dp_i_from16(float *buf, size_t n);
 /* 2 for the bf16 gradients, else 4 */
 static inline size_t mdc_dp_i_gwidth(const mdc_dp *dp) { return dp->grad_dtype == MDC_BF16 ? 2 : 4; }
 

@@ -71,7 +71,7 @@ void mdc_zero_i_full_to_shard(const mdc_dp *dp, int q, const float *full, float 
 void mdc_zero_i_round_shard(mdc_dp *dp) {
     if (!dp->shard16) return;
     memcpy(dp->shard16, dp->shard_p, dp->S * sizeof(float));
-    mdc_round_to(dp->half == MDC_BF16 ? MDC_PRECISION_BF16 : MDC_PRECISION_FP16, dp->shard16, dp->S);
+    mdc_round_half(dp->shard16, dp->S, dp->half == MDC_BF16 ? MDC_PRECISION_BF16 : MDC_PRECISION_FP16);
 }
 
 mdc_status mdc_zero_i_alloc(mdc_dp *dp) {
@@ -172,10 +172,10 @@ mdc_status mdc_zero_i_live(mdc_dp *dp, int u) {
 mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) {
     float *G = mdc_gpt2_grads(dp->m);
     mdc_dp_i_pack(dp, b, buf, G, -1);
-    if (dp->grad_dtype == MDC_BF16) mdc_dp_i_to16(buf, b->block * (size_t)dp->N);
+    if (dp->grad_dtype == MDC_BF16) mdc_pack_half(buf, buf, b->block * (size_t)dp->N, 1); /* bf16 in place */
     mdc_status st = mdc_reduce_scatter(MDC_IN_PLACE, buf, b->block, dp->grad_dtype, MDC_SUM, dp->g);
     if (st) return st;
-    if (dp->grad_dtype == MDC_BF16) mdc_dp_i_from16(buf, b->block); /* this rank's reduced block, first */
+    if (dp->grad_dtype == MDC_BF16) mdc_unpack_half(buf, buf, b->block, 1); /* this rank's reduced block, first */
     if (dp->dc.zero == 1) { /* the reduced shard goes back into the (full) gradient array */
         for (int u = b->lo; u <= b->hi; u++) {
             size_t lo, n = mdc_dp_i_piece(dp, u, dp->r, &lo);
@@ -187,7 +187,7 @@ mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) 
      * the next micro-batch's backward, which adds to it) */
     float *dst = dp->shard_g + dp->shoff[b->lo];
     for (size_t i = 0; i < b->block; i++) dst[i] += buf[i];
-    if (dp->grad_dtype == MDC_BF16) mdc_round_to(MDC_PRECISION_BF16, dst, b->block); /* a bf16 buffer */
+    if (dp->grad_dtype == MDC_BF16) mdc_round_half(dst, b->block, MDC_PRECISION_BF16); /* a bf16 buffer */
     mdc_dev_kernel(dp->dev, (double)b->block, 12.0 * (double)b->block, MDC_PREC_FP32);
     for (int u = b->lo; u <= b->hi; u++) {
         memset(G + dp->uoff[u], 0, dp->ucount[u] * sizeof(float));
