@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dry_internal.h"
 #include "platform.h"
 
 #define ALIGN 64
@@ -23,8 +24,8 @@
 typedef struct alloc_hdr {
     struct alloc_hdr *prev, *next;
     size_t bytes, held; /* charged; held in host memory (more for a 16-bit tensor kept as floats) */
-    int cat;
-    char name[28];
+    int cat, dry;       /* dry: mapped by mdc_i_dry_map */
+    char name[24];
 } alloc_hdr;
 
 struct mdc_device {
@@ -36,6 +37,7 @@ struct mdc_device {
     int dtype_bytes; /* the run's activations and compute weights: 4 or 2 (mdc_dev_set_dtype) */
     int half;        /* the kernels' 16-bit rounding: 0, 1 bf16, 2 fp16 (mdc_dev_set_half) */
     int rank;
+    int dry; /* predict's accounting-only mode (mdc_dev_set_dry) */
     size_t in_use[MDC_MEM_COUNT + 1], peak[MDC_MEM_COUNT + 1];
     alloc_hdr *allocs;
     double egress_free[MDC_LINK_COUNT];
@@ -207,12 +209,14 @@ mdc_status mdc_dev_alloc_held(mdc_device *dev, void **out, size_t held, size_t b
                         dev->capacity, fr, pk);
     }
     size_t padded = padded_of(held);
-    alloc_hdr *h = cache_take(dev, padded);
-    if (!h) h = aligned_alloc(ALIGN, ALIGN + padded);
+    int dry = dev->dry && held >= MDC_DRY_BACKED_MAX;
+    alloc_hdr *h = dry ? mdc_i_dry_map(padded, ALIGN) : cache_take(dev, padded);
+    if (!h && !dry) h = aligned_alloc(ALIGN, ALIGN + padded);
     if (!h)
-        return mdc_fail(MDC_ERR_OOM_HOST, "rank %d: host malloc of %zu bytes for '%s' failed", dev->rank, held,
-                        name ? name : "?");
-    memset(h, 0, ALIGN + padded);
+        return mdc_fail(MDC_ERR_OOM_HOST, "rank %d: host %s of %zu bytes for '%s' failed", dev->rank,
+                        dry ? "mapping" : "malloc", held, name ? name : "?");
+    memset(h, 0, dry ? ALIGN : ALIGN + padded);
+    h->dry = dry;
     h->bytes = bytes, h->held = held;
     h->cat = cat;
     snprintf(h->name, sizeof h->name, "%s", name ? name : "");
@@ -235,7 +239,8 @@ void mdc_dev_free(mdc_device *dev, void *ptr) {
     if (h->next) h->next->prev = h->prev;
     dev->in_use[h->cat] -= h->bytes;
     dev->in_use[MDC_MEM_COUNT] -= h->bytes;
-    if (!cache_put(dev, h)) free(h);
+    if (h->dry) mdc_i_dry_unmap(h, padded_of(h->held), ALIGN);
+    else if (!cache_put(dev, h)) free(h);
 }
 
 size_t mdc_dev_mem_in_use(const mdc_device *dev, mdc_mem_category cat) {
@@ -263,6 +268,8 @@ void mdc_dev_set_dtype(mdc_device *dev, int bytes) { dev->dtype_bytes = bytes ==
 void mdc_dev_set_half(mdc_device *dev, int kind) { dev->half = kind; }
 int mdc_dev_half(const mdc_device *dev) { return dev ? dev->half : 0; }
 int mdc_dev_dtype(const mdc_device *dev) { return dev->dtype_bytes; }
+void mdc_dev_set_dry(mdc_device *dev, int on) { dev->dry = on != 0; }
+int mdc_dev_dry(const mdc_device *dev) { return dev && dev->dry; }
 
 #undef mdc_dev_kernel
 void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precision prec) {

@@ -191,6 +191,15 @@ int mdc_dev_dtype(const mdc_device *dev);
 void mdc_dev_set_half(mdc_device *dev, int kind);
 int mdc_dev_half(const mdc_device *dev);
 
+/* Predict's accounting-only ("dry") mode (minidc predict): every kernel charges its FLOPs and
+ * bytes and skips its arithmetic, messages carry their size and stamps and no payload, and an
+ * allocation of MDC_DRY_BACKED_MAX bytes or more is charged in full but backed by a small window
+ * of host memory mapped again and again (its contents are meaningless; nothing reads them). Set
+ * before the first allocation that should be dry. NULL: not dry. */
+#define MDC_DRY_BACKED_MAX (64u << 10)
+void mdc_dev_set_dry(mdc_device *dev, int on);
+int mdc_dev_dry(const mdc_device *dev);
+
 /* A kernel: advances the clock by max(flops/peak, hbm_bytes/hbm_bw) + launch overhead;
  * counts flops as FP ops, hbm_bytes as HBM traffic. Time goes to "compute" if flop-bound,
  * else to "memory". In throttle mode also waits that long (times time_scale) in wall time. */
