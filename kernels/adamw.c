@@ -2,6 +2,8 @@
  * gradient first multiplied by grad_scale (global-norm clipping), and the global norm.
  *   adamw:     FLOPs 15*n; bytes 28*n (p g m v read; p m v written)
  *   grad norm: FLOPs 2*n;  bytes 4*n
+ * On a dry device (mdc_dev_set_dry) both charge the same and touch no tensor; the norm and the
+ * sum of squares are then 0.
  * The norm is summed in double per fixed chunk of MDC_NORM_CHUNK elements, the chunk sums
  * added in chunk order: the same bits for any thread count. */
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 
 void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const float *grads, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    if (mdc_dev_dry(dev)) goto charge;
     float bc1 = 1.0f - mdc_powf_int(beta1, t), bc2 = 1.0f - mdc_powf_int(beta2, t);
     float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * weight_decay;
     long nn = (long)n;
@@ -24,13 +27,15 @@ void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const 
         v[i] = vi;
         params[i] = p - step * (mi / (sqrtf(vi) / bc2s + eps));
     }
+charge:
     mdc_k_charge_fp32(dev, 15.0 * (double)n, 28.0 * (double)n);
 }
 
 double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n) {
+    double total = 0;
+    if (mdc_dev_dry(dev)) goto charge; /* the sum is 0 */
     size_t nc = (n + MDC_NORM_CHUNK - 1) / MDC_NORM_CHUNK;
     double stackbuf[256], *part = nc <= 256 ? stackbuf : malloc(sizeof(double) * nc);
-    double total = 0;
     if (!part) { /* same sums, serially */
         for (size_t c = 0; c < nc; c++) {
             size_t i0 = c * MDC_NORM_CHUNK, i1 = i0 + MDC_NORM_CHUNK < n ? i0 + MDC_NORM_CHUNK : n;
@@ -49,6 +54,7 @@ double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n) {
         for (size_t c = 0; c < nc; c++) total += part[c];
         if (part != stackbuf) free(part);
     }
+charge:
     mdc_k_charge_fp32(dev, 2.0 * (double)n, 4.0 * (double)n);
     return total;
 }

@@ -43,6 +43,8 @@ static void attention_gqa_forward_named(const char *name, mdc_device *dev, float
     mdc_kernels_init();
     int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)d);
+    double pc = causal(T), n = (double)B * H;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *Pd = dr ? malloc(sizeof(float) * TILE * (size_t)T) : NULL; /* dropped tile rows */
@@ -86,7 +88,7 @@ static void attention_gqa_forward_named(const char *name, mdc_device *dev, float
         }
         free(Pd);
     }
-    double pc = causal(T), n = (double)B * H;
+charge:
     if (dev)
         mdc_dev_kernel_named(dev, name, n * (4.0 * d + 5 + dr) * pc,
                              n * 4 * ((2.0 + 2.0 * KV / H) * T * d + (4 + 2 * dr) * pc), MDC_PREC_GEMM);
@@ -112,6 +114,8 @@ static void attention_gqa_backward_named(const char *name, mdc_device *dev, floa
     mdc_kernels_init();
     int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)d);
+    double pc = causal(T), n = (double)B * H;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *Pd = dr ? malloc(sizeof(float) * (size_t)T * TILE) : NULL; /* dropped key tile */
@@ -166,7 +170,7 @@ static void attention_gqa_backward_named(const char *name, mdc_device *dev, floa
         }
         free(Pd);
     }
-    double pc = causal(T), n = (double)B * H;
+charge:
     if (dev)
         mdc_dev_kernel_named(dev, name, n * (8.0 * d + 4 + 2 * dr) * pc,
                              n * 4 * ((4.0 + 6.0 * KV / H) * T * d + (7 + 2 * dr) * pc), MDC_PREC_GEMM);

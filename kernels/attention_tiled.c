@@ -61,6 +61,8 @@ static void attention_gqa_forward_tiled_named(const char *name, mdc_device *dev,
     mdc_kernels_init();
     int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)d);
+    double n = (double)B * H;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *S = malloc(sizeof(float) * (TILE * TILE + 2 * TILE));
@@ -117,7 +119,7 @@ static void attention_gqa_forward_tiled_named(const char *name, mdc_device *dev,
         }
         free(S);
     }
-    double n = (double)B * H;
+charge:
     if (dev)
         mdc_dev_kernel_named(dev, name, n * (4.0 * d + 5 + dr) * causal(T), n * fwd_bytes(T, d, H, KV), MDC_PREC_GEMM);
 }
@@ -146,6 +148,8 @@ static void attention_gqa_backward_tiled_named(const char *name, mdc_device *dev
     int G = H / KV, Cq = H * d, W = (H + 2 * KV) * d, dr = dropping(drop), hk = mdc_dev_half(dev);
     int sep = dr || hk; /* the P dV reads apart from dS's: dropped, or rounded to 16 bits */
     float scale = 1.0f / sqrtf((float)d);
+    double n = (double)B * H, pc = causal(T);
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *P = malloc(sizeof(float) * ((2 + sep) * TILE * TILE + (size_t)T));
@@ -211,7 +215,7 @@ static void attention_gqa_backward_tiled_named(const char *name, mdc_device *dev
         }
         free(P);
     }
-    double n = (double)B * H, pc = causal(T);
+charge:
     if (dev)
         mdc_dev_kernel_named(dev, name, n * ((10.0 * d + 4 + 2 * dr) * pc + 2.0 * T * d), n * bwd_bytes(T, d, H, KV),
                              MDC_PREC_GEMM);

@@ -68,6 +68,7 @@ void mdc_dropout_residual_forward(mdc_device *dev, float *out, const float *res,
         mdc_residual_forward(dev, out, res, y, n);
         return;
     }
+    if (mdc_dev_dry(dev)) goto charge;
     uint64_t k = stream(drop, drop->site), thr = threshold(drop);
     float s = 1.0f / (1.0f - drop->p);
 #pragma omp parallel for schedule(static)
@@ -78,6 +79,7 @@ void mdc_dropout_residual_forward(mdc_device *dev, float *out, const float *res,
         const float *r = res + (size_t)i * Cl, *v = y + (size_t)i * Cl;
         for (int c = 0; c < Cl; c++) o[c] = kept(k, thr, i0 + (uint64_t)c) ? r[c] + v[c] * s : r[c];
     }
+charge:
     mdc_k_charge(dev, 2.0 * (double)n, 12.0 * (double)n);
 }
 
@@ -85,12 +87,15 @@ void mdc_dropout_residual_backward(mdc_device *dev, float *dy, const float *dout
                                    int Tl, int Cl) {
     size_t n = (size_t)B * Tl * Cl;
     if (!drop || !(drop->p > 0.0f)) {
-        long nn = (long)n;
+        if (!mdc_dev_dry(dev)) {
+            long nn = (long)n;
 #pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < nn; i++) dy[i] += dout[i];
+            for (long i = 0; i < nn; i++) dy[i] += dout[i];
+        }
         mdc_k_charge(dev, (double)n, 12.0 * (double)n);
         return;
     }
+    if (mdc_dev_dry(dev)) goto charge;
     uint64_t k = stream(drop, drop->site), thr = threshold(drop);
     float s = 1.0f / (1.0f - drop->p);
 #pragma omp parallel for schedule(static)
@@ -102,5 +107,6 @@ void mdc_dropout_residual_backward(mdc_device *dev, float *dy, const float *dout
         for (int c = 0; c < Cl; c++)
             if (kept(k, thr, i0 + (uint64_t)c)) g[c] += d[c] * s;
     }
+charge:
     mdc_k_charge(dev, 2.0 * (double)n, 12.0 * (double)n);
 }

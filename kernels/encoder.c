@@ -17,13 +17,15 @@
 
 void mdc_encoder_forward(mdc_device *dev, float *out, const int *inp, const float *wte, const float *wpe, int B, int T,
                          int C) {
+    double n = (double)B * T;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         const float *e = wte + (size_t)inp[bt] * C, *p = wpe + (size_t)(bt % T) * C;
         float *o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
     }
-    double n = (double)B * T;
+charge:
     mdc_k_charge(dev, n * C, 4.0 * (n + 3.0 * n * C));
 }
 
@@ -34,6 +36,7 @@ void mdc_encoder_backward(mdc_device *dev, float *dwte, float *dwpe, const float
 
 void mdc_embed_shard_forward(mdc_device *dev, float *out, const int *inp, const float *wte, int lo, int rows, int N,
                              int C) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         float *o = out + (size_t)i * C;
@@ -41,18 +44,21 @@ void mdc_embed_shard_forward(mdc_device *dev, float *out, const int *inp, const 
         if (r >= 0 && r < rows) memcpy(o, wte + (size_t)r * C, sizeof(float) * C);
         else memset(o, 0, sizeof(float) * C);
     }
+charge:
     mdc_k_charge(dev, 0, 4.0 * ((double)N + 2.0 * N * C));
 }
 
 void mdc_embed_positions(mdc_device *dev, float *out, const float *in, const float *wpe, int B, int Tl, const int *pos,
                          int pos0, int C) {
+    double n = (double)B * Tl;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * Tl; bt++) {
         const float *e = in + (size_t)bt * C, *p = wpe + (size_t)(pos ? pos[bt % Tl] : pos0 + bt % Tl) * C;
         float *o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
     }
-    double n = (double)B * Tl;
+charge:
     mdc_k_charge(dev, n * C, 12.0 * n * C);
 }
 
@@ -60,6 +66,8 @@ void mdc_embed_shard_backward(mdc_device *dev, float *dwte, float *dwpe, const f
                               int rows, const int *pos, int B, int T, int C) {
     enum { CB = 32 };
     int ncb = (C + CB - 1) / CB;
+    double n = (double)B * T;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
 #pragma omp for schedule(static) nowait
@@ -82,7 +90,7 @@ void mdc_embed_shard_backward(mdc_device *dev, float *dwte, float *dwpe, const f
             }
         }
     }
-    double n = (double)B * T;
+charge:
     if (dwpe) mdc_k_charge(dev, 2.0 * n * C, 4.0 * (n + 5.0 * n * C));
     else mdc_k_charge(dev, n * C, 4.0 * (n + 3.0 * n * C));
 }

@@ -65,6 +65,7 @@ static int block_end(const mdc_attn_pair *p, int j0, int n, int blk) {
 void mdc_x_attn_max(mdc_device *dev, const mdc_attn_pair *p, int blk) {
     int hs = p->hs;
     float scale = 1.0f / sqrtf((float)hs);
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *kt = malloc(sizeof(float) * (size_t)blk * (hs + 1)), *s = kt + (size_t)blk * hs;
@@ -88,12 +89,14 @@ void mdc_x_attn_max(mdc_device *dev, const mdc_attn_pair *p, int blk) {
         }
         free(kt);
     }
+charge:
     charge(dev, p, 2.0 * hs);
 }
 
 void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t xl, size_t xo, int blk) {
     int hs = p->hs, dr = dropping(p->drop), hk = mdc_dev_half(dev);
     float scale = 1.0f / sqrtf((float)hs);
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *kt = malloc(sizeof(float) * ((size_t)blk * (hs + 1) + hs)), *e = kt + (size_t)blk * hs, *acc = e + blk;
@@ -131,10 +134,13 @@ void mdc_x_attn_sum(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, size_t
         }
         free(kt);
     }
+charge:
     charge(dev, p, 4.0 * hs + 5);
 }
 
 void mdc_x_attn_finish(mdc_device *dev, const mdc_attn_pair *p, const mdc_xsum *x, size_t xl, size_t xo, float *lse) {
+    double n = (double)p->B * p->NH * p->nq;
+    if (mdc_dev_dry(dev)) goto charge;
     for (int b = 0; b < p->B; b++)
         for (int h = 0; h < p->NH; h++)
             for (int i = 0; i < p->nq; i++) {
@@ -145,11 +151,13 @@ void mdc_x_attn_finish(mdc_device *dev, const mdc_attn_pair *p, const mdc_xsum *
                 for (int y = 0; y < p->hs; y++) p->o[oi + y] = p->o[oi + y] / l;
                 lse[si] = p->m[si] + mdc_logf(l);
             }
-    double n = (double)p->B * p->NH * p->nq;
+charge:
     mdc_dev_kernel(dev, n * (p->hs + 2), 4.0 * n * (3.0 * p->hs + 3), MDC_PREC_RUN);
 }
 
 void mdc_x_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
+    double n = (double)p->B * p->NH * p->nq;
+    if (mdc_dev_dry(dev)) goto charge;
     for (int b = 0; b < p->B; b++)
         for (int h = 0; h < p->NH; h++)
             for (int i = 0; i < p->nq; i++) {
@@ -158,7 +166,7 @@ void mdc_x_attn_rowdot(mdc_device *dev, const mdc_attn_pair *p, float *D) {
                 for (int y = 0; y < p->hs; y++) s = s + p->dout[off + y] * p->o[off + y];
                 D[b * p->s_bs + h * p->s_hs + i] = s;
             }
-    double n = (double)p->B * p->NH * p->nq;
+charge:
     mdc_dev_kernel(dev, 2.0 * n * p->hs, 4.0 * n * (2.0 * p->hs + 1), MDC_PREC_RUN);
 }
 
@@ -191,6 +199,7 @@ void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, s
     float scale = 1.0f / sqrtf((float)hs);
     int qb0 = p->qpos0 / blk, qb1 = (p->qpos0 + p->nq + blk - 1) / blk, kb0 = p->kpos0 / blk;
     int kb1 = (p->kpos0 + p->nk + blk - 1) / blk;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         size_t tb = (size_t)blk * blk, kb = (size_t)blk * hs;
@@ -248,5 +257,6 @@ void mdc_x_attn_backward(mdc_device *dev, const mdc_attn_pair *p, mdc_xsum *x, s
         }
         free(P);
     }
+charge:
     charge(dev, p, 10.0 * hs + 4);
 }

@@ -130,9 +130,11 @@ static float *pack_transposed(const float *W, int ldw, int K, int N) {
 
 void mdc_x_wgrad(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int lda, const float *Bm, int ldb, int n,
                  int IN, int OUT, int blk) {
+    double N = n, I = IN, O = OUT;
+    if (mdc_dev_dry(dev)) goto charge;
     /* the contraction runs over the tokens: A(k, i) = A[k lda + i] */
     if (tiled_blocks(xs, off, A, (size_t)lda, 1, Bm, (size_t)ldb, IN, OUT, n, blk)) xs->oom = 1;
-    double N = n, I = IN, O = OUT;
+charge:
     charge(dev, N * I * O, (double)(n / blk) * I * O, 4 * (N * O + N * I));
 }
 
@@ -151,6 +153,7 @@ static int planted(void) {
 void mdc_x_colsum(mdc_device *dev, mdc_xsum *xs, size_t off, const float *D, int ld, int n, int OUT, int blk) {
     enum { CB = 256 };
     int ncb = (OUT + CB - 1) / CB, nb = n / blk, plant = planted();
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int cb = 0; cb < ncb; cb++) {
         int c0 = cb * CB, c1 = c0 + CB < OUT ? c0 + CB : OUT;
@@ -164,6 +167,7 @@ void mdc_x_colsum(mdc_device *dev, mdc_xsum *xs, size_t off, const float *D, int
             mdc_xsum_add(xs, off + (size_t)c0, acc, (size_t)(c1 - c0));
         }
     }
+charge:
     charge(dev, 0, (double)nb * OUT, 4.0 * n * OUT + 0.5 * n * OUT);
 }
 
@@ -174,6 +178,8 @@ void mdc_x_contract(mdc_device *dev, mdc_xsum *xs, const float *A, int lda, cons
 
 void mdc_x_contract_at(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A, int lda, const float *W, int ldw,
                        int transW, int n, int K, int OUT, int kblk) {
+    double N = n, k = K, o = OUT;
+    if (mdc_dev_dry(dev)) goto charge;
     /* W (K x OUT, row stride ldw) or, transW, its transpose is stored (OUT x K): packed once */
     float *packed = transW ? pack_transposed(W, ldw, K, OUT) : NULL;
     if (transW && !packed) {
@@ -185,13 +191,14 @@ void mdc_x_contract_at(mdc_device *dev, mdc_xsum *xs, size_t off, const float *A
                      kblk))
         xs->oom = 1;
     free(packed);
-    double N = n, k = K, o = OUT;
+charge:
     charge(dev, N * k * o, (double)(K / kblk) * N * o, 4 * (N * k + k * o));
 }
 
 void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t offb, const float *dout, const float *inp,
                            const float *mean, const float *rstd, int n, int C, int blk) {
     int nb = n / blk, ok = 1;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *tmp = calloc(2 * (size_t)C, sizeof(float));
@@ -215,6 +222,7 @@ void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t of
         free(tmp);
     }
     if (!ok) xs->oom = 1;
+charge:
     charge(dev, 0, 2.0 * nb * C, 0);
     mdc_k_charge(dev, 7.0 * n * C, 4.0 * (2.0 * n * C + 2.0 * n));
 }
@@ -222,8 +230,10 @@ void mdc_x_layernorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, size_t of
 void mdc_x_rmsnorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, const float *dout, int ldo, const float *inp,
                          int ldx, const float *rstd, int n, int heads, int d, int blk) {
     int nb = n / blk, ok = 1;
+    double u = (double)n * heads;
     /* a float partial per (token block, head): q_norm's heads are split over tp, so a partial
      * over several heads would have another rank's bits */
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *tmp = calloc((size_t)d + (size_t)blk, sizeof(float)), *rs = tmp + d;
@@ -245,13 +255,14 @@ void mdc_x_rmsnorm_wgrad(mdc_device *dev, mdc_xsum *xs, size_t offw, const float
         free(tmp);
     }
     if (!ok) xs->oom = 1;
-    double u = (double)n * heads;
+charge:
     charge(dev, 0, (double)nb * heads * d, 0);
     mdc_k_charge(dev, 3.0 * u * d, 4.0 * (2.0 * u * d + u));
 }
 
 void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, const float *dout, const int *inp, int lo,
                  int rows, const int *pos, int B, int T, int C) {
+    if (mdc_dev_dry(dev)) goto charge;
     /* one float per token and channel: the order of the tokens cannot matter */
     for (int bt = 0; bt < B * T; bt++) {
         int r = inp[bt] - lo;
@@ -263,11 +274,13 @@ void mdc_x_embed(mdc_device *dev, mdc_xsum *xs, size_t off_wte, long off_wpe, co
             for (int b = 0; b < B; b++)
                 mdc_xsum_add(xs, (size_t)off_wpe + (size_t)(pos ? pos[t] : t) * C, dout + ((size_t)b * T + t) * C,
                              (size_t)C);
+charge:
     charge(dev, 0, 2.0 * B * T * C, 4.0 * B * T * C);
 }
 
 void mdc_x_sumexp(mdc_device *dev, mdc_exact *se, const float *logits, int ld, const float *mx, int n, int valid,
                   int vblk) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
         float *e = malloc(sizeof(float) * (size_t)(vblk > 0 ? vblk : 1));
@@ -286,11 +299,14 @@ void mdc_x_sumexp(mdc_device *dev, mdc_exact *se, const float *logits, int ld, c
         }
         free(e);
     }
+charge:
     mdc_k_charge(dev, 3.0 * n * valid, 4.0 * n * valid);
 }
 
 void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const float *W, int ldw, int transW,
                   const float *bias, int n, int K, int N) {
+    double nn = n, kk = K, no = N;
+    if (mdc_dev_dry(dev)) goto charge;
     const float *Bm = W;
     float *packed = NULL;
     size_t ldb = (size_t)ldw;
@@ -330,6 +346,6 @@ void mdc_x_matmul(mdc_device *dev, float *out, const float *A, int lda, const fl
         free(ap);
     }
     free(packed);
-    double nn = n, k = K, o = N;
-    mdc_k_charge(dev, 2 * nn * k * o + (bias ? nn * o : 0), 4 * (nn * k + k * o + nn * o));
+charge:
+    mdc_k_charge(dev, 2 * nn * kk * no + (bias ? nn * no : 0), 4 * (nn * kk + kk * no + nn * no));
 }

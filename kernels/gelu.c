@@ -9,6 +9,7 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
 void mdc_gelu_forward(mdc_device *dev, float *out, const float *inp, size_t n) {
+    if (mdc_dev_dry(dev)) goto charge;
     long nn = (long)n;
 #pragma omp parallel for simd schedule(static)
     for (long i = 0; i < nn; i++) {
@@ -16,10 +17,12 @@ void mdc_gelu_forward(mdc_device *dev, float *out, const float *inp, size_t n) {
         float u = GELU_K * (x + 0.044715f * x * x * x);
         out[i] = x / (1.0f + mdc_k_exp(-2.0f * u));
     }
+charge:
     mdc_k_charge(dev, 10.0 * (double)n, 8.0 * (double)n);
 }
 
 void mdc_gelu_backward(mdc_device *dev, float *dinp, const float *inp, const float *dout, size_t n) {
+    if (mdc_dev_dry(dev)) goto charge;
     long nn = (long)n;
 #pragma omp parallel for simd schedule(static)
     for (long i = 0; i < nn; i++) {
@@ -29,5 +32,6 @@ void mdc_gelu_backward(mdc_device *dev, float *dinp, const float *inp, const flo
         float du = 2.0f * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += dout[i] * (s + x * s * (1.0f - s) * du);
     }
+charge:
     mdc_k_charge(dev, 16.0 * (double)n, 16.0 * (double)n);
 }

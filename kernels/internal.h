@@ -25,7 +25,13 @@
 /* Charges a kernel if there is a device (a macro: the trace names it by the calling kernel):
  * its bytes given as fp32's, charged at the run's dtype (mdc_dev_set_dtype); a matrix product
  * (charge_gemm) at the dtype's tensor-core peak too; AdamW's fp32 master state (charge_fp32) as
- * given. */
+ * given.
+ * Dry devices (mdc_dev_set_dry, predict): a kernel charges exactly what it charges on a normal
+ * device (the same calls, names, order, FLOPs, bytes and precision) and neither computes nor reads
+ * or writes its tensors (a dry tensor is an alias of garbage and may be huge): it tests
+ * mdc_dev_dry(dev) after its argument checks and jumps to a `charge:` label in front of its
+ * charges, whose figures come from the sizes alone (a kernel made of other kernels passes the
+ * device on); a value it returns from data is 0. tests/unit/test_dry_kernels.c checks each. */
 #define mdc_k_charge_as(dev, flops, bytes, prec)                    \
     do {                                                            \
         mdc_device *k_dev_ = (dev);                                 \

@@ -13,6 +13,7 @@
 
 void mdc_layernorm_forward(mdc_device *dev, float *out, float *mean, float *rstd, const float *inp, const float *weight,
                            const float *bias, int N, int C) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C;
@@ -30,6 +31,7 @@ void mdc_layernorm_forward(mdc_device *dev, float *out, float *mean, float *rstd
         mean[i] = m;
         rstd[i] = r;
     }
+charge:
     mdc_k_charge(dev, 8.0 * N * C, 4.0 * (2.0 * N * C + 2.0 * C + 2.0 * N));
 }
 
@@ -37,6 +39,7 @@ void mdc_layernorm_backward(mdc_device *dev, float *dinp, float *dweight, float 
                             const float *inp, const float *weight, const float *mean, const float *rstd, int N, int C) {
     enum { CB = 64 };
     int ncb = (C + CB - 1) / CB;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
 #pragma omp for schedule(static) nowait
@@ -76,6 +79,7 @@ void mdc_layernorm_backward(mdc_device *dev, float *dinp, float *dweight, float 
             }
         }
     }
+charge:
     if (dinp && dweight) mdc_k_charge(dev, 14.0 * N * C, 4.0 * (4.0 * N * C + 5.0 * C + 2.0 * N));
     else if (dinp) mdc_k_charge(dev, 10.0 * N * C, 4.0 * (4.0 * N * C + C + 2.0 * N));
     else mdc_k_charge(dev, 4.0 * N * C, 4.0 * (2.0 * N * C + 4.0 * C + 2.0 * N));

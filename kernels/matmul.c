@@ -35,21 +35,25 @@ static void fill_bias(float *out, const float *res, const float *bias, int N, in
 
 void mdc_matmul_forward(mdc_device *dev, float *out, const float *inp, const float *weight, const float *bias, int N,
                         int C, int OC) {
+    double n = N, c = C, oc = OC;
+    if (mdc_dev_dry(dev)) goto charge;
     if (bias) {
         fill_bias(out, NULL, bias, N, OC);
         mdc_k_sgemm(0, 0, N, OC, C, 1.0f, inp, C, weight, OC, 1.0f, out, OC);
     } else {
         mdc_k_sgemm(0, 0, N, OC, C, 1.0f, inp, C, weight, OC, 0.0f, out, OC);
     }
-    double n = N, c = C, oc = OC;
+charge:
     mdc_k_charge_gemm(dev, 2 * n * c * oc + n * oc, 4 * (n * c + c * oc + oc + n * oc));
 }
 
 void mdc_matmul_residual_forward(mdc_device *dev, float *out, const float *residual, const float *inp,
                                  const float *weight, const float *bias, int N, int C, int OC) {
+    double n = N, c = C, oc = OC;
+    if (mdc_dev_dry(dev)) goto charge;
     fill_bias(out, residual, bias, N, OC);
     mdc_k_sgemm(0, 0, N, OC, C, 1.0f, inp, C, weight, OC, 1.0f, out, OC);
-    double n = N, c = C, oc = OC;
+charge:
     mdc_k_charge_gemm(dev, 2 * n * c * oc + 2 * n * oc, 4 * (n * c + c * oc + oc + 2 * n * oc));
 }
 
@@ -70,24 +74,29 @@ static void bias_backward(float *dbias, const float *dout, int N, int OC) {
     }
 }
 
-/* The backward of either layout (wt: weight (OC, C)); each part only when its output is asked for. */
+/* The backward of either layout (wt: weight (OC, C)); each part only when its output is asked for.
+ * The charge is the sum of the parts' (weight, input, bias gradients, in that order). */
 static void backward_parts(mdc_device *dev, float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, int N, int C, int OC, int wt) {
     double n = N, c = C, oc = OC;
     double flops = dweight ? 2 * n * c * oc : 0, bytes = dweight ? 4 * (n * oc + n * c + 2 * c * oc) : 0;
     if (dinp) {
-        if (wt) mdc_k_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-        else mdc_k_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, weight, OC, 1.0f, dinp, C);
         flops += 2 * n * c * oc;
         bytes += 4 * (n * oc + c * oc + 2 * n * c);
     }
-    if (dweight && wt) mdc_k_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-    else if (dweight) mdc_k_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
     if (dbias) {
-        bias_backward(dbias, dout, N, OC);
         flops += n * oc;
         bytes += 4 * (n * oc + 2 * oc);
     }
+    if (mdc_dev_dry(dev)) goto charge;
+    if (dinp) {
+        if (wt) mdc_k_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+        else mdc_k_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, weight, OC, 1.0f, dinp, C);
+    }
+    if (dweight && wt) mdc_k_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    else if (dweight) mdc_k_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
+    if (dbias) bias_backward(dbias, dout, N, OC);
+charge:
     mdc_k_charge_gemm(dev, flops, bytes);
 }
 
@@ -97,25 +106,31 @@ void mdc_matmul_backward(mdc_device *dev, float *dinp, float *dweight, float *db
 }
 
 void mdc_lmhead_forward(mdc_device *dev, float *logits, const float *inp, const float *wte, int N, int C, int Vp) {
-    mdc_k_sgemm(0, 1, N, Vp, C, 1.0f, inp, C, wte, C, 0.0f, logits, Vp);
     double n = N, c = C, v = Vp;
+    if (mdc_dev_dry(dev)) goto charge;
+    mdc_k_sgemm(0, 1, N, Vp, C, 1.0f, inp, C, wte, C, 0.0f, logits, Vp);
+charge:
     mdc_k_charge_gemm(dev, 2 * n * c * v, 4 * (n * c + v * c + n * v));
 }
 
 void mdc_lmhead_backward(mdc_device *dev, float *dinp, float *dwte, const float *dlogits, const float *inp,
                          const float *wte, int N, int C, int Vp) {
+    double n = N, c = C, v = Vp;
+    if (mdc_dev_dry(dev)) goto charge;
     mdc_k_sgemm(0, 0, N, C, Vp, 1.0f, dlogits, Vp, wte, C, 1.0f, dinp, C);
     mdc_k_sgemm(1, 0, Vp, C, N, 1.0f, dlogits, Vp, inp, C, 1.0f, dwte, C);
-    double n = N, c = C, v = Vp;
+charge:
     mdc_k_charge_gemm(dev, 4 * n * c * v, 4 * (2 * n * v + 3 * v * c + 3 * n * c));
 }
 
 void mdc_linear_forward(mdc_device *dev, float *out, const float *residual, const float *inp, const float *weight,
                         const float *bias, int N, int C, int OC) {
+    double n = N, c = C, oc = OC;
+    if (mdc_dev_dry(dev)) goto charge;
     int acc = bias || residual;
     if (acc) fill_bias(out, residual, bias, N, OC);
     mdc_k_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, acc ? 1.0f : 0.0f, out, OC);
-    double n = N, c = C, oc = OC;
+charge:
     mdc_k_charge_gemm(dev, 2 * n * c * oc + (residual ? 2 : 1) * n * oc,
                       4 * (n * c + c * oc + oc + (residual ? 2 : 1) * n * oc));
 }

@@ -20,6 +20,7 @@ static inline size_t unit_at(int u, int heads, int d, int ld) {
 void mdc_rmsnorm_heads_forward(mdc_device *dev, float *out, int ldo, float *rstd, const float *inp, int ldi,
                                const float *weight, int N, int heads, int d, float eps) {
     int U = N * heads;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int u = 0; u < U; u++) {
         const float *x = inp + unit_at(u, heads, d, ldi);
@@ -31,6 +32,7 @@ void mdc_rmsnorm_heads_forward(mdc_device *dev, float *out, int ldo, float *rstd
         for (int c = 0; c < d; c++) y[c] = weight[c] * (x[c] * r);
         rstd[u] = r;
     }
+charge:
     mdc_k_charge(dev, 4.0 * U * d, 4.0 * (2.0 * U * d + d + U));
 }
 
@@ -39,6 +41,8 @@ void mdc_rmsnorm_heads_backward(mdc_device *dev, float *dinp, int ldd, float *dw
                                 int d) {
     enum { CB = 64 };
     int ncb = (d + CB - 1) / CB, U = N * heads;
+    double nd = (double)U * d;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel
     {
 #pragma omp for schedule(static) nowait
@@ -70,7 +74,7 @@ void mdc_rmsnorm_heads_backward(mdc_device *dev, float *dinp, int ldd, float *dw
             for (int c = c0; c < c1; c++) dweight[c] += dw[c - c0];
         }
     }
-    double nd = (double)U * d;
+charge:
     if (dinp && dweight) mdc_k_charge(dev, 13.0 * nd, 4.0 * (4.0 * nd + 3.0 * d + U));
     else if (dinp) mdc_k_charge(dev, 10.0 * nd, 4.0 * (4.0 * nd + d + U));
     else mdc_k_charge(dev, 3.0 * nd, 4.0 * (2.0 * nd + 2.0 * d + U));

@@ -179,12 +179,12 @@ static double rope_bytes(int heads, int d, int B, int T) { return 4.0 * (2.0 * B
 
 void mdc_rope_forward(mdc_device *dev, float *x, int ld, int heads, int d, const float *cos_t, const float *sin_t,
                       int B, int T) {
-    rope_apply(x, ld, heads, d, cos_t, sin_t, B, T, 1);
+    if (!mdc_dev_dry(dev)) rope_apply(x, ld, heads, d, cos_t, sin_t, B, T, 1);
     mdc_k_charge(dev, rope_flops(heads, d, B, T), rope_bytes(heads, d, B, T));
 }
 
 void mdc_rope_backward(mdc_device *dev, float *dx, int ld, int heads, int d, const float *cos_t, const float *sin_t,
                        int B, int T) {
-    rope_apply(dx, ld, heads, d, cos_t, sin_t, B, T, -1);
+    if (!mdc_dev_dry(dev)) rope_apply(dx, ld, heads, d, cos_t, sin_t, B, T, -1);
     mdc_k_charge(dev, rope_flops(heads, d, B, T), rope_bytes(heads, d, B, T));
 }

@@ -31,6 +31,7 @@ static float row_sumexp(const float *x, float mx, int V) {
 }
 
 void mdc_softmax_forward(mdc_device *dev, float *probs, const float *logits, int N, int V, int Vp) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = logits + (size_t)i * Vp;
@@ -45,11 +46,13 @@ void mdc_softmax_forward(mdc_device *dev, float *probs, const float *logits, int
         for (int j = 0; j < V; j++) p[j] *= inv;
         for (int j = V; j < Vp; j++) p[j] = 0;
     }
+charge:
     mdc_k_charge(dev, 5.0 * N * V, 4.0 * ((double)N * V + (double)N * Vp));
 }
 
 void mdc_crossentropy_forward(mdc_device *dev, float *losses, float *lse, const float *logits, const int *targets,
                               int N, int V, int Vp) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = logits + (size_t)i * Vp;
@@ -58,11 +61,13 @@ void mdc_crossentropy_forward(mdc_device *dev, float *losses, float *lse, const 
         lse[i] = l;
         losses[i] = l - x[targets[i]];
     }
+charge:
     mdc_k_charge(dev, 4.0 * N * V + N, 4.0 * ((double)N * V + 3.0 * N));
 }
 
 void mdc_crossentropy_backward(mdc_device *dev, float *dlogits, const float *logits, const float *lse,
                                const int *targets, float dloss, int N, int V, int Vp) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = logits + (size_t)i * Vp;
@@ -73,34 +78,42 @@ void mdc_crossentropy_backward(mdc_device *dev, float *dlogits, const float *log
         d[targets[i]] = dloss * (mdc_k_exp(xt - l) - 1.0f);
         for (int j = V; j < Vp; j++) d[j] = 0;
     }
+charge:
     mdc_k_charge(dev, 3.0 * N * V + N, 4.0 * ((double)N * V + (double)N * Vp + 2.0 * N));
 }
 
 void mdc_vocab_shard_max(mdc_device *dev, float *mx, const float *logits, int N, int Vl, int valid) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) mx[i] = valid > 0 ? row_max(logits + (size_t)i * Vl, valid) : -INFINITY;
+charge:
     mdc_k_charge(dev, (double)N * valid, 4.0 * ((double)N * valid + N));
 }
 
 void mdc_vocab_shard_sumexp(mdc_device *dev, float *se, const float *logits, const float *mx, int N, int Vl,
                             int valid) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) se[i] = valid > 0 ? row_sumexp(logits + (size_t)i * Vl, mx[i], valid) : 0.0f;
+charge:
     mdc_k_charge(dev, 3.0 * N * valid, 4.0 * ((double)N * valid + 2.0 * N));
 }
 
 void mdc_vocab_shard_target(mdc_device *dev, float *tlogit, const float *logits, const int *targets, int lo, int N,
                             int Vl, int valid) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         int j = targets[i] - lo;
         tlogit[i] = j >= 0 && j < valid ? logits[(size_t)i * Vl + j] : 0.0f;
     }
+charge:
     mdc_k_charge(dev, 0, 12.0 * N);
 }
 
 void mdc_crossentropy_backward_shard(mdc_device *dev, float *dlogits, const float *logits, const float *lse,
                                      const int *targets, int lo, float dloss, int N, int Vl, int valid) {
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *x = logits + (size_t)i * Vl;
@@ -112,5 +125,6 @@ void mdc_crossentropy_backward_shard(mdc_device *dev, float *dlogits, const floa
         if (jt >= 0 && jt < valid) d[jt] = dloss * (mdc_k_exp(xt - l) - 1.0f);
         for (int j = valid < 0 ? 0 : valid; j < Vl; j++) d[j] = 0;
     }
+charge:
     mdc_k_charge(dev, 3.0 * N * valid + N, 4.0 * ((double)N * valid + (double)N * Vl + 2.0 * N));
 }

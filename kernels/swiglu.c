@@ -12,6 +12,8 @@
 #include "internal.h"
 
 void mdc_swiglu_forward(mdc_device *dev, float *out, const float *gu, int N, int F) {
+    double n = (double)N * F;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
         const float *gate = gu + (size_t)r * 2 * F, *up = gate + F;
@@ -21,11 +23,13 @@ void mdc_swiglu_forward(mdc_device *dev, float *out, const float *gu, int N, int
             o[i] = g / (1.0f + mdc_k_exp(-g)) * up[i];
         }
     }
-    double n = (double)N * F;
+charge:
     mdc_k_charge(dev, 5.0 * n, 12.0 * n);
 }
 
 void mdc_swiglu_backward(mdc_device *dev, float *dgu, const float *gu, const float *dout, int N, int F) {
+    double n = (double)N * F;
+    if (mdc_dev_dry(dev)) goto charge;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
         const float *gate = gu + (size_t)r * 2 * F, *up = gate + F, *dy = dout + (size_t)r * F;
@@ -37,6 +41,6 @@ void mdc_swiglu_backward(mdc_device *dev, float *dgu, const float *gu, const flo
             dgate[i] += dy[i] * up[i] * s * (1.0f + g * (1.0f - s));
         }
     }
-    double n = (double)N * F;
+charge:
     mdc_k_charge(dev, 14.0 * n, 28.0 * n);
 }

@@ -188,6 +188,7 @@ test_attention_pair  -    60
 test_attention_gqa   -    60
 test_family_kernels  -    120
 test_kernel_shapes   -    60
+test_dry_kernels     -    120
 test_kernels         -    300
 test_model           -    200
 test_exact           1,2  120

@@ -12,6 +12,8 @@
  *   over independent rows/heads/columns; reductions across rows use a fixed partition that
  *   depends only on the sizes. Every matrix product is cblas_sgemm called single-threaded
  *   on a block the kernel chose (see mdc_kernels_init).
+ * - On a dry device (mdc_dev_set_dry) every kernel charges what it charges on a normal one and
+ *   neither computes nor reads or writes its tensors (a value computed from data is 0).
  * - Sizes are int; B batch, T sequence, C channels, NH heads, V vocabulary, Vp padded
  *   vocabulary (row stride of logits), N = rows (B*T). */
 #ifndef MINIDC_KERNELS_H
@@ -292,10 +294,11 @@ void mdc_adamw_update(mdc_device *dev,
  * after the step, per parameter (the bound --check-serial and the parity tests use). */
 double mdc_adamw_reach(double beta1, double beta2, int t);
 /* The L2 norm of n gradients, summed in double over fixed chunks of MDC_NORM_CHUNK
- * elements and combined in chunk order (independent of the thread count). */
+ * elements and combined in chunk order (independent of the thread count). 0 on a dry device. */
 enum { MDC_NORM_CHUNK = 16384 };
 double mdc_grad_norm(mdc_device *dev, const float *grads, size_t n);
-/* The sum of squares mdc_grad_norm takes the root of (the same chunks, the same order). */
+/* The sum of squares mdc_grad_norm takes the root of (the same chunks, the same order); 0 on a
+ * dry device. */
 double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n);
 /* PyTorch's clip_grad_norm_ factor: min(1, max_norm / (norm + 1e-6)); 1 if max_norm <= 0. */
 float mdc_clip_scale(double norm, float max_norm);
