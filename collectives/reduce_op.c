@@ -154,7 +154,7 @@ int mdc_op_parse(const char *s) {
     }
 
 void mdc_i_reduce3(void *out, const void *a, const void *b, size_t n, mdc_dtype t, mdc_op op) {
-    if (n == 0) return;
+    if (n == 0 || mdc_host_dry()) return; /* a predicting process reduces nothing (the caller charges) */
     switch (t) {
     case MDC_F32: FLOAT_OPS(float); break;
     case MDC_F64: FLOAT_OPS(double); break;
@@ -185,7 +185,7 @@ void mdc_reduce_local(void *inout, const void *in, size_t count, mdc_dtype t, md
 }
 
 void mdc_reduce_finish(void *buf, size_t count, mdc_dtype t, mdc_op op, int n) {
-    if (op != MDC_AVG || n <= 1 || count == 0) return;
+    if (op != MDC_AVG || n <= 1 || count == 0 || mdc_host_dry()) return;
     size_t i;
     switch (t) {
     case MDC_F32: {

@@ -104,6 +104,7 @@ mdc_status mdc_transport_create(mdc_transport **out, const void *mpi_comm, mdc_d
     t->comm = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
     MPI_Comm_rank(t->comm, &t->rank);
     MPI_Comm_size(t->comm, &t->size);
+    t->mpi_size = t->size;
     t->dev = dev;
     t->gpus_per_node = gpus_per_node;
     int *ub = NULL, flag = 0;
@@ -137,6 +138,8 @@ void mdc_transport_free(mdc_transport *t) {
         if (request_quiesce(r, 0.1)) request_free(r);
     }
     free(t->door);
+    free(t->rep_mpi);
+    free(t->rep);
     free(t);
     mdc_i_scratch_release();
 }
@@ -151,6 +154,9 @@ int mdc_transport_size(const mdc_transport *t) { return t->size; }
 mdc_device *mdc_transport_device(const mdc_transport *t) { return t->dev; }
 double mdc_i_ranks_per_core(const mdc_transport *t) { return t->per_core; }
 void mdc_transport_set_timeout(mdc_transport *t, double seconds) { t->timeout = seconds; }
+void mdc_transport_set_traffic(mdc_transport *t, int tag_space, mdc_traffic k) {
+    if (tag_space >= 0 && tag_space < MDC_MAX_TAG_SPACES) t->traffic[tag_space] = (unsigned char)k;
+}
 
 mdc_link mdc_transport_link(const mdc_transport *t, int a, int b) {
     return a / t->gpus_per_node == b / t->gpus_per_node ? MDC_LINK_NVLINK : MDC_LINK_NET;
@@ -159,8 +165,10 @@ mdc_link mdc_transport_link(const mdc_transport *t, int a, int b) {
 void mdc_transport_abort_peers(mdc_transport *t, const char *why) {
     char msg[256];
     snprintf(msg, sizeof msg, "%s", why ? why : "");
-    for (int r = 0; r < t->size; r++) {
-        if (r == t->rank) continue;
+    int me = 0;
+    MPI_Comm_rank(t->comm, &me);
+    for (int r = 0; r < t->mpi_size; r++) {
+        if (r == me) continue;
         MPI_Request req;
         /* Best effort: the message is small (eager), we do not wait for it to be received. */
         if (MPI_Isend(msg, (int)strlen(msg) + 1, MPI_CHAR, r, t->tag_base + TAG_REGION, t->comm, &req) == MPI_SUCCESS)
@@ -194,8 +202,8 @@ static int mpi_tag(const mdc_group *g, int tag) {
 static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_send, size_t slice) {
     mdc_transport *t = mdc_group_transport(g);
     int packed = !slice && bytes <= PACK_LIMIT; /* one MPI message, with the stamp if any */
-    size_t total = sizeof(mdc_msg_stamp) + bytes;
-    size_t inl = packed && t->dev && total <= PACK_INLINE ? total : 0;
+    size_t total = t->dry ? sizeof(dry_header) : sizeof(mdc_msg_stamp) + bytes; /* dry: the header alone */
+    size_t inl = (packed || t->dry) && t->dev && total <= PACK_INLINE ? total : 0;
     mdc_request *r = malloc(sizeof *r + inl); /* not calloc: the inline buffer needs no zeroing */
     if (!r) return NULL;
     memset(r, 0, offsetof(mdc_request, inl));
@@ -203,15 +211,17 @@ static mdc_request *request_new(mdc_group *g, int peer, size_t bytes, int is_sen
     r->t = t;
     r->is_send = is_send;
     r->peer_world = mdc_group_world_rank(g, peer);
-    r->state_peer = t->door ? t->door[r->peer_world] : -1;
+    r->mpi_peer = t->dry ? mdc_i_dry_mpi_peer(t, r->peer_world) : r->peer_world;
+    r->state_peer = t->door ? t->door[r->mpi_peer] : -1;
     r->door_peer = t->door_sleep ? r->state_peer : -1;
     r->bytes = bytes;
     r->link = mdc_transport_link(t, t->rank, r->peer_world);
+    r->traffic = t->traffic[mdc_i_group_tag_space(g)];
     r->piece = slice ? (slice < PIECE_BYTES ? slice : PIECE_BYTES) : PIECE_BYTES;
     r->npieces = packed ? 0 : (int)((bytes + r->piece - 1) / r->piece);
     if (slice && r->npieces == 0) r->npieces = 1;
-    r->hdr = r->npieces && (t->dev || slice);
-    r->mreq = r->npieces + 1 <= 2 ? r->mreq_inl : calloc((size_t)r->npieces + 1, sizeof *r->mreq);
+    r->hdr = !t->dry && r->npieces && (t->dev || slice);
+    r->mreq = t->dry || r->npieces + 1 <= 2 ? r->mreq_inl : calloc((size_t)r->npieces + 1, sizeof *r->mreq);
     if (!r->mreq) {
         free(r);
         return NULL;
@@ -267,7 +277,7 @@ static size_t piece_len(const mdc_request *r, int i) {
 
 /* Posts the receive of piece i into its place (mdc_i_piece_data: its slot with a window). */
 static int post_recv_piece(mdc_request *r, int i) {
-    return MPI_Irecv(mdc_i_piece_data(r, i), (int)piece_len(r, i), MPI_BYTE, r->peer_world, r->mpi_tag, r->t->comm,
+    return MPI_Irecv(mdc_i_piece_data(r, i), (int)piece_len(r, i), MPI_BYTE, r->mpi_peer, r->mpi_tag, r->t->comm,
                      &r->mreq[r->hdr + i]);
 }
 
@@ -280,7 +290,19 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
     int rc = MPI_SUCCESS;
     /* Before posting: a receive the peer completes after this moment changes the count. */
     if (r->is_send) r->door_mark = mdc_i_door_mark(r->door_peer);
-    if (r->npieces == 0) {
+    if (t->dry) { /* the header alone, whether the payload would travel in pieces or not */
+        r->pack = r->inl;
+        if (r->is_send) {
+            dry_header h;
+            mdc_i_dry_header(t, r, &h);
+            memcpy(r->pack, &h, sizeof h);
+            rc = MPI_Isend(r->pack, (int)sizeof h, MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[0]);
+        } else {
+            rc = MPI_Irecv(r->pack, (int)sizeof(dry_header), MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[0]);
+        }
+        r->nmreq = 1;
+        r->posted = r->npieces;
+    } else if (r->npieces == 0) {
         size_t total = hdr + r->bytes;
         if (stamps) {
             r->pack = total <= r->inl_cap ? r->inl : malloc(total ? total : 1);
@@ -293,9 +315,9 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
                 if (r->bytes) memcpy(r->pack + hdr, payload, r->bytes);
                 src = r->pack;
             }
-            rc = MPI_Isend(src, (int)total, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[0]);
+            rc = MPI_Isend(src, (int)total, MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[0]);
         } else {
-            rc = MPI_Irecv(stamps ? (void *)r->pack : payload, (int)total, MPI_BYTE, r->peer_world, tag, t->comm,
+            rc = MPI_Irecv(stamps ? (void *)r->pack : payload, (int)total, MPI_BYTE, r->mpi_peer, tag, t->comm,
                            &r->mreq[0]);
         }
         r->nmreq = 1;
@@ -305,14 +327,14 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
             r->ph.stamp = r->stamp;
             r->ph.bytes = r->bytes;
             if (r->is_send)
-                rc = MPI_Isend(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
-            else rc = MPI_Irecv(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->peer_world, tag, t->comm, &r->mreq[k++]);
+                rc = MPI_Isend(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[k++]);
+            else rc = MPI_Irecv(&r->ph, (int)sizeof r->ph, MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[k++]);
         }
         int first = r->window && r->window < r->npieces ? r->window : r->npieces; /* posted now */
         r->mpi_tag = tag;
         for (int i = 0; rc == MPI_SUCCESS && i < first; i++)
             rc = r->is_send ? MPI_Isend((char *)payload + (size_t)i * r->piece, (int)piece_len(r, i), MPI_BYTE,
-                                        r->peer_world, tag, t->comm, &r->mreq[k + i])
+                                        r->mpi_peer, tag, t->comm, &r->mreq[k + i])
                             : post_recv_piece(r, i);
         r->posted = first;
         for (int i = first; i < r->npieces; i++) r->mreq[k + i] = MPI_REQUEST_NULL; /* posted later */
@@ -392,12 +414,17 @@ mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int windo
 static mdc_status request_finish(mdc_request *r) {
     mdc_transport *t = r->t;
     mdc_status st = MDC_OK;
-    if (!r->is_send && r->npieces == 0 && r->pack) {
+    if (t->dry && !r->is_send) {
+        dry_header h;
+        memcpy(&h, r->pack, sizeof h);
+        r->stamp = h.stamp;
+    } else if (!r->is_send && r->npieces == 0 && r->pack) {
         memcpy(&r->stamp, r->pack, sizeof r->stamp);
         if (r->bytes) memcpy(r->user, r->pack + sizeof r->stamp, r->bytes);
     }
     if (!r->is_send && r->hdr) r->stamp = r->ph.stamp;
     if (t->dev) {
+        mdc_dev_set_traffic(t->dev, (mdc_traffic)r->traffic);
         if (r->is_send) mdc_dev_msg_sent(t->dev, r->stamp.done);
         else mdc_dev_msg_arrive(t->dev, r->stamp, (double)r->bytes, r->link);
     }
@@ -478,7 +505,7 @@ mdc_status mdc_i_wait_piece(mdc_request *r, int k) {
     if (k >= r->posted)
         return mdc_fail(MDC_ERR_INVALID, "rank %d: piece %d from rank %d waited on before piece %d was done with",
                         r->t->rank, k, r->peer_world, k - r->window);
-    MPI_Request *m = &r->mreq[r->hdr + k];
+    MPI_Request *m = &r->mreq[r->t->dry ? 0 : r->hdr + k]; /* dry: one header for every piece */
     if (*m == MPI_REQUEST_NULL) return MDC_OK;
     MPI_Status s;
     st = mdc_i_wait_mpi(r->t, m, 1, &s, &r);
@@ -539,7 +566,8 @@ mdc_status mdc_waitall(mdc_request **reqs, int n) {
                 size_t got = reqs[i]->got;
                 for (int j = 0; j < reqs[i]->nmreq; j++) got += status_bytes(&stat[k + j]);
                 size_t hdr = header_bytes(reqs[i]), want = reqs[i]->bytes + hdr;
-                if (got != want) st = size_mismatch(reqs[i], got > hdr ? got - hdr : 0);
+                if (t->dry) st = mdc_i_dry_check(t, reqs[i], (const dry_header *)reqs[i]->pack, got);
+                else if (got != want) st = size_mismatch(reqs[i], got > hdr ? got - hdr : 0);
             }
             k += reqs[i]->nmreq;
         }

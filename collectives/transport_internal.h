@@ -45,8 +45,22 @@ struct mdc_transport {
     struct mdc_request *parked; /* failed requests MPI still holds (freed with the transport) */
     mdc_trace_fn trace;
     void *trace_ctx;
-    size_t inflight, inflight_hwm; /* requests posted and not yet freed, and their most at once */
+    size_t inflight, inflight_hwm;             /* requests posted and not yet freed, and their most at once */
+    int mpi_size;                              /* the communicator's (rank and size are the mesh's under set_dry) */
+    int dry;                                   /* mdc_transport_set_dry: header-only messages */
+    int *rep_mpi;                              /* dry: the MPI rank of each mesh rank's representative */
+    int *rep;                                  /* dry: each mesh rank's representative */
+    double fold_mismatch;                      /* bytes by which mirrored messages differed from their receives */
+    unsigned char traffic[MDC_MAX_TAG_SPACES]; /* each tag space's mdc_traffic class */
 };
+
+/* A dry message: the stamp, the size it stands for, who sent it and whether it mirrors a
+ * folded rank's message (transport_dry.c). */
+typedef struct {
+    mdc_msg_stamp stamp;
+    uint64_t bytes;
+    int32_t from, mirror;
+} dry_header;
 
 /* The first MPI message of a message sent in pieces. */
 typedef struct {
@@ -57,6 +71,7 @@ typedef struct {
 struct mdc_request {
     mdc_transport *t;
     int is_send, peer_world, npieces;
+    int mpi_peer;       /* the MPI rank messages go to or come from (peer_world but under set_dry) */
     int door_peer;      /* the peer's doorbell rank when waits sleep on them (-1: none) */
     int state_peer;     /* the peer's rank in the segment, for its process state (-1: none) */
     uint32_t door_mark; /* send: the peer's receive count from us before posting */
@@ -76,6 +91,7 @@ struct mdc_request {
     size_t bytes;
     mdc_msg_stamp stamp; /* send: our stamp; receive: filled by the message */
     mdc_link link;
+    int traffic; /* the group's mdc_traffic class */
     struct mdc_request *next_parked;
     void *fault_copy; /* send: the corrupted copy of the payload that travels (fault injection) */
     size_t inl_cap;   /* bytes of inl */
@@ -84,6 +100,12 @@ struct mdc_request {
      * where a fixed 1 KiB buffer made every request a slow-path allocation). */
     unsigned char inl[];
 };
+
+/* collectives/transport_dry.c: the MPI rank of a mesh rank, the header a dry send posts, and
+ * the check of one received (MDC_ERR_MISMATCH when it is not the message the receive stands for). */
+int mdc_i_dry_mpi_peer(const mdc_transport *t, int peer);
+void mdc_i_dry_header(mdc_transport *t, const mdc_request *r, dry_header *h);
+mdc_status mdc_i_dry_check(mdc_transport *t, const mdc_request *r, const dry_header *h, size_t got);
 
 /* Waits politely until the `n` MPI requests in `all` are complete (transport_wait.c; statuses
  * in `stat`); MPI request i belongs to own[i]. */

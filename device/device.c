@@ -37,7 +37,9 @@ struct mdc_device {
     int dtype_bytes; /* the run's activations and compute weights: 4 or 2 (mdc_dev_set_dtype) */
     int half;        /* the kernels' 16-bit rounding: 0, 1 bf16, 2 fp16 (mdc_dev_set_half) */
     int rank;
-    int dry; /* predict's accounting-only mode (mdc_dev_set_dry) */
+    int dry;       /* predict's accounting-only mode (mdc_dev_set_dry) */
+    int traffic;   /* the class of the messages charged next (mdc_dev_set_traffic) */
+    int optimizer; /* the optimizer runs (mdc_dev_set_optimizer) */
     size_t in_use[MDC_MEM_COUNT + 1], peak[MDC_MEM_COUNT + 1];
     alloc_hdr *allocs;
     double egress_free[MDC_LINK_COUNT];
@@ -194,7 +196,8 @@ mdc_status mdc_dev_alloc_held(mdc_device *dev, void **out, size_t held, size_t b
     if ((unsigned)cat >= MDC_MEM_COUNT)
         return mdc_fail(MDC_ERR_INVALID, "mdc_dev_alloc: bad category %d for '%s'", (int)cat, name ? name : "?");
     size_t total = dev->in_use[MDC_MEM_COUNT];
-    if ((double)total + (double)bytes > dev->capacity || held > SIZE_MAX - 2 * ALIGN) {
+    /* a dry device never refuses: predict compares the peak with the capacity afterwards */
+    if ((!dev->dry && (double)total + (double)bytes > dev->capacity) || held > SIZE_MAX - 2 * ALIGN) {
         char req[32], used[32], cap[32], pk[32], fr[32];
         fmt_bytes(fr, sizeof fr, dev->capacity - (double)total);
         fmt_bytes(req, sizeof req, (double)bytes);
@@ -268,6 +271,15 @@ void mdc_dev_set_dtype(mdc_device *dev, int bytes) { dev->dtype_bytes = bytes ==
 void mdc_dev_set_half(mdc_device *dev, int kind) { dev->half = kind; }
 int mdc_dev_half(const mdc_device *dev) { return dev ? dev->half : 0; }
 int mdc_dev_dtype(const mdc_device *dev) { return dev->dtype_bytes; }
+static const char *const traffic_names[MDC_TRAFFIC_COUNT] = {
+    [MDC_TRAFFIC_OTHER] = "other", [MDC_TRAFFIC_TP] = "tp", [MDC_TRAFFIC_CP] = "cp",
+    [MDC_TRAFFIC_EP] = "ep",       [MDC_TRAFFIC_DP] = "dp", [MDC_TRAFFIC_PP] = "pp",
+};
+const char *mdc_traffic_name(mdc_traffic k) { return (unsigned)k < MDC_TRAFFIC_COUNT ? traffic_names[k] : "?"; }
+void mdc_dev_set_traffic(mdc_device *dev, mdc_traffic k) {
+    dev->traffic = (unsigned)k < MDC_TRAFFIC_COUNT ? (int)k : 0;
+}
+void mdc_dev_set_optimizer(mdc_device *dev, int on) { dev->optimizer = on != 0; }
 void mdc_dev_set_dry(mdc_device *dev, int on) { dev->dry = on != 0; }
 int mdc_dev_dry(const mdc_device *dev) { return dev && dev->dry; }
 
@@ -287,6 +299,7 @@ void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, doubl
     double t = (tc >= tm ? tc : tm) + dev->spec.launch_overhead;
     if (tc >= tm) dev->c.t_compute += t;
     else dev->c.t_memory += t;
+    if (dev->optimizer) dev->c.t_optimizer += t;
     if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_KERNEL, name, dev->c.now, dev->c.now + t, flops, hbm_bytes);
     dev->c.now += t;
     dev->c.flops += flops;
@@ -334,6 +347,7 @@ void mdc_dev_msg_sent(mdc_device *dev, double done) {
     if (dev->mode == MDC_EMULATE_OFF || done <= dev->c.now) return;
     double t = done - dev->c.now;
     dev->c.t_comm += t;
+    dev->c.t_comm_by[dev->traffic] += t;
     dev->c.now = done;
     throttle(dev, t);
 }
@@ -345,10 +359,12 @@ void mdc_dev_msg_arrive(mdc_device *dev, mdc_msg_stamp st, double bytes, mdc_lin
     double start = dev->c.now;
     if (st.depart > dev->c.now) { /* the sender had not sent yet: we were idle */
         dev->c.t_idle += st.depart - dev->c.now;
+        dev->c.t_idle_by[dev->traffic] += st.depart - dev->c.now;
         dev->c.now = st.depart;
     }
     if (st.arrive > dev->c.now) {
         dev->c.t_comm += st.arrive - dev->c.now;
+        dev->c.t_comm_by[dev->traffic] += st.arrive - dev->c.now;
         dev->c.now = st.arrive;
     }
     if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_RECV, NULL, start, dev->c.now, bytes, link);

@@ -44,13 +44,19 @@ uint16_t mdc_f32_to_f16(float f) {
     return (uint16_t)(sign | (r >> 13));
 }
 
+static int host_dry; /* mdc_host_set_dry: a predicting process converts nothing */
+void mdc_host_set_dry(int on) { host_dry = on != 0; }
+int mdc_host_dry(void) { return host_dry; }
+
 void mdc_pack_half(void *dst, const float *src, size_t n, int bf16) {
+    if (host_dry) return;
     uint16_t *h = dst;
     for (size_t i = 0; i < n; i++) h[i] = bf16 ? mdc_f32_to_bf16(src[i]) : mdc_f32_to_f16(src[i]);
 }
 
 void mdc_unpack_half(float *dst, const void *src, size_t n, int bf16) {
     const uint16_t *h = src;
+    if (host_dry) return;
     for (size_t i = n; i-- > 0;) dst[i] = bf16 ? mdc_bf16_to_f32(h[i]) : mdc_f16_to_f32(h[i]);
 }
 
@@ -87,7 +93,7 @@ static inline float f16_of(float f) {
 }
 
 void mdc_round_half(float *x, size_t n, int kind) {
-    if (kind != 1 && kind != 2) return;
+    if ((kind != 1 && kind != 2) || host_dry) return;
     if (n > 65536) {
         if (kind == 1) {
 #pragma omp parallel for schedule(static)

@@ -28,8 +28,10 @@ void mdc_adamw_update(mdc_device *dev, float *params, float *m, float *v, const 
         params[i] = p - step * (mi / (sqrtf(vi) / bc2s + eps));
     }
 charge:
-    mdc_k_charge_fp32(dev, 15.0 * (double)n, 28.0 * (double)n);
+    mdc_adamw_charge(dev, n);
 }
+
+void mdc_adamw_charge(mdc_device *dev, size_t n) { mdc_k_charge_fp32(dev, 15.0 * (double)n, 28.0 * (double)n); }
 
 double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n) {
     double total = 0;

@@ -124,29 +124,7 @@ int mdc_cmd_train(int argc, char **argv) {
                                      mdc_loader_vocab_size(ld), cfg.V),
                             1, 2);
     }
-    mdc_trainer_config tc = {cfg,
-                             {o.tp, o.cp, o.ep, o.dp, o.pp},
-                             o.sp,
-                             o.zero,
-                             o.prefetch,
-                             (size_t)(o.bucket_mb * 1048576.0),
-                             mb,
-                             o.accum,
-                             T,
-                             o.replicas,
-                             1,
-                             (float)o.dropout,
-                             o.exact ? o.exact_block : 0,
-                             o.schedule,
-                             o.layout_n ? o.layout : NULL,
-                             o.vstages,
-                             o.cp_layout,
-                             o.cp_algo,
-                             o.moe.o,
-                             o.etp,
-                             o.recompute,
-                             o.precision,
-                             o.grad_reduce};
+    mdc_trainer_config tc = mdc_train_trainer_config(&o, &cfg);
     if (o.check_coll) mdc_coll_set_check(1);
     if (o.check_coll && r == 0)
         printf("collective check: on; its messages (48 bytes per collective call and rank) count in the reports' "

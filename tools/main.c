@@ -18,6 +18,7 @@ static const command commands[] = {
     {"devices", mdc_cmd_devices, "the GPU preset table (HBM, bandwidths, FLOP/s, links, TDP)"},
     {"explain", mdc_cmd_explain, "a collective's schedule, summation order and cost, without MPI"},
     {"forward", mdc_cmd_forward, "forward/backward of GPT-2 weights on tokens; dump logits, loss, gradients"},
+    {"predict", mdc_cmd_predict, "one training step's time, memory and energy on a datacenter computer, computed dry"},
     {"train", mdc_cmd_train, "train GPT-2: serial, or data parallel with ZeRO under mpiexec"},
     {"workload", mdc_cmd_workload, "a small data-parallel emulated workload and its device reports (MPI)"},
 };

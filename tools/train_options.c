@@ -362,3 +362,30 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
     part.tp = o->tp, part.sp = o->sp, part.etp = o->etp;
     return mdc_gpt2_part_check(&part, cfg, o->seq / o->cp);
 }
+
+mdc_trainer_config mdc_train_trainer_config(const mdc_train_options *o, const mdc_gpt2_config *cfg) {
+    mdc_trainer_config tc = {*cfg,
+                             {o->tp, o->cp, o->ep, o->dp, o->pp},
+                             o->sp,
+                             o->zero,
+                             o->prefetch,
+                             (size_t)(o->bucket_mb * 1048576.0),
+                             o->B / o->dp / o->accum,
+                             o->accum,
+                             o->seq,
+                             o->replicas,
+                             1,
+                             (float)o->dropout,
+                             o->exact ? o->exact_block : 0,
+                             o->schedule,
+                             o->layout_n ? o->layout : NULL,
+                             o->vstages,
+                             o->cp_layout,
+                             o->cp_algo,
+                             o->moe.o,
+                             o->etp,
+                             o->recompute,
+                             o->precision,
+                             o->grad_reduce};
+    return tc;
+}

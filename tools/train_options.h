@@ -5,6 +5,7 @@
 
 #include "cli_args.h"
 #include "minidc/model.h"
+#include "minidc/train.h"
 
 extern const char mdc_train_usage[];
 
@@ -27,5 +28,7 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
 /* Fills cfg from the options and checks every combination (the mesh against nranks, the
  * batch, the pipeline, the context-parallel layout, exact mode's blocks), without messages. */
 mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config *cfg);
+/* The trainer's configuration of validated options (train and predict build the same run). */
+mdc_trainer_config mdc_train_trainer_config(const mdc_train_options *o, const mdc_gpt2_config *cfg);
 
 #endif

@@ -87,6 +87,24 @@ size_t mdc_transport_requests_hwm(const mdc_transport *t);
 void mdc_transport_reset_requests_hwm(mdc_transport *t);
 /* Link class between two world ranks (same virtual node: NVLINK, else NET). */
 mdc_link mdc_transport_link(const mdc_transport *t, int world_a, int world_b);
+/* Predict's transport (collectives/transport_dry.c): messages carry their size and stamps and no
+ * payload (each is one small MPI message), and the world is the mesh `dims` (axes fastest
+ * first, e.g. tp cp ep dp pp) of which only one rank per role runs: the ranks whose coordinates
+ * on the axes in `folded` (bit i: axis i) are 0. This process becomes the mesh rank its MPI
+ * rank names among those representatives (in rank order); mdc_transport_rank and _size give the
+ * mesh's. A message to a folded rank goes to its representative, which takes it where it
+ * receives from a rank of the sender's role: on a mesh symmetric over the folded axes it is
+ * the message the folded rank would have received, at the same virtual time. The MPI size must
+ * equal the number of representatives. Call before creating any group. */
+mdc_status mdc_transport_set_dry(mdc_transport *t, int naxes, const int *dims, unsigned folded);
+/* The representative of mesh rank r (r itself without folding). */
+int mdc_transport_rep(const mdc_transport *t, int r);
+/* Mirrored messages whose size differed from the receive that took them (a ring's uneven chunks:
+ * the folded prediction is then approximate by that many bytes); 0 when exact. */
+double mdc_transport_fold_mismatch(const mdc_transport *t);
+/* The traffic class of the messages of tag space `tag_space` (default MDC_TRAFFIC_OTHER): each
+ * message's time is charged to its class (mdc_dev_counters.t_comm_by, t_idle_by). */
+void mdc_transport_set_traffic(mdc_transport *t, int tag_space, mdc_traffic k);
 /* Bound on waiting for a peer, seconds (default 120; MINIDC_TIMEOUT env). A wait that exceeds
  * it returns MDC_ERR_TIMEOUT naming the peer, so a dead rank never hangs the others. */
 void mdc_transport_set_timeout(mdc_transport *t, double seconds);

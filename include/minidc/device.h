@@ -194,11 +194,17 @@ int mdc_dev_half(const mdc_device *dev);
 /* Predict's accounting-only ("dry") mode (minidc predict): every kernel charges its FLOPs and
  * bytes and skips its arithmetic, messages carry their size and stamps and no payload, and an
  * allocation of MDC_DRY_BACKED_MAX bytes or more is charged in full but backed by a small window
- * of host memory mapped again and again (its contents are meaningless; nothing reads them). Set
+ * of host memory mapped again and again (its contents are meaningless; nothing reads them); a dry
+ * device never refuses an allocation (its peak is compared with the capacity afterwards). Set
  * before the first allocation that should be dry. NULL: not dry. */
 #define MDC_DRY_BACKED_MAX (64u << 10)
 void mdc_dev_set_dry(mdc_device *dev, int on);
 int mdc_dev_dry(const mdc_device *dev);
+/* The host side of a dry process (minidc predict's): while set, mdc_pack_half, mdc_unpack_half
+ * and mdc_round_half return at once, and the layers' and schemes' host-side copies of tensors
+ * are skipped (they test mdc_host_dry()); nothing this process holds is then meaningful. */
+void mdc_host_set_dry(int on);
+int mdc_host_dry(void);
 
 /* A kernel: advances the clock by max(flops/peak, hbm_bytes/hbm_bw) + launch overhead;
  * counts flops as FP ops, hbm_bytes as HBM traffic. Time goes to "compute" if flop-bound,
@@ -252,6 +258,23 @@ void mdc_dev_idle_until(mdc_device *dev, double t);
 
 /* ---- reading the ledger ------------------------------------------------------------------ */
 
+/* What a message belongs to, for the split of communication and waiting time (predict's
+ * breakdown): the mesh tags each group's messages (mdc_transport_set_traffic). */
+typedef enum {
+    MDC_TRAFFIC_OTHER = 0,
+    MDC_TRAFFIC_TP, /* tensor and sequence parallelism (and expert tensor parallelism) */
+    MDC_TRAFFIC_CP,
+    MDC_TRAFFIC_EP,
+    MDC_TRAFFIC_DP, /* data parallelism and ZeRO, dense and expert */
+    MDC_TRAFFIC_PP,
+    MDC_TRAFFIC_COUNT
+} mdc_traffic;
+const char *mdc_traffic_name(mdc_traffic k);
+/* The class of the messages charged next (mdc_dev_msg_sent, mdc_dev_msg_arrive). */
+void mdc_dev_set_traffic(mdc_device *dev, mdc_traffic k);
+/* 1 while the optimizer runs (its kernels' time is also counted in t_optimizer), else 0. */
+void mdc_dev_set_optimizer(mdc_device *dev, int on);
+
 typedef struct {
     double now;                                            /* virtual seconds */
     double t_compute, t_memory, t_comm, t_idle, t_overlap; /* split of `now` (overlap: comm
@@ -259,6 +282,8 @@ typedef struct {
     double flops, int_ops, sram_bytes, hbm_bytes, host_bytes;
     double link_bytes[MDC_LINK_COUNT];
     double kernels, messages_sent, messages_recv, bytes_sent, bytes_recv;
+    double t_comm_by[MDC_TRAFFIC_COUNT], t_idle_by[MDC_TRAFFIC_COUNT]; /* t_comm and t_idle of messages by class */
+    double t_optimizer;                                                /* kernels' time while the optimizer ran */
 } mdc_dev_counters;
 void mdc_dev_get_counters(const mdc_device *dev, mdc_dev_counters *out);
 /* Bytes this rank has sent so far (0 without a device): a component adds up the difference

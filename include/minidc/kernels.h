@@ -286,6 +286,9 @@ void mdc_adamw_update(mdc_device *dev,
                       const float *grads, // (n)
                       size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                       int t);
+/* Charges one AdamW launch over n elements: a multi-tensor update of segments each updated with
+ * mdc_adamw_update(NULL, ...) (which charges nothing), as a fused optimizer launches one kernel. */
+void mdc_adamw_charge(mdc_device *dev, size_t n);
 /* How far AdamW step t >= 1 can move a parameter, in units of lr (weight decay aside): with
  * m_t = (1-b1) sum_i b1^(t-i) g_i and v_t >= (1-b2) b2^(t-i) g_i^2 for every i,
  * |m_t| <= (1-b1) / sqrt(1-b2) sqrt(v_t) sum_k r^k, r = b1 / sqrt(b2), k < t; the bias

@@ -36,6 +36,9 @@ typedef struct {
     mdc_status (*reduce)(void *ctx); /* without dp: the step's gradient sums (expert parallelism) */
     void *reduce_ctx;
     mdc_group *sum_group;   /* loss and squared norm summed over it (every rank); NULL: this rank */
+    mdc_group *sum_axes[5]; /* if set: summed over each of these in turn instead (a mesh's axis groups,
+                               whose product is sum_group: every collective of a step then runs over
+                               ranks of one role or of one axis, which predict's folding needs) */
     mdc_group *tp_group;    /* SP: partial gradients of replicated tensors summed here; or NULL */
     mdc_group *etp_group;   /* SP, tp > etp: the expert shards' partial gradients summed here (the tp
                                ranks of this rank's etp rank); or NULL */

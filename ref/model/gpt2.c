@@ -463,7 +463,7 @@ mdc_status mdc_gpt2_zero_grad(mdc_gpt2 *m) {
         return mdc_dev_alloc_held(m->dev, (void **)&m->grads, bytes ? bytes : 4, bytes / 2, MDC_MEM_GRADS,
                                   "grads (bf16)");
     if (!m->grads) return state_alloc(m, &m->grads, bytes, MDC_MEM_GRADS, "grads", MDC_GPT2_HOST_GRADS);
-    memset(m->grads, 0, bytes);
+    if (!mdc_host_dry()) memset(m->grads, 0, bytes);
     return MDC_OK;
 }
 

@@ -327,7 +327,7 @@ static int residual_out(const mdc_gpt2_config *c, int gi) {
 
 void mdc_gpt2_init(mdc_gpt2 *m, uint64_t seed) {
     float resid = 0.02f / sqrtf(2.0f * m->cfg.L);
-    for (int i = 0; i < m->ntensors; i++) {
+    for (int i = 0; i < m->ntensors && !mdc_dev_dry(m->dev); i++) { /* dry: the copy's cost only */
         const mdc_param_tensor *t = &m->tensors[i];
         float *p = m->params + t->offset;
         memset(p, 0, t->alloc * sizeof(float));

@@ -35,6 +35,25 @@ static unsigned varies(mdc_mesh_group_kind k) {
     }
 }
 
+/* the traffic class of a kind's messages (predict's breakdown of communication time) */
+static mdc_traffic traffic(mdc_mesh_group_kind k) {
+    switch (k) {
+    case MDC_MESH_TP:
+    case MDC_MESH_KV:
+    case MDC_MESH_ETP:
+    case MDC_MESH_ETP_SHARD:
+    case MDC_MESH_TP_CP: return MDC_TRAFFIC_TP;
+    case MDC_MESH_CP: return MDC_TRAFFIC_CP;
+    case MDC_MESH_EP: return MDC_TRAFFIC_EP;
+    case MDC_MESH_DP:
+    case MDC_MESH_DENSE:
+    case MDC_MESH_EXPERT: return MDC_TRAFFIC_DP;
+    case MDC_MESH_PP:
+    case MDC_MESH_EMBED: return MDC_TRAFFIC_PP;
+    default: return MDC_TRAFFIC_OTHER;
+    }
+}
+
 static void coords(const mdc_mesh *m, int rank, int *c) {
     for (int a = 0; a < MDC_AXES; a++) c[a] = rank % m->n[a], rank /= m->n[a];
 }
@@ -83,6 +102,7 @@ mdc_status mdc_mesh_create(mdc_mesh **out, mdc_transport *tr, const mdc_mesh_dim
     m->rank = mdc_transport_rank(tr), m->size = size, m->kv = 1, m->etp = 1, m->tr = tr;
     coords(m, m->rank, m->c);
     mdc_status st = MDC_OK;
+    for (int k = 0; k < MDC_MESH_GROUPS; k++) mdc_transport_set_traffic(tr, 1 + k, traffic((mdc_mesh_group_kind)k));
     for (int k = 0; k < MDC_MESH_GROUPS && !st; k++) {
         if (k == MDC_MESH_EMBED && m->c[MDC_AXIS_PP] != 0 && m->c[MDC_AXIS_PP] != n[MDC_AXIS_PP] - 1) continue;
         int cnt = members(m, (mdc_mesh_group_kind)k, ranks);

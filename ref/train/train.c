@@ -188,9 +188,12 @@ static mdc_status step_scalars(mdc_step_plan *p, double *lsum, double *sumsq) {
         }
     }
     mdc_status st = MDC_OK;
-    if (W > 1) {
+    if (W > 1) { /* exact mode's scalars are exact sums: over the axes in turn, the same bits */
         double b0 = mdc_dev_bytes_sent(mdc_gpt2_device(m));
-        st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, dt, MDC_SUM, p->sum_group);
+        if (!p->sum_axes[0]) st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, dt, MDC_SUM, p->sum_group);
+        for (int k = 0; p->sum_axes[0] && k < 5 && !st; k++)
+            if (mdc_group_size(p->sum_axes[k]) > 1)
+                st = mdc_allreduce(MDC_IN_PLACE, sc, 2 * W, dt, MDC_SUM, p->sum_axes[k]);
         p->scalar_bytes = mdc_dev_bytes_sent(mdc_gpt2_device(m)) - b0;
     }
     *lsum = mdc_gpt2_scalar_value(m, sc), *sumsq = mdc_gpt2_scalar_value(m, sc + el);
@@ -277,8 +280,11 @@ mdc_status mdc_step_update(mdc_step_plan *p, const mdc_adamw_config *o, float *l
     if (grad_norm) *grad_norm = (float)norm;
     p->skipped = p->loss_scale > 0 && !isfinite(norm); /* every rank sees the mesh's sum */
     if (p->skipped) return MDC_OK;
-    if (p->dp) return mdc_dp_update(p->dp, o, norm);
-    return mdc_gpt2_adamw_all(p->m, o, mdc_clip_scale(norm, o->grad_clip));
+    mdc_device *dev = mdc_gpt2_device(p->m);
+    if (dev) mdc_dev_set_optimizer(dev, 1); /* the update's kernels, for predict's breakdown */
+    st = p->dp ? mdc_dp_update(p->dp, o, norm) : mdc_gpt2_adamw_all(p->m, o, mdc_clip_scale(norm, o->grad_clip));
+    if (dev) mdc_dev_set_optimizer(dev, 0);
+    return st;
 }
 
 mdc_status mdc_step_run(mdc_step_plan *p, const int *inputs, const int *targets, const mdc_adamw_config *o, float *loss,

@@ -170,6 +170,8 @@ mdc_status mdc_trainer_create(mdc_trainer **out, mdc_transport *tr, mdc_device *
     p->loss_scale = tc->precision == MDC_PRECISION_FP16 ? 65536.0f : 0; /* 2^16, as Megatron and apex start */
     if (t->ep) p->reduce = mdc_ep_reduce, p->reduce_ctx = t->ep;
     p->sum_group = t->mesh ? mdc_mesh_group(t->mesh, MDC_MESH_WORLD) : NULL;
+    static const mdc_mesh_group_kind axes[5] = {MDC_MESH_TP, MDC_MESH_CP, MDC_MESH_EP, MDC_MESH_DP, MDC_MESH_PP};
+    for (int k = 0; t->mesh && k < 5; k++) p->sum_axes[k] = mdc_mesh_group(t->mesh, axes[k]);
     p->tp_group = any_partial && t->tp ? mdc_tp_group(t->tp) : NULL;
     p->etp_group = any_etp ? mdc_mesh_group(t->mesh, MDC_MESH_ETP_SHARD) : NULL;
     p->count_loss = t->tp_rank == 0 && t->pp_rank == d->pp - 1; /* the last stage has the loss */

@@ -240,11 +240,17 @@ static void float_sumsq(mdc_dp *dp, const char *skip, void *slot) {
     double *s = slot;
     if (dp->dc.zero) {
         mdc_zero_i_sumsq(dp, skip, s);
-    } else if (dp->r == 0) { /* the replicas are identical: rank 0 counts them */
+    } else { /* the replicas are identical: rank 0 counts them; the others run the same kernels dry (each
+                replica computes the norm on a GPU, so every rank of the mesh takes the same time) */
         float *G = mdc_gpt2_grads(dp->m);
-        if (!skip) *s += mdc_gpt2_grad_sumsq(dp->m);
+        int dry = mdc_dev_dry(dp->dev);
+        if (dp->r) mdc_dev_set_dry(dp->dev, 1);
+        double mine = 0;
+        if (!skip) mine += mdc_gpt2_grad_sumsq(dp->m);
         for (int i = 0; skip && i < dp->ntensors; i++)
-            if (!skip[i]) *s += mdc_grad_sumsq(dp->dev, G + dp->tensors[i].offset, dp->tensors[i].alloc);
+            if (!skip[i]) mine += mdc_grad_sumsq(dp->dev, G + dp->tensors[i].offset, dp->tensors[i].alloc);
+        mdc_dev_set_dry(dp->dev, dry);
+        if (dp->r == 0) *s += mine;
     }
 }
 

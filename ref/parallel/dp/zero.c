@@ -225,23 +225,27 @@ static float *param_ptr(mdc_dp *dp, size_t flat, size_t sh) {
 }
 
 typedef struct {
-    double s;
+    double s, n;
     const char *skip;
 } sumsq_ctx;
 static void seg_sumsq(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void *ctx) {
     sumsq_ctx *c = ctx;
     if (c->skip && c->skip[ti]) return;
+    c->n += (double)n;
+    if (mdc_dev_dry(dp->dev)) return;
     const float *g = grad_ptr(dp, flat, sh);
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
     c->s += s;
-    mdc_dev_kernel(dp->dev, 2.0 * (double)n, 4.0 * (double)n, MDC_PREC_FP32);
 }
 
+/* One kernel over the shard's segments, as a multi-tensor L2 norm launches one: every shard
+ * then costs the same, however many tensors its range cuts. */
 void mdc_zero_i_sumsq(mdc_dp *dp, const char *skip, double *s) {
-    sumsq_ctx c = {0, skip};
+    sumsq_ctx c = {0, 0, skip};
     for_each_segment(dp, seg_sumsq, &c);
     *s += c.s;
+    mdc_dev_kernel(dp->dev, 2.0 * c.n, 4.0 * c.n, MDC_PREC_FP32);
 }
 
 typedef struct {
@@ -267,21 +271,27 @@ void mdc_dp_for_each_segment(mdc_dp *dp, mdc_dp_seg_fn fn, void *ctx) {
 typedef struct {
     const mdc_adamw_config *o;
     float scale;
+    size_t n; /* elements updated since the last charge */
 } upd_ctx;
 
+/* Each segment updated uncharged; the caller charges the segments as one multi-tensor launch
+ * (mdc_adamw_charge), so every shard costs the same however many tensors its range cuts. */
 static void seg_adamw(mdc_dp *dp, int ti, size_t flat, size_t n, size_t sh, void *ctx) {
-    const upd_ctx *c = ctx;
+    upd_ctx *c = ctx;
     int decay = dp->tensors[ti].decay;
     float *p = param_ptr(dp, flat, sh);
-    mdc_adamw_update(dp->dev, p, dp->shard_m + sh, dp->shard_v + sh, grad_ptr(dp, flat, sh), n, c->o->lr, c->o->beta1,
-                     c->o->beta2, c->o->eps, decay ? c->o->weight_decay : 0.0f, c->scale, dp->t);
+    c->n += n;
+    if (!mdc_dev_dry(dp->dev))
+        mdc_adamw_update(NULL, p, dp->shard_m + sh, dp->shard_v + sh, grad_ptr(dp, flat, sh), n, c->o->lr, c->o->beta1,
+                         c->o->beta2, c->o->eps, decay ? c->o->weight_decay : 0.0f, c->scale, dp->t);
 }
 
 mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm) {
-    upd_ctx c = {o, mdc_clip_scale(norm, o->grad_clip)};
+    upd_ctx c = {o, mdc_clip_scale(norm, o->grad_clip), 0};
     dp->t++;
     if (dp->dc.zero == 3) {
         for_each_segment(dp, seg_adamw, &c);
+        mdc_adamw_charge(dp->dev, c.n);
         memset(dp->shard_g, 0, dp->S * sizeof(float));
         mdc_zero_i_round_shard(dp);
         return MDC_OK; /* the shards are the parameters; units are gathered when used */
@@ -294,7 +304,9 @@ mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm)
     mdc_status st = MDC_OK;
     for (int i = 0; i < dp->nbuckets && !st; i++) {
         const dp_bucket *b = &dp->b[i];
+        c.n = 0;
         for_each_segment_in(dp, b->lo, b->hi, seg_adamw, &c);
+        mdc_adamw_charge(dp->dev, c.n);
         float *buf = dp->bucket_buf[i & 1];
         mdc_dev_stream_begin(dp->dev, &dp->stream);
         size_t n = b->block * (size_t)dp->N;
