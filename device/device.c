@@ -37,9 +37,10 @@ struct mdc_device {
     int dtype_bytes; /* the run's activations and compute weights: 4 or 2 (mdc_dev_set_dtype) */
     int half;        /* the kernels' 16-bit rounding: 0, 1 bf16, 2 fp16 (mdc_dev_set_half) */
     int rank;
-    int dry;       /* predict's accounting-only mode (mdc_dev_set_dry) */
-    int traffic;   /* the class of the messages charged next (mdc_dev_set_traffic) */
-    int optimizer; /* the optimizer runs (mdc_dev_set_optimizer) */
+    int dry;                   /* predict's accounting-only mode (mdc_dev_set_dry) */
+    int traffic;               /* the class of the messages charged next (mdc_dev_set_traffic) */
+    int optimizer;             /* the optimizer runs (mdc_dev_set_optimizer) */
+    mdc_device_efficiency eff; /* the spec's under --efficiency achievable, else the peak model */
     size_t in_use[MDC_MEM_COUNT + 1], peak[MDC_MEM_COUNT + 1];
     alloc_hdr *allocs;
     double egress_free[MDC_LINK_COUNT];
@@ -157,6 +158,7 @@ mdc_status mdc_device_create_spec(mdc_device **out, const mdc_device_spec *spec,
     d->capacity = spec->hbm_bytes * hbm_scale;
     d->mode = mode;
     d->dtype_bytes = 4;
+    mdc_dev_set_achievable(d, 0);
     d->time_scale = time_scale;
     d->rank = rank;
     /* Throttled sleeps must end on time: the default 50 us timer slack would add to each. */
@@ -260,7 +262,20 @@ static void throttle(mdc_device *dev, double t) {
 }
 
 static double link_bw(const mdc_device *dev, mdc_link l) {
-    return l == MDC_LINK_NVLINK ? dev->spec.nvlink_bw : l == MDC_LINK_NET ? dev->spec.net_bw : dev->spec.pcie_bw;
+    return l == MDC_LINK_NVLINK ? dev->spec.nvlink_bw * dev->eff.nvlink
+           : l == MDC_LINK_NET  ? dev->spec.net_bw * dev->eff.net
+                                : dev->spec.pcie_bw;
+}
+
+void mdc_dev_set_achievable(mdc_device *dev, int on) {
+    static const mdc_device_efficiency peak = {1, 0, 1, 0, 1, 1};
+    const mdc_device_efficiency *e = &dev->spec.eff;
+    int valid = e->gemm > 0 && e->gemm <= 1 && e->mem > 0 && e->mem <= 1 && e->nvlink > 0 && e->nvlink <= 1 &&
+                e->net > 0 && e->net <= 1 && e->gemm_half >= 0 && e->mem_half >= 0;
+    dev->eff = on && valid ? *e : peak;
+}
+int mdc_dev_achievable(const mdc_device *dev) {
+    return dev->eff.gemm != 1 || dev->eff.mem != 1 || dev->eff.nvlink != 1;
 }
 static double link_latency(const mdc_device *dev, mdc_link l) {
     /* PCIe latency is not in the spec: assume the NVLink figure (docs/devices.md). */
@@ -295,7 +310,9 @@ void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, doubl
         prec = prec == MDC_PREC_GEMM && dev->dtype_bytes == 2 ? MDC_PREC_BF16 : MDC_PREC_FP32;
     }
     double peak = prec == MDC_PREC_BF16 ? dev->spec.flops_bf16 : dev->spec.flops_fp32;
-    double tc = flops / peak, tm = hbm_bytes / dev->spec.hbm_bw;
+    const mdc_device_efficiency *e = &dev->eff; /* the peak model: tc = flops / peak, tm = bytes / bw */
+    double tc = flops > 0 ? (flops + e->gemm_half) / (peak * e->gemm) : 0;
+    double tm = hbm_bytes > 0 ? (hbm_bytes + e->mem_half) / (dev->spec.hbm_bw * e->mem) : 0;
     double t = (tc >= tm ? tc : tm) + dev->spec.launch_overhead;
     if (tc >= tm) dev->c.t_compute += t;
     else dev->c.t_memory += t;

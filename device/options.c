@@ -28,10 +28,11 @@ static int parse_double(const char *opt, const char *v, double *out) {
 
 int mdc_device_options_parse(mdc_device_options *o, int argc, char **argv, int *i) {
     const char *a = argv[*i];
-    static const char *const names[] = {"--device",     "--device-file",  "--hbm-scale", "--emulate",
-                                        "--time-scale", "--energy-table", "--report",    "--gpus-per-node"};
+    static const char *const names[] = {"--device",  "--device-file",   "--hbm-scale",
+                                        "--emulate", "--time-scale",    "--energy-table",
+                                        "--report",  "--gpus-per-node", "--efficiency"};
     int k = -1;
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < 9; j++)
         if (!strcmp(a, names[j])) k = j;
     if (k < 0) return 0;
     if (*i + 1 >= argc) {
@@ -73,6 +74,13 @@ int mdc_device_options_parse(mdc_device_options *o, int argc, char **argv, int *
     }
     case 5: snprintf(o->energy_table, sizeof o->energy_table, "%s", v); return 1;
     case 6: snprintf(o->report_path, sizeof o->report_path, "%s", v); return 1;
+    case 8:
+        if (strcmp(v, "peak") && strcmp(v, "achievable")) {
+            mdc_fail(MDC_ERR_INVALID, "--efficiency: expected peak or achievable, got '%s'", v);
+            return -1;
+        }
+        o->achievable = !strcmp(v, "achievable");
+        return 1;
     default: {
         char *end;
         long g = strtol(v, &end, 10);
@@ -95,7 +103,9 @@ const char *mdc_device_options_help(void) {
            "  --time-scale X        throttle: wall seconds per virtual second (default 1)\n"
            "  --energy-table T      default | horowitz45 | a .json file\n"
            "  --report F.json       write the machine-readable device report\n"
-           "  --gpus-per-node G     ranks r/G share a virtual node (NVLink inside, network across; default 8)\n";
+           "  --gpus-per-node G     ranks r/G share a virtual node (NVLink inside, network across; default 8)\n"
+           "  --efficiency E        peak (default; predict: achievable) | achievable: kernels and links at the\n"
+           "                        preset's measured fractions of peak (docs/devices.md)\n";
 }
 
 mdc_status mdc_device_create(mdc_device **out, const mdc_device_options *o, int rank) {
@@ -110,5 +120,7 @@ mdc_status mdc_device_create(mdc_device **out, const mdc_device_options *o, int 
         st = mdc_energy_table_from_json_file(o->energy_table, &table);
     else st = mdc_energy_table_find(o->energy_table, &table);
     if (st) return st;
-    return mdc_device_create_spec(out, &spec, &table, o->hbm_scale, o->emulate, o->time_scale, rank);
+    st = mdc_device_create_spec(out, &spec, &table, o->hbm_scale, o->emulate, o->time_scale, rank);
+    if (!st) mdc_dev_set_achievable(*out, o->achievable);
+    return st;
 }

@@ -17,28 +17,41 @@
  * overhead are model choices, not datasheet figures. */
 #define ASSUMED_ALL (MDC_SPEC_NET | MDC_SPEC_LATENCY)
 
+/* Achievable fractions (mdc_device_efficiency; docs/devices.md): {gemm, gemm_half FLOPs, mem, mem_half
+ * bytes, nvlink, net}. A100: large fp16 GEMMs in cuBLAS reach about 0.8 of 312 TFLOP/s; a
+ * kernel of gemm_half = 0.5 GFLOP (about 1024^3) half of that; HBM2e copies 0.9 of 2.039 TB/s,
+ * half of it at 1 MB; NCCL's all-reduce bus bandwidth on NVLink3 0.78 of 300 GB/s, on HDR
+ * InfiniBand 0.9 of 25 GB/s. H100 and later (assumed alike): GEMMs 0.75 of peak, half at the
+ * same time to fill (gemm_half 1.6 GFLOP), HBM3 0.9, NVLink4 0.8, NDR 0.9. */
+#define A100_EFF \
+    { 0.8, 0.5e9, 0.9, 1e6, 0.78, 0.9 }
+#define H100_EFF \
+    { 0.75, 1.6e9, 0.9, 1e6, 0.8, 0.9 }
+
 static const mdc_device_spec presets[] = {
     {"a100-40", "NVIDIA A100 SXM4 40GB", 40 * GiB, 1.555 * TB, 1024, 5, "HBM2", 19.5 * TF, 312 * TF, 40 * MiB, 300 * GB,
-     2 * US, 25 * GB, 5 * US, 32 * GB, 4 * US, 400, ASSUMED_ALL},
+     2 * US, 25 * GB, 5 * US, 32 * GB, 4 * US, 400, ASSUMED_ALL, A100_EFF},
     {"a100-80", "NVIDIA A100 SXM4 80GB", 80 * GiB, 2.039 * TB, 1024, 5, "HBM2e", 19.5 * TF, 312 * TF, 40 * MiB,
-     300 * GB, 2 * US, 25 * GB, 5 * US, 32 * GB, 4 * US, 400, ASSUMED_ALL},
+     300 * GB, 2 * US, 25 * GB, 5 * US, 32 * GB, 4 * US, 400, ASSUMED_ALL, A100_EFF},
     {"h100", "NVIDIA H100 SXM5 80GB", 80 * GiB, 3.35 * TB, 1024, 5, "HBM3", 67 * TF, 989 * TF, 50 * MiB, 450 * GB,
-     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 700, ASSUMED_ALL},
+     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 700, ASSUMED_ALL, H100_EFF},
     {"h200", "NVIDIA H200 SXM 141GB", 141 * GiB, 4.8 * TB, 1024, 6, "HBM3e", 67 * TF, 989 * TF, 50 * MiB, 450 * GB,
-     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 700, ASSUMED_ALL},
+     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 700, ASSUMED_ALL, H100_EFF},
     {"b200", "NVIDIA B200 (HGX) 192GB", 192 * GiB, 8 * TB, 1024, 8, "HBM3e", 80 * TF, 2250 * TF, 126 * MiB, 900 * GB,
-     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 1000, ASSUMED_ALL | MDC_SPEC_SRAM | MDC_SPEC_PCIE},
+     2 * US, 50 * GB, 5 * US, 64 * GB, 4 * US, 1000, ASSUMED_ALL | MDC_SPEC_SRAM | MDC_SPEC_PCIE, H100_EFF},
     {"gb300", "NVIDIA Blackwell Ultra (GB300) 288GB", 288 * GiB, 8 * TB, 1024, 8, "HBM3e", 75 * TF, 2250 * TF,
-     126 * MiB, 900 * GB, 2 * US, 100 * GB, 5 * US, 128 * GB, 4 * US, 1400,
-     ASSUMED_ALL | MDC_SPEC_SRAM | MDC_SPEC_PCIE},
+     126 * MiB, 900 * GB, 2 * US, 100 * GB, 5 * US, 128 * GB, 4 * US, 1400, ASSUMED_ALL | MDC_SPEC_SRAM | MDC_SPEC_PCIE,
+     H100_EFF},
     {"vr200", "NVIDIA Vera Rubin (announced) 288GB", 288 * GiB, 13 * TB, 2048, 8, "HBM4", 150 * TF, 4500 * TF,
      126 * MiB, 1800 * GB, 2 * US, 200 * GB, 5 * US, 128 * GB, 4 * US, 1800,
      ASSUMED_ALL | MDC_SPEC_HBM_BW | MDC_SPEC_HBM_BUS | MDC_SPEC_SRAM | MDC_SPEC_PCIE | MDC_SPEC_FLOPS_FP32 |
-         MDC_SPEC_FLOPS_BF16 | MDC_SPEC_TDP},
+         MDC_SPEC_FLOPS_BF16 | MDC_SPEC_TDP,
+     H100_EFF},
     {"vr300", "NVIDIA Rubin Ultra (announced) ~1TB", 1024 * GiB, 32 * TB, 2048, 16, "HBM4e", 300 * TF, 9000 * TF,
      252 * MiB, 1800 * GB, 2 * US, 200 * GB, 5 * US, 128 * GB, 4 * US, 3600,
      ASSUMED_ALL | MDC_SPEC_HBM_BYTES | MDC_SPEC_HBM_BW | MDC_SPEC_HBM_BUS | MDC_SPEC_SRAM | MDC_SPEC_PCIE |
-         MDC_SPEC_FLOPS_FP32 | MDC_SPEC_FLOPS_BF16 | MDC_SPEC_TDP | MDC_SPEC_NVLINK},
+         MDC_SPEC_FLOPS_FP32 | MDC_SPEC_FLOPS_BF16 | MDC_SPEC_TDP | MDC_SPEC_NVLINK,
+     H100_EFF},
 };
 
 int mdc_preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }

@@ -144,6 +144,14 @@ int mdc_cmd_predict(int argc, char **argv) {
             launch(argc, argv, processes(&o, p.fold));
         free(av);
     }
+    /* predict's device runs at the preset's achievable fractions unless --efficiency says */
+    int given = 0;
+    for (int i = 1; i < argc; i++) given |= !strcmp(argv[i], "--efficiency");
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!args) return 1;
+    memcpy(args, argv, (size_t)argc * sizeof *args);
+    if (!given) args[argc++] = "--efficiency", args[argc++] = "achievable";
+    argv = args;
     mdc_runtime rt;
     mdc_status st = mdc_runtime_init(&rt, &argc, &argv);
     if (st) mdc_runtime_die(&rt, st, 1, st == MDC_ERR_INVALID ? 2 : 1);
@@ -155,6 +163,7 @@ int mdc_cmd_predict(int argc, char **argv) {
     if (help) {
         if (rt.rank == 0) printf("%s%s%s", predict_usage, mdc_train_usage, mdc_device_options_help());
         mdc_runtime_finalize(&rt);
+        free(args);
         return 0;
     }
     long long n = mesh_ranks(&o), need = processes(&o, p.fold);
@@ -204,5 +213,6 @@ int mdc_cmd_predict(int argc, char **argv) {
     mdc_trainer_free(tr);
     if (st) mdc_runtime_die(&rt, st, 0, 1);
     mdc_runtime_finalize(&rt);
+    free(args);
     return 0;
 }

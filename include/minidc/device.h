@@ -19,6 +19,18 @@ extern "C" {
 
 /* ---- presets ---------------------------------------------------------------------------- */
 
+/* What a GPU achieves of its peak figures (--efficiency achievable; docs/devices.md gives each
+ * preset's source). A kernel of F FLOPs and B bytes takes max((F + gemm_half) / (gemm x peak),
+ * (B + mem_half) / (mem x hbm_bw)): the fraction gemm of the peak on large products, half of
+ * it at gemm_half FLOPs (small products fill neither the tiles nor a wave of the SMs), and the
+ * same for bandwidth; a message's bytes move at nvlink or net x the link's bandwidth (what
+ * NCCL's bus bandwidth reaches). The peak model (the default but for predict) is 1, 0, 1, 0, 1, 1. */
+typedef struct {
+    double gemm, gemm_half; /* fraction of peak FLOP/s for large kernels; FLOPs at half of it */
+    double mem, mem_half;   /* fraction of HBM bandwidth for large kernels; bytes at half of it */
+    double nvlink, net;     /* fraction of the link bandwidth messages reach */
+} mdc_device_efficiency;
+
 /* One GPU's published (or assumed) figures. Bandwidths in bytes/s per direction, latencies in
  * seconds, FLOP/s dense. `assumed` is a bit mask of MDC_SPEC_* fields that are not published
  * and carry a documented assumption (docs/devices.md). */
@@ -40,7 +52,8 @@ typedef struct {
     double pcie_bw;         /* host link, bytes/s per direction */
     double launch_overhead; /* s added to every kernel */
     double tdp_watts;
-    unsigned assumed; /* MDC_SPEC_* bits of fields that are assumptions */
+    unsigned assumed;          /* MDC_SPEC_* bits of fields that are assumptions */
+    mdc_device_efficiency eff; /* achievable fractions (JSON: optional, default the peak model) */
 } mdc_device_spec;
 
 enum {
@@ -116,6 +129,7 @@ typedef struct {
     char energy_table[256];   /* --energy-table NAME or a .json path (default "default") */
     char report_path[256];    /* --report out.json ("" = none) */
     int gpus_per_node;        /* --gpus-per-node G (default 8) */
+    int achievable;           /* --efficiency peak (0, default) | achievable (1): the spec's eff */
 } mdc_device_options;
 
 void mdc_device_options_default(mdc_device_options *o);
@@ -161,6 +175,9 @@ const mdc_energy_table *mdc_device_get_energy_table(const mdc_device *dev);
 int mdc_device_rank(const mdc_device *dev);
 double mdc_device_capacity(const mdc_device *dev); /* bytes, after --hbm-scale */
 mdc_emulate_mode mdc_device_mode(const mdc_device *dev);
+/* 1: kernels and messages at the spec's achievable fractions (mdc_device_efficiency); 0: at peak. */
+void mdc_dev_set_achievable(mdc_device *dev, int on);
+int mdc_dev_achievable(const mdc_device *dev);
 
 /* Allocates `bytes` of emulated HBM (host memory, 64-byte aligned, zeroed) under a category and
  * a tensor name. Over capacity: MDC_ERR_OOM_DEVICE with a CUDA-like message naming the rank,

@@ -23,9 +23,10 @@ extern "C" {
 #endif
 
 typedef struct {
-    double free_at;                          /* virtual time the stream finishes its last operation */
-    double busy;                             /* stream time (comm + idle inside it) since the last join */
-    double saved_now, saved_split[4], start; /* set by begin: the clock and its split */
+    double free_at;                             /* virtual time the stream finishes its last operation */
+    double busy;                                /* stream time (comm + idle inside it) since the last join */
+    double saved_now, saved_split[4], start;    /* set by begin: the clock and its split */
+    double saved_by[2 * MDC_TRAFFIC_COUNT + 1]; /* and the split by traffic class, the optimizer's */
     int active;
     double total_busy, total_exposed; /* over the stream's life */
 } mdc_dev_stream;

@@ -129,7 +129,7 @@ mdc_status mdc_gpt2_head_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss) {
     TRY(m->ops->head_backward(m, a, dloss, in, dln)); /* dln = f^T(dlogits wte); wte's gradient */
     mdc_i_round(m, dln, (size_t)s.nl * s.C);
     TAP(unit, MDC_I_DS_LNF, MDC_TAP_BWD, MDC_TAP_POST, dln);
-    memset(dres, 0, (size_t)s.nl * s.C * sizeof(float));
+    if (!mdc_host_dry()) memset(dres, 0, (size_t)s.nl * s.C * sizeof(float));
     m->norm->backward_all(m, a, &lnf, dres, dln, mdc_gpt2_acts_residual(a)); /* dx = LN_f^T(dln) */
     a->have_targets = 0;                                                     /* the logits are gone */
     UNIT_GRADS_DONE(unit);

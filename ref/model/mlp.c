@@ -43,7 +43,7 @@ static mdc_status dense_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int swigl
     float *du = buf(a, a->lay.dbig), *dh = buf(a, a->lay.dbig2);
     TRY(mdc_i_row_linear_backward(m, a, &b.fcp, du, dres, lact(a, a->lay.fchg, l), keep ? &keep[MDC_W_FCP] : NULL));
     TAP(1 + l, MDC_I_DS_GELU, MDC_TAP_BWD, MDC_TAP_AT, du);
-    memset(dh, 0, (size_t)s.n * s.FCl * sizeof(float));
+    if (!mdc_host_dry()) memset(dh, 0, (size_t)s.n * s.FCl * sizeof(float));
     act_backward(m, &s, swiglu, dh, lact(a, a->lay.fch, l), du);
     mdc_i_round(m, dh, (size_t)s.n * s.FCl);
     if (swiglu) {

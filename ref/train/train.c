@@ -151,6 +151,7 @@ static void unscale_visit(void *vc, int ti, size_t at, float *grad, float *param
     for (size_t i = 0; i < n; i++) grad[i] *= c->inv;
 }
 static void unscale(mdc_step_plan *p) {
+    if (mdc_host_dry()) return;
     unscale_ctx c = {p->loss_scale > 0 ? 1.0f / p->loss_scale : 1.0f, p->plant_inf};
     if (p->dp) {
         mdc_dp_for_each_segment(p->dp, unscale_visit, &c);

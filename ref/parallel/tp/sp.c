@@ -10,7 +10,7 @@
 /* (B,T,C) <-> [t][B][T/t][C] */
 void mdc_sp_i_permute(void *dst, const void *src, size_t esz, int t, int B, int T, int C, int to_blocks) {
     size_t Tl = (size_t)(T / t), row = Tl * (size_t)C * esz;
-    for (int q = 0; q < t; q++)
+    for (int q = 0; q < t && !mdc_host_dry(); q++)
         for (int b = 0; b < B; b++) {
             size_t blk = ((size_t)q * B + b) * row, seq = ((size_t)b * T + (size_t)q * Tl) * (size_t)C * esz;
             if (to_blocks) memcpy((char *)dst + blk, (const char *)src + seq, row);

@@ -1,0 +1,105 @@
+#!/bin/bash
+# minidc predict runs train's code dry and folded: for meshes small enough to run for real, the
+# predicted step equals the emulated run's virtual step (the last rank's end of step 2 minus its
+# end of step 1, from train's --report) within 1%, at the peak model and at the achievable one;
+# the parts it prints add up to the step; folding changes nothing (--no-fold gives the same
+# step); what predict cannot do is refused by name.
+. "$(dirname "$0")/scenario.sh"
+[ "${1:-}" = long ] && TIER=long
+BUILD=${BUILD:-build}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+bin=$BUILD/minidc
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+py=$(command -v python3 || echo /usr/bin/python3)
+
+step_of_train() { # ranks args...: the emulated run's step 2, seconds
+    local n=$1; shift
+    local s
+    for s in 1 2; do
+        timeout -k 5 120 "$MPIEXEC" -n "$n" "$bin" train "$@" --steps $s --quiet --report "$tmp/t$s.json" \
+            >"$tmp/train$s.out" 2>&1 || return 1
+    done
+    "$py" -c '
+import json, sys
+end = [max(r["time_s"]["total"] for r in json.load(open(sys.argv[k]))["ranks"]) for k in (1, 2)]
+print("%.12g" % (end[1] - end[0]))' "$tmp/t1.json" "$tmp/t2.json"
+}
+
+same() { # what ranks args...: predict's step within 1% of train's, its parts adding up to it
+    local what=$1 n=$2; shift 2
+    scenario "$what" || return 0
+    local t p
+    if ! t=$(step_of_train "$n" "$@"); then flunk "$what" "train failed"; tail -3 "$tmp"/train*.out; return; fi
+    if ! timeout -k 5 300 "$bin" predict "$@" --json "$tmp/p.json" >"$tmp/p.out" 2>&1; then
+        flunk "$what" "predict failed"; tail -3 "$tmp/p.out"; return
+    fi
+    if ! grep -q "^predicted step " "$tmp/p.out"; then flunk "$what" "no 'predicted step' line"; return; fi
+    local why
+    why=$("$py" -c '
+import json, sys
+t = float(sys.argv[1]); p = json.load(open(sys.argv[2]))
+err = abs(p["step_s"] - t) / t
+parts = sum(p["parts_s"].values())
+if err > 0.01: print("predicted %.6g s, the emulated run %.6g s (%.2f%% apart)" % (p["step_s"], t, 100 * err))
+elif abs(parts - p["step_s"]) > 0.02 * p["step_s"]: print("the parts add up to %.6g s of %.6g" % (parts, p["step_s"]))
+' "$t" "$tmp/p.json")
+    if [ -n "$why" ]; then flunk "$what" "$why"; return; fi
+    pass "$what"
+}
+
+same "serial tiny at the peak model" 1 --config tiny --efficiency peak
+same "tiny --tp 2 --sp --dp 2 --pp 2 (1f1b, 4 micro-batches): 2 processes for 8 ranks" 8 --config tiny --tp 2 --sp --dp 2 --pp 2 --microbatches 4 --efficiency peak
+same "tiny --dp 4 --zero 1 at the achievable model" 4 --config tiny --dp 4 --zero 1 --efficiency achievable
+same "llama-tiny --tp 2 --dp 2 bf16, selective recomputation" 4 --config llama-tiny --tp 2 --dp 2 --precision bf16 --recompute selective --efficiency achievable
+
+
+
+
+refused() { # what pattern args...
+    local what=$1 pat=$2; shift 2
+    scenario "$what" || return 0
+    timeout -k 5 60 "$bin" predict "$@" >"$tmp/r.out" 2>&1
+    local rc=$?
+    if [ $rc != 0 ] && grep -q -- "$pat" "$tmp/r.out"; then pass "$what"; else flunk "$what" "exit $rc: $(tail -1 "$tmp/r.out")"; fi
+}
+refused "a MoE model is refused" "mixture-of-experts" --config mixtral-tiny
+refused "--data is refused" "reads and writes no tensors" --config tiny --data /nonexistent
+refused "--gpus that the mesh does not make" "--gpus 6 but" --config tiny --tp 2 --dp 2 --gpus 6
+refused "--exact is refused" "exact" --config tiny --exact
+
+tier=long
+same "tiny --dp 4 --zero 3, DDP's shards alike" 4 --config tiny --dp 4 --zero 3 --efficiency achievable
+same "tiny --pp 2 interleaved (2 virtual stages) --dp 2, fp16" 4 --config tiny --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --microbatches 4 --dp 2 --precision fp16 --efficiency peak
+same "qwen3-tiny --cp 2 (ring; cp ranks not folded)" 2 --config qwen3-tiny --cp 2 --efficiency achievable
+
+what="--no-fold runs every rank and predicts the same step"
+if scenario "$what"; then
+    a=$(timeout -k 5 120 "$bin" predict --config tiny --tp 2 --dp 2 | grep "^predicted step")
+    b=$(timeout -k 5 120 "$bin" predict --config tiny --tp 2 --dp 2 --no-fold | grep "^predicted step")
+    if [ -n "$a" ] && [ "${a%%(*}" = "${b%%(*}" ]; then pass "$what"; else flunk "$what" "'$a' and '$b'"; fi
+fi
+
+what="a model of 22B parameters on 8 GPUs: an A100's memory and the step's parts"
+if scenario "$what"; then
+    timeout -k 5 300 "$bin" predict --vocab 51200 --ctx 2048 --layers 48 --heads 64 --channels 6144 --batch 4 --tp 8 \
+        --precision fp16 --recompute full --device a100-80 >"$tmp/22b.out" 2>&1
+    if grep -q "^predicted step " "$tmp/22b.out" && grep -q "tp communication exposed" "$tmp/22b.out" &&
+        grep -q "^peak HBM per GPU" "$tmp/22b.out" && ! grep -q "OUT OF MEMORY" "$tmp/22b.out"; then
+        pass "$what"
+    else flunk "$what" "$(tail -2 "$tmp/22b.out")"; fi
+fi
+
+what="out of memory is predicted and named: 22B on one tp rank"
+if scenario "$what"; then
+    timeout -k 5 300 "$bin" predict --vocab 51200 --ctx 2048 --layers 48 --heads 64 --channels 6144 --batch 1 \
+        --precision fp16 --device a100-80 >"$tmp/oom.out" 2>&1
+    if grep -q "^OUT OF MEMORY: .* the largest category is optimizer" "$tmp/oom.out"; then pass "$what"
+    else flunk "$what" "$(tail -2 "$tmp/oom.out")"; fi
+fi
+
+same "tiny --tp 2 --sp --pp 2 zb-h1 --dp 2 --zero 1" 8 --config tiny --layers 4 --tp 2 --sp --pp 2 --schedule zb-h1 --microbatches 4 --dp 2 --zero 1 --efficiency achievable
+same "small --tp 4 --dp 2 bf16" 8 --config small --tp 4 --dp 2 --precision bf16 --batch 8 --efficiency achievable
+
+exit $fail
