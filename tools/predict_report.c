@@ -30,12 +30,12 @@ static double model_flops(const mdc_gpt2_config *c, double tokens, int seq) {
 }
 
 static const char *gib(char *b, size_t n, double bytes) {
-    snprintf(b, n, "%.2f GiB", bytes / 1073741824.0);
+    snprintf(b, n, "%.4g GiB", bytes / 1073741824.0);
     return b;
 }
 
 static void part(FILE *f, const char *name, double t, double step) {
-    if (t > 0) fprintf(f, "  %-36s %10.4f s  %5.1f%%\n", name, t, step > 0 ? 100 * t / step : 0);
+    if (t > 0) fprintf(f, "  %-36s %12.6g s  %5.1f%%\n", name, t, step > 0 ? 100 * t / step : 0);
 }
 
 static mdc_status write_json(const char *path, const mdc_predict_input *in, double step, const double *parts,
@@ -140,7 +140,7 @@ mdc_status mdc_predict_report(mdc_runtime *rt, const mdc_predict_input *in, FILE
     else fprintf(f, "not folded: every rank ran (%.1f s on this host)\n", in->wall);
     fprintf(f, "predicted step %.6g s  (mesh rank %d's step ends last; its parts:)\n", step, all[crit].mesh_rank);
     for (int k = 0; k < np2; k++) part(f, names[k], parts[k], step);
-    if (opt > 0) fprintf(f, "  (of the kernels, the optimizer's update %.4f s)\n", opt);
+    if (opt > 0) fprintf(f, "  (of the kernels, the optimizer's update %.6g s)\n", opt);
     fprintf(f,
             "MFU %.1f%%: model FLOPs 6 x matmul parameters + 12 L seq d per token = %.4g per step, over %d GPUs x "
             "%.4g s x %.4g FLOP/s\n",

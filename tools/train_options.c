@@ -76,6 +76,9 @@ const char mdc_train_usage[] =
     "  --dropout P         dropout on the attention probabilities and both residual branches\n"
     "                      (default 0); masks keyed by global element index: every mesh drops\n"
     "                      exactly what serial drops\n"
+    "  --attention K       the attention kernel: auto (default: tiled, FlashAttention's online softmax,\n"
+    "                      above 256 tokens) | materialized (the T x T probabilities kept, as Megatron\n"
+    "                      before FlashAttention) | tiled\n"
     "  --recompute R       activation recomputation: none (default) | selective (the attention's\n"
     "                      T x T probabilities, Korthikanti et al. 2022) | full (a block keeps only\n"
     "                      its input; its forward runs again in the backward); memory and FLOPs\n"
@@ -146,6 +149,13 @@ static mdc_status parse_recompute(const char *a, const char *v, int *out) {
     for (int i = 0; v && i < 3; i++)
         if (!strcmp(v, names[i])) return *out = i, MDC_OK;
     return mdc_fail(MDC_ERR_INVALID, "%s '%s': none, selective or full", a, v ? v : "");
+}
+
+static mdc_status parse_attention(const char *a, const char *v, int *out) {
+    static const char *const names[] = {"auto", "materialized", "tiled"};
+    for (int i = 0; v && i < 3; i++)
+        if (!strcmp(v, names[i])) return *out = i, MDC_OK;
+    return mdc_fail(MDC_ERR_INVALID, "%s '%s': auto, materialized or tiled", a, v ? v : "");
 }
 
 mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *help) {
@@ -235,6 +245,7 @@ mdc_status mdc_train_parse(mdc_train_options *o, int argc, char **argv, int *hel
         else if (!strcmp(a, "--bucket-mb")) st = mdc_parse_double_range(a, v, 0, 1048576, &o->bucket_mb);
         else if (!strcmp(a, "--dropout")) st = mdc_parse_double_range(a, v, 0, 0.99, &o->dropout);
         else if (!strcmp(a, "--recompute")) st = parse_recompute(a, v, &o->recompute), o->recompute_set = 1;
+        else if (!strcmp(a, "--attention")) st = parse_attention(a, v, &o->attention);
         else if (!strcmp(a, "--precision")) st = mdc_parse_precision(a, v, &o->precision);
         else if (!strcmp(a, "--grad-reduce")) {
             st = mdc_parse_precision(a, v, &o->grad_reduce);
@@ -267,6 +278,7 @@ mdc_status mdc_train_validate(mdc_train_options *o, int nranks, mdc_gpt2_config 
     if (o->H) cfg->H = o->H;
     if (o->C) cfg->C = o->C;
     mdc_moe_cli_apply(&o->moe, cfg);
+    cfg->attention = o->attention;
     if ((st = mdc_gpt2_config_check(cfg))) return st;
     cfg->Vp = mdc_gpt2_padded_vocab_tp(cfg->V, o->tp); /* every tp shards the vocabulary */
     if (!o->B) o->B = defB;

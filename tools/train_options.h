@@ -13,7 +13,7 @@ typedef struct {
     const char *config, *data, *save, *resume, *init;
     int V, T, L, H, C, B, seq, steps, seed, quiet, dp, tp, sp, pp, cp, ep, etp, zero, accum, check, replicas, prefetch;
     int seed_given, force_seed, exact, exact_block, microbatches, check_coll, recompute, recompute_set, precision,
-        grad_reduce;
+        grad_reduce, attention;
     const char *schedule, *timeline, *cp_layout, *cp_algo, *trace, *dump_dir;
     int layout[256], layout_n, vstages;
     int fail_rank, fail_step, fail_how;

@@ -82,7 +82,13 @@ typedef struct {
     /* transformers' auxiliary loss (output_router_logits true): this x load_balancing_loss_func
      * of each micro-batch's router logits, every MoE block pooled (0: none) */
     float lb_coef;
+    /* the attention's kernel: MDC_ATTENTION_AUTO (0: tiled above MDC_GPT2_TILED_T tokens),
+     * _MATERIALIZED (the T x T probabilities kept, as Megatron before FlashAttention), _TILED */
+    int attention;
 } mdc_gpt2_config;
+enum { MDC_ATTENTION_AUTO = 0, MDC_ATTENTION_MATERIALIZED, MDC_ATTENTION_TILED };
+/* 1: the model runs sequences of T tokens with the tiled attention kernel (cfg->attention) */
+int mdc_gpt2_attention_tiled(const mdc_gpt2_config *c, int T);
 enum { MDC_ROUTER_SOFTMAX = 0, MDC_ROUTER_SIGMOID };
 enum {
     MDC_FAMILY_GPT2 = 0,

@@ -23,7 +23,7 @@ mdc_i_acts_layout mdc_i_layout_acts(const mdc_gpt2_config *c, const mdc_gpt2_par
     size_t Hl = (size_t)(c->H / t), KVl = (size_t)mdc_i_kv_local(c, t, p->tp_rank, &kv0), Cl = Hl * d;
     size_t QKVl = (Hl + 2 * KVl) * d, Fl = (size_t)mdc_i_ffn(c) / (size_t)t, FCl = fam ? 2 * Fl : Fl;
     size_t Vl = (size_t)c->Vp / (size_t)t, big = FCl > QKVl ? FCl : QKVl, qk = c->qk_norm ? (Hl + KVl) : 0;
-    a.tiled = T > MDC_GPT2_TILED_T || (needs & MDC_I_NEED_LSE);
+    a.tiled = mdc_i_attn_tiled(c, T) || (needs & MDC_I_NEED_LSE);
     size_t attn = a.tiled ? (size_t)B * Hl * T : (size_t)B * Hl * T * T;
     size_t off = 0, woff = 0;
     /* a block keeps every tensor its backward reads (TAKE, per layer), or with recomputation

@@ -31,7 +31,7 @@ static double stash_none(const mdc_gpt2 *m, int b, int s, int tiled, double *A, 
 
 void mdc_gpt2_recompute_report(const mdc_gpt2 *m, int b, int s, FILE *out) {
     const mdc_gpt2_config *c = &m->cfg;
-    int mode = m->rc.mode, tiled = s > MDC_GPT2_TILED_T || m->cp != NULL;
+    int mode = m->rc.mode, tiled = mdc_i_attn_tiled(&m->cfg, s) || m->cp != NULL;
     double t = m->part.tp, sp = m->part.sp ? t : 1, h = c->C, bs = (double)b * s, bsh = bs * h, as = c->H * (double)s;
     double A, f32, none = stash_none(m, b, s, tiled, &A, &f32), keep = none, work = 0, kf = f32, wf = 0;
     if (mode == MDC_RECOMPUTE_FULL)

@@ -232,7 +232,7 @@ double mdc_i_family_step_flops(const mdc_gpt2_config *c, int B, int T) {
     double N = (double)B * T, C = c->C, V = c->V, Vp = c->Vp, d = mdc_i_head_dim(c), H = c->H, KV = mdc_i_kv_heads(c);
     double I = mdc_i_ffn(c), Q = H * d, OC = (H + 2 * KV) * d, BH = (double)B * H, pc = 0.5 * (double)T * (T + 1);
     double P = (double)mdc_i_family_param_floats(c), qb = c->qkv_bias, ob = c->o_bias, mb = c->mlp_bias;
-    int tiled = T > MDC_GPT2_TILED_T;
+    int tiled = mdc_i_attn_tiled(c, T);
     double qk = c->qk_norm ? N * (H + KV) * d : 0, rope = 3 * N * (H + KV) * d;
     double attn_f = BH * (4 * d + 5) * pc;
     double attn_b = tiled ? BH * ((10 * d + 4) * pc + 2.0 * T * d) : BH * (8 * d + 4) * pc;

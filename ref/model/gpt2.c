@@ -249,11 +249,13 @@ mdc_gpt2_memory mdc_gpt2_memory_need(const mdc_gpt2_config *cfg, int B, int T) {
     return m;
 }
 
+int mdc_gpt2_attention_tiled(const mdc_gpt2_config *c, int T) { return mdc_i_attn_tiled(c, T); }
+
 double mdc_gpt2_step_flops(const mdc_gpt2_config *c, int B, int T) {
     if (mdc_i_family(c)) return mdc_i_family_step_flops(c, B, T);
     double N = (double)B * T, C = c->C, V = c->V, Vp = c->Vp, hs = C / c->H, BH = (double)B * c->H;
     double pc = 0.5 * (double)T * (T + 1), P = (double)mdc_gpt2_param_floats(c);
-    int tiled = T > MDC_GPT2_TILED_T;
+    int tiled = mdc_i_attn_tiled(c, T);
     /* the MLP's part of a block (forward, backward), then the rest */
     double mlp_f = (2 * N * C * 4 * C + N * 4 * C) + 10 * N * 4 * C + (2 * N * 4 * C * C + 2 * N * C);
     double mlp_b = (4 * N * 4 * C * C + N * C) + 16 * N * 4 * C + (4 * N * C * 4 * C + N * 4 * C);

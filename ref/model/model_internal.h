@@ -31,6 +31,10 @@ static inline int mdc_i_fexpert_k(int j, int q) { return FROUTER + 1 + 3 * j + q
 static inline int mdc_i_family(const mdc_gpt2_config *c) { return c->family != MDC_FAMILY_GPT2; }
 static inline int mdc_i_kv_heads(const mdc_gpt2_config *c) { return c->KV > 0 ? c->KV : c->H; }
 static inline int mdc_i_head_dim(const mdc_gpt2_config *c) { return c->head_dim > 0 ? c->head_dim : c->C / c->H; }
+/* the tiled (online-softmax) attention kernel for sequences of T, else the materialized one */
+static inline int mdc_i_attn_tiled(const mdc_gpt2_config *c, int T) {
+    return c->attention == MDC_ATTENTION_AUTO ? T > MDC_GPT2_TILED_T : c->attention == MDC_ATTENTION_TILED;
+}
 static inline int mdc_i_ffn(const mdc_gpt2_config *c) { return c->ffn > 0 ? c->ffn : 4 * c->C; }
 static inline int mdc_i_moe_ffn(const mdc_gpt2_config *c) { return c->moe_ffn > 0 ? c->moe_ffn : mdc_i_ffn(c); }
 /* The kv heads tp rank r of t holds, from *kv0: KV/t of them, or with t > KV one, the kv head of

@@ -3,7 +3,8 @@
 # predicted step equals the emulated run's virtual step (the last rank's end of step 2 minus its
 # end of step 1, from train's --report) within 1%, at the peak model and at the achievable one;
 # the parts it prints add up to the step; folding changes nothing (--no-fold gives the same
-# step); what predict cannot do is refused by name.
+# step); --attention picks the kernel whose memory a prediction of Megatron before FlashAttention
+# needs; what predict cannot do is refused by name.
 . "$(dirname "$0")/scenario.sh"
 [ "${1:-}" = long ] && TIER=long
 BUILD=${BUILD:-build}
@@ -64,6 +65,15 @@ refused() { # what pattern args...
     local rc=$?
     if [ $rc != 0 ] && grep -q -- "$pat" "$tmp/r.out"; then pass "$what"; else flunk "$what" "exit $rc: $(tail -1 "$tmp/r.out")"; fi
 }
+what="--attention tiled at 64 tokens keeps each row's log-sum-exp, not the probabilities: fewer activations"
+if scenario "$what"; then
+    m=$(timeout -k 5 60 "$bin" train --config tiny --steps 1 --quiet --attention materialized | grep -o "activations [0-9.]*")
+    t=$(timeout -k 5 60 "$bin" train --config tiny --steps 1 --quiet --attention tiled | grep -o "activations [0-9.]*")
+    if [ -n "$m" ] && [ -n "$t" ] && awk -v a="${m#activations }" -v b="${t#activations }" 'BEGIN { exit !(b < a) }'; then
+        pass "$what"
+    else flunk "$what" "'$m' and '$t'"; fi
+fi
+refused "--attention of no kernel is refused" "auto, materialized or tiled" --config tiny --attention flash
 refused "a MoE model is refused" "mixture-of-experts" --config mixtral-tiny
 refused "--data is refused" "reads and writes no tensors" --config tiny --data /nonexistent
 refused "--gpus that the mesh does not make" "--gpus 6 but" --config tiny --tp 2 --dp 2 --gpus 6

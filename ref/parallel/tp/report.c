@@ -152,7 +152,7 @@ static void params_line(const mdc_tp *tp, const mdc_gpt2 *m, FILE *out) {
 static void activations_gpt2(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s, FILE *out) {
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     double t = tp->t, h = c->C, a = c->H, bs = (double)b * s, bsh = bs * h;
-    int tiled = s > MDC_GPT2_TILED_T; /* the attention kernel the model chose */
+    int tiled = mdc_gpt2_attention_tiled(c, s); /* the attention kernel the model chose */
     double att = tiled ? b * (a / t) * s : b * (a / t) * (double)s * s;
     double ours_tp = 4 * bsh + 12 * bsh / t + 4 * bs + att, ours_sp = 16 * bsh / t + 4 * bs / t + att;
     double kor_tp = bsh * (10 + 24 / t + 5 * a * s / (h * t)), kor_sp = bsh / t * (34 + 5 * a * s / h);
@@ -178,7 +178,7 @@ static void activations_family(const mdc_tp *tp, const mdc_gpt2 *m, int b, int s
     const mdc_gpt2_config *c = mdc_gpt2_get_config(m);
     double t = tp->t, h = c->C, a = c->H / t, d = kv_width(m), I = (c->ffn > 0 ? c->ffn : 4 * c->C) / t;
     double g = mdc_gpt2_kv_heads_local(c, tp->t), bs = (double)b * s, q = c->qk_norm ? (a + g) * (d + 1) : 0;
-    int tiled = s > MDC_GPT2_TILED_T;
+    int tiled = mdc_gpt2_attention_tiled(c, s);
     double att = tiled ? b * a * s : b * a * (double)s * s, sp = tp->sp ? t : 1;
     double ours = bs / sp * (4 * h + 4) + bs * ((a + 2 * g) * d + a * d + 3 * I + q) + att;
     double kor = 2 * (4 * bs * h / sp + bs * (a + 2 * g) * d + bs * a * d + 3 * bs * I) + 2 * a * (double)s * s * b;
