@@ -31,7 +31,10 @@ charge:
     mdc_adamw_charge(dev, n);
 }
 
-void mdc_adamw_charge(mdc_device *dev, size_t n) { mdc_k_charge_fp32(dev, 15.0 * (double)n, 28.0 * (double)n); }
+/* named as the update it charges for (a multi-tensor launch is one update in the trace) */
+void mdc_adamw_charge(mdc_device *dev, size_t n) {
+    if (dev) mdc_dev_kernel_named(dev, "mdc_adamw_update", 15.0 * (double)n, 28.0 * (double)n, MDC_PREC_FP32);
+}
 
 double mdc_grad_sumsq(mdc_device *dev, const float *grads, size_t n) {
     double total = 0;

@@ -155,8 +155,8 @@ void mdc_trainer_report(mdc_trainer *t, FILE *out) {
         mdc_group_rank(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) == 0 &&
         mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)) > 1)
         fprintf(out,
-                "loss and gradient norm: one allreduce of 2 x %d doubles per step over every rank, %.0f bytes sent "
-                "by rank 0\n",
+                "loss and gradient norm: an allreduce of 2 x %d doubles per step over each mesh axis of more than "
+                "one rank in turn, %.0f bytes sent by rank 0\n",
                 mdc_group_size(mdc_mesh_group(t->mesh, MDC_MESH_WORLD)), t->plan.scalar_bytes);
 }
 
