@@ -11,7 +11,7 @@
 typedef struct {
     const char *key;
     size_t offset;
-    char kind;        /* 'd' double > 0, 'z' double >= 0, 'i' int > 0, 's' string */
+    char kind;        /* 'd' double > 0, 'z' double >= 0, 'i' int > 0, 's' string, 'e' optional double >= 0 */
     size_t size;      /* strings: buffer size */
     double lo, hi;    /* numbers: the physically sensible range, inclusive */
     const char *unit; /* numbers: for the range message */
@@ -48,6 +48,13 @@ static const field spec_fields[] = {
     D(pcie_bw, 1e6, 1e16, "bytes/s"),
     Z(launch_overhead, 0, 1, "s"),
     D(tdp_watts, 0.1, 1e6, "W"),
+    /* the achievable fractions (mdc_device_efficiency): all six or none (the peak model) */
+    {"gemm_eff", offsetof(mdc_device_spec, eff.gemm), 'e', 0, 0.01, 1, "of peak"},
+    {"gemm_half_flops", offsetof(mdc_device_spec, eff.gemm_half), 'e', 0, 0, 1e15, "FLOP"},
+    {"mem_eff", offsetof(mdc_device_spec, eff.mem), 'e', 0, 0.01, 1, "of bandwidth"},
+    {"mem_half_bytes", offsetof(mdc_device_spec, eff.mem_half), 'e', 0, 0, 1e12, "bytes"},
+    {"nvlink_eff", offsetof(mdc_device_spec, eff.nvlink), 'e', 0, 0.01, 1, "of bandwidth"},
+    {"net_eff", offsetof(mdc_device_spec, eff.net), 'e', 0, 0.01, 1, "of bandwidth"},
 };
 #undef D
 #undef Z
@@ -147,7 +154,7 @@ static mdc_status load_fields(const char *path, const char *text, void *dst, con
         cJSON *v = cJSON_GetObjectItemCaseSensitive(root, f->key);
         char *p = (char *)dst + f->offset;
         if (!v) {
-            if (f->kind == 's' && optional_strings) continue;
+            if ((f->kind == 's' && optional_strings) || f->kind == 'e') continue;
             st = mdc_fail(MDC_ERR_FORMAT, "%s: missing field '%s'", path, f->key);
             goto done;
         }
@@ -210,6 +217,12 @@ mdc_status mdc_spec_from_json_file(const char *path, mdc_device_spec *out) {
     memset(&s, 0, sizeof s);
     st = load_fields(path, text, &s, spec_fields, (int)(sizeof spec_fields / sizeof spec_fields[0]), 0);
     free(text);
+    int given = (s.eff.gemm > 0) + (s.eff.mem > 0) + (s.eff.nvlink > 0) + (s.eff.net > 0);
+    if (st == MDC_OK && given && given < 4)
+        st = mdc_fail(MDC_ERR_FORMAT,
+                      "%s: the efficiencies gemm_eff, mem_eff, nvlink_eff and net_eff come together (with "
+                      "gemm_half_flops and mem_half_bytes, 0 if left out), or none of them (the peak model)",
+                      path);
     if (st == MDC_OK) *out = s;
     return st;
 }

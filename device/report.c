@@ -119,6 +119,9 @@ static cJSON *spec_json(const mdc_device_spec *s) {
     add_num(o, "pcie_bw", s->pcie_bw);
     add_num(o, "launch_overhead", s->launch_overhead);
     add_num(o, "tdp_watts", s->tdp_watts);
+    add_num(o, "gemm_eff", s->eff.gemm), add_num(o, "gemm_half_flops", s->eff.gemm_half);
+    add_num(o, "mem_eff", s->eff.mem), add_num(o, "mem_half_bytes", s->eff.mem_half);
+    add_num(o, "nvlink_eff", s->eff.nvlink), add_num(o, "net_eff", s->eff.net);
     return o;
 }
 

@@ -74,6 +74,22 @@ if scenario "$what"; then
     else flunk "$what" "'$m' and '$t'"; fi
 fi
 refused "--attention of no kernel is refused" "auto, materialized or tiled" --config tiny --attention flash
+what="a device file's efficiencies: its achievable step is longer than its peak one"
+if scenario "$what"; then
+    cat >"$tmp/dev.json" <<'JSON'
+{"name": "x", "description": "a file", "hbm_bytes": 8.6e10, "hbm_bw": 2.0e12, "hbm_bus_bits_per_stack": 1024,
+ "hbm_stacks": 5, "hbm_gen": "HBM2e", "flops_fp32": 1.95e13, "flops_bf16": 3.12e14, "sram_bytes": 4e7,
+ "nvlink_bw": 3e11, "nvlink_latency": 2e-6, "net_bw": 2.5e10, "net_latency": 5e-6, "pcie_bw": 3.2e10,
+ "launch_overhead": 4e-6, "tdp_watts": 400, "gemm_eff": 0.5, "mem_eff": 0.9, "nvlink_eff": 0.8, "net_eff": 0.9}
+JSON
+    a=$(timeout -k 5 60 "$bin" predict --config tiny --device-file "$tmp/dev.json" | grep -o "^predicted step [0-9.e+-]*")
+    p=$(timeout -k 5 60 "$bin" predict --config tiny --device-file "$tmp/dev.json" --efficiency peak | grep -o "^predicted step [0-9.e+-]*")
+    if [ -n "$a" ] && [ -n "$p" ] && awk -v a="${a#predicted step }" -v p="${p#predicted step }" 'BEGIN { exit !(a > p) }'; then
+        pass "$what"
+    else flunk "$what" "'$a' and '$p'"; fi
+    sed 's/, "net_eff": 0.9//' "$tmp/dev.json" >"$tmp/dev2.json"
+fi
+refused "a device file with some of the efficiencies is refused" "come together" --config tiny --device-file "$tmp/dev2.json"
 refused "a MoE model is refused" "mixture-of-experts" --config mixtral-tiny
 refused "--data is refused" "reads and writes no tensors" --config tiny --data /nonexistent
 refused "--gpus that the mesh does not make" "--gpus 6 but" --config tiny --tp 2 --dp 2 --gpus 6
