@@ -162,21 +162,6 @@ mdc_link mdc_transport_link(const mdc_transport *t, int a, int b) {
     return a / t->gpus_per_node == b / t->gpus_per_node ? MDC_LINK_NVLINK : MDC_LINK_NET;
 }
 
-void mdc_transport_abort_peers(mdc_transport *t, const char *why) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", why ? why : "");
-    int me = 0;
-    MPI_Comm_rank(t->comm, &me);
-    for (int r = 0; r < t->mpi_size; r++) {
-        if (r == me) continue;
-        MPI_Request req;
-        /* Best effort: the message is small (eager), we do not wait for it to be received. */
-        if (MPI_Isend(msg, (int)strlen(msg) + 1, MPI_CHAR, r, t->tag_base + TAG_REGION, t->comm, &req) == MPI_SUCCESS)
-            MPI_Request_free(&req);
-    }
-    mdc_i_door_ring_all(); /* a sleeping peer should see the message now, not in a while */
-}
-
 /* ---- point-to-point -------------------------------------------------------------------- */
 
 static mdc_status check_p2p(const void *buf, size_t bytes, int peer, int tag, const mdc_group *g, const char *what) {
@@ -290,18 +275,8 @@ static mdc_status request_post(mdc_request *r, void *payload, int tag) {
     int rc = MPI_SUCCESS;
     /* Before posting: a receive the peer completes after this moment changes the count. */
     if (r->is_send) r->door_mark = mdc_i_door_mark(r->door_peer);
-    if (t->dry) { /* the header alone, whether the payload would travel in pieces or not */
-        r->pack = r->inl;
-        if (r->is_send) {
-            dry_header h;
-            mdc_i_dry_header(t, r, &h);
-            memcpy(r->pack, &h, sizeof h);
-            rc = MPI_Isend(r->pack, (int)sizeof h, MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[0]);
-        } else {
-            rc = MPI_Irecv(r->pack, (int)sizeof(dry_header), MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[0]);
-        }
-        r->nmreq = 1;
-        r->posted = r->npieces;
+    if (t->dry) {
+        rc = mdc_i_dry_post(r, tag);
     } else if (r->npieces == 0) {
         size_t total = hdr + r->bytes;
         if (stamps) {
@@ -414,11 +389,8 @@ mdc_status mdc_i_irecv_window(void *slots, size_t bytes, size_t slice, int windo
 static mdc_status request_finish(mdc_request *r) {
     mdc_transport *t = r->t;
     mdc_status st = MDC_OK;
-    if (t->dry && !r->is_send) {
-        dry_header h;
-        memcpy(&h, r->pack, sizeof h);
-        r->stamp = h.stamp;
-    } else if (!r->is_send && r->npieces == 0 && r->pack) {
+    if (t->dry && !r->is_send) r->stamp = mdc_i_dry_stamp(r);
+    else if (!r->is_send && r->npieces == 0 && r->pack) {
         memcpy(&r->stamp, r->pack, sizeof r->stamp);
         if (r->bytes) memcpy(r->user, r->pack + sizeof r->stamp, r->bytes);
     }

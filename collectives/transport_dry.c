@@ -72,12 +72,29 @@ int mdc_transport_rep(const mdc_transport *t, int r) { return t->dry ? t->rep[r]
 double mdc_transport_fold_mismatch(const mdc_transport *t) { return t ? t->fold_mismatch : 0; }
 int mdc_i_dry_mpi_peer(const mdc_transport *t, int peer) { return t->rep_mpi[peer]; }
 
-void mdc_i_dry_header(mdc_transport *t, const mdc_request *r, dry_header *h) {
-    memset(h, 0, sizeof *h);
-    h->stamp = r->stamp;
-    h->bytes = r->bytes;
-    h->from = t->rank;
-    h->mirror = t->rep[r->peer_world] != r->peer_world;
+int mdc_i_dry_post(mdc_request *r, int tag) {
+    mdc_transport *t = r->t;
+    int rc;
+    r->pack = r->inl; /* sized for a dry_header by request_new */
+    if (r->is_send) {
+        dry_header h;
+        memset(&h, 0, sizeof h);
+        h.stamp = r->stamp, h.bytes = r->bytes, h.from = t->rank;
+        h.mirror = t->rep[r->peer_world] != r->peer_world;
+        memcpy(r->pack, &h, sizeof h);
+        rc = MPI_Isend(r->pack, (int)sizeof h, MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[0]);
+    } else {
+        rc = MPI_Irecv(r->pack, (int)sizeof(dry_header), MPI_BYTE, r->mpi_peer, tag, t->comm, &r->mreq[0]);
+    }
+    r->nmreq = 1;
+    r->posted = r->npieces; /* nothing left to post piece by piece */
+    return rc;
+}
+
+mdc_msg_stamp mdc_i_dry_stamp(const mdc_request *r) {
+    dry_header h;
+    memcpy(&h, r->pack, sizeof h);
+    return h.stamp;
 }
 
 mdc_status mdc_i_dry_check(mdc_transport *t, const mdc_request *r, const dry_header *h, size_t got) {

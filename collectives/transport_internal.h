@@ -101,10 +101,13 @@ struct mdc_request {
     unsigned char inl[];
 };
 
-/* collectives/transport_dry.c: the MPI rank of a mesh rank, the header a dry send posts, and
- * the check of one received (MDC_ERR_MISMATCH when it is not the message the receive stands for). */
+/* collectives/transport_dry.c: the MPI rank of a mesh rank; a dry request's one MPI operation,
+ * the header alone whether the payload would travel in pieces or not (returns MPI's code); the
+ * stamp a received header carries; the check of one received (MDC_ERR_MISMATCH when it is not
+ * the message the receive stands for). */
 int mdc_i_dry_mpi_peer(const mdc_transport *t, int peer);
-void mdc_i_dry_header(mdc_transport *t, const mdc_request *r, dry_header *h);
+int mdc_i_dry_post(mdc_request *r, int tag);
+mdc_msg_stamp mdc_i_dry_stamp(const mdc_request *r);
 mdc_status mdc_i_dry_check(mdc_transport *t, const mdc_request *r, const dry_header *h, size_t got);
 
 /* Waits politely until the `n` MPI requests in `all` are complete (transport_wait.c; statuses

@@ -178,3 +178,18 @@ done:
     if (got != st_stack) free(got);
     return st;
 }
+
+void mdc_transport_abort_peers(mdc_transport *t, const char *why) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", why ? why : "");
+    int me = 0;
+    MPI_Comm_rank(t->comm, &me);
+    for (int r = 0; r < t->mpi_size; r++) {
+        if (r == me) continue;
+        MPI_Request req;
+        /* Best effort: the message is small (eager), we do not wait for it to be received. */
+        if (MPI_Isend(msg, (int)strlen(msg) + 1, MPI_CHAR, r, t->tag_base + TAG_REGION, t->comm, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+    mdc_i_door_ring_all(); /* a sleeping peer should see the message now, not in a while */
+}
