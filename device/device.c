@@ -41,6 +41,7 @@ struct mdc_device {
     int traffic;               /* the class of the messages charged next (mdc_dev_set_traffic) */
     int optimizer;             /* the optimizer runs (mdc_dev_set_optimizer) */
     mdc_device_efficiency eff; /* the spec's under --efficiency achievable, else the peak model */
+    int achievable;            /* the achievable model: a kernel's passes timed one by one */
     size_t in_use[MDC_MEM_COUNT + 1], peak[MDC_MEM_COUNT + 1];
     alloc_hdr *allocs;
     double egress_free[MDC_LINK_COUNT];
@@ -178,6 +179,7 @@ void mdc_device_free(mdc_device *dev) {
 const mdc_device_spec *mdc_device_get_spec(const mdc_device *dev) { return &dev->spec; }
 const mdc_energy_table *mdc_device_get_energy_table(const mdc_device *dev) { return &dev->energy; }
 int mdc_device_rank(const mdc_device *dev) { return dev->rank; }
+void mdc_dev_set_rank(mdc_device *dev, int rank) { dev->rank = rank; }
 double mdc_device_capacity(const mdc_device *dev) { return dev->capacity; }
 mdc_emulate_mode mdc_device_mode(const mdc_device *dev) { return dev->mode; }
 
@@ -273,6 +275,7 @@ void mdc_dev_set_achievable(mdc_device *dev, int on) {
     int valid = e->gemm > 0 && e->gemm <= 1 && e->mem > 0 && e->mem <= 1 && e->nvlink > 0 && e->nvlink <= 1 &&
                 e->net > 0 && e->net <= 1 && e->gemm_half >= 0 && e->mem_half >= 0;
     dev->eff = on && valid ? *e : peak;
+    dev->achievable = on && valid;
 }
 int mdc_dev_achievable(const mdc_device *dev) {
     return dev->eff.gemm != 1 || dev->eff.mem != 1 || dev->eff.nvlink != 1;
@@ -303,19 +306,35 @@ void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precisi
     mdc_dev_kernel_named(dev, NULL, flops, hbm_bytes, prec);
 }
 
-void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, double hbm_bytes, mdc_precision prec) {
-    if (dev->mode == MDC_EMULATE_OFF) return;
-    if (prec == MDC_PREC_RUN || prec == MDC_PREC_GEMM) {
-        hbm_bytes *= dev->dtype_bytes / 4.0;
-        prec = prec == MDC_PREC_GEMM && dev->dtype_bytes == 2 ? MDC_PREC_BF16 : MDC_PREC_FP32;
-    }
-    double peak = prec == MDC_PREC_BF16 ? dev->spec.flops_bf16 : dev->spec.flops_fp32;
+/* One roofline: adds its time to the compute or memory class and returns it. The achievable
+ * model's matrix-product fraction and half-efficiency size apply to GEMMs (tensor cores, or an
+ * fp32 run's sgemm); an elementwise kernel's few FLOPs run at the vector units' peak. */
+static double roofline(mdc_device *dev, double flops, double hbm_bytes, double peak, int gemm) {
     const mdc_device_efficiency *e = &dev->eff; /* the peak model: tc = flops / peak, tm = bytes / bw */
-    double tc = flops > 0 ? (flops + e->gemm_half) / (peak * e->gemm) : 0;
+    double tc = flops <= 0 ? 0 : gemm ? (flops + e->gemm_half) / (peak * e->gemm) : flops / peak;
     double tm = hbm_bytes > 0 ? (hbm_bytes + e->mem_half) / (dev->spec.hbm_bw * e->mem) : 0;
     double t = (tc >= tm ? tc : tm) + dev->spec.launch_overhead;
     if (tc >= tm) dev->c.t_compute += t;
     else dev->c.t_memory += t;
+    return t;
+}
+
+void mdc_dev_kernel_passes(mdc_device *dev, const char *name, double flops, double hbm_bytes, int npass,
+                           const mdc_kernel_pass *pass, mdc_precision prec) {
+    if (dev->mode == MDC_EMULATE_OFF) return;
+    double scale = 1;
+    int gemm = prec == MDC_PREC_GEMM || prec == MDC_PREC_BF16;
+    if (prec == MDC_PREC_RUN || prec == MDC_PREC_GEMM) {
+        scale = dev->dtype_bytes / 4.0;
+        prec = prec == MDC_PREC_GEMM && dev->dtype_bytes == 2 ? MDC_PREC_BF16 : MDC_PREC_FP32;
+    }
+    hbm_bytes *= scale;
+    double peak = prec == MDC_PREC_BF16 ? dev->spec.flops_bf16 : dev->spec.flops_fp32, t = 0;
+    if (dev->achievable && npass > 0)
+        for (int i = 0; i < npass; i++)
+            t += roofline(dev, pass[i].flops, pass[i].hbm_bytes * scale, pass[i].gemm ? peak : dev->spec.flops_fp32,
+                          gemm && pass[i].gemm);
+    else t = roofline(dev, flops, hbm_bytes, peak, gemm);
     if (dev->optimizer) dev->c.t_optimizer += t;
     if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_KERNEL, name, dev->c.now, dev->c.now + t, flops, hbm_bytes);
     dev->c.now += t;
@@ -323,6 +342,10 @@ void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, doubl
     dev->c.hbm_bytes += hbm_bytes;
     dev->c.kernels += 1;
     throttle(dev, t);
+}
+
+void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, double hbm_bytes, mdc_precision prec) {
+    mdc_dev_kernel_passes(dev, name, flops, hbm_bytes, 0, NULL, prec);
 }
 
 void mdc_dev_count(mdc_device *dev, double int_ops, double sram_bytes) {

@@ -7,11 +7,13 @@
  * works, while the host holds WINDOW bytes for all of it. The contents are meaningless: every
  * tensor of a dry device aliases every other. */
 #include <fcntl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "dry_internal.h"
+#include "minidc/device.h"
 #include "platform.h"
 
 #define WINDOW ((size_t)16 << 20)
@@ -61,4 +63,15 @@ void *mdc_i_dry_map(size_t bytes, size_t head) {
 void mdc_i_dry_unmap(void *p, size_t bytes, size_t head) {
     size_t page = page_size(), len = (bytes + WINDOW - 1) / WINDOW * WINDOW;
     munmap((char *)p + head - page, page + len);
+}
+
+void *mdc_host_array(size_t bytes) {
+    if (!mdc_host_dry()) return calloc(1, bytes ? bytes : 1);
+    return mdc_i_dry_map(bytes ? bytes : 1, 0);
+}
+
+void mdc_host_array_free(void *p, size_t bytes) {
+    if (!p) return;
+    if (mdc_host_dry()) mdc_i_dry_unmap(p, bytes ? bytes : 1, 0);
+    else free(p);
 }

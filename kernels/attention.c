@@ -22,7 +22,9 @@
  *              read twice, dP written+read, dS written+read twice)
  *   dropout adds: forward Pc FLOPs, 2*Pc floats (P read, M P s written, then read instead
  *             of P); backward 2*Pc FLOPs, 2*Pc floats (dO V^T written+read once more)
- * (GPT-2, r = 1: 4*T*d and 10*T*d.)
+ * (GPT-2, r = 1: 4*T*d and 10*T*d.) These are the passes a GPU runs one by one (scores, softmax,
+ * dropout, P V; backward dP, dV, the softmax's, dQ, dK): the achievable device model times each
+ * (mdc_dev_kernel_passes), the peak model the totals.
  * Forward: heads are independent, OpenMP over (b, h). Backward: OpenMP over (b, g), the query
  * heads of kv head g one after another in ascending order, so dK and dV of g are summed in a
  * fixed order by one thread. Each head's products are single sgemm calls: the result does not
@@ -89,9 +91,17 @@ static void attention_gqa_forward_named(const char *name, mdc_device *dev, float
         free(Pd);
     }
 charge:
-    if (dev)
-        mdc_dev_kernel_named(dev, name, n * (4.0 * d + 5 + dr) * pc,
-                             n * 4 * ((2.0 + 2.0 * KV / H) * T * d + (4 + 2 * dr) * pc), MDC_PREC_GEMM);
+    if (dev) {
+        double r = (double)KV / H, td = (double)T * d;
+        mdc_kernel_pass ps[] = {
+            {n * (2.0 * d + 1) * pc, n * 4 * ((1 + r) * td + pc), 1}, /* S = Q K^T / sqrt(d) */
+            {n * 4 * pc, n * 4 * 2 * pc, 0},                          /* P = softmax(S) */
+            {n * 2.0 * d * pc, n * 4 * (pc + (1 + r) * td), 1},       /* O = P V */
+            {n * pc, n * 4 * 2 * pc, 0},                              /* dropout: P read, M P s written */
+        };
+        mdc_dev_kernel_passes(dev, name, n * (4.0 * d + 5 + dr) * pc,
+                              n * 4 * ((2.0 + 2.0 * KV / H) * T * d + (4 + 2 * dr) * pc), 3 + dr, ps, MDC_PREC_GEMM);
+    }
 }
 
 void mdc_attention_gqa_forward(mdc_device *dev, float *out, float *att, const float *qkv, const mdc_dropout *drop,
@@ -171,9 +181,19 @@ static void attention_gqa_backward_named(const char *name, mdc_device *dev, floa
         free(Pd);
     }
 charge:
-    if (dev)
-        mdc_dev_kernel_named(dev, name, n * (8.0 * d + 4 + 2 * dr) * pc,
-                             n * 4 * ((4.0 + 6.0 * KV / H) * T * d + (7 + 2 * dr) * pc), MDC_PREC_GEMM);
+    if (dev) {
+        double r = (double)KV / H, td = (double)T * d;
+        mdc_kernel_pass ps[] = {
+            {n * 2.0 * d * pc, n * 4 * ((1 + r) * td + pc), 1},     /* dP = dO V^T */
+            {n * 2.0 * d * pc, n * 4 * (pc + 2 * r * td), 1},       /* dV += P^T dO */
+            {n * 4 * pc, n * 4 * 3 * pc, 0},                        /* dS = P (dP - rowsum(P dP)) */
+            {n * 2.0 * d * pc, n * 4 * (pc + (r + 2) * td), 1},     /* dQ += dS K / sqrt(d) */
+            {n * 2.0 * d * pc, n * 4 * (pc + (1 + 2 * r) * td), 1}, /* dK += dS^T Q / sqrt(d) */
+            {n * 2 * pc, n * 4 * 2 * pc, 0},                        /* dropout: M dP s, (M P s) again */
+        };
+        mdc_dev_kernel_passes(dev, name, n * (8.0 * d + 4 + 2 * dr) * pc,
+                              n * 4 * ((4.0 + 6.0 * KV / H) * T * d + (7 + 2 * dr) * pc), 5 + dr, ps, MDC_PREC_GEMM);
+    }
 }
 
 void mdc_attention_gqa_backward(mdc_device *dev, float *dqkv, float *scratch, const float *dout, const float *qkv,

@@ -12,7 +12,7 @@
  * The step time is the last rank's end of step 2 minus the last rank's end of step 1. The parts
  * are that last rank's: its clock split into compute- and memory-bound kernels, each traffic
  * class's exposed communication (mdc_traffic), the pipeline's bubble (waiting on pipeline
- * messages) and other waiting. Without mpiexec, predict starts itself under mpiexec.mpich with
+ * messages) and other waiting. --trace and --timeline show the predicted step. Without mpiexec, predict starts itself under mpiexec.mpich with
  * the processes it needs. */
 #include <limits.h>
 #include <math.h>
@@ -35,6 +35,7 @@ static const char predict_usage[] =
     "  --no-fold           run every rank (default: one per pipeline stage and cp rank; the tp and\n"
     "                      dp ranks of a dense model are folded onto them)\n"
     "  --json FILE         the prediction as JSON (step time, parts, MFU, memory, energy)\n"
+    "  --trace F / --timeline F.svg   train's, of the predicted step: a row per process that ran\n"
     "  (predict starts itself under mpiexec.mpich with the processes it needs; MINIDC_MPIEXEC names\n"
     "  another launcher)\n";
 
@@ -86,9 +87,9 @@ static mdc_status parse(predict_options *p, mdc_train_options *o, int *argc, cha
     if (p->gpus && p->gpus != other * o->dp)
         return mdc_fail(MDC_ERR_INVALID, "--gpus %ld but tp %d x cp %d x dp %d x pp %d = %ld", p->gpus, o->tp, o->cp,
                         o->dp, o->pp, other * o->dp);
-    const char *no[] = {o->data, o->save, o->resume, o->init, o->dump_dir, o->timeline, o->trace};
-    const char *nm[] = {"--data", "--save", "--resume", "--init", "--dump-dir", "--timeline", "--trace"};
-    for (int k = 0; k < 7; k++)
+    const char *no[] = {o->data, o->save, o->resume, o->init, o->dump_dir};
+    const char *nm[] = {"--data", "--save", "--resume", "--init", "--dump-dir"};
+    for (int k = 0; k < 5; k++)
         if (no[k]) return mdc_fail(MDC_ERR_INVALID, "predict: %s: a prediction reads and writes no tensors", nm[k]);
     if (o->check || o->check_coll || o->replicas || o->fail_rank >= 0)
         return mdc_fail(MDC_ERR_INVALID, "predict: the checks of train (--check-*) need the tensors; leave them out");
@@ -100,6 +101,32 @@ static mdc_status parse(predict_options *p, mdc_train_options *o, int *argc, cha
 static long long mesh_ranks(const mdc_train_options *o) { return (long long)o->tp * o->cp * o->dp * o->pp; }
 static long long processes(const mdc_train_options *o, int fold) {
     return fold ? (long long)o->cp * o->pp : mesh_ranks(o);
+}
+
+/* --trace and --timeline of the predicted step (the second), gathered to process 0 over a
+ * transport of their own: the run's is dry, its messages carry no payload. One row per process
+ * that ran (with folding, one per pipeline stage and cp rank: process k is row k). */
+static mdc_status write_outputs(mdc_runtime *rt, const mdc_train_options *o, double from) {
+    mdc_transport *t = NULL;
+    mdc_group *g = NULL;
+    mdc_status st = mdc_transport_create(&t, NULL, NULL, rt->opts.gpus_per_node);
+    if (!st) st = mdc_group_world(&g, t);
+    if (!st) {
+        mdc_runtime view = *rt;
+        view.world = g, view.rank = mdc_group_rank(g), view.size = mdc_group_size(g);
+        if (o->trace) st = mdc_train_write_trace(&view, o->trace);
+        if (!st && o->timeline)
+            st = mdc_train_write_device_timeline(
+                &view, o->timeline, from, "minidc predict, a row per process (one per pipeline stage and cp rank)");
+        if (!st && view.rank == 0) {
+            if (o->trace) printf("trace: %s (the predicted step's kernels, messages and collective calls)\n", o->trace);
+            if (o->timeline)
+                printf("timeline: %s (the predicted step in virtual time, a row per process)\n", o->timeline);
+        }
+    }
+    mdc_group_free(g);
+    mdc_transport_free(t);
+    return st;
 }
 
 /* Not under a launcher and more than one process needed: run again under mpiexec. */
@@ -184,7 +211,8 @@ int mdc_cmd_predict(int argc, char **argv) {
     mdc_dev_set_dry(rt.dev, 1);
     mdc_host_set_dry(1);
     if ((st = mdc_transport_set_dry(rt.tr, 5, dims, p.fold ? (1u << 0 | 1u << 3) : 0))) mdc_runtime_die(&rt, st, 1, 1);
-    mdc_group_free(rt.world); /* the world is the mesh's now */
+    mdc_dev_set_rank(rt.dev, mdc_transport_rank(rt.tr)); /* traces and messages name the mesh rank */
+    mdc_group_free(rt.world);                            /* the world is the mesh's now */
     if ((st = mdc_group_world(&rt.world, rt.tr))) mdc_runtime_die(&rt, st, 1, 1);
     mdc_kernels_init();
     mdc_coll_prefer_ring(); /* as train: the ring algorithms */
@@ -201,6 +229,8 @@ int mdc_cmd_predict(int argc, char **argv) {
     double wall = mdc_wall_time();
     for (int s = 0; s < o.steps; s++) {
         float loss = 0, norm = 0;
+        if (s == o.steps - 1 && (o.trace || o.timeline) && (st = mdc_dev_trace_start(rt.dev)))
+            mdc_runtime_die(&rt, st, 0, 1);
         mdc_train_generated_batch(gin, gin + (size_t)B * T, B, T, cfg.V, (uint64_t)o.seed, s);
         if ((st = mdc_trainer_step(tr, gin, gin + (size_t)B * T, &o.opt, &loss, &norm))) mdc_runtime_die(&rt, st, 0, 1);
         mdc_dev_get_counters(rt.dev, &at[s + 1]);
@@ -209,6 +239,7 @@ int mdc_cmd_predict(int argc, char **argv) {
     wall = mdc_wall_time() - wall;
     mdc_predict_input in = {&o, &cfg, rt.dev, at, en, wall, p.fold, (int)n, p.json, mdc_transport_fold_mismatch(rt.tr)};
     st = mdc_predict_report(&rt, &in, stdout);
+    if (!st && (o.trace || o.timeline)) st = write_outputs(&rt, &o, at[o.steps - 1].now);
     free(gin);
     mdc_trainer_free(tr);
     if (st) mdc_runtime_die(&rt, st, 0, 1);

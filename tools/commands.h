@@ -8,6 +8,7 @@ int mdc_cmd_devices(int argc, char **argv);
 int mdc_cmd_bench(int argc, char **argv);
 int mdc_cmd_train(int argc, char **argv);
 int mdc_cmd_predict(int argc, char **argv); /* tools/cmd_predict.c */
+int mdc_cmd_plan(int argc, char **argv);    /* tools/cmd_plan.c */
 /* minidc bench train (tools/bench_train.c) */
 int mdc_bench_train(int argc, char **argv);
 int mdc_cmd_workload(int argc, char **argv);

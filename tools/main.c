@@ -19,6 +19,7 @@ static const command commands[] = {
     {"explain", mdc_cmd_explain, "a collective's schedule, summation order and cost, without MPI"},
     {"forward", mdc_cmd_forward, "forward/backward of GPT-2 weights on tokens; dump logits, loss, gradients"},
     {"predict", mdc_cmd_predict, "one training step's time, memory and energy on a datacenter computer, computed dry"},
+    {"plan", mdc_cmd_plan, "the fastest meshes of a model on N GPUs that fit in memory, each predicted"},
     {"train", mdc_cmd_train, "train GPT-2: serial, or data parallel with ZeRO under mpiexec"},
     {"workload", mdc_cmd_workload, "a small data-parallel emulated workload and its device reports (MPI)"},
 };

@@ -173,6 +173,8 @@ void mdc_device_free(mdc_device *dev); /* NULL is a no-op; frees every live allo
 const mdc_device_spec *mdc_device_get_spec(const mdc_device *dev);
 const mdc_energy_table *mdc_device_get_energy_table(const mdc_device *dev);
 int mdc_device_rank(const mdc_device *dev);
+/* The rank the device stands for from now on (a folded prediction's process: its mesh rank). */
+void mdc_dev_set_rank(mdc_device *dev, int rank);
 double mdc_device_capacity(const mdc_device *dev); /* bytes, after --hbm-scale */
 mdc_emulate_mode mdc_device_mode(const mdc_device *dev);
 /* 1: kernels and messages at the spec's achievable fractions (mdc_device_efficiency); 0: at peak. */
@@ -222,8 +224,16 @@ int mdc_dev_dry(const mdc_device *dev);
  * are skipped (they test mdc_host_dry()); nothing this process holds is then meaningful. */
 void mdc_host_set_dry(int on);
 int mdc_host_dry(void);
+/* Host memory for a model-sized array (a stage's parameters, gradients or their 16-bit copy held
+ * outside the device's accounting): zeroed calloc memory, or in a dry process address space
+ * backed by the dry window (device/dry.c), so a 70 GB array costs the host nothing. Free with
+ * mdc_host_array_free and the same size, while mdc_host_dry() is what it was. */
+void *mdc_host_array(size_t bytes);
+void mdc_host_array_free(void *p, size_t bytes);
 
-/* A kernel: advances the clock by max(flops/peak, hbm_bytes/hbm_bw) + launch overhead;
+/* A kernel: advances the clock by max(flops/peak, hbm_bytes/hbm_bw) + launch overhead (the
+ * achievable model, mdc_dev_set_achievable: the fractions of mdc_device_efficiency, the GEMM
+ * ones for MDC_PREC_GEMM and MDC_PREC_BF16 kernels only);
  * counts flops as FP ops, hbm_bytes as HBM traffic. Time goes to "compute" if flop-bound,
  * else to "memory". In throttle mode also waits that long (times time_scale) in wall time. */
 void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precision prec);
@@ -231,6 +241,17 @@ void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precisi
  * "kernel"). mdc_dev_kernel as called in C names the kernel by the calling function. */
 void mdc_dev_kernel_named(mdc_device *dev, const char *name, double flops, double hbm_bytes, mdc_precision prec);
 #define mdc_dev_kernel(dev, flops, hbm_bytes, prec) mdc_dev_kernel_named((dev), __func__, (flops), (hbm_bytes), (prec))
+/* A kernel made of passes over HBM that a GPU runs one after another (attention that keeps its
+ * T x T probabilities: the scores' GEMM, the softmax, the output's GEMM). The peak model charges
+ * it as mdc_dev_kernel_named(flops, hbm_bytes), one roofline over the totals; the achievable
+ * model (mdc_dev_set_achievable) times each pass on its own roofline with its own launch, so a
+ * memory-bound pass no longer hides under the GEMMs' FLOPs. The passes add up to the totals. */
+typedef struct {
+    double flops, hbm_bytes;
+    int gemm; /* a matrix product (the GEMM fraction applies); 0: elementwise (the vector peak) */
+} mdc_kernel_pass;
+void mdc_dev_kernel_passes(mdc_device *dev, const char *name, double flops, double hbm_bytes, int npass,
+                           const mdc_kernel_pass *pass, mdc_precision prec);
 /* Integer ops and SRAM bytes for the energy ledger only (no clock). */
 void mdc_dev_count(mdc_device *dev, double int_ops, double sram_bytes);
 /* A copy of `bytes` over a link (host<->device: PCIE; device<->device: NVLINK/NET). Advances

@@ -73,7 +73,7 @@ static mdc_status block_backward_input(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, mdc
     TAP(1 + l, MDC_I_DS_Y, MDC_TAP_BWD, MDC_TAP_AT, dy);
     if (m->rc.mode == MDC_RECOMPUTE_SELECTIVE && (y->att & MDC_I_WORK))
         TRY(mdc_i_recompute_attention(m, a, l, dqkv)); /* the probabilities again (the output into scratch) */
-    memset(dqkv, 0, (size_t)s.n * s.QKVl * sizeof(float));
+    if (!mdc_host_dry()) memset(dqkv, 0, (size_t)s.n * s.QKVl * sizeof(float));
     TRY(mdc_i_attend_backward(m, a, l, dqkv, dy, o, qkv, lact(a, y->att, l))); /* dqkv = attention^T(do) */
     TRY(mdc_i_unrotate(m, a, l, dqkv));                      /* rotary positions: the gradients of q, k turned back */
     TRY(mdc_i_qk_norm_backward(m, a, l, dqkv));              /* Qwen3: through q_norm, k_norm */

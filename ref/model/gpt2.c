@@ -281,11 +281,11 @@ double mdc_gpt2_step_flops(const mdc_gpt2_config *c, int B, int T) {
 static mdc_status state_alloc(mdc_gpt2 *m, float **p, size_t bytes, mdc_mem_category cat, const char *name,
                               unsigned host_flag) {
     if (!(m->flags & host_flag)) return mdc_dev_alloc(m->dev, (void **)p, bytes, cat, name);
-    *p = calloc(1, bytes ? bytes : 1);
+    *p = mdc_host_array(bytes);
     return *p ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "host memory for '%s' (%zu bytes)", name, bytes);
 }
 static void state_free(mdc_gpt2 *m, float *p, unsigned host_flag) {
-    if (m->flags & host_flag) free(p);
+    if (m->flags & host_flag) mdc_host_array_free(p, (m->floats ? m->floats : 1) * sizeof(float));
     else mdc_dev_free(m->dev, p);
 }
 

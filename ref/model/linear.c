@@ -76,7 +76,7 @@ const float *mdc_i_branch_grad(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, int drop, c
     if (!d) return dres;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *dy = buf(a, a->lay.dmask);
-    memset(dy, 0, (size_t)s.nl * s.C * sizeof(float));
+    if (!mdc_host_dry()) memset(dy, 0, (size_t)s.nl * s.C * sizeof(float));
     mdc_dropout_residual_backward(m->dev, dy, dres, d, a->B, s.Tl, s.C);
     mdc_i_round(m, dy, (size_t)s.nl * s.C);
     return dy;
@@ -93,11 +93,12 @@ void mdc_i_wready(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, const md
         return;
     }
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    memcpy((float *)keep->dout, live->dout, (size_t)s.n * L->N * sizeof(float));
+    int copy = !mdc_host_dry(); /* a dry run keeps no values */
+    if (copy) memcpy((float *)keep->dout, live->dout, (size_t)s.n * L->N * sizeof(float));
     if (L->row) { /* the input is a saved activation; the bias reads the residual stream's rows */
         keep->in = live->in;
-        memcpy((float *)keep->drows, live->drows, (size_t)s.nl * L->N * sizeof(float));
-    } else { /* the input as f gave it (SP: the gathered buffer, reused by the next gather) */
+        if (copy) memcpy((float *)keep->drows, live->drows, (size_t)s.nl * L->N * sizeof(float));
+    } else if (copy) { /* the input as f gave it (SP: the gathered buffer, reused by the next gather) */
         memcpy((float *)keep->in, live->in, (size_t)s.n * L->K * sizeof(float));
     }
 }
@@ -112,7 +113,7 @@ mdc_status mdc_i_row_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     TRY(mdc_i_gather_grad(m, a, w.drows, &w.dout)); /* g^T: gathered over every position with SP */
     TAP(u, L->site, MDC_TAP_BWD, MDC_TAP_POST, w.dout);
     mdc_i_wready(m, a, L, &w, keep);
-    memset(din, 0, (size_t)s.n * L->K * sizeof(float));
+    if (!mdc_host_dry()) memset(din, 0, (size_t)s.n * L->K * sizeof(float));
     m->ops->dinput(m, din, w.dout, P(m, L->w), s.n, L->K, L->N, L->wt);
     mdc_i_round(m, din, (size_t)s.n * L->K);
     return MDC_OK;
@@ -123,7 +124,8 @@ mdc_status mdc_i_col_linear_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_
     mdc_i_wslot w = {NULL, dout, NULL};
     TRY(mdc_i_gather(m, a, x, &w.in)); /* SP: the input gathered again (Megatron) */
     mdc_i_wready(m, a, L, &w, keep);
-    if (L->dx_n) { /* the other columns' input gradient is another rank's: zero here (dout is the block's scratch) */
+    if (L->dx_n &&
+        !mdc_host_dry()) { /* the other columns' input gradient is another rank's: zero here (dout is the block's scratch) */
         mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
         for (int r = 0; r < s.n; r++)
             memset((float *)dout + (size_t)r * L->N + L->dx_n, 0, (size_t)(L->N - L->dx_n) * sizeof(float));

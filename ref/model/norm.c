@@ -89,7 +89,7 @@ mdc_status mdc_i_qk_norm_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *d
     int w = (s.Hl + s.KVl) * s.d, gq = mdc_i_gl(&m->cfg, l, QNW), gk = mdc_i_gl(&m->cfg, l, KNW);
     const float *raw = lact(a, a->lay.qkraw, l), *rstd = lact(a, a->lay.qkrstd, l), *krstd = rstd + (size_t)s.n * s.Hl;
     float *dqk = buf(a, a->lay.dqk);
-    memset(dqk, 0, (size_t)s.n * w * sizeof(float));
+    if (!mdc_host_dry()) memset(dqk, 0, (size_t)s.n * w * sizeof(float));
     m->ops->rmsnorm_wgrad(m, gq, dqkv, s.QKVl, raw, w, rstd, s.n, s.Hl, s.d);
     if (!mdc_i_kv_copy(m)) /* a shared kv head's k_norm share: its first replica's */
         m->ops->rmsnorm_wgrad(m, gk, dqkv + s.Cl, s.QKVl, raw + s.Cl, w, krstd, s.n, s.KVl, s.d);

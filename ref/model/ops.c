@@ -111,7 +111,7 @@ static mdc_status row_reduce_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_l
 static mdc_status col_dinput_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx,
                                     const float *dout) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    memset(dx, 0, (size_t)s.n * s.C * sizeof(float));
+    if (!mdc_host_dry()) memset(dx, 0, (size_t)s.n * s.C * sizeof(float));
     dinput(m, dx, dout, P(m, L->w), s.n, s.C, L->N, L->wt);
     mdc_i_round(m, dx, (size_t)s.n * s.C);
     return MDC_OK;
@@ -160,7 +160,7 @@ static mdc_status head_backward_serial(mdc_gpt2 *m, mdc_gpt2_acts *a, float dlos
     mdc_crossentropy_backward(m->dev, logits, logits, buf(a, a->lay.lse), a->targets, dloss, s.n, c->V, c->Vp);
     mdc_i_round(m, logits, (size_t)s.n * s.Vl);
     TAP(c->L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
-    memset(dlnf, 0, (size_t)s.n * s.C * sizeof(float));
+    if (!mdc_host_dry()) memset(dlnf, 0, (size_t)s.n * s.C * sizeof(float));
     int h = mdc_i_ghead(c);
     mdc_lmhead_backward(m->dev, dlnf, G(m, h), logits, in, P(m, h), s.n, s.C, s.Vl);
     return MDC_OK;
@@ -221,7 +221,7 @@ static mdc_status f_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int unit, int site, 
 static mdc_status col_dinput_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linear *L, float *dx, const float *dout) {
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
     float *dpart = m->part.sp ? buf(a, a->lay.dfull) : dx;
-    memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
+    if (!mdc_host_dry()) memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
     dinput(m, dpart, dout, P(m, L->w), s.n, s.C, L->N, L->wt);
     return f_backward(m, a, 1 + L->l, L->site, dx, dpart);
 }
@@ -284,7 +284,7 @@ static mdc_status head_backward_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, float dloss, c
     mdc_i_round(m, logits, (size_t)s.n * s.Vl);
     TAP(m->cfg.L + 1, MDC_I_DS_LOGITS, MDC_TAP_BWD, MDC_TAP_AT, logits);
     /* the LM head is column-parallel over the vocabulary: its input gradient is a partial sum */
-    memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
+    if (!mdc_host_dry()) memset(dpart, 0, (size_t)s.n * s.C * sizeof(float));
     int h = mdc_i_ghead(&m->cfg);
     mdc_lmhead_backward(m->dev, dpart, G(m, h), logits, in, P(m, h), s.n, s.C, s.Vl);
     return f_backward(m, a, m->cfg.L + 1, MDC_I_DS_LNF, dlnf, dpart);

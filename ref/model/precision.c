@@ -34,8 +34,8 @@ static mdc_status move_params(mdc_gpt2 *m, mdc_mem_category cat, const char *nam
     size_t bytes = (m->floats ? m->floats : 1) * sizeof(float);
     float *p = NULL;
     if (name) TRY(mdc_dev_alloc(m->dev, (void **)&p, bytes, cat, name));
-    else if (!(p = malloc(bytes))) return mdc_fail(MDC_ERR_OOM_HOST, "the fp32 parameters (%zu bytes)", bytes);
-    memcpy(p, m->params, m->floats * sizeof(float));
+    else if (!(p = mdc_host_array(bytes))) return mdc_fail(MDC_ERR_OOM_HOST, "the fp32 parameters (%zu bytes)", bytes);
+    if (!mdc_host_dry()) memcpy(p, m->params, m->floats * sizeof(float)); /* dry: untouched, unbacked */
     mdc_dev_free(m->dev, m->params);
     m->params = p;
     if (!name) m->flags |= MDC_GPT2_HOST_PARAMS;
@@ -55,7 +55,7 @@ mdc_status mdc_gpt2_set_precision(mdc_gpt2 *m, int prec) {
         size_t held = (m->floats ? m->floats : 1) * sizeof(float);
         m->pc.charged = !(m->flags & MDC_GPT2_HOST_PARAMS); /* ZeRO-3 charges its gathered units */
         if (!m->pc.charged) {
-            if (!(m->pc.w = calloc(1, held))) return mdc_fail(MDC_ERR_OOM_HOST, "the parameters' compute copy");
+            if (!(m->pc.w = mdc_host_array(held))) return mdc_fail(MDC_ERR_OOM_HOST, "the parameters' compute copy");
         } else {
             /* the fp32 master is optimizer state in the mixed-precision accounting (the ZeRO paper's
              * K = 12 of master, m and v; Megatron's "main params"); the parameters are the copy */
@@ -93,6 +93,6 @@ int mdc_gpt2_grad16(const mdc_gpt2 *m) { return m->pc.grad16; }
 
 void mdc_i_precision_free(mdc_gpt2 *m) {
     if (m->pc.charged) mdc_dev_free(m->dev, m->pc.w);
-    else free(m->pc.w);
+    else mdc_host_array_free(m->pc.w, (m->floats ? m->floats : 1) * sizeof(float));
     m->pc.w = NULL;
 }

@@ -32,9 +32,10 @@ parity() { # what want ranks args...: the run exits 0 and prints want
     pass "$what"; echo "  $(grep -m1 check-serial "$tmp/out" | cut -c1-150)"
 }
 long_parity() { # the same as parity, in the long tier (make check-long): meshes the core's others cover
+    local was=$tier
     tier=long
     parity "$@"
-    tier=core
+    tier=$was
 }
 near="within the limits"
 same="identical to serial bit for bit: ok"
@@ -42,12 +43,12 @@ for c in llama-tiny qwen2-tiny qwen3-tiny; do
     parity "$c: --tp 2 --sp equals serial" "$near" 2 --config $c --tp 2 --sp
     parity "$c: exact, --tp 2 --sp bit for bit" "$same" 2 --config $c --tp 2 --sp --exact
     [ $c = qwen3-tiny ] || tier=long # the others' other axes: the long tier (qwen3-tiny has every feature)
-    parity "$c: --tp 2 equals serial" "$near" 2 --config $c --tp 2
+    long_parity "$c: --tp 2 equals serial" "$near" 2 --config $c --tp 2
     parity "$c: --dp 2 --zero 3 equals serial" "$near" 2 --config $c --dp 2 --zero 3
-    parity "$c: --pp 2 equals serial" "$near" 2 --config $c --pp 2
+    long_parity "$c: --pp 2 equals serial" "$near" 2 --config $c --pp 2
     parity "$c: exact, --pp 2 --dp 2 bit for bit" "$same" 4 --config $c --pp 2 --dp 2 --exact
     parity "$c: exact, --tp 4 (2 kv heads, each on 2 ranks) bit for bit" "$same" 4 --config $c --tp 4 --exact
-    parity "$c: --cp 2 (ring, zigzag) equals serial" "$near" 2 --config $c --cp 2
+    long_parity "$c: --cp 2 (ring, zigzag) equals serial" "$near" 2 --config $c --cp 2
     parity "$c: exact, --cp 2 (ring, zigzag) bit for bit" "$same" 2 --config $c --cp 2 --exact
     tier=core
 done
@@ -64,20 +65,20 @@ JSON
 parity "odd llama: --tp 3 (one kv head on 3 ranks) equals serial, replicas agree" "$near" 3 --config "$tmp/odd.json" --tp 3 --sp --check-replicas
 parity "odd llama: exact, --tp 3 --sp bit for bit" "$same" 3 --config "$tmp/odd.json" --tp 3 --sp --exact --exact-block 4
 parity "odd llama: exact, --tp 3 --cp 2 bit for bit" "$same" 6 --config "$tmp/odd.json" --tp 3 --cp 2 --exact
-parity "odd llama: --pp 2 --dp 2 --zero 3 equals serial" "$near" 4 --config "$tmp/odd.json" --pp 2 --dp 2 --zero 3
+long_parity "odd llama: --pp 2 --dp 2 --zero 3 equals serial" "$near" 4 --config "$tmp/odd.json" --pp 2 --dp 2 --zero 3
 parity "odd llama: exact, --pp 2 interleaved, --dp 2 --zero 3 bit for bit" "$same" 4 --config "$tmp/odd.json" --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --accum 4 --dp 2 --zero 3 --exact
 parity "llama-tiny: exact, --cp 2 all-gather bit for bit" "$same" 2 --config llama-tiny --cp 2 --cp-algo allgather --exact
 parity "qwen2-tiny: --cp 2 ulysses equals serial" "$near" 2 --config qwen2-tiny --cp 2 --cp-algo ulysses
 parity "qwen3-tiny: exact, --cp 2 ulysses bit for bit" "$same" 2 --config qwen3-tiny --cp 2 --cp-algo ulysses --exact
-parity "qwen3-tiny: exact, --cp 2 --tp 4 (shared kv heads under the ring) bit for bit" "$same" 8 --config qwen3-tiny --cp 2 --tp 4 --exact
-parity "llama-tiny: --pp 2 interleaved (2 chunks a stage) equals serial" "$near" 2 --config llama-tiny --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --accum 4
+long_parity "qwen3-tiny: exact, --cp 2 --tp 4 (shared kv heads under the ring) bit for bit" "$same" 8 --config qwen3-tiny --cp 2 --tp 4 --exact
+long_parity "llama-tiny: --pp 2 interleaved (2 chunks a stage) equals serial" "$near" 2 --config llama-tiny --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --accum 4
 parity "llama-tiny: exact, --pp 2 interleaved bit for bit" "$same" 2 --config llama-tiny --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --accum 4 --exact
 parity "qwen3-tiny: exact, --pp 2 zb-h1 bit for bit" "$same" 2 --config qwen3-tiny --pp 2 --schedule zb-h1 --accum 4 --exact
-parity "qwen2-tiny: exact, --dp 2 --zero 3 bit for bit" "$same" 2 --config qwen2-tiny --dp 2 --zero 3 --exact
+long_parity "qwen2-tiny: exact, --dp 2 --zero 3 bit for bit" "$same" 2 --config qwen2-tiny --dp 2 --zero 3 --exact
 parity "qwen3-tiny: exact, 8 ranks --tp 2 --cp 2 --pp 2 bit for bit" "$same" 8 --config qwen3-tiny --tp 2 --cp 2 --pp 2 --exact
 parity "llama-tiny: 8 ranks --tp 2 --sp --cp 2 --dp 2 --zero 3 equals serial" "$near" 8 --config llama-tiny --tp 2 --sp --cp 2 --dp 2 --zero 3
 parity "llama-tiny: --tp 4 (each kv head on 2 ranks) equals serial, replicas agree" "$near" 4 --config llama-tiny --tp 4 --check-replicas
-parity "qwen3-tiny: --tp 4 --sp (each kv head on 2 ranks) equals serial" "$near" 4 --config qwen3-tiny --tp 4 --sp
+long_parity "qwen3-tiny: --tp 4 --sp (each kv head on 2 ranks) equals serial" "$near" 4 --config qwen3-tiny --tp 4 --sp
 
 tier=long # the same, on more meshes
 parity "deepseek-moe-tiny: exact, --pp 2 --cp 2 bit for bit" "$same" 4 --config deepseek-moe-tiny --pp 2 --cp 2 --exact
@@ -90,12 +91,12 @@ parity "mixtral-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --c
 long_parity "mixtral-tiny: exact, --ep 2 --dp 2 --tp 2 --sp bit for bit" "$same" 4 --config mixtral-tiny --ep 2 --dp 2 --tp 2 --sp --exact
 parity "qwen3-moe-tiny: --tp 2 --sp equals serial" "$near" 2 --config qwen3-moe-tiny --tp 2 --sp
 parity "qwen3-moe-tiny: exact, --ep 2 --dp 2 --pp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --ep 2 --dp 2 --pp 2 --exact
-parity "qwen3-moe-tiny: exact, --cp 2 --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --cp 2 --ep 2 --dp 2 --exact
+long_parity "qwen3-moe-tiny: exact, --cp 2 --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen3-moe-tiny --cp 2 --ep 2 --dp 2 --exact
 # Qwen2-MoE: a sigmoid-gated shared expert beside the routed ones (replicated over ep; its gate|up
 # column- and its down row-parallel over tp like the dense MLP, its sigmoid gate replicated)
 parity "qwen2-moe-tiny: --ep 2 --dp 2 equals serial, replicas agree" "$near" 2 --config qwen2-moe-tiny --ep 2 --dp 2 --check-replicas
 parity "qwen2-moe-tiny: exact, --tp 2 --sp --ep 2 --dp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --exact
-parity "qwen2-moe-tiny: exact, --cp 2 --pp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --cp 2 --pp 2 --exact
+long_parity "qwen2-moe-tiny: exact, --cp 2 --pp 2 bit for bit" "$same" 4 --config qwen2-moe-tiny --cp 2 --pp 2 --exact
 parity "qwen2-moe-tiny: exact, --tp 2 (the shared expert split over tp) bit for bit, replicas agree" "$same" 2 --config qwen2-moe-tiny --tp 2 --exact --check-replicas
 figures() { # what ranks args...: the tp report's collectives, parameters and partial gradients equal to their formulas
     local what=$1; shift
@@ -130,13 +131,13 @@ long_parity "qwen2-moe-tiny: 16 ranks --tp 2 --sp --ep 2 --dp 2 --pp 2 --cp 2 eq
 # back, without it one allreduce; the shards' gradients summed over the tp ranks of one etp rank
 # with SP (tp 4, etp 2); GPT-2's experts (c_fc bias sharded, c_proj bias after the sum)
 parity "mixtral-tiny: --tp 2 --sp --etp 2 equals serial, replicas agree" "$near" 2 --config mixtral-tiny --tp 2 --sp --etp 2 --check-replicas
-parity "mixtral-tiny: exact, --tp 2 --etp 2 bit for bit" "$same" 2 --config mixtral-tiny --tp 2 --etp 2 --exact
-parity "mixtral-tiny: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config mixtral-tiny --tp 2 --sp --etp 2 --exact
+long_parity "mixtral-tiny: exact, --tp 2 --etp 2 bit for bit" "$same" 2 --config mixtral-tiny --tp 2 --etp 2 --exact
+long_parity "mixtral-tiny: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config mixtral-tiny --tp 2 --sp --etp 2 --exact
 parity "mixtral-tiny: exact, --tp 2 --sp --etp 2 --ep 2 --dp 2 bit for bit, replicas agree" "$same" 4 --config mixtral-tiny --tp 2 --sp --etp 2 --ep 2 --dp 2 --exact --check-replicas
 parity "mixtral-tiny: --tp 4 --etp 2 (two etp groups of the same tokens) equals serial, replicas agree" "$near" 4 --config mixtral-tiny --tp 4 --etp 2 --check-replicas
 parity "qwen3-moe-tiny: exact, --tp 4 --sp --etp 2 (shards summed over 2 tp ranks) bit for bit, replicas agree" "$same" 4 --config qwen3-moe-tiny --tp 4 --sp --etp 2 --exact --check-replicas
 parity "qwen2-moe-tiny: exact, --tp 2 --sp --etp 2 --dp 2 --zero 3 bit for bit" "$same" 4 --config qwen2-moe-tiny --tp 2 --sp --etp 2 --dp 2 --zero 3 --exact
-parity "gpt-2 moe: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config tiny --experts 4 --tp 2 --sp --etp 2 --exact
+long_parity "gpt-2 moe: exact, --tp 2 --sp --etp 2 bit for bit" "$same" 2 --config tiny --experts 4 --tp 2 --sp --etp 2 --exact
 tier=long # the same, on more meshes
 parity "mixtral-tiny: --tp 2 --etp 2 equals serial" "$near" 2 --config mixtral-tiny --tp 2 --etp 2
 parity "gpt-2 moe: --tp 2 --etp 2 equals serial" "$near" 2 --config tiny --experts 4 --tp 2 --etp 2

@@ -95,6 +95,26 @@ refused "--data is refused" "reads and writes no tensors" --config tiny --data /
 refused "--gpus that the mesh does not make" "--gpus 6 but" --config tiny --tp 2 --dp 2 --gpus 6
 refused "--exact is refused" "exact" --config tiny --exact
 
+what="--trace and --timeline of the predicted step: a process per stage, named by its mesh rank, within the step"
+if scenario "$what"; then
+    if ! timeout -k 5 120 "$bin" predict --config tiny --tp 2 --sp --dp 2 --pp 2 --microbatches 4 \
+        --trace "$tmp/tr.json" --timeline "$tmp/tl.svg" >"$tmp/tr.out" 2>&1; then
+        flunk "$what" "predict failed"; tail -3 "$tmp/tr.out"
+    else
+        why=$("$py" -c '
+import json, re, sys
+step = float(re.search(r"^predicted step (\S+) s", open(sys.argv[1]).read(), re.M).group(1))
+ev = [e for e in json.load(open(sys.argv[2]))["traceEvents"] if e.get("ph") == "X" and e.get("tid") == 0]
+pids = sorted({e["pid"] for e in ev})
+span = (max(e["ts"] + e["dur"] for e in ev) - min(e["ts"] for e in ev)) * 1e-6
+if pids != [0, 4]: print("processes %s, not mesh ranks 0 and 4 (stages 0 and 1)" % pids)
+elif not 0.5 * step <= span <= 1.001 * step: print("events over %.6g s, the step %.6g s" % (span, step))
+elif open(sys.argv[3]).read().count("<text") < 4: print("the timeline has no rows")
+' "$tmp/tr.out" "$tmp/tr.json" "$tmp/tl.svg" 2>&1)
+        if [ -n "$why" ]; then flunk "$what" "$why"; else pass "$what"; fi
+    fi
+fi
+
 tier=long
 same "tiny --dp 4 --zero 3, DDP's shards alike" 4 --config tiny --dp 4 --zero 3 --efficiency achievable
 same "tiny --pp 2 interleaved (2 virtual stages) --dp 2, fp16" 4 --config tiny --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --microbatches 4 --dp 2 --precision fp16 --efficiency peak

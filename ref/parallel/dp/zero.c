@@ -29,6 +29,7 @@ size_t mdc_dp_i_piece(const mdc_dp *dp, int u, int q, size_t *lo) {
 }
 
 void mdc_dp_i_pack(const mdc_dp *dp, const dp_bucket *b, float *buf, const float *full, int only_q) {
+    if (mdc_host_dry()) return; /* a dry run moves no values */
     for (int q = 0; q < dp->N; q++) {
         if (only_q >= 0 && q != only_q) continue;
         float *blk = buf + (size_t)q * b->block;
@@ -42,6 +43,7 @@ void mdc_dp_i_pack(const mdc_dp *dp, const dp_bucket *b, float *buf, const float
 }
 
 void mdc_dp_i_unpack(const mdc_dp *dp, const dp_bucket *b, const float *buf, float *full, int only_q) {
+    if (mdc_host_dry()) return; /* a dry run moves no values */
     for (int q = 0; q < dp->N; q++) {
         if (only_q >= 0 && q != only_q) continue;
         const float *blk = buf + (size_t)q * b->block;
@@ -61,6 +63,7 @@ void mdc_zero_i_shard_to_full(const mdc_dp *dp, int q, const float *shard, float
 }
 
 void mdc_zero_i_full_to_shard(const mdc_dp *dp, int q, const float *full, float *shard) {
+    if (mdc_host_dry()) return; /* a dry run moves no values */
     for (int u = 0; u < dp->nunits; u++) {
         size_t lo, n = mdc_dp_i_piece(dp, u, q, &lo);
         memcpy(shard + dp->shoff[u], full + dp->uoff[u] + lo, n * sizeof(float));
@@ -69,7 +72,7 @@ void mdc_zero_i_full_to_shard(const mdc_dp *dp, int q, const float *full, float 
 }
 
 void mdc_zero_i_round_shard(mdc_dp *dp) {
-    if (!dp->shard16) return;
+    if (!dp->shard16 || mdc_host_dry()) return;
     memcpy(dp->shard16, dp->shard_p, dp->S * sizeof(float));
     mdc_round_half(dp->shard16, dp->S, dp->half == MDC_BF16 ? MDC_PRECISION_BF16 : MDC_PRECISION_FP16);
 }

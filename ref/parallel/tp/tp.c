@@ -70,8 +70,9 @@ static mdc_status kv_sum(void *ctx, float *buf, int rows, int ld, int col0, int 
     size_t w = (size_t)width, n = (size_t)rows * w, r = (size_t)mdc_group_size(tp->kv), p = (n + r - 1) / r * r;
     float *s = mdc_tp_i_scratch(tp, p);
     if (!s) return mdc_fail(MDC_ERR_OOM_HOST, "tp kv gradients (%zu floats)", p);
-    for (size_t i = 0; i < (size_t)rows; i++) memcpy(s + i * w, buf + i * (size_t)ld + col0, w * sizeof(float));
-    memset(s + n, 0, (p - n) * sizeof(float));
+    if (!mdc_host_dry())
+        for (size_t i = 0; i < (size_t)rows; i++) memcpy(s + i * w, buf + i * (size_t)ld + col0, w * sizeof(float));
+    if (!mdc_host_dry()) memset(s + n, 0, (p - n) * sizeof(float));
     double b0 = mdc_dev_bytes_sent(tp->dev);
     mdc_status st = mdc_allreduce(MDC_IN_PLACE, s, p, MDC_F32, MDC_SUM, tp->kv);
     tp->counts.calls[MDC_TP_AR_KV]++;
