@@ -57,7 +57,7 @@ mdc_status mdc_pp_create(mdc_pp **out, mdc_gpt2 *m, mdc_group *g, const char *sc
     pp->floats = (size_t)rows * (size_t)(T / (c ? c->seq_split : 1)) * (size_t)mdc_gpt2_get_config(m)->C;
     /* 16 bits: the residual stream and its gradient hold values of the dtype (the same values) */
     pp->half = mdc_gpt2_get_precision(m);
-    if (!st && pp->half && !(pp->h16 = malloc((2 * (size_t)pp->nsets + 1) * pp->floats * sizeof(uint16_t))))
+    if (!st && pp->half && !(pp->h16 = mdc_host_array((2 * (size_t)pp->nsets + 1) * pp->floats * sizeof(uint16_t))))
         st = mdc_fail(MDC_ERR_OOM_HOST, "pipeline: 16-bit boundary tensors");
     if (st) {
         mdc_pp_free(pp);
@@ -73,7 +73,8 @@ void mdc_pp_free(mdc_pp *pp) {
         mdc_waitall(pp->sets[i].req, 2);
         mdc_gpt2_acts_free(pp->sets[i].a);
     }
-    free(pp->sets), free(pp->slot), free(pp->rec), free(pp->h16);
+    mdc_host_array_free(pp->h16, (2 * (size_t)pp->nsets + 1) * pp->floats * sizeof(uint16_t));
+    free(pp->sets), free(pp->slot), free(pp->rec);
     mdc_pp_schedule_free(&pp->s);
     free(pp);
 }
