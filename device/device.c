@@ -253,6 +253,10 @@ void mdc_dev_free(mdc_device *dev, void *ptr) {
 size_t mdc_dev_mem_in_use(const mdc_device *dev, mdc_mem_category cat) {
     return (unsigned)cat <= MDC_MEM_COUNT ? dev->in_use[cat] : 0;
 }
+void mdc_dev_mem_reset_peak(mdc_device *dev) {
+    for (int k = 0; k <= MDC_MEM_COUNT; k++) dev->peak[k] = dev->in_use[k];
+}
+
 size_t mdc_dev_mem_peak(const mdc_device *dev, mdc_mem_category cat) {
     return (unsigned)cat <= MDC_MEM_COUNT ? dev->peak[cat] : 0;
 }

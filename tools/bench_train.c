@@ -188,8 +188,8 @@ int mdc_bench_train(int argc, char **argv) {
         st = mdc_device_create(&dev, &o, 0);
     }
     mdc_trainer_config tc = {
-        cfg,  {tp, 1, 1, dp, 1},  sp, 0, 0, 0, B / dp, 1, T, 0, 0, 0, exact ? xblock : 0, NULL, NULL, 1, NULL,
-        NULL, {0, 0, 0, 0, 0, 0}, 0,  0, 0, 0};
+        cfg,  {tp, 1, 1, dp, 1},     sp, 0, 0, 0, B / dp, 1, T, 0, 0, 0, exact ? xblock : 0, NULL, NULL, 1, NULL,
+        NULL, {0, 0, 0, 0, 0, 0, 0}, 0,  0, 0, 0};
     if (!st) st = mdc_trainer_create(&tr, rt.tr, dev, &tc, 1);
     if (st) {
         fprintf(stderr, "minidc bench train: %s: %s\n", mdc_strerror(st), mdc_detail());

@@ -240,6 +240,8 @@ const char mdc_moe_usage[] =
     "  --moe-drop P        which it keeps: position (every first choice in position order, then every\n"
     "                      second, ...; default) or probs (the highest router probabilities)\n"
     "  --moe-renorm        gates renormalized over the K chosen\n"
+    "  --moe-routing R     topk (default: by the router's scores) | balanced (token g takes experts\n"
+    "                      (g K + r) mod E: every expert k/E of the tokens; predict's assumption)\n"
     "  --moe-aux-loss A    load-balancing loss A E sum f_i P_i (Switch; default 0)\n"
     "  --moe-z-loss B      router z-loss B mean logsumexp(z)^2 (default 0)\n"
     "  --moe-bias-rate G   aux-loss-free balancing (DeepSeek-V3): a per-expert bias on p for the choice,\n"
@@ -265,7 +267,7 @@ int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, md
         "--experts",        "--topk",          "--moe-every",          "--capacity-factor",
         "--moe-drop",       "--moe-aux-loss",  "--moe-z-loss",         "--moe-bias-rate",
         "--router",         "--router-groups", "--router-topk-groups", "--routed-scaling",
-        "--shared-experts", "--first-dense",   "--router-aux-loss"};
+        "--shared-experts", "--first-dense",   "--router-aux-loss",    "--moe-routing"};
     int which = -1;
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
         if (!strcmp(opt, names[i])) which = i;
@@ -293,6 +295,10 @@ int mdc_moe_option(mdc_moe_cli *c, const char *opt, const char *v, int *used, md
     case 12: *st = mdc_parse_int(opt, v, 0, 64, &c->n_shared); break;
     case 13: *st = mdc_parse_int(opt, v, 0, 1 << 20, &c->first_dense); break;
     case 14: *st = mdc_parse_double_range(opt, v, 0, 1e6, &c->lb_coef); break;
+    case 15:
+        if (!strcmp(v, "topk") || !strcmp(v, "balanced")) c->o.balanced = !strcmp(v, "balanced");
+        else *st = mdc_fail(MDC_ERR_INVALID, "--moe-routing '%s': topk or balanced", v);
+        break;
     default:
         if (!(*st = mdc_parse_double_range(opt, v, 0, 1e6, &x))) {
             if (which == 3) c->o.capacity_factor = (float)x;

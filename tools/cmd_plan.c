@@ -1,11 +1,12 @@
 /* minidc plan: which mesh should a model use on a datacenter computer?
  *
  * Sweeps the meshes of --gpus GPUs (tp within a node, cp, pp, interleaved virtual stages, the
- * micro-batch size; dp takes the rest), checks each with train's own validation, and predicts
+ * micro-batch size, ep for a mixture of experts, which predict routes balanced; dp takes the rest), checks each with train's own validation, and predicts
  * each that is valid with `minidc predict` (the same schedule code, dry and folded). Data-parallel
- * meshes take ZeRO-1 (Megatron's distributed optimizer) unless --zero says; recomputation is the
- * least of none, selective, full whose prediction fits in HBM (each is faster than the next), unless
- * --recompute says. Prints the --top fastest with their parts and memory.
+ * meshes take ZeRO-1 (Megatron's distributed optimizer), else 2, else 3, the least that fits
+ * (DDP with expert parallelism), unless --zero says; recomputation is the least of none,
+ * selective, full whose prediction fits in HBM (each is faster than the next), unless --recompute
+ * says. Prints the --top fastest with their parts and memory.
  *
  * A prediction's cost grows with its micro-batches, and a step is affine in them once the
  * pipeline's warm-up is covered (every micro-batch does the same work at the same place in the
@@ -31,26 +32,31 @@ static const char plan_usage[] =
     "usage: minidc plan [model options] --gpus N --batch B [--seq S] [device options] [options]\n"
     "  --gpus N            GPUs of the run (required); --batch B global sequences per step (required)\n"
     "  --top K             print the K fastest meshes (default 10)\n"
-    "  --tp L --cp L --pp L --vstages L --mbs L   the values swept, comma lists (default: tp 1 2 4 8 up\n"
-    "                      to --gpus-per-node, cp 1 (1 2 4 from 16384 tokens), pp 1 2 4 8 16 32 64,\n"
-    "                      vstages 1 2, micro-batch size 1 2 4)\n"
-    "  --zero Z            ZeRO stage of data-parallel meshes (default 1)\n"
+    "  --tp L --cp L --pp L --vstages L --mbs L --ep L   the values swept, comma lists (default: tp 1 2\n"
+    "                      4 8 up to --gpus-per-node, cp 1 (1 2 4 from 16384 tokens), pp 1 2 4 8 16 32\n"
+    "                      64, vstages 1 2, micro-batch size 1 2 4, ep 1 2 4 8 for a mixture of experts)\n"
+    "  --zero Z            ZeRO stage of data-parallel meshes (default: 1, else 2, else 3, the least\n"
+    "                      that fits; DDP under expert parallelism)\n"
     "  --recompute R       none | selective | full (default: the least that fits)\n"
     "  --precision P       bf16 (default) | fp16 | fp32\n"
     "  model options: train's (--config FILE or NAME, --layers, --heads, --channels, --vocab, --ctx,\n"
     "  --attention, --dropout); device options: --device, --device-file, --gpus-per-node, --efficiency\n";
 
 typedef struct {
-    int tp, cp, pp, v, dp, mbs, m, zero, rc; /* rc: 0 none, 1 selective, 2 full */
+    int tp, cp, pp, v, dp, mbs, m, zero, rc, ep; /* rc: 0 none, 1 selective, 2 full */
     double step, mfu, peak, acts, cap, parts[8];
     int ok;
 } plan_row;
 
-enum { NPART = 6 };
-static const char *part_key[NPART] = {"compute-bound kernels",    "memory-bound kernels",
-                                      "tp communication exposed", "dp communication exposed",
-                                      "pp communication exposed", "pipeline bubble (waiting on a stage)"};
-static const char *part_col[NPART] = {"compute", "memory", "tp comm", "dp comm", "pp comm", "bubble"};
+enum { NPART = 7, NLIST = 6 };
+static const char *part_key[NPART] = {"compute-bound kernels",
+                                      "memory-bound kernels",
+                                      "tp communication exposed",
+                                      "ep communication exposed",
+                                      "dp communication exposed",
+                                      "pp communication exposed",
+                                      "pipeline bubble (waiting on a stage)"};
+static const char *part_col[NPART] = {"compute", "memory", "tp comm", "ep comm", "dp comm", "pp comm", "bubble"};
 static const char *rc_name[3] = {"none", "selective", "full"};
 
 /* "1,2,4" into list (at most 16 values); 0 on success. */
@@ -82,9 +88,9 @@ static int predict(const char *exe, int nbase, char **base, plan_row *r, int m, 
     int k = 0;
     av[k++] = (char *)exe, av[k++] = "predict";
     for (int i = 0; i < nbase && k < 200; i++) av[k++] = base[i];
-    int vals[] = {r->tp, r->cp, r->pp, r->dp, m * r->mbs * r->dp, m, r->zero};
-    const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero"};
-    for (int i = 0; i < 7; i++) snprintf(a[i], sizeof a[i], "%d", vals[i]), av[k++] = (char *)names[i], av[k++] = a[i];
+    int vals[] = {r->tp, r->cp, r->pp, r->dp, m * r->mbs * r->dp, m, r->zero, r->ep};
+    const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero", "--ep"};
+    for (int i = 0; i < 8; i++) snprintf(a[i], sizeof a[i], "%d", vals[i]), av[k++] = (char *)names[i], av[k++] = a[i];
     av[k++] = "--recompute", av[k++] = (char *)rc_name[r->rc];
     if (r->tp > 1) av[k++] = "--sp";
     if (r->v > 1) {
@@ -135,22 +141,79 @@ static int predict_mesh(const char *exe, int nbase, char **base, plan_row *r, co
     return 0;
 }
 
+/* The mesh's fastest (ZeRO stage, recomputation) that fits: the least stage, and in it the least
+ * recomputation, whose prediction fits (a later one is never faster; ZeRO-2 and 3 only where the
+ * mesh is data-parallel without expert parallelism, and only when ZeRO-1 does not fit). With none
+ * fitting, r is the last prediction that ran (ok 0). */
+static void fit_mesh(const char *exe, int nbase, char **base, plan_row *r, int rc, int zero, const char *tmp) {
+    int z0 = zero >= 0 ? zero : r->zero, z1 = zero >= 0 || r->zero == 0 ? z0 : 3;
+    for (int z = z0; z <= z1; z++)
+        for (int k = rc >= 0 ? rc : 0; k <= (rc >= 0 ? rc : 2); k++) {
+            plan_row t = *r;
+            t.zero = z, t.rc = k;
+            if (predict_mesh(exe, nbase, base, &t, tmp)) { /* train refuses this combination: the next stage */
+                fprintf(stderr, "plan: tp %d cp %d pp %d v %d dp %d ep %d mbs %d zero %d: predict failed:\n", r->tp,
+                        r->cp, r->pp, r->v, r->dp, r->ep, r->mbs, z);
+                char cmd[PATH_MAX + 16];
+                snprintf(cmd, sizeof cmd, "tail -2 %s/p.log >&2", tmp);
+                if (system(cmd)) {}
+                break;
+            }
+            *r = t;
+            r->ok = r->peak <= r->cap;
+            if (r->ok) return;
+            if (r->peak - r->acts > r->cap) break; /* recomputation cannot make it fit: the next stage */
+        }
+}
+
 static int row_cmp(const void *x, const void *y) {
     const plan_row *a = x, *b = y;
     return a->ok != b->ok ? b->ok - a->ok : (a->step > b->step) - (a->step < b->step);
 }
 
+/* 1: train's options parse and validate for mesh r (the model's sizes from targs); 0: not a
+ * mesh of this model; -1: the options themselves are wrong (said). */
+static int valid(const plan_row *r, int ntargs, char **targs, long batch, mdc_gpt2_config *cfg) {
+    char val[9][16], *av[320];
+    int k = 0, vals[] = {r->tp, r->cp, r->pp, r->dp, (int)batch, r->m, r->zero, r->ep};
+    const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero", "--ep"};
+    for (int i = 0; i < ntargs && k < 290; i++) av[k++] = targs[i];
+    for (int i = 0; i < 8; i++)
+        snprintf(val[i], sizeof val[i], "%d", vals[i]), av[k++] = (char *)names[i], av[k++] = val[i];
+    if (r->tp > 1) av[k++] = "--sp";
+    if (r->v > 1) {
+        snprintf(val[8], sizeof val[8], "%d", r->v);
+        av[k++] = "--schedule", av[k++] = "interleaved", av[k++] = "--virtual-stages", av[k++] = val[8];
+    }
+    av[k] = NULL;
+    mdc_train_options o;
+    int help = 0;
+    if (mdc_train_parse(&o, k, av, &help)) return fprintf(stderr, "minidc: plan: %s\n", mdc_detail()), -1;
+    if (mdc_train_validate(&o, r->tp * r->cp * r->pp * r->dp, cfg)) return 0;
+    return r->ep == 1 || (cfg->E > 0 && cfg->E % r->ep == 0); /* expert parallelism needs experts to split */
+}
+
+/* The model's experts (0: dense), from train's options alone on one rank. */
+static int model_experts(int ntargs, char **targs) {
+    mdc_train_options o;
+    mdc_gpt2_config cfg = {0};
+    int help = 0;
+    if (mdc_train_parse(&o, ntargs, targs, &help)) return 0;
+    o.dp = o.tp = o.pp = o.cp = o.ep = o.etp = 1, o.B = 1;
+    return mdc_train_validate(&o, 1, &cfg) ? 0 : cfg.E;
+}
+
 int mdc_cmd_plan(int argc, char **argv) {
-    int lists[5][16], nl[5] = {0}, top = 10, zero = -1, rc = -1, gpn = 8;
+    int lists[NLIST][16], nl[NLIST] = {0}, top = 10, zero = -1, rc = -1, gpn = 8;
     long gpus = 0, batch = 0;
-    const char *lname[5] = {"--tp", "--cp", "--pp", "--vstages", "--mbs"};
+    const char *lname[NLIST] = {"--tp", "--cp", "--pp", "--vstages", "--mbs", "--ep"};
     char **base = calloc((size_t)argc + 4, sizeof *base);
     int nbase = 0, prec = 0, seq = 0;
     if (!base) return 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int li = -1;
-        for (int k = 0; k < 5; k++) li = strcmp(a, lname[k]) ? li : k;
+        for (int k = 0; k < NLIST; k++) li = strcmp(a, lname[k]) ? li : k;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("%s", plan_usage);
             return 0;
@@ -194,10 +257,11 @@ int mdc_cmd_plan(int argc, char **argv) {
     if (!gpus || !batch) return fprintf(stderr, "minidc: plan: --gpus N and --batch B are required\n%s", plan_usage), 2;
     if (!prec) base[nbase++] = "--precision", base[nbase++] = "bf16";
     if (gpn < 1) gpn = 8;
-    int defs[5][8] = {{1, 2, 4, 8, 16, 32, 64}, {1}, {1, 2, 4, 8, 16, 32, 64}, {1, 2}, {1, 2, 4}};
-    int ndef[5] = {7, 1, 7, 2, 3};
+    int defs[NLIST][8] = {{1, 2, 4, 8, 16, 32, 64}, {1}, {1, 2, 4, 8, 16, 32, 64}, {1, 2}, {1, 2, 4}, {1, 2, 4, 8}};
+    int ndef[NLIST] = {7, 1, 7, 2, 3, 4};
     if (seq >= 16384) defs[1][1] = 2, defs[1][2] = 4, ndef[1] = 3;
-    for (int k = 0; k < 5; k++)
+    int ep_given = nl[5] > 0;
+    for (int k = 0; k < NLIST; k++)
         if (!nl[k]) memcpy(lists[k], defs[k], sizeof defs[k]), nl[k] = ndef[k];
     char self[4096], exe[PATH_MAX], tmp[] = "/tmp/minidc-plan-XXXXXX";
     if (mdc_plat_exe_path(self, sizeof self) || !realpath(self, exe) || !mkdtemp(tmp))
@@ -218,54 +282,35 @@ int mdc_cmd_plan(int argc, char **argv) {
         else if (r < 0) return fprintf(stderr, "minidc: plan: %s\n", mdc_detail()), 2;
     }
     ntargs = kept;
+    if (!ep_given && !model_experts(ntargs, targs)) nl[5] = 1; /* a dense model: no expert parallelism */
 
-    /* the candidates train's validation accepts */
-    int cap = 4096, n = 0, considered = 0;
+    /* the candidates train's validation accepts: every combination of the lists (an odometer) */
+    int cap = 4096, n = 0, considered = 0, at[NLIST] = {0};
+    mdc_gpt2_config cfg = {0};
     plan_row *rows = calloc((size_t)cap, sizeof *rows);
     if (!rows) return 1;
-    mdc_gpt2_config cfg = {0};
-    for (int a = 0; a < nl[0]; a++)
-        for (int b = 0; b < nl[1]; b++)
-            for (int c = 0; c < nl[2]; c++)
-                for (int d = 0; d < nl[3]; d++)
-                    for (int e = 0; e < nl[4] && n < cap; e++) {
-                        plan_row r = {.tp = lists[0][a],
-                                      .cp = lists[1][b],
-                                      .pp = lists[2][c],
-                                      .v = lists[3][d],
-                                      .mbs = lists[4][e]};
-                        long other = (long)r.tp * r.cp * r.pp;
-                        if (r.tp > gpn || gpus % other || (r.pp == 1 && r.v > 1)) continue;
-                        r.dp = (int)(gpus / other);
-                        if (batch % ((long)r.dp * r.mbs)) continue;
-                        r.m = (int)(batch / ((long)r.dp * r.mbs));
-                        r.zero = zero >= 0 ? zero : r.dp > 1;
-                        r.rc = rc >= 0 ? rc : 0;
-                        considered++;
-                        char val[8][16], *av[320];
-                        int k = 0, vals[] = {r.tp, r.cp, r.pp, r.dp, (int)batch, r.m, r.zero};
-                        const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero"};
-                        for (int i = 0; i < ntargs && k < 290; i++) av[k++] = targs[i];
-                        for (int i = 0; i < 7; i++)
-                            snprintf(val[i], sizeof val[i], "%d", vals[i]), av[k++] = (char *)names[i],
-                                                                            av[k++] = val[i];
-                        if (r.tp > 1) av[k++] = "--sp";
-                        if (r.v > 1) {
-                            snprintf(val[7], sizeof val[7], "%d", r.v);
-                            av[k++] = "--schedule", av[k++] = "interleaved", av[k++] = "--virtual-stages",
-                            av[k++] = val[7];
-                        }
-                        av[k] = NULL;
-                        mdc_train_options o;
-                        int help = 0;
-                        if (mdc_train_parse(&o, k, av, &help))
-                            return fprintf(stderr, "minidc: plan: %s\n", mdc_detail()), 2;
-                        if (mdc_train_validate(&o, (int)(other * r.dp), &cfg)) continue;
-                        if (cfg.E > 0)
-                            return fprintf(stderr, "minidc: plan: mixture-of-experts models are not predicted yet\n"),
-                                   2;
-                        rows[n++] = r;
-                    }
+    for (int done = 0; !done && n < cap;) {
+        plan_row r = {.tp = lists[0][at[0]],
+                      .cp = lists[1][at[1]],
+                      .pp = lists[2][at[2]],
+                      .v = lists[3][at[3]],
+                      .mbs = lists[4][at[4]],
+                      .ep = lists[5][at[5]]};
+        for (int k = 0; k < NLIST && !(done = k == NLIST - 1 && at[k] + 1 == nl[k]); k++) /* the next one */
+            if (++at[k] < nl[k]) break;
+            else at[k] = 0;
+        long other = (long)r.tp * r.cp * r.pp;
+        if (r.tp > gpn || gpus % other || (r.pp == 1 && r.v > 1)) continue;
+        r.dp = (int)(gpus / other);
+        if (batch % ((long)r.dp * r.mbs) || r.dp % r.ep) continue;
+        r.m = (int)(batch / ((long)r.dp * r.mbs));
+        r.zero = zero >= 0 ? zero : r.dp > 1 && r.ep == 1; /* expert parallelism reduces as DDP */
+        r.rc = rc >= 0 ? rc : 0;
+        considered++;
+        int v = valid(&r, ntargs, targs, batch, &cfg);
+        if (v < 0) return 2;
+        if (v) rows[n++] = r;
+    }
     if (!n) {
         fprintf(stderr, "minidc: plan: none of the %d meshes of %ld GPUs is valid for this model and batch", considered,
                 gpus);
@@ -276,24 +321,12 @@ int mdc_cmd_plan(int argc, char **argv) {
     int fit = 0;
     for (int i = 0; i < n; i++) {
         plan_row *r = &rows[i];
-        for (int k = r->rc; k <= (rc >= 0 ? rc : 2); k++) {
-            r->rc = k;
-            plan_row t = *r;
-            if (predict_mesh(exe, nbase, base, &t, tmp)) {
-                fprintf(stderr, "plan: tp %d cp %d pp %d v %d dp %d mbs %d: predict failed:\n", r->tp, r->cp, r->pp,
-                        r->v, r->dp, r->mbs);
-                char cmd[PATH_MAX + 16];
-                snprintf(cmd, sizeof cmd, "tail -3 %s/p.log >&2", tmp);
-                if (system(cmd)) {}
-                break;
-            }
-            *r = t;
-            r->ok = r->peak <= r->cap;
-            if (r->ok || r->peak - r->acts > r->cap) break; /* fits, or would not without activations */
-        }
+        fit_mesh(exe, nbase, base, r, rc, zero, tmp);
         fit += r->ok;
-        fprintf(stderr, "plan: [%d/%d] tp %d cp %d pp %d v %d dp %d mbs %d recompute %s: %s %.4g s (%.0f s so far)\n",
-                i + 1, n, r->tp, r->cp, r->pp, r->v, r->dp, r->mbs, rc_name[r->rc],
+        fprintf(stderr,
+                "plan: [%d/%d] tp %d cp %d pp %d v %d dp %d ep %d mbs %d zero %d recompute %s: %s %.4g s (%.0f s so "
+                "far)\n",
+                i + 1, n, r->tp, r->cp, r->pp, r->v, r->dp, r->ep, r->mbs, r->zero, rc_name[r->rc],
                 r->ok         ? "step"
                 : r->step > 0 ? "out of memory,"
                               : "failed,",
@@ -302,14 +335,14 @@ int mdc_cmd_plan(int argc, char **argv) {
     qsort(rows, (size_t)n, sizeof *rows, row_cmp);
     printf("plan: %ld GPUs (%d per node), global batch %ld; %d meshes valid of %d, %d fit in HBM (%.0f s)\n", gpus, gpn,
            batch, n, considered, fit, mdc_wall_time() - wall);
-    printf("%4s %10s %6s  %3s %3s %3s %2s %4s %3s %4s %4s %-9s %8s", "#", "step s", "MFU", "tp", "cp", "pp", "v", "dp",
-           "mbs", "m", "zero", "recompute", "HBM GiB");
+    printf("%4s %10s %6s  %3s %3s %3s %2s %4s %3s %3s %4s %4s %-9s %8s", "#", "step s", "MFU", "tp", "cp", "pp", "v",
+           "dp", "ep", "mbs", "m", "zero", "recompute", "HBM GiB");
     for (int i = 0; i < NPART; i++) printf(" %8s", part_col[i]);
     printf("\n");
     for (int i = 0; i < n && i < top && rows[i].ok; i++) {
         plan_row *r = &rows[i];
-        printf("%4d %10.4g %5.1f%%  %3d %3d %3d %2d %4d %3d %4d %4d %-9s %8.1f", i + 1, r->step, 100 * r->mfu, r->tp,
-               r->cp, r->pp, r->v, r->dp, r->mbs, r->m, r->zero, rc_name[r->rc], r->peak / 1073741824.0);
+        printf("%4d %10.4g %5.1f%%  %3d %3d %3d %2d %4d %3d %3d %4d %4d %-9s %8.1f", i + 1, r->step, 100 * r->mfu,
+               r->tp, r->cp, r->pp, r->v, r->dp, r->ep, r->mbs, r->m, r->zero, rc_name[r->rc], r->peak / 1073741824.0);
         for (int k = 0; k < NPART; k++) printf(" %7.1f%%", 100 * r->parts[k] / r->step);
         printf("\n");
     }

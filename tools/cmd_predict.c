@@ -4,11 +4,14 @@
  * and the transport in their accounting-only ("dry") mode: every kernel charges its FLOPs and
  * bytes and computes nothing, every message carries its size and virtual times and no payload,
  * and memory is charged but not held (include/minidc/device.h, collectives/transport_dry.c). The
- * tensor- and data-parallel ranks of a dense model do the same work at the same virtual times,
+ * tensor- and data-parallel ranks do the same work at the same virtual times (a mixture of
+ * experts routed balanced: mdc_moe_opts.balanced, the routing predict assumes),
  * so only their representatives run (tp 0, dp 0: one process per pipeline stage and
  * context-parallel rank); messages to the others are mirrored (--no-fold runs every rank).
  *
- * Two steps run; the second is the one predicted (the first allocates the optimizer's state).
+ * Two steps run; the second is the one predicted (the first allocates the optimizer's state), its
+ * time and its memory peak (what setup held for a moment, a full fp32 copy before ZeRO shards
+ * it, is not a step's).
  * The step time is the last rank's end of step 2 minus the last rank's end of step 1. The parts
  * are that last rank's: its clock split into compute- and memory-bound kernels, each traffic
  * class's exposed communication (mdc_traffic), the pipeline's bubble (waiting on pipeline
@@ -34,7 +37,8 @@ static const char predict_usage[] =
     "  --gpus N            the GPUs of the run: --dp is N / (tp x cp x pp) unless given\n"
     "  --no-fold           run every rank (default: one per pipeline stage and cp rank; the tp and\n"
     "                      dp ranks of a dense model are folded onto them)\n"
-    "  --json FILE         the prediction as JSON (step time, parts, MFU, memory, energy)\n"
+    "  --json FILE         the prediction as JSON (step time, parts, MFU, memory, energy); --report FILE\n"
+    "                      the same\n"
     "  --trace F / --timeline F.svg   train's, of the predicted step: a row per process that ran\n"
     "  (predict starts itself under mpiexec.mpich with the processes it needs; MINIDC_MPIEXEC names\n"
     "  another launcher)\n";
@@ -196,11 +200,7 @@ int mdc_cmd_predict(int argc, char **argv) {
     long long n = mesh_ranks(&o), need = processes(&o, p.fold);
     if (n > (1 << 24)) mdc_runtime_die(&rt, mdc_fail(MDC_ERR_INVALID, "predict: %lld GPUs: at most 2^24", n), 1, 2);
     if ((st = mdc_train_validate(&o, (int)n, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
-    if (cfg.E > 0)
-        mdc_runtime_die(&rt,
-                        mdc_fail(MDC_ERR_UNSUPPORTED, "predict: mixture-of-experts models are not predicted yet (their "
-                                                      "routing depends on the data): a dense model only"),
-                        1, 2);
+    o.moe.o.balanced = cfg.E > 0; /* a mixture of experts routes by position: the data decides nothing */
     if (need != rt.size)
         mdc_runtime_die(&rt,
                         mdc_fail(MDC_ERR_INVALID,
@@ -229,6 +229,7 @@ int mdc_cmd_predict(int argc, char **argv) {
     double wall = mdc_wall_time();
     for (int s = 0; s < o.steps; s++) {
         float loss = 0, norm = 0;
+        if (s == o.steps - 1) mdc_dev_mem_reset_peak(rt.dev); /* the predicted step's peak */
         if (s == o.steps - 1 && (o.trace || o.timeline) && (st = mdc_dev_trace_start(rt.dev)))
             mdc_runtime_die(&rt, st, 0, 1);
         mdc_train_generated_batch(gin, gin + (size_t)B * T, B, T, cfg.V, (uint64_t)o.seed, s);
@@ -237,7 +238,8 @@ int mdc_cmd_predict(int argc, char **argv) {
         mdc_dev_energy(rt.dev, &en[s + 1]);
     }
     wall = mdc_wall_time() - wall;
-    mdc_predict_input in = {&o, &cfg, rt.dev, at, en, wall, p.fold, (int)n, p.json, mdc_transport_fold_mismatch(rt.tr)};
+    const char *json = p.json ? p.json : rt.opts.report_path[0] ? rt.opts.report_path : NULL; /* --report: the same */
+    mdc_predict_input in = {&o, &cfg, rt.dev, at, en, wall, p.fold, (int)n, json, mdc_transport_fold_mismatch(rt.tr)};
     st = mdc_predict_report(&rt, &in, stdout);
     if (!st && (o.trace || o.timeline)) st = write_outputs(&rt, &o, at[o.steps - 1].now);
     free(gin);

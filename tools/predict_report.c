@@ -19,13 +19,20 @@ typedef struct {
 /* Model FLOPs of a step (Korthikanti et al. 2022's count, the one MFU is quoted with): 6 per
  * matrix-multiply parameter per token (forward 2, backward 4; the LM head included, the
  * embedding lookups and positions not) plus the attention's two T x T products, 12 L T d per
- * token for d = heads x head_dim (no causal halving). For GPT, 72 B s L h^2 (1 + s/6h + V/12hL). */
+ * token for d = heads x head_dim (no causal halving). For GPT, 72 B s L h^2 (1 + s/6h + V/12hL).
+ * A mixture of experts counts the k experts a token takes (its active parameters). */
 static double model_flops(const mdc_gpt2_config *c, double tokens, int seq) {
     double hd = c->head_dim ? c->head_dim : (double)c->C / c->H, d = c->H * hd;
     double matmul = (double)mdc_gpt2_param_count(c);
     if (c->family == MDC_FAMILY_GPT2) matmul -= (double)c->T * c->C; /* learned positions: a lookup */
     if (c->untied) matmul -= (double)c->V * c->C;                    /* the input embedding: a lookup */
     else matmul += 0;                                                /* tied: wte is the LM head's matmul */
+    if (c->E > c->topk) { /* a mixture of experts: a token's k routed experts, not all E (the router all) */
+        mdc_gpt2_config k = *c;
+        k.E = c->topk;
+        matmul -= (double)(mdc_gpt2_param_count(c) - mdc_gpt2_param_count(&k)) -
+                  (double)mdc_gpt2_moe_blocks(c) * c->C * (c->E - c->topk);
+    }
     return tokens * (6.0 * matmul + 12.0 * c->L * (double)seq * d);
 }
 
@@ -129,6 +136,11 @@ mdc_status mdc_predict_report(mdc_runtime *rt, const mdc_predict_input *in, FILE
         f, "mesh: tp %d%s x cp %d x dp %d x pp %d = %d GPUs (%s, %d per node); %s schedule, %d micro-batch(es) of %d\n",
         o->tp, o->sp ? " (SP)" : "", o->cp, o->dp, o->pp, in->gpus, sp->name, rt->opts.gpus_per_node,
         o->pp > 1 ? (o->schedule ? o->schedule : "1f1b") : "no pipeline", o->accum, o->B / o->dp / o->accum);
+    if (c->E > 0)
+        fprintf(f,
+                "moe: %d experts, top %d, balanced routing (every expert gets %d/%d of the tokens: the routing a "
+                "prediction assumes; train --moe-routing balanced runs it)\n",
+                c->E, c->topk, c->topk, c->E);
     if (in->fold)
         fprintf(f,
                 "folded: %d process(es) ran, one per pipeline stage and cp rank, each standing for its tp x dp = %.0f "
@@ -142,9 +154,9 @@ mdc_status mdc_predict_report(mdc_runtime *rt, const mdc_predict_input *in, FILE
     for (int k = 0; k < np2; k++) part(f, names[k], parts[k], step);
     if (opt > 0) fprintf(f, "  (of the kernels, the optimizer's update %.6g s)\n", opt);
     fprintf(f,
-            "MFU %.1f%%: model FLOPs 6 x matmul parameters + 12 L seq d per token = %.4g per step, over %d GPUs x "
+            "MFU %.1f%%: model FLOPs 6 x %smatmul parameters + 12 L seq d per token = %.4g per step, over %d GPUs x "
             "%.4g s x %.4g FLOP/s\n",
-            100 * mfu, mf, in->gpus, step, peak_flops);
+            100 * mfu, c->E ? "active " : "", mf, in->gpus, step, peak_flops);
     fprintf(f, "HFU %.1f%%: the %.4g FLOPs the kernels charged (recomputation included)\n", 100 * hfu, flops);
     char x[32], y[32];
     fprintf(f, "peak HBM per GPU %s of %s (mesh rank %d):", gib(x, sizeof x, (double)peak[MDC_MEM_COUNT]),

@@ -194,6 +194,9 @@ void mdc_dev_free(mdc_device *dev, void *ptr);
 
 size_t mdc_dev_mem_in_use(const mdc_device *dev, mdc_mem_category cat); /* MDC_MEM_COUNT = total */
 size_t mdc_dev_mem_peak(const mdc_device *dev, mdc_mem_category cat);   /* MDC_MEM_COUNT = total */
+/* From now on the peaks start at what is in use (minidc predict: the predicted step's own peak,
+ * not the setup's transient full-precision copies). */
+void mdc_dev_mem_reset_peak(mdc_device *dev);
 
 /* ---- charging: the virtual clock and the energy ledger ---------------------------------- */
 

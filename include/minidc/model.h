@@ -559,8 +559,14 @@ typedef struct {
     int renorm;            /* gates renormalized over the k chosen */
     float aux_alpha, z_beta;
     float bias_rate; /* aux-loss-free balancing (DeepSeek-V3): g of the bias update, 0: off */
+    int balanced;    /* the choice by position, not by p: token g (its global index row T + position)
+                        takes experts (g k + r) mod E, r < k, so every expert gets k/E of any run of
+                        tokens whose count times k is a multiple of E (the routing minidc predict
+                        assumes); the gates as the router gives them, so the router still learns */
 } mdc_moe_opts;
 mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o);
+/* 1: the experts chosen by position (mdc_moe_opts.balanced), not by the router's scores. */
+int mdc_gpt2_moe_balanced(const mdc_gpt2 *m);
 /* d(objective)/d(per-position loss) of the coming backward (the aux losses' gradient scale:
  * 1 / global tokens); mdc_gpt2_backward_scaled sets it. */
 void mdc_gpt2_set_moe_scale(mdc_gpt2 *m, float dloss);

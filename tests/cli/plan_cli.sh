@@ -24,7 +24,7 @@ if scenario "$what"; then
         why=""
         for mesh in "1 2 1 4" "2 2 1 2" "1 2 2 4"; do
             set -- $mesh
-            row=$(awk -v tp=$1 -v pp=$2 -v v=$3 '$4 == tp && $6 == pp && $7 == v {print $2, $8, $10, $11, $12}' "$tmp/plan.out")
+            row=$(awk -v tp=$1 -v pp=$2 -v v=$3 '$4 == tp && $6 == pp && $7 == v {print $2, $8, $11, $12, $13}' "$tmp/plan.out")
             [ -z "$row" ] && { why="no row for tp $1 pp $2 v $3"; break; }
             set -- $mesh $row
             sched=()
@@ -45,6 +45,43 @@ if not abs(a - b) <= 1e-3 * b: print("tp %s pp %s v %s: plan %.6g s, predict %.6
         elif [ -n "$sorted" ]; then flunk "$what" "rows not sorted by step"; cat "$tmp/plan.out"
         else pass "$what"; fi
     fi
+fi
+
+what="mixtral-tiny on 8 GPUs: ep 1, 2, 4 and 8 swept (DDP under ep), the ep 2 row equal to predict's"
+if scenario "$what"; then
+    if ! timeout -k 5 300 "$bin" plan --config mixtral-tiny --device h100 --gpus 8 --batch 16 --tp 1 --pp 1 --mbs 1 \
+        >"$tmp/moe.out" 2>"$tmp/moe.err"; then
+        flunk "$what" "plan failed"; tail -5 "$tmp/moe.err"
+    else
+        eps=$(awk '$1 ~ /^[0-9]+$/ {print $9}' "$tmp/moe.out" | sort -n | tr '\n' ' ')
+        row=$(awk '$1 ~ /^[0-9]+$/ && $9 == 2 {print $2, $12}' "$tmp/moe.out")
+        p=$(timeout -k 5 120 "$bin" predict --config mixtral-tiny --device h100 --precision bf16 --dp 8 --ep 2 --batch 16 --accum 2 \
+            --zero 0 2>&1 | sed -n 's/^predicted step \([^ ]*\) s.*/\1/p')
+        why=$("$py" -c '
+import sys
+a, z, b = sys.argv[1].split() + [sys.argv[2] or "nan"]
+if sys.argv[3] != "1 2 4 8 ": print("ep values %r" % sys.argv[3])
+elif z != "0": print("ZeRO %s under ep" % z)
+elif not abs(float(a) - float(b)) <= 1e-3 * float(b): print("plan %s s, predict %s s" % (a, b))
+' "$row" "$p" "$eps")
+        if [ -n "$why" ]; then flunk "$what" "$why"; cat "$tmp/moe.out"; else pass "$what"; fi
+    fi
+fi
+
+what="HBM for ZeRO-3 with full recomputation only: the plan takes them, the cheaper pairs do not fit"
+if scenario "$what"; then
+    small=(--config tiny --device h100 --hbm-scale 6e-5 --precision bf16)
+    timeout -k 5 300 "$bin" plan "${small[@]}" --gpus 8 --batch 16 --tp 1 --pp 1 --mbs 1 >"$tmp/z.out" 2>&1
+    row=$(awk '$1 == 1 {print $12, $13}' "$tmp/z.out")
+    oom=""
+    for zr in "3 selective" "2 full"; do
+        set -- $zr
+        timeout -k 5 60 "$bin" predict "${small[@]}" --dp 8 --batch 16 --accum 2 --zero $1 --recompute $2 2>&1 |
+            grep -q "^OUT OF MEMORY" || oom="$oom zero $1 $2 fits;"
+    done
+    if [ "$row" != "3 full" ]; then flunk "$what" "the plan took '$row'"; cat "$tmp/z.out"
+    elif [ -n "$oom" ]; then flunk "$what" "$oom"
+    else pass "$what"; fi
 fi
 
 what="no mesh fits at --hbm-scale 1e-6: said so, exit 1, no row"

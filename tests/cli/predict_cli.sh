@@ -17,10 +17,11 @@ py=$(command -v python3 || echo /usr/bin/python3)
 
 step_of_train() { # ranks args...: the emulated run's step 2, seconds
     local n=$1; shift
-    local s
-    for s in 1 2; do
-        timeout -k 5 120 "$MPIEXEC" -n "$n" "$bin" train "$@" --steps $s --quiet --report "$tmp/t$s.json" \
-            >"$tmp/train$s.out" 2>&1 || return 1
+    local s k=0
+    for s in ${STEPS:-1 2}; do
+        k=$((k + 1))
+        timeout -k 5 120 "$MPIEXEC" -n "$n" "$bin" train "$@" --steps $s --quiet --report "$tmp/t$k.json" \
+            >"$tmp/train$k.out" 2>&1 || return 1
     done
     "$py" -c '
 import json, sys
@@ -90,10 +91,32 @@ JSON
     sed 's/, "net_eff": 0.9//' "$tmp/dev.json" >"$tmp/dev2.json"
 fi
 refused "a device file with some of the efficiencies is refused" "come together" --config tiny --device-file "$tmp/dev2.json"
-refused "a MoE model is refused" "mixture-of-experts" --config mixtral-tiny
+# a mixture of experts is predicted under balanced routing; train runs the same routing
+# (--moe-routing balanced). Steps 2 to 3 of train: both runs print one MoE line (a reduction
+# train charges, predict has no line) at their end
+what="--moe-routing balanced: every expert the same tokens, exact --ep 2 --dp 2 serial's bits"
+if scenario "$what"; then
+    timeout -k 5 120 "$MPIEXEC" -n 2 "$bin" train --config mixtral-tiny --ep 2 --dp 2 --moe-routing balanced --steps 2 \
+        --exact --check-serial --quiet >"$tmp/bal.out" 2>&1
+    line=$(grep -m1 "moe: tokens/expert" "$tmp/bal.out")
+    if ! grep -q "identical to serial bit for bit: ok" "$tmp/bal.out"; then flunk "$what" "not serial's bits"; tail -3 "$tmp/bal.out"
+    elif ! echo "$line" | grep -q "(max/mean 1.000)" || ! echo "$line" | grep -q "experts by position"; then
+        flunk "$what" "not balanced: $line"
+    else pass "$what"; fi
+fi
+STEPS="2 3" same "mixtral-tiny --ep 2 --dp 2 (balanced routing)" 2 --config mixtral-tiny --ep 2 --dp 2 --moe-routing balanced --efficiency peak
+STEPS="2 3" same "qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 bf16, achievable" 4 --config qwen2-moe-tiny --tp 2 --sp --ep 2 --dp 2 --moe-routing balanced --precision bf16 --efficiency achievable
 refused "--data is refused" "reads and writes no tensors" --config tiny --data /nonexistent
 refused "--gpus that the mesh does not make" "--gpus 6 but" --config tiny --tp 2 --dp 2 --gpus 6
 refused "--exact is refused" "exact" --config tiny --exact
+
+what="--report FILE writes the prediction's JSON, as --json does"
+if scenario "$what"; then
+    timeout -k 5 60 "$bin" predict --config tiny --report "$tmp/rep.json" >"$tmp/rep.out" 2>&1
+    want=$(sed -n 's/^predicted step \([^ ]*\) s.*/\1/p' "$tmp/rep.out")
+    got=$("$py" -c 'import json, sys; print("%.6g" % json.load(open(sys.argv[1]))["step_s"])' "$tmp/rep.json" 2>&1)
+    if [ -n "$want" ] && [ "$got" = "$want" ]; then pass "$what"; else flunk "$what" "printed '$want', the file '$got'"; fi
+fi
 
 what="--trace and --timeline of the predicted step: a process per stage, named by its mesh rank, within the step"
 if scenario "$what"; then

@@ -89,8 +89,8 @@ static void serial_run(reference *R, mdc_runtime *rt, const mdc_gpt2_config *cfg
     mdc_trainer *ser;
     MDC_CHECK(mdc_device_create_spec(&sdev, mdc_device_get_spec(rt->dev), mdc_device_get_energy_table(rt->dev), 1,
                                      MDC_EMULATE_OFF, 1, 0));
-    mdc_trainer_config sc = {*cfg, {1, 1, 1, 1, 1},    0, 0, 0, 0, B, 1, T, 0, 0, dropout, 0, NULL, NULL, 1, NULL,
-                             NULL, {0, 0, 0, 0, 0, 0}, 0, 0, 0, 0};
+    mdc_trainer_config sc = {*cfg, {1, 1, 1, 1, 1},       0, 0, 0, 0, B, 1, T, 0, 0, dropout, 0, NULL, NULL, 1, NULL,
+                             NULL, {0, 0, 0, 0, 0, 0, 0}, 0, 0, 0, 0};
     MDC_CHECK(mdc_trainer_create(&ser, NULL, sdev, &sc, 7));
     R->logits = malloc(nl * sizeof(float)), R->grads = calloc(P, sizeof(float)), R->params = calloc(P, sizeof(float));
     batch(in, tg, 0, B * T, cfg->V);
@@ -260,8 +260,8 @@ int main(int argc, char **argv) {
                     snprintf(name, sizeof name, "tp %d dp %d sp %d zero %d accum %d%s", tp, dp, sp, z, accum,
                              di ? " drop 0.1" : "");
                     mdc_trainer_config tc = {
-                        cfg,  {tp, 1, 1, dp, 1},  sp, z, 0, 0, mb, accum, T, 1, 1, drops[di], 0, NULL, NULL, 1, NULL,
-                        NULL, {0, 0, 0, 0, 0, 0}, 0,  0, 0, 0};
+                        cfg,  {tp, 1, 1, dp, 1},     sp, z, 0, 0, mb, accum, T, 1, 1, drops[di], 0, NULL, NULL, 1, NULL,
+                        NULL, {0, 0, 0, 0, 0, 0, 0}, 0,  0, 0, 0};
                     mdc_trainer *t;
                     MDC_CHECK(mdc_trainer_create(&t, rt.tr, rt.dev, &tc, 7));
                     double lrel = 0, lmax = 0, nmax = 0, gw = 0, pw, l2;

@@ -23,6 +23,7 @@ mdc_status mdc_gpt2_set_moe(mdc_gpt2 *m, const mdc_moe_opts *o) {
     return MDC_OK;
 }
 void mdc_gpt2_set_moe_scale(mdc_gpt2 *m, float dloss) { m->moe.dloss = dloss; }
+int mdc_gpt2_moe_balanced(const mdc_gpt2 *m) { return m->moe.o.balanced; }
 mdc_status mdc_gpt2_set_ep(mdc_gpt2 *m, const mdc_gpt2_ep *ep) {
     int e = m->part.ep > 1 ? m->part.ep : 1;
     if (ep && ep->e != e)
@@ -108,7 +109,7 @@ void mdc_i_moe_top_k(const float *v, int E, int k, int *ch) {
  * set to 0 (as transformers' masked_fill); the top k of v; gates s, renormalized over
  * (their sum + 1e-20), times routed_scale. */
 static void route_token(const mdc_gpt2_config *c, int renorm, const float *p, const float *s, const float *bias,
-                        int *ch, float *g) {
+                        long long balanced, int *ch, float *g) {
     int E = c->E, k = c->topk;
     const float *w = s ? s : p;
     float v[MDC_GPT2_MAX_EXPERTS], sum = 0;
@@ -127,7 +128,9 @@ static void route_token(const mdc_gpt2_config *c, int renorm, const float *p, co
         for (int i = 0; i < E; i++)
             if (!on[i / per]) v[i] = 0.0f;
     }
-    mdc_i_moe_top_k(v, E, k, ch);
+    if (balanced >= 0) /* mdc_moe_opts.balanced: token g's experts (g k + r) mod E */
+        for (int r = 0; r < k; r++) ch[r] = (int)((balanced * k + r) % E);
+    else mdc_i_moe_top_k(v, E, k, ch);
     for (int r = 0; r < k; r++) sum += w[ch[r]];
     if (s) sum += 1e-20f;
     for (int r = 0; r < k; r++) {
@@ -206,9 +209,11 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
     if (m->moe.counting || (m->moe.lb_serial && !m->rc.active)) mdc_i_moe_lb_count(m, q);
     const float *bias = m->moe.bias + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
     double *cnt = m->moe.counts + (size_t)mdc_i_moe_before(&m->cfg, l) * E;
+    int pos0 = m->part.sp ? m->part.tp_rank * Tg : 0;
     for (int t = 0; t < n; t++) {
-        int *ch = q->choice + (size_t)t * k;
-        route_token(&m->cfg, o->renorm, q->probs + (size_t)t * E, sig ? q->score + (size_t)t * E : NULL, bias, ch,
+        int *ch = q->choice + (size_t)t * k, p = t % Tg, gp = m->cp ? m->cp->pos[p] : pos0 + p;
+        long long g = o->balanced ? (long long)(a->row0 + t / Tg) * Tseq + gp : -1; /* the global index */
+        route_token(&m->cfg, o->renorm, q->probs + (size_t)t * E, sig ? q->score + (size_t)t * E : NULL, bias, g, ch,
                     q->gate + (size_t)t * k);
         for (int r = 0; r < k && rec; r++) m->moe.st.tokens[ch[r]] += 1, cnt[ch[r]] += 1;
         float z = o->z_beta * q->lse[t] * q->lse[t];
@@ -233,7 +238,7 @@ mdc_status mdc_i_moe_route(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, const float *x,
         if (o->capacity_factor > 0) capacity(m, q, g * Tg, Tg, keep);
     }
     /* invariants: no expert over its capacity in a group; the decisions' digest */
-    int cap = (int)ceil((double)k * Tg * o->capacity_factor / E), pos0 = m->part.sp ? m->part.tp_rank * Tg : 0;
+    int cap = (int)ceil((double)k * Tg * o->capacity_factor / E);
     for (int g = 0; g < G && o->capacity_factor > 0; g++) {
         int used[MDC_GPT2_MAX_EXPERTS] = {0};
         for (size_t i = (size_t)g * Tg * k; i < (size_t)(g + 1) * Tg * k; i++) used[q->choice[i]] += keep[i];

@@ -111,7 +111,7 @@ mdc_status mdc_zero_i_alloc(mdc_dp *dp) {
         dp->gathered = calloc((size_t)dp->nunits, sizeof(float *));
         dp->prefetched = calloc((size_t)dp->nunits, 1);
         if (!dp->gathered || !dp->prefetched) return mdc_fail(MDC_ERR_OOM_HOST, "zero");
-        if (dp->dc.poison)
+        if (dp->dc.poison && !mdc_host_dry())
             for (size_t i = 0; i < dp->psi; i++) P[i] = NAN;
     }
     return MDC_OK;
@@ -156,7 +156,7 @@ void mdc_zero_i_release(mdc_dp *dp, int u) {
     if (!dp->gathered[u]) return;
     mdc_dev_free(dp->dev, dp->gathered[u]);
     dp->gathered[u] = NULL;
-    if (dp->dc.poison) {
+    if (dp->dc.poison && !mdc_host_dry()) {
         float *P = mdc_gpt2_params(dp->m) + dp->uoff[u];
         for (size_t i = 0; i < dp->ucount[u]; i++) P[i] = NAN;
     }
@@ -189,11 +189,12 @@ mdc_status mdc_zero_i_reduce_bucket(mdc_dp *dp, const dp_bucket *b, float *buf) 
     /* ZeRO-2/3: accumulate into the gradient shard; the full gradient is dropped (zeroed for
      * the next micro-batch's backward, which adds to it) */
     float *dst = dp->shard_g + dp->shoff[b->lo];
-    for (size_t i = 0; i < b->block; i++) dst[i] += buf[i];
+    int dry = mdc_host_dry(); /* a prediction moves and adds no values */
+    for (size_t i = 0; i < b->block && !dry; i++) dst[i] += buf[i];
     if (dp->grad_dtype == MDC_BF16) mdc_round_half(dst, b->block, MDC_PRECISION_BF16); /* a bf16 buffer */
     mdc_dev_kernel(dp->dev, (double)b->block, 12.0 * (double)b->block, MDC_PREC_FP32);
     for (int u = b->lo; u <= b->hi; u++) {
-        memset(G + dp->uoff[u], 0, dp->ucount[u] * sizeof(float));
+        if (!dry) memset(G + dp->uoff[u], 0, dp->ucount[u] * sizeof(float));
         mdc_dev_free(dp->dev, dp->live[u]);
         dp->live[u] = NULL;
     }
@@ -295,7 +296,7 @@ mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm)
     if (dp->dc.zero == 3) {
         for_each_segment(dp, seg_adamw, &c);
         mdc_adamw_charge(dp->dev, c.n);
-        memset(dp->shard_g, 0, dp->S * sizeof(float));
+        if (!mdc_host_dry()) memset(dp->shard_g, 0, dp->S * sizeof(float));
         mdc_zero_i_round_shard(dp);
         return MDC_OK; /* the shards are the parameters; units are gathered when used */
     }
@@ -327,6 +328,6 @@ mdc_status mdc_zero_i_update(mdc_dp *dp, const mdc_adamw_config *o, double norm)
         mdc_dev_stream_end(dp->dev, &dp->stream);
     }
     mdc_dev_stream_join(dp->dev, &dp->stream);
-    if (dp->dc.zero == 2) memset(dp->shard_g, 0, dp->S * sizeof(float)); /* next step accumulates */
+    if (dp->dc.zero == 2 && !mdc_host_dry()) memset(dp->shard_g, 0, dp->S * sizeof(float)); /* next step adds */
     return st;
 }

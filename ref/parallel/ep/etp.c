@@ -28,6 +28,8 @@ static mdc_status counts(void *ctx, const int *mine, int *all, int n) {
     double b0 = sent(x), w0 = mdc_wall_time();
     mdc_status st = mdc_allgather(mine, all, (size_t)n, MDC_I32, x->g);
     x->f.bytes[MDC_ETP_COUNTS] += sent(x) - b0, x->f.wall += mdc_wall_time() - w0;
+    for (int q = 0; !st && mdc_host_dry() && q < x->n; q++) /* a prediction: every member routes alike */
+        memcpy(all + (size_t)q * n, mine, sizeof(int) * (size_t)n);
     x->f.want[MDC_ETP_COUNTS] += (double)(x->n - 1) * n * sizeof(int);
     return st;
 }

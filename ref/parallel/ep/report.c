@@ -56,6 +56,8 @@ mdc_status mdc_moe_step_line(mdc_gpt2 *m, const mdc_ep *ep, const mdc_etp *etp, 
     else if (c->family && o < cap)
         o += (size_t)snprintf(line + o, cap - o, "  router softmax (top-%d%s)", c->topk,
                               c->moe_renorm ? ", renormalized" : "");
+    if (mdc_gpt2_moe_balanced(m) && o < cap)
+        o += (size_t)snprintf(line + o, cap - o, "  experts by position (--moe-routing balanced)");
     if (c->lb_coef > 0 && o < cap) /* transformers' aux loss: coef x load_balancing_loss_func of the global batch */
         o += (size_t)snprintf(line + o, cap - o, "  lb %.6f (%g x %.4f)", v[E + 15] / tokens, c->lb_coef,
                               v[E + 15] / tokens / c->lb_coef);
