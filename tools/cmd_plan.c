@@ -48,7 +48,7 @@ typedef struct {
     int ok;
 } plan_row;
 
-enum { NPART = 7, NLIST = 6 };
+enum { NPART = 7, NLIST = 6, MAX_ARGS = 400 };
 static const char *part_key[NPART] = {"compute-bound kernels",
                                       "memory-bound kernels",
                                       "tp communication exposed",
@@ -84,10 +84,10 @@ static double json_num(const char *text, const char *key) {
 static int predict(const char *exe, int nbase, char **base, plan_row *r, int m, plan_row *out, const char *tmp) {
     char a[16][24], json[PATH_MAX];
     snprintf(json, sizeof json, "%s/p.json", tmp);
-    char *av[256];
+    char *av[MAX_ARGS + 32];
     int k = 0;
     av[k++] = (char *)exe, av[k++] = "predict";
-    for (int i = 0; i < nbase && k < 200; i++) av[k++] = base[i];
+    for (int i = 0; i < nbase; i++) av[k++] = base[i];
     int vals[] = {r->tp, r->cp, r->pp, r->dp, m * r->mbs * r->dp, m, r->zero, r->ep};
     const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero", "--ep"};
     for (int i = 0; i < 8; i++) snprintf(a[i], sizeof a[i], "%d", vals[i]), av[k++] = (char *)names[i], av[k++] = a[i];
@@ -174,10 +174,10 @@ static int row_cmp(const void *x, const void *y) {
 /* 1: train's options parse and validate for mesh r (the model's sizes from targs); 0: not a
  * mesh of this model; -1: the options themselves are wrong (said). */
 static int valid(const plan_row *r, int ntargs, char **targs, long batch, mdc_gpt2_config *cfg) {
-    char val[9][16], *av[320];
+    char val[9][16], *av[MAX_ARGS + 32];
     int k = 0, vals[] = {r->tp, r->cp, r->pp, r->dp, (int)batch, r->m, r->zero, r->ep};
     const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero", "--ep"};
-    for (int i = 0; i < ntargs && k < 290; i++) av[k++] = targs[i];
+    for (int i = 0; i < ntargs; i++) av[k++] = targs[i];
     for (int i = 0; i < 8; i++)
         snprintf(val[i], sizeof val[i], "%d", vals[i]), av[k++] = (char *)names[i], av[k++] = val[i];
     if (r->tp > 1) av[k++] = "--sp";
@@ -207,9 +207,9 @@ int mdc_cmd_plan(int argc, char **argv) {
     int lists[NLIST][16], nl[NLIST] = {0}, top = 10, zero = -1, rc = -1, gpn = 8;
     long gpus = 0, batch = 0;
     const char *lname[NLIST] = {"--tp", "--cp", "--pp", "--vstages", "--mbs", "--ep"};
-    char **base = calloc((size_t)argc + 4, sizeof *base);
+    char *base[MAX_ARGS + 4], *targs[MAX_ARGS + 4];
     int nbase = 0, prec = 0, seq = 0;
-    if (!base) return 1;
+    if (argc > MAX_ARGS) return fprintf(stderr, "minidc: plan: %d arguments: at most %d\n", argc, MAX_ARGS), 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int li = -1;
@@ -268,11 +268,9 @@ int mdc_cmd_plan(int argc, char **argv) {
         return fprintf(stderr, "minidc: plan: could not find this program or make a temporary directory\n"), 1;
 
     /* train's options without the device's (the runtime parses those), for the validation */
-    char **targs = calloc((size_t)nbase + 40, sizeof *targs);
     int ntargs = 1;
     mdc_device_options dopt;
     mdc_device_options_default(&dopt);
-    if (!targs) return 1;
     targs[0] = "plan";
     for (int i = 0; i < nbase; i++) targs[ntargs++] = base[i];
     int kept = 1;
@@ -308,13 +306,14 @@ int mdc_cmd_plan(int argc, char **argv) {
         r.rc = rc >= 0 ? rc : 0;
         considered++;
         int v = valid(&r, ntargs, targs, batch, &cfg);
-        if (v < 0) return 2;
+        if (v < 0) return free(rows), 2;
         if (v) rows[n++] = r;
     }
     if (!n) {
         fprintf(stderr, "minidc: plan: none of the %d meshes of %ld GPUs is valid for this model and batch", considered,
                 gpus);
-        return fprintf(stderr, " (--batch %ld, lists: see minidc plan --help)\n", batch), 1;
+        fprintf(stderr, " (--batch %ld, lists: see minidc plan --help)\n", batch);
+        return free(rows), 1;
     }
     fprintf(stderr, "plan: %d of %d meshes valid; predicting each (minidc predict, dry and folded)\n", n, considered);
     double wall = mdc_wall_time();
@@ -350,6 +349,6 @@ int mdc_cmd_plan(int argc, char **argv) {
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd)) {}
-    free(rows), free(targs), free(base);
+    free(rows);
     return fit ? 0 : 1;
 }
