@@ -35,8 +35,8 @@
 static const char predict_usage[] =
     "usage: minidc predict [train's model, mesh, schedule, precision and recompute options] [options]\n"
     "  --gpus N            the GPUs of the run: --dp is N / (tp x cp x pp) unless given\n"
-    "  --no-fold           run every rank (default: one per pipeline stage and cp rank; the tp and\n"
-    "                      dp ranks of a dense model are folded onto them)\n"
+    "  --no-fold           run every rank (default: one per pipeline stage, the tp, dp and, with the\n"
+    "                      zigzag layout, cp ranks folded onto it)\n"
     "  --json FILE         the prediction as JSON (step time, parts, MFU, memory, energy); --report FILE\n"
     "                      the same\n"
     "  --trace F / --timeline F.svg   train's, of the predicted step: a row per process that ran\n"
@@ -103,13 +103,18 @@ static mdc_status parse(predict_options *p, mdc_train_options *o, int *argc, cha
 }
 
 static long long mesh_ranks(const mdc_train_options *o) { return (long long)o->tp * o->cp * o->dp * o->pp; }
+/* The cp ranks are folded too where every one does the same work: the zigzag layout balances the
+ * causal attention (rank r holds chunks r and 2N-1-r); the contiguous one gives later ranks more. */
+static int fold_cp(const mdc_train_options *o) {
+    return o->cp > 1 && (!o->cp_layout || !strcmp(o->cp_layout, "zigzag"));
+}
 static long long processes(const mdc_train_options *o, int fold) {
-    return fold ? (long long)o->cp * o->pp : mesh_ranks(o);
+    return fold ? (long long)(fold_cp(o) ? 1 : o->cp) * o->pp : mesh_ranks(o);
 }
 
 /* --trace and --timeline of the predicted step (the second), gathered to process 0 over a
  * transport of their own: the run's is dry, its messages carry no payload. One row per process
- * that ran (with folding, one per pipeline stage and cp rank: process k is row k). */
+ * that ran (with folding, one per pipeline stage, and cp rank with --cp-layout contiguous). */
 static mdc_status write_outputs(mdc_runtime *rt, const mdc_train_options *o, double from) {
     mdc_transport *t = NULL;
     mdc_group *g = NULL;
@@ -121,7 +126,8 @@ static mdc_status write_outputs(mdc_runtime *rt, const mdc_train_options *o, dou
         if (o->trace) st = mdc_train_write_trace(&view, o->trace);
         if (!st && o->timeline)
             st = mdc_train_write_device_timeline(
-                &view, o->timeline, from, "minidc predict, a row per process (one per pipeline stage and cp rank)");
+                &view, o->timeline, from,
+                "minidc predict, a row per process that ran (folded: one per pipeline stage)");
         if (!st && view.rank == 0) {
             if (o->trace) printf("trace: %s (the predicted step's kernels, messages and collective calls)\n", o->trace);
             if (o->timeline)
@@ -134,7 +140,7 @@ static mdc_status write_outputs(mdc_runtime *rt, const mdc_train_options *o, dou
 }
 
 /* Not under a launcher and more than one process needed: run again under mpiexec. */
-static void launch(int argc, char **argv, long long n) {
+static void launch(int argc, char **argv, long long n, const mdc_train_options *o) {
     if (getenv("PMI_RANK") || getenv("PMI_SIZE") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK")) return;
     char self[4096], exe[PATH_MAX], count[32];
     /* the file itself: mpiexec's own /proc/self/exe would be mpiexec */
@@ -146,7 +152,8 @@ static void launch(int argc, char **argv, long long n) {
     int k = 0;
     av[k++] = (char *)mpiexec, av[k++] = "-n", av[k++] = count, av[k++] = exe, av[k++] = "predict";
     for (int i = 1; i < argc; i++) av[k++] = argv[i];
-    fprintf(stderr, "predict: %s -n %lld (one process per pipeline stage and context-parallel rank)\n", mpiexec, n);
+    fprintf(stderr, "predict: %s -n %lld (one process per pipeline stage%s)\n", mpiexec, n,
+            fold_cp(o) ? "; the cp ranks folded too" : " and context-parallel rank");
     fflush(stderr);
     execvp(mpiexec, av);
     fprintf(stderr, "minidc: predict: could not start %s (install mpich, or run it under mpiexec.mpich -n %lld)\n",
@@ -172,7 +179,7 @@ int mdc_cmd_predict(int argc, char **argv) {
         predict_options p;
         mdc_train_options o;
         if (!parse(&p, &o, &ac, av, &help) && !help && processes(&o, p.fold) > 1)
-            launch(argc, argv, processes(&o, p.fold));
+            launch(argc, argv, processes(&o, p.fold), &o);
         free(av);
     }
     /* predict's device runs at the preset's achievable fractions unless --efficiency says */
@@ -202,15 +209,18 @@ int mdc_cmd_predict(int argc, char **argv) {
     if ((st = mdc_train_validate(&o, (int)n, &cfg))) mdc_runtime_die(&rt, st, 1, 2);
     o.moe.o.balanced = cfg.E > 0; /* a mixture of experts routes by position: the data decides nothing */
     if (need != rt.size)
-        mdc_runtime_die(&rt,
-                        mdc_fail(MDC_ERR_INVALID,
-                                 "predict: this mesh needs %lld process(es)%s; %d run (mpiexec.mpich -n %lld)", need,
-                                 p.fold ? " (one per pipeline stage and cp rank)" : "", rt.size, need),
-                        1, 2);
+        mdc_runtime_die(
+            &rt,
+            mdc_fail(
+                MDC_ERR_INVALID, "predict: this mesh needs %lld process(es)%s; %d run (mpiexec.mpich -n %lld)", need,
+                p.fold ? (fold_cp(&o) ? " (one per pipeline stage)" : " (one per pipeline stage and cp rank)") : "",
+                rt.size, need),
+            1, 2);
     int dims[5] = {o.tp, o.cp, 1, o.dp, o.pp};
     mdc_dev_set_dry(rt.dev, 1);
     mdc_host_set_dry(1);
-    if ((st = mdc_transport_set_dry(rt.tr, 5, dims, p.fold ? (1u << 0 | 1u << 3) : 0))) mdc_runtime_die(&rt, st, 1, 1);
+    unsigned folded = p.fold ? 1u << 0 | 1u << 3 | (fold_cp(&o) ? 1u << 1 : 0) : 0; /* tp, dp (and cp) */
+    if ((st = mdc_transport_set_dry(rt.tr, 5, dims, folded))) mdc_runtime_die(&rt, st, 1, 1);
     mdc_dev_set_rank(rt.dev, mdc_transport_rank(rt.tr)); /* traces and messages name the mesh rank */
     mdc_group_free(rt.world);                            /* the world is the mesh's now */
     if ((st = mdc_group_world(&rt.world, rt.tr))) mdc_runtime_die(&rt, st, 1, 1);
@@ -239,7 +249,17 @@ int mdc_cmd_predict(int argc, char **argv) {
     }
     wall = mdc_wall_time() - wall;
     const char *json = p.json ? p.json : rt.opts.report_path[0] ? rt.opts.report_path : NULL; /* --report: the same */
-    mdc_predict_input in = {&o, &cfg, rt.dev, at, en, wall, p.fold, (int)n, json, mdc_transport_fold_mismatch(rt.tr)};
+    mdc_predict_input in = {&o,
+                            &cfg,
+                            rt.dev,
+                            at,
+                            en,
+                            wall,
+                            p.fold,
+                            (int)n,
+                            json,
+                            mdc_transport_fold_mismatch(rt.tr),
+                            p.fold && fold_cp(&o)};
     st = mdc_predict_report(&rt, &in, stdout);
     if (!st && (o.trace || o.timeline)) st = write_outputs(&rt, &o, at[o.steps - 1].now);
     free(gin);

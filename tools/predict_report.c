@@ -90,7 +90,8 @@ mdc_status mdc_predict_report(mdc_runtime *rt, const mdc_predict_input *in, FILE
     const mdc_train_options *o = in->o;
     const mdc_gpt2_config *c = in->cfg;
     const mdc_device_spec *sp = mdc_device_get_spec(in->dev);
-    double end1 = 0, end2 = 0, flops = 0, energy = 0, mult = in->fold ? (double)o->tp * o->dp : 1;
+    double end1 = 0, end2 = 0, flops = 0, energy = 0,
+           mult = in->fold ? (double)o->tp * o->dp * (in->fold_cp ? o->cp : 1) : 1;
     int crit = 0;
     size_t peak[MDC_MEM_COUNT + 1] = {0};
     int worst = 0;
@@ -143,9 +144,9 @@ mdc_status mdc_predict_report(mdc_runtime *rt, const mdc_predict_input *in, FILE
                 c->E, c->topk, c->topk, c->E);
     if (in->fold)
         fprintf(f,
-                "folded: %d process(es) ran, one per pipeline stage and cp rank, each standing for its tp x dp = %.0f "
-                "GPUs%s (%.1f s on this host)\n",
-                np, mult,
+                "folded: %d process(es) ran, one per pipeline stage%s, each standing for its tp x %sdp = %.0f GPUs%s "
+                "(%.1f s on this host)\n",
+                np, in->fold_cp ? "" : " and cp rank", in->fold_cp ? "cp x " : "", mult,
                 in->fold_mismatch > 0 ? "; mirrored messages differed from their receives by a ring's uneven chunks"
                                       : "; exact: every mirrored message matched its receive",
                 in->wall);

@@ -18,6 +18,7 @@ typedef struct {
     int fold, gpus;
     const char *json;     /* --json path or NULL */
     double fold_mismatch; /* bytes of mirrored messages that differed from their receives */
+    int fold_cp;          /* the cp ranks folded too (the zigzag layout) */
 } mdc_predict_input;
 
 /* Every process calls it (a device-less gather to the first); the first prints to f and writes

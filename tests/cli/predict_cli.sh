@@ -91,6 +91,8 @@ JSON
     sed 's/, "net_eff": 0.9//' "$tmp/dev.json" >"$tmp/dev2.json"
 fi
 refused "a device file with some of the efficiencies is refused" "come together" --config tiny --device-file "$tmp/dev2.json"
+# the zigzag layout balances the cp ranks: they fold onto one process per stage
+same "qwen3-tiny --cp 2 --dp 2 zigzag ring (cp folded: one process for 4 ranks)" 4 --config qwen3-tiny --cp 2 --dp 2 --efficiency achievable
 # a mixture of experts is predicted under balanced routing; train runs the same routing
 # (--moe-routing balanced). Steps 2 to 3 of train: both runs print one MoE line (a reduction
 # train charges, predict has no line) at their end
@@ -141,7 +143,7 @@ fi
 tier=long
 same "tiny --dp 4 --zero 3, DDP's shards alike" 4 --config tiny --dp 4 --zero 3 --efficiency achievable
 same "tiny --pp 2 interleaved (2 virtual stages) --dp 2, fp16" 4 --config tiny --layers 4 --pp 2 --schedule interleaved --virtual-stages 2 --microbatches 4 --dp 2 --precision fp16 --efficiency peak
-same "qwen3-tiny --cp 2 (ring; cp ranks not folded)" 2 --config qwen3-tiny --cp 2 --efficiency achievable
+same "qwen3-tiny --cp 2 --cp-layout contiguous (ring; cp ranks not folded)" 2 --config qwen3-tiny --cp 2 --cp-layout contiguous --efficiency achievable
 
 what="--no-fold runs every rank and predicts the same step"
 if scenario "$what"; then
