@@ -281,9 +281,7 @@ void mdc_dev_set_achievable(mdc_device *dev, int on) {
     dev->eff = on && valid ? *e : peak;
     dev->achievable = on && valid;
 }
-int mdc_dev_achievable(const mdc_device *dev) {
-    return dev->eff.gemm != 1 || dev->eff.mem != 1 || dev->eff.nvlink != 1;
-}
+int mdc_dev_achievable(const mdc_device *dev) { return dev->achievable; }
 static double link_latency(const mdc_device *dev, mdc_link l) {
     /* PCIe latency is not in the spec: assume the NVLink figure (docs/devices.md). */
     return l == MDC_LINK_NET ? dev->spec.net_latency : dev->spec.nvlink_latency;

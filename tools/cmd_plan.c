@@ -1,8 +1,9 @@
 /* minidc plan: which mesh should a model use on a datacenter computer?
  *
  * Sweeps the meshes of --gpus GPUs (tp within a node, cp, pp, interleaved virtual stages, the
- * micro-batch size, ep for a mixture of experts, which predict routes balanced; dp takes the rest), checks each with train's own validation, and predicts
- * each that is valid with `minidc predict` (the same schedule code, dry and folded). Data-parallel
+ * micro-batch size, ep for a mixture of experts, which predict routes balanced; dp takes the
+ * rest), checks each with train's own validation, and predicts each that is valid with
+ * `minidc predict` (the same schedule code, dry and folded). Data-parallel
  * meshes take ZeRO-1 (Megatron's distributed optimizer), else 2, else 3, the least that fits
  * (DDP with expert parallelism), unless --zero says; recomputation is the least of none,
  * selective, full whose prediction fits in HBM (each is faster than the next), unless --recompute
@@ -80,23 +81,49 @@ static double json_num(const char *text, const char *key) {
     return p ? strtod(p + strlen(pat), NULL) : -1;
 }
 
+/* Mesh r's options at m micro-batches appended to av from k (val holds their numbers): what
+ * validation checks and what a prediction runs. Returns the new count. */
+static int mesh_args(const plan_row *r, int m, char **av, int k, char val[9][16]) {
+    int vals[] = {r->tp, r->cp, r->pp, r->dp, m * r->mbs * r->dp, m, r->zero, r->ep};
+    const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero", "--ep"};
+    for (int i = 0; i < 8; i++)
+        snprintf(val[i], sizeof val[i], "%d", vals[i]), av[k++] = (char *)names[i], av[k++] = val[i];
+    if (r->tp > 1) av[k++] = "--sp";
+    if (r->v > 1) {
+        snprintf(val[8], sizeof val[8], "%d", r->v);
+        av[k++] = "--schedule", av[k++] = "interleaved", av[k++] = "--virtual-stages", av[k++] = val[8];
+    }
+    return k;
+}
+
+/* The last two lines of the failed prediction's output, to stderr. */
+static void show_log(const char *tmp) {
+    char path[PATH_MAX], line[2][512] = {"", ""};
+    snprintf(path, sizeof path, "%s/p.log", tmp);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    while (f && fgets(line[n % 2], sizeof line[0], f)) n++;
+    if (f) fprintf(stderr, "%s%s", line[n % 2], line[(n + 1) % 2]), fclose(f);
+}
+
+/* The scratch directory and what the predictions left in it. */
+static void remove_tmp(const char *tmp) {
+    char path[PATH_MAX];
+    const char *files[] = {"p.json", "p.log"};
+    for (int i = 0; i < 2; i++) snprintf(path, sizeof path, "%s/%s", tmp, files[i]), remove(path);
+    rmdir(tmp);
+}
+
 /* One prediction of r at m micro-batches into out (step, parts, peak, mfu); 0 when it ran. */
 static int predict(const char *exe, int nbase, char **base, plan_row *r, int m, plan_row *out, const char *tmp) {
-    char a[16][24], json[PATH_MAX];
+    char a[9][16], json[PATH_MAX];
     snprintf(json, sizeof json, "%s/p.json", tmp);
     char *av[MAX_ARGS + 32];
     int k = 0;
     av[k++] = (char *)exe, av[k++] = "predict";
     for (int i = 0; i < nbase; i++) av[k++] = base[i];
-    int vals[] = {r->tp, r->cp, r->pp, r->dp, m * r->mbs * r->dp, m, r->zero, r->ep};
-    const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero", "--ep"};
-    for (int i = 0; i < 8; i++) snprintf(a[i], sizeof a[i], "%d", vals[i]), av[k++] = (char *)names[i], av[k++] = a[i];
+    k = mesh_args(r, m, av, k, a);
     av[k++] = "--recompute", av[k++] = (char *)rc_name[r->rc];
-    if (r->tp > 1) av[k++] = "--sp";
-    if (r->v > 1) {
-        snprintf(a[8], sizeof a[8], "%d", r->v);
-        av[k++] = "--schedule", av[k++] = "interleaved", av[k++] = "--virtual-stages", av[k++] = a[8];
-    }
     av[k++] = "--json", av[k++] = json, av[k] = NULL;
     remove(json);
     fflush(stdout);
@@ -154,9 +181,7 @@ static void fit_mesh(const char *exe, int nbase, char **base, plan_row *r, int r
             if (predict_mesh(exe, nbase, base, &t, tmp)) { /* train refuses this combination: the next stage */
                 fprintf(stderr, "plan: tp %d cp %d pp %d v %d dp %d ep %d mbs %d zero %d: predict failed:\n", r->tp,
                         r->cp, r->pp, r->v, r->dp, r->ep, r->mbs, z);
-                char cmd[PATH_MAX + 16];
-                snprintf(cmd, sizeof cmd, "tail -2 %s/p.log >&2", tmp);
-                if (system(cmd)) {}
+                show_log(tmp);
                 break;
             }
             *r = t;
@@ -173,18 +198,11 @@ static int row_cmp(const void *x, const void *y) {
 
 /* 1: train's options parse and validate for mesh r (the model's sizes from targs); 0: not a
  * mesh of this model; -1: the options themselves are wrong (said). */
-static int valid(const plan_row *r, int ntargs, char **targs, long batch, mdc_gpt2_config *cfg) {
+static int valid(const plan_row *r, int ntargs, char **targs, mdc_gpt2_config *cfg) {
     char val[9][16], *av[MAX_ARGS + 32];
-    int k = 0, vals[] = {r->tp, r->cp, r->pp, r->dp, (int)batch, r->m, r->zero, r->ep};
-    const char *names[] = {"--tp", "--cp", "--pp", "--dp", "--batch", "--microbatches", "--zero", "--ep"};
+    int k = 0;
     for (int i = 0; i < ntargs; i++) av[k++] = targs[i];
-    for (int i = 0; i < 8; i++)
-        snprintf(val[i], sizeof val[i], "%d", vals[i]), av[k++] = (char *)names[i], av[k++] = val[i];
-    if (r->tp > 1) av[k++] = "--sp";
-    if (r->v > 1) {
-        snprintf(val[8], sizeof val[8], "%d", r->v);
-        av[k++] = "--schedule", av[k++] = "interleaved", av[k++] = "--virtual-stages", av[k++] = val[8];
-    }
+    k = mesh_args(r, r->m, av, k, val);
     av[k] = NULL;
     mdc_train_options o;
     int help = 0;
@@ -305,15 +323,15 @@ int mdc_cmd_plan(int argc, char **argv) {
         r.zero = zero >= 0 ? zero : r.dp > 1 && r.ep == 1; /* expert parallelism reduces as DDP */
         r.rc = rc >= 0 ? rc : 0;
         considered++;
-        int v = valid(&r, ntargs, targs, batch, &cfg);
-        if (v < 0) return free(rows), 2;
+        int v = valid(&r, ntargs, targs, &cfg);
+        if (v < 0) return remove_tmp(tmp), free(rows), 2;
         if (v) rows[n++] = r;
     }
     if (!n) {
         fprintf(stderr, "minidc: plan: none of the %d meshes of %ld GPUs is valid for this model and batch", considered,
                 gpus);
         fprintf(stderr, " (--batch %ld, lists: see minidc plan --help)\n", batch);
-        return free(rows), 1;
+        return remove_tmp(tmp), free(rows), 1;
     }
     fprintf(stderr, "plan: %d of %d meshes valid; predicting each (minidc predict, dry and folded)\n", n, considered);
     double wall = mdc_wall_time();
@@ -346,9 +364,7 @@ int mdc_cmd_plan(int argc, char **argv) {
         printf("\n");
     }
     if (!fit) printf("no mesh fits in HBM: more GPUs, a smaller micro-batch or ZeRO-3 (--zero 3)\n");
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-    if (system(cmd)) {}
+    remove_tmp(tmp);
     free(rows);
     return fit ? 0 : 1;
 }
