@@ -75,7 +75,7 @@ TEST_BIN := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
 HEADERS  := $(wildcard include/minidc/*.h)
 INTERPOSER := $(if $(IP_SRC),$(BUILD)/libminidc_mpi.so)
 
-.PHONY: all deps deps-check check check-long check-aarch64 demo bench install clean
+.PHONY: all deps deps-check check check-long check-aarch64 demo bench install clean lab
 all: deps $(BUILD)/libminidc.a $(BUILD)/libminidc.so $(BUILD)/minidc $(INTERPOSER)
 
 deps:
@@ -127,6 +127,20 @@ check: deps-check all $(TEST_BIN)
 # The longer sweep (.ci/run runs it after check): the mesh fuzzer's 40 cases up to 32 ranks.
 check-long: deps-check all $(TEST_BIN)
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SANITIZE=$(SANITIZE) PORTABLE=$(PORTABLE) MANIFEST=tests/long/manifest tests/run.sh
+
+# The course's labs (docs/course/): `make lab N=1` builds lab 1's grader (labs/graders/lab1.c) with the
+# student's file (labs/lab1_*.c, or LAB_SRC=path) and minidc's library into $(BUILD)/labs/lab1, then
+# grades it at several rank counts (labs/grade.sh). The student's file is compiled with warnings
+# but without -Werror.
+N       ?=
+LAB_SRC ?= $(wildcard labs/lab$(N)_*.c)
+LAB_CFLAGS = $(filter-out -Werror -Wmissing-prototypes -Wstrict-prototypes,$(MDC_CFLAGS)) -Ilabs/graders
+lab: deps-check $(BUILD)/libminidc.a
+	@test -n "$(N)" -a -f "labs/graders/lab$(N).c" || { echo "make lab N=<lab>: the labs are" $(patsubst labs/graders/lab%.c,%,$(wildcard labs/graders/lab[0-9]*.c)); exit 2; }
+	@test -n "$(LAB_SRC)" -a -z "$(word 2,$(LAB_SRC))" || { echo "lab $(N): no single student file (labs/lab$(N)_*.c; LAB_SRC=path)"; exit 2; }
+	@mkdir -p $(BUILD)/labs
+	$(MPICC) $(LAB_CFLAGS) $(LDFLAGS) -o $(BUILD)/labs/lab$(N) labs/graders/lab$(N).c labs/graders/grade.c $(LAB_SRC) $(BUILD)/libminidc.a $(LDLIBS)
+	@MPIEXEC=$(MPIEXEC) labs/grade.sh $(N) $(BUILD)/labs/lab$(N) $(LAB_SRC)
 
 # Cross-builds for aarch64 into build-aarch64/ (the rules above, aarch64-linux-gnu-gcc and an
 # arm64 sysroot), runs tests under qemu, and checks exact mode saves this build's bytes.

@@ -125,6 +125,7 @@ size_t mdc_coll_slice(void) {
  * restrictions say its cost does not apply, else d's own formula. */
 static double algo_cost(const mdc_i_algo *d, int p, size_t bytes, const mdc_cost_params *m) {
     if (p <= 1) return 0;
+    if (!d->cost) return HUGE_VAL; /* added at run time: not modelled, so `auto` never picks it */
     if (d->flags & MDC_I_NEEDS_NODES) {
         int G = m->ranks_per_node, nodes = G > 0 ? p / G : 0;
         if (G <= 1 || nodes <= 1 || G * nodes != p) return HUGE_VAL;

@@ -327,6 +327,9 @@ mdc_status mdc_schedule_build(mdc_schedule *s, mdc_coll c, const char *algo, int
     if (!b)
         return mdc_fail(MDC_ERR_INVALID, "%s has no algorithm '%s' (minidc explain %s --list)", mdc_coll_name(c),
                         algo ? algo : "(null)", mdc_coll_name(c));
+    if (!b->schedule)
+        return mdc_fail(MDC_ERR_INVALID, "%s %s was added at run time and has no schedule builder (trace a run of it)",
+                        mdc_coll_name(c), algo);
     s->coll = c;
     snprintf(s->algo, sizeof s->algo, "%s", algo);
     s->p = p;

@@ -90,6 +90,13 @@ int mdc_coll_algo_count(mdc_coll c);
 const mdc_algo_info *mdc_coll_algo_at(mdc_coll c, int i);
 /* Index of an algorithm by name, -1 if unknown. */
 int mdc_coll_algo_find(mdc_coll c, const char *name);
+/* Adds an allreduce algorithm at run time (a user's own, a course lab's): it is listed after the
+ * built-in ones and runs where it is forced by name (mdc_coll_set_algo, MINIDC_ALGO_ALLREDUCE);
+ * `auto` never picks it (it has no cost model) and explain has no builder for it. The name must
+ * be new; the strings are copied. MDC_ERR_INVALID otherwise (at most 16 are added). */
+mdc_status mdc_coll_register_allreduce(const char *name, const char *summary,
+                                       mdc_status (*fn)(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t,
+                                                        mdc_op op, mdc_group *g));
 /* The forced algorithm's name, or "auto". */
 const char *mdc_coll_get_algo(mdc_coll c);
 

@@ -24,6 +24,7 @@ typedef struct {
 
 typedef struct {
     char name[16];
+    char like[16];     /* a registered schedule: the built-in one whose formulas it is held to */
     int p, m, v;       /* stages, micro-batches, model chunks per stage */
     int split;         /* 1: B without W, and W actions (zb-h1) */
     int *n;            /* per stage: actions */
@@ -43,6 +44,18 @@ void mdc_pp_schedule_free(mdc_pp_schedule *s);
  * after its B, and the simulation finishes: else MDC_ERR_INVALID naming the stage, the action
  * and what it waits for. */
 mdc_status mdc_pp_schedule_validate(const mdc_pp_schedule *s);
+
+/* A schedule of one's own (a course lab's, an experiment): `fill` pushes stage `stage`'s actions
+ * in order with mdc_pp_schedule_push (s->p, s->m, s->v are set); mdc_pp_schedule_build(name)
+ * then builds it on every stage and validates it like a built-in one, so a pipeline (mdc_pp_create,
+ * the trainer's schedule) runs it. `like` names the built-in schedule whose bubble and peak
+ * formulas it is compared with ("gpipe", "1f1b"); split: it has W actions. The name must be new
+ * (at most 15 characters); at most 8 are registered. MDC_ERR_INVALID otherwise. */
+mdc_status mdc_pp_schedule_register(const char *name, const char *like, int split,
+                                    mdc_status (*fill)(mdc_pp_schedule *s, int stage));
+/* Appends action (kind, mb, chunk) to stage `stage` (MDC_ERR_OOM_HOST, or MDC_ERR_INVALID for a
+ * stage outside 0..p-1). */
+mdc_status mdc_pp_schedule_push(mdc_pp_schedule *s, int stage, char kind, int mb, int chunk);
 
 /* The simulated timeline in units (a chunk's F 1, B 2 or B 1 + W 1 when split; links free): per
  * stage the cells of each unit ('F3', 'B3', 'W3', with v > 1 'F3a' for chunk 0 etc., or idle),

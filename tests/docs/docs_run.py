@@ -9,7 +9,8 @@ stderr (lines the page leaves out may come between), where `...` in a line stand
 A line `(exit N)` says the command exits N (else it must exit 0). A block marked
 `<!-- run: not sanitized -->` instead runs except under SANITIZE=1 (a preloaded library or a
 crash's own report, which ASan's runtime changes). A page's blocks run in order
-in one scratch directory of their own (`build`, `tools`, `tests` and `docs` link to the tree), so
+in one scratch directory of their own (`build`, `tools`, `tests`, `docs`, `labs`, `include` and the Makefile link to the
+tree; docs/course/*.md are pages too), so
 a later block can use the files an earlier one wrote.
 
 usage: BUILD=build docs_run.py [PAGE...]   (default: every docs/*.md with a runnable block)
@@ -86,7 +87,7 @@ def run_page(root, build, page):
     results = []
     with tempfile.TemporaryDirectory(prefix="minidc-docs-") as d:
         os.symlink(os.path.abspath(build), os.path.join(d, "build"))
-        for name in ("tools", "tests", "docs"):
+        for name in ("tools", "tests", "docs", "labs", "include", "Makefile"):
             os.symlink(os.path.join(root, name), os.path.join(d, name))
         # the scratch directory's build/ is the build under test: scripts a page runs find it there
         env = dict(os.environ, BUILD="build", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
@@ -123,7 +124,7 @@ def main():
     build = os.path.join(root, os.environ.get("BUILD", "build"))
     if not os.path.exists(os.path.join(build, "minidc")):
         sys.exit(f"docs_run: {build}/minidc: no such program (make first)")
-    pages = [os.path.abspath(p) for p in sys.argv[1:]] or sorted(p for p in glob.glob(os.path.join(root, "docs", "*.md")) if MARK in open(p).read() or MARK_NOSAN in open(p).read())
+    pages = [os.path.abspath(p) for p in sys.argv[1:]] or sorted(p for p in glob.glob(os.path.join(root, "docs", "*.md")) + glob.glob(os.path.join(root, "docs", "course", "*.md")) if MARK in open(p).read() or MARK_NOSAN in open(p).read())
     passed = failed = skipped = 0
     for page in pages:
         for r in run_page(root, build, page):

@@ -2,7 +2,13 @@
 #ifndef MINIDC_REF_PP_INTERNAL_H
 #define MINIDC_REF_PP_INTERNAL_H
 
+#include "minidc/pp.h"
 #include "minidc/train.h"
+
+/* Schedules registered at run time (pp_schedule_user.c): whether `name` is one, and its build
+ * (the registered fill on every stage, then mdc_pp_schedule_validate). */
+int mdc_pp_i_registered(const char *name);
+mdc_status mdc_pp_i_build_registered(mdc_pp_schedule *s, const char *name, int p, int m, int v);
 
 typedef struct {
     mdc_gpt2_acts *a;

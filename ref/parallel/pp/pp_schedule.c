@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "minidc/model.h"
-#include "minidc/pp.h"
+#include "pp_internal.h"
 
 static int push_chunk(mdc_pp_schedule *s, int st, char kind, int mb, int chunk, int *cap) {
     if (s->n[st] == cap[st]) {
@@ -185,7 +185,8 @@ void mdc_pp_timeline_free(mdc_pp_timeline *t) {
  * paper's ZB-H1. Built by simulating all stages at once. */
 static mdc_status build_zb(mdc_pp_schedule *s, int *cap) {
     int p = s->p, m = s->m;
-    mdc_pp_schedule ord = {"", p, m, 1, 1, calloc((size_t)p, sizeof(int)), calloc((size_t)p, sizeof(mdc_pp_action *))};
+    mdc_pp_schedule ord = {.p = p, .m = m, .v = 1, .split = 1};
+    ord.n = calloc((size_t)p, sizeof(int)), ord.a = calloc((size_t)p, sizeof(mdc_pp_action *));
     int *ocap = calloc((size_t)p, sizeof(int)), *pos = calloc((size_t)p, sizeof(int)),
         *freeat = calloc((size_t)p, sizeof(int));
     int *fe = malloc(sizeof(int) * (size_t)p * m), *be = malloc(sizeof(int) * (size_t)p * m);
@@ -247,6 +248,7 @@ done:
 mdc_status mdc_pp_schedule_build(mdc_pp_schedule *s, const char *name, int p, int m, int v) {
     memset(s, 0, sizeof *s);
     if (p < 1 || m < 1) return mdc_fail(MDC_ERR_INVALID, "pipeline schedule: %d stage(s), %d micro-batch(es)", p, m);
+    if (name && mdc_pp_i_registered(name)) return mdc_pp_i_build_registered(s, name, p, m, v);
     if (!name ||
         (strcmp(name, "gpipe") && strcmp(name, "1f1b") && strcmp(name, "zb-h1") && strcmp(name, "interleaved")))
         return mdc_fail(MDC_ERR_INVALID, "--schedule %s: unknown (known: gpipe 1f1b interleaved zb-h1)",
@@ -341,9 +343,12 @@ double mdc_pp_bubble_formula(const mdc_pp_schedule *s, double tf, double tb, dou
     return idle / (m * (tf + tb + tw) + idle);
 }
 
+/* GPipe's formulas: the built-in schedule, or one registered like it. */
+static int gpipe_like(const mdc_pp_schedule *s) { return !strcmp(s->name, "gpipe") || !strcmp(s->like, "gpipe"); }
+
 int mdc_pp_sets_formula(const mdc_pp_schedule *s, int q) {
     int p = s->p, m = s->m, v = s->v, w;
-    if (!strcmp(s->name, "gpipe")) return m;
+    if (gpipe_like(s)) return m;
     if (s->split) return p < m ? p : m;
     if (v == 1) return p - q < m ? p - q : m;
     w = m == p ? m * v : 2 * (p - q - 1) + (v - 1) * p + 1;
@@ -352,10 +357,7 @@ int mdc_pp_sets_formula(const mdc_pp_schedule *s, int q) {
 
 const char *mdc_pp_formula_text(const mdc_pp_schedule *s, int sets) {
     if (sets)
-        return !strcmp(s->name, "gpipe") ? "m"
-               : s->split                ? "min(p, m)"
-               : s->v > 1                ? "min(2(p-s-1)+(v-1)p+1, vm)"
-                                         : "min(p-s, m)";
+        return gpipe_like(s) ? "m" : s->split ? "min(p, m)" : s->v > 1 ? "min(2(p-s-1)+(v-1)p+1, vm)" : "min(p-s, m)";
     return s->split ? "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W))" : s->v > 1 ? "(p-1)/(vm+p-1)" : "(p-1)/(m+p-1)";
 }
 
