@@ -34,6 +34,10 @@ void mdc_i_fault_init(mdc_transport *t) {
     if (cr == t->rank) t->corrupt_at = cn;
 }
 
+void mdc_transport_fault_corrupt_next(mdc_transport *t) {
+    if (t) t->corrupt_at = t->sends + 1;
+}
+
 void mdc_i_fault_delay(mdc_transport *t) {
     if (!(t->fault_s > 0)) return;
     uint64_t x = t->fault_rng; /* xorshift: a different delay per send, the same sequence per run */

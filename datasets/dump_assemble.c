@@ -23,7 +23,11 @@ typedef struct {
     int64_t shape[3], order;
     size_t numel;
     float *data;
-    unsigned char *have;
+    unsigned char *have; /* pieces placed at each element (at most 255 counted) */
+    int64_t bad;         /* the first element whose copies differ (-1: none) */
+    char copies[400];    /* its copies: "v in file, v in file, ..." */
+    const char *fs[16];  /* the files with a piece of it so far (the first 16 of nf) */
+    int nf;
 } global_t;
 
 /* total: the bytes of the dump's files; claimed: what the global tensors so far need of them */
@@ -90,6 +94,7 @@ static global_t *global_get(globals *gs, const char *name, int ndim, const int64
     for (int i = 0; i < ndim; i++) g->shape[i] = shape[i];
     g->name = strdup(name), g->file = strdup(file);
     g->data = calloc(g->numel ? g->numel : 1, sizeof(float)), g->have = calloc(g->numel ? g->numel : 1, 1);
+    g->bad = -1, g->copies[0] = '\0';
     if (!g->name || !g->file || !g->data || !g->have) {
         free(g->name), free(g->file), free(g->data), free(g->have);
         *st = mdc_fail(MDC_ERR_OOM_HOST, "dump: %s: %s: %zu elements (%zu bytes) for the global tensor", file, name,
@@ -143,8 +148,27 @@ static const char *read_runs(const cJSON *j, dim_runs *d, int64_t lsize, int64_t
     return NULL;
 }
 
+/* Element gi's copies so far, when a new one differs: every copy of the first element that differs
+ * is listed (the odd one out is the suspect). The earlier copies are equal: one per earlier file
+ * when each of those had it (replicas), else counted. */
+static void first_copies(global_t *g, int64_t gi) {
+    int before = g->nf - 1, k = 0; /* the files before the one being placed */
+    g->bad = gi;
+    if (g->have[gi] == before && before <= 16)
+        for (int f = 0; f < before; f++)
+            k += snprintf(g->copies + k, sizeof g->copies - (size_t)k, "%s%.9g in %s", f ? ", " : "", g->data[gi],
+                          g->fs[f]);
+    else
+        snprintf(g->copies, sizeof g->copies, "%.9g in %s and %d more cop%s", g->data[gi], g->file, g->have[gi] - 1,
+                 g->have[gi] == 2 ? "y" : "ies");
+}
+
 /* Places the piece x (local shape ls) into g along the runs of every dimension. */
 static mdc_status place(global_t *g, const float *x, const int64_t *ls, dim_runs *d, const char *file) {
+    if (!g->nf || strcmp(g->fs[g->nf <= 16 ? g->nf - 1 : 15], file)) { /* a file's first piece of g */
+        if (g->nf < 16) g->fs[g->nf] = file;
+        g->nf++;
+    }
     int nd = g->ndim;
     int64_t gst[3] = {1, 1, 1}, lst[3] = {1, 1, 1};
     for (int i = nd - 2; i >= 0; i--) gst[i] = gst[i + 1] * g->shape[i + 1], lst[i] = lst[i + 1] * ls[i + 1];
@@ -165,16 +189,15 @@ static mdc_status place(global_t *g, const float *x, const int64_t *ls, dim_runs
                     float v = x[li];
                     if (g->sum) {
                         g->data[gi] += v;
-                    } else if (g->have[gi] && memcmp(&g->data[gi], &v, sizeof v)) {
-                        char at[96];
-                        return mdc_fail(MDC_ERR_MISMATCH,
-                                        "dump: %s: the copies of element %s differ: %.9g in %s, %.9g "
-                                        "in %s (replicas that should be equal are not)",
-                                        g->name, coords(g, (size_t)gi, at, sizeof at), g->data[gi], g->file, v, file);
+                    } else if (g->have[gi] && (gi == g->bad || (g->bad < 0 && memcmp(&g->data[gi], &v, sizeof v)))) {
+                        if (g->bad < 0) first_copies(g, gi);
+                        size_t k = strlen(g->copies);
+                        if (k < sizeof g->copies)
+                            snprintf(g->copies + k, sizeof g->copies - k, ", %.9g in %s", v, file);
                     } else {
                         g->data[gi] = v;
                     }
-                    g->have[gi] = 1;
+                    if (g->have[gi] < 255) g->have[gi]++;
                 }
         int i = nd - 1;
         while (i >= 0 && ++idx[i] == n[i]) idx[i--] = 0;
@@ -388,7 +411,11 @@ mdc_status mdc_dump_read(const char *path, mdc_tensorfile **out) {
         for (size_t k = g->numel; k-- > 0;)
             if (!g->have[k]) miss++, first = k;
         char at[96];
-        if (miss)
+        if (g->bad >= 0)
+            st = mdc_fail(MDC_ERR_MISMATCH,
+                          "dump: %s: the copies of element %s differ: %s (replicas that should be equal are not)",
+                          g->name, coords(g, (size_t)g->bad, at, sizeof at), g->copies);
+        else if (miss)
             st = mdc_fail(MDC_ERR_MISMATCH,
                           "dump: %s: %zu of its %zu elements are in no piece (the first: %s); "
                           "is a rank's file missing?",

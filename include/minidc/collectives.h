@@ -123,6 +123,10 @@ typedef struct {
 } mdc_wait_stats;
 void mdc_wait_stats_get(mdc_wait_stats *out);
 
+/* Fault injection: this rank's next send of 4 bytes or more travels with one exponent bit flipped,
+ * as MINIDC_FAULT_CORRUPT's (a planted fault's "message" kind, include/minidc/fault.h). */
+void mdc_transport_fault_corrupt_next(mdc_transport *t);
+
 /* Tracing (explain tests, debugging): when set, called for every message this rank posts,
  * with group indices and the user tag. NULL turns it off. */
 typedef void (*mdc_trace_fn)(void *ctx, int is_send, int group_rank, int peer, size_t bytes, int tag);

@@ -526,14 +526,14 @@ mdc_status mdc_gpt2_set_dropout(mdc_gpt2 *m, float p, uint64_t seed);
  * each sequence, at global positions pos[0 .. T/c) (ascending). The model sees them as a
  * sequence of its own (its activation sets are of T/c positions; set_batch takes the local
  * tokens); the embedding and dropout use the global positions, and attention calls forward
- * (out, and the rows' lse, from the local qkv; it may overwrite qkv with what its backward
+ * (block `layer`'s out, and the rows' lse, from the local qkv; it may overwrite qkv with what its backward
  * needs) and backward (dqkv += from dout, the forward's out and lse and qkv as it left it). */
 typedef struct mdc_gpt2_cp {
     void *ctx;
     int c, T;       /* ranks the sequence is split over, the global sequence length */
     const int *pos; /* T/c global positions */
-    mdc_status (*forward)(void *ctx, mdc_device *dev, float *out, float *lse, float *qkv, const mdc_dropout *drop,
-                          int B, int C, int NH);
+    mdc_status (*forward)(void *ctx, mdc_device *dev, int layer, float *out, float *lse, float *qkv,
+                          const mdc_dropout *drop, int B, int C, int NH);
     mdc_status (*backward)(void *ctx, mdc_device *dev, float *dqkv, const float *dout, const float *out,
                            const float *qkv, const float *lse, const mdc_dropout *drop, int B, int C, int NH);
 } mdc_gpt2_cp;

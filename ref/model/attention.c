@@ -60,7 +60,7 @@ static mdc_status cp_forward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *out, f
                              const mdc_dropout *drop) {
     (void)l;
     mdc_i_sizes s = mdc_i_sizes_of(m, a->B, a->T);
-    return m->cp->forward(m->cp->ctx, m->dev, out, att, qkv, drop, a->B, s.Cl, s.Hl);
+    return m->cp->forward(m->cp->ctx, m->dev, l, out, att, qkv, drop, a->B, s.Cl, s.Hl);
 }
 
 static mdc_status cp_backward(mdc_gpt2 *m, mdc_gpt2_acts *a, int l, float *dqkv, const float *dout, const float *out,

@@ -10,6 +10,7 @@
 
 #include "minidc/kernels.h"
 #include "minidc/dump.h"
+#include "minidc/fault.h"
 #include "minidc/model.h"
 
 /* per-layer tensors of a dense block by kind: GPT-2's twelve, in file order; a MoE block has the
@@ -358,6 +359,7 @@ static inline const mdc_dropout *drop_of(const mdc_gpt2 *m, const mdc_gpt2_acts 
     memset(d, 0, sizeof *d);
     d->p = m->drop_p, d->seed = m->drop_seed, d->step = m->drop_step, d->layer = l, d->site = site;
     d->row0 = a->row0, d->T = m->cp ? m->cp->T : a->T, d->C = m->cfg.C, d->H = m->cfg.H;
+    if (mdc_plant_here(MDC_PLANT_DROPOUT, l)) d->row0++; /* a planted fault: the next row's key */
     if (site == MDC_DROP_ATTN) d->head0 = m->part.tp_rank * s.Hl;
     else d->pos0 = m->part.sp ? m->part.tp_rank * s.Tl : 0;
     if (m->cp && site != MDC_DROP_ATTN) d->pos = m->cp->pos + d->pos0; /* the SP shard of the chunks */

@@ -6,6 +6,7 @@
  * (ref/model/exact/exact_ops.c). */
 #include <math.h>
 
+#include "minidc/fault.h"
 #include "minidc/numerics.h"
 #include "model_internal.h"
 
@@ -194,7 +195,16 @@ static mdc_status row_reduce_tp(mdc_gpt2 *m, mdc_gpt2_acts *a, const mdc_i_linea
     matmul(m, part, in, P(m, L->w), NULL, s.n, L->K, s.C, L->wt);
     mdc_i_round(m, part, (size_t)s.n * s.C); /* 16-bit: each rank's product, then their sum */
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_PRE, part);
-    TRY(m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C));
+    /* planted faults (minidc/fault.h) at the attention projection's all-reduce */
+    int attn = L->drop == MDC_DROP_ATTN_OUT, drop_sum = attn && mdc_plant_here(MDC_PLANT_REDUCTION, L->l);
+    size_t np = (size_t)s.n * s.C;
+    float *own = drop_sum ? malloc(np * sizeof(float)) : NULL;
+    if (own) memcpy(own, part, np * sizeof(float));
+    if (attn && mdc_plant_here(MDC_PLANT_MESSAGE, L->l)) mdc_transport_fault_corrupt_next(mdc_transport_default());
+    mdc_status st = m->comm->g_forward(m->comm->ctx, red, part, a->B, a->T, s.C);
+    if (own && !m->part.sp) memcpy(red, own, np * sizeof(float)); /* the rank goes on with its partial sum */
+    free(own);
+    TRY(st);
     mdc_i_round(m, red, (size_t)s.nl * s.C);
     TAP(1 + L->l, L->site, MDC_TAP_FWD, MDC_TAP_POST, red);
     return MDC_OK;

@@ -32,10 +32,11 @@ mdc_status mdc_cp_check(int c, int T, int Hl, int KVl, const char *layout, const
 }
 
 /* the model's entry points: the installed algorithm */
-static mdc_status forward(void *ctx, mdc_device *dev, float *out, float *lse, float *qkv, const mdc_dropout *drop,
-                          int B, int C, int NH) {
+static mdc_status forward(void *ctx, mdc_device *dev, int layer, float *out, float *lse, float *qkv,
+                          const mdc_dropout *drop, int B, int C, int NH) {
     mdc_cp *cp = ctx;
     (void)dev, (void)B, (void)C, (void)NH;
+    cp->layer = layer;
     return cp->fwd(cp, out, lse, qkv, drop);
 }
 

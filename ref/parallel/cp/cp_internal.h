@@ -27,6 +27,7 @@ struct mdc_cp {
     size_t buf_floats[8];
     double pairs, fbytes, bytes, calls; /* counters since the reset: bytes forward, backward */
     int again;                          /* forwards per layer beyond one (recomputation, the aux loss's count) */
+    int layer;                          /* the block whose attention runs now (a planted fault's site) */
     int exact;                          /* exact mode's token block (0: off; ref/parallel/cp/cp_exact.c) */
     mdc_xsum xs;                        /* its exact sums */
     mdc_exact *xe;                      /* dK, dV as accumulators, to send (MDC_MEM_ACTS) */
