@@ -55,6 +55,19 @@ int grade_end(grade *g) {
     return g->me == 0 && failed ? 1 : 0;
 }
 
+static void count_send(void *ctx, int is_send, int me, int peer, size_t bytes, int tag) {
+    grade_traffic *t = ctx;
+    (void)me, (void)peer, (void)tag;
+    if (is_send) t->sends++, t->bytes += bytes;
+}
+
+void grade_traffic_begin(grade *g, grade_traffic *t) {
+    *t = (grade_traffic){0, 0};
+    mdc_transport_set_trace(g->rt.tr, count_send, t);
+}
+
+void grade_traffic_end(grade *g) { mdc_transport_set_trace(g->rt.tr, NULL, NULL); }
+
 long grade_first_diff_f32(const float *got, const float *want, size_t n, char *why, size_t cap) {
     for (size_t i = 0; i < n; i++)
         if (memcmp(&got[i], &want[i], sizeof(float))) {

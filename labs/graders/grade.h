@@ -27,6 +27,14 @@ int grade_check(grade *g, const char *name, int ok, const char *why, ...) __attr
 /* Rank 0 prints "np=3: X of Y checks passed"; returns the exit code (0: all passed). */
 int grade_end(grade *g);
 
+/* The messages this rank sends between grade_traffic_begin and grade_traffic_end (the transport's
+ * trace: payload bytes, as the formulas count them). */
+typedef struct {
+    size_t sends, bytes;
+} grade_traffic;
+void grade_traffic_begin(grade *g, grade_traffic *t); /* zeroes *t */
+void grade_traffic_end(grade *g);
+
 /* The first i < n with got[i] != want[i] bit for bit, or -1; *why describes it ("element 7 is
  * 3.5, expected 4"). */
 long grade_first_diff_f32(const float *got, const float *want, size_t n, char *why, size_t cap);
