@@ -67,6 +67,7 @@ typedef struct {
     X(allreduce_rabenseifner) \
     X(allreduce_reduce_bcast) \
     X(allreduce_hierarchical) \
+    X(allreduce_tree) \
     X(reduce_scatter_ring) \
     X(reduce_scatter_recursive_halving) \
     X(reduce_scatter_pairwise) \

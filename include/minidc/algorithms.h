@@ -30,6 +30,7 @@ mdc_status mdc_allreduce_reduce_bcast(const void *sendbuf, void *recvbuf, size_t
                                       mdc_group *g);
 mdc_status mdc_allreduce_hierarchical(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op,
                                       mdc_group *g);
+mdc_status mdc_allreduce_tree(const void *sendbuf, void *recvbuf, size_t count, mdc_dtype t, mdc_op op, mdc_group *g);
 
 /* Ring allreduce partition (docs/collectives.md): the buffer is cut into loops of at most
  * p * chunk elements (chunk = ring chunk bytes / element size, at least 1; a ring chunk of 0
