@@ -14,5 +14,12 @@ mdc_status mdc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mdc_d
     if ((st = mdc_i_check_call(w, g, MDC_COLL_ALLREDUCE, (long long)count, t, (int)op, -1))) return st;
     if (count == 0) return MDC_OK;
     const mdc_i_algo *a = mdc_i_pick(MDC_COLL_ALLREDUCE, count * mdc_dtype_size(t), g);
+    int replay = mdc_i_replay_wanted(g, a); /* predict, over a folded group (replay.c) */
+    if (replay > 0) return mdc_i_replay_allreduce(a, count, t, g);
+    if (replay < 0)
+        return mdc_fail(MDC_ERR_INVALID,
+                        "predict: allreduce %s over a group only some of whose members are folded cannot be timed "
+                        "(its members do different things): force ring or predict with --no-fold",
+                        a->info.name);
     return mdc_i_after(g, a->run.allreduce(sendbuf, recvbuf, count, t, op, g));
 }

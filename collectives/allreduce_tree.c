@@ -263,6 +263,7 @@ const mdc_i_algo mdc_i_algo_allreduce_tree = {
              "NCCL's trees: a chain in each node, a double binary tree across nodes, halves pipelined in chunks",
              "(m + 2D - 1)(a + 2 n/m b) + n g, m chunks, D = G - 1 + lg N"},
     .coll = MDC_COLL_ALLREDUCE,
+    .flags = MDC_I_ASYMMETRIC,
     .cost = cost,
     .schedule = schedule,
     .run.allreduce = mdc_allreduce_tree,

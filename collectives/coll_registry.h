@@ -32,6 +32,9 @@ enum {
     /* On the host's clock it wins a tie of the cost model against the algorithms listed
      * before it (the reason is in the algorithm's file). */
     MDC_I_HOST_WINS_TIE = 2,
+    /* Its members do different things (a tree's root, inner members and leaves), so predict
+     * cannot mirror it over a folded group: it replays the schedule there (replay.c). */
+    MDC_I_ASYMMETRIC = 4,
 };
 
 typedef struct {
@@ -99,6 +102,12 @@ const mdc_i_algo *mdc_i_algo_named(mdc_coll c, const char *name);
 /* Dispatcher support (coll_select.c): the algorithm to run for a call of `bytes` on g, after
  * forcing (mdc_coll_set_algo, MINIDC_ALGO_<COLL>) and otherwise by the cost model. */
 const mdc_i_algo *mdc_i_pick(mdc_coll c, size_t bytes, const mdc_group *g);
+
+/* Predict (replay.c): 1 when g's other members are all folded and a cannot be mirrored (its
+ * schedule is replayed instead), -1 when only some are (it cannot be timed), 0 otherwise; and the
+ * replay, charged to this rank's device. */
+int mdc_i_replay_wanted(const mdc_group *g, const mdc_i_algo *a);
+mdc_status mdc_i_replay_allreduce(const mdc_i_algo *a, size_t count, mdc_dtype t, mdc_group *g);
 
 /* The pieces the alltoallv shares with the all-to-all's pairwise exchange (alltoall_pairwise.c):
  * the same messages per step and the same cost. */

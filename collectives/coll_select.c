@@ -31,6 +31,7 @@ int mdc_coll_parse(const char *s) {
 /* ---- forcing ---------------------------------------------------------------------------- */
 
 static int forced[MDC_COLL_COUNT]; /* algorithm index + 1; 0 = auto */
+static int nccl_allreduce;         /* allreduce "nccl": ring or tree, whichever costs less */
 /* Changes whenever a setting that `auto` depends on changes (a forced algorithm, the pick
  * basis), so picks remembered by groups (mdc_i_pick_memo) made before are not reused. */
 static unsigned settings_gen = 1;
@@ -49,10 +50,19 @@ static void read_env(void) {
         var[k] = '\0';
         const char *v = getenv(var);
         if (!v || !*v || !strcmp(v, "auto")) continue;
+        if (c == MDC_COLL_ALLREDUCE && !strcmp(v, "nccl")) {
+            nccl_allreduce = 1;
+            continue;
+        }
         int i = mdc_coll_algo_find((mdc_coll)c, v);
         if (i < 0) fprintf(stderr, "minidc: %s=%s: unknown algorithm, using auto\n", var, v);
         else forced[c] = i + 1;
     }
+}
+
+void mdc_coll_prefer_nccl(void) {
+    mdc_coll_prefer_ring();
+    if (!getenv("MINIDC_ALGO_ALLREDUCE")) mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "nccl");
 }
 
 void mdc_coll_prefer_ring(void) {
@@ -66,8 +76,13 @@ mdc_status mdc_coll_set_algo(mdc_coll c, const char *algo) {
     read_env();
     settings_gen++;
     if ((unsigned)c >= MDC_COLL_COUNT) return mdc_fail(MDC_ERR_INVALID, "mdc_coll_set_algo: collective %d", (int)c);
+    if (c == MDC_COLL_ALLREDUCE) nccl_allreduce = 0;
     if (!algo || !strcmp(algo, "auto")) {
         forced[c] = 0;
+        return MDC_OK;
+    }
+    if (c == MDC_COLL_ALLREDUCE && !strcmp(algo, "nccl")) {
+        forced[c] = 0, nccl_allreduce = 1;
         return MDC_OK;
     }
     int i = mdc_coll_algo_find(c, algo);
@@ -85,6 +100,7 @@ mdc_status mdc_coll_set_algo(mdc_coll c, const char *algo) {
 
 const char *mdc_coll_get_algo(mdc_coll c) {
     read_env();
+    if (c == MDC_COLL_ALLREDUCE && nccl_allreduce) return "nccl";
     if ((unsigned)c >= MDC_COLL_COUNT || !forced[c]) return "auto";
     return mdc_coll_algo_at(c, forced[c] - 1)->name;
 }
@@ -204,6 +220,17 @@ void mdc_coll_host_params(int p, mdc_cost_params *out) {
     out->ranks_per_node = p; /* every rank is on this host: one link class */
 }
 
+/* "nccl" (NCCL's choice for an allreduce): ring or tree by their costs on the group's links, the
+ * tree only where it can run: over a group predict folds in part it cannot be timed, and a
+ * folded group's replay is bounded by the schedule's size. */
+static int nccl_candidate(const mdc_i_algo *d, size_t bytes, const mdc_group *g) {
+    if (!strcmp(d->info.name, "ring")) return 1;
+    if (strcmp(d->info.name, "tree")) return 0;
+    int replay = mdc_i_replay_wanted(g, d);
+    double chunks = (double)bytes / (double)mdc_i_pipeline_chunk(mdc_coll_ring_chunk(), 1) + 2;
+    return replay == 0 || (replay > 0 && 4 * chunks * mdc_group_size(g) < (double)MDC_SCHEDULE_MAX_MSGS);
+}
+
 /* The index of the algorithm to run; the group remembers it for the next call of that size. */
 static int pick_index(mdc_coll c, size_t bytes, const mdc_group *g) {
     read_env();
@@ -220,6 +247,7 @@ static int pick_index(mdc_coll c, size_t bytes, const mdc_group *g) {
     double bc = HUGE_VAL;
     for (int i = 0; i < n; i++) {
         const mdc_i_algo *d = mdc_i_algo_at(c, i);
+        if (c == MDC_COLL_ALLREDUCE && nccl_allreduce && !nccl_candidate(d, bytes, g)) continue;
         double x = algo_cost(d, mdc_group_size(g), bytes, &m);
         /* Equal costs go to the first listed, unless the later one wins ties on the host. */
         int tie_to_this = host && (d->flags & MDC_I_HOST_WINS_TIE);

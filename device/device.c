@@ -308,17 +308,47 @@ void mdc_dev_kernel(mdc_device *dev, double flops, double hbm_bytes, mdc_precisi
     mdc_dev_kernel_named(dev, NULL, flops, hbm_bytes, prec);
 }
 
-/* One roofline: adds its time to the compute or memory class and returns it. The achievable
- * model's matrix-product fraction and half-efficiency size apply to GEMMs (tensor cores, or an
- * fp32 run's sgemm); an elementwise kernel's few FLOPs run at the vector units' peak. */
-static double roofline(mdc_device *dev, double flops, double hbm_bytes, double peak, int gemm) {
+/* One roofline's compute and memory times. The achievable model's matrix-product fraction and
+ * half-efficiency size apply to GEMMs (tensor cores, or an fp32 run's sgemm); an elementwise
+ * kernel's few FLOPs run at the vector units' peak. */
+static void roofline_times(const mdc_device *dev, double flops, double hbm_bytes, double peak, int gemm, double *tc,
+                           double *tm) {
     const mdc_device_efficiency *e = &dev->eff; /* the peak model: tc = flops / peak, tm = bytes / bw */
-    double tc = flops <= 0 ? 0 : gemm ? (flops + e->gemm_half) / (peak * e->gemm) : flops / peak;
-    double tm = hbm_bytes > 0 ? (hbm_bytes + e->mem_half) / (dev->spec.hbm_bw * e->mem) : 0;
+    *tc = flops <= 0 ? 0 : gemm ? (flops + e->gemm_half) / (peak * e->gemm) : flops / peak;
+    *tm = hbm_bytes > 0 ? (hbm_bytes + e->mem_half) / (dev->spec.hbm_bw * e->mem) : 0;
+}
+
+/* One roofline: adds its time to the compute or memory class and returns it. */
+static double roofline(mdc_device *dev, double flops, double hbm_bytes, double peak, int gemm) {
+    double tc, tm;
+    roofline_times(dev, flops, hbm_bytes, peak, gemm, &tc, &tm);
     double t = (tc >= tm ? tc : tm) + dev->spec.launch_overhead;
     if (tc >= tm) dev->c.t_compute += t;
     else dev->c.t_memory += t;
     return t;
+}
+
+double mdc_dev_link_bw(const mdc_device *dev, mdc_link link) { return link_bw(dev, link); }
+double mdc_dev_link_latency(const mdc_device *dev, mdc_link link) { return link_latency(dev, link); }
+
+double mdc_dev_reduce_seconds(const mdc_device *dev, double elems, double elem_bytes) {
+    double tc, tm; /* as mdc_dev_reduce: an fp32 elementwise kernel of elems ops moving 3 elems elem_bytes */
+    roofline_times(dev, elems, 3.0 * elems * elem_bytes, dev->spec.flops_fp32, 0, &tc, &tm);
+    return (tc >= tm ? tc : tm) + dev->spec.launch_overhead;
+}
+
+void mdc_dev_comm_until(mdc_device *dev, double until, double bytes_sent, double messages, mdc_link link) {
+    if (dev->mode == MDC_EMULATE_OFF) return;
+    dev->c.link_bytes[link] += bytes_sent;
+    dev->c.messages_sent += messages;
+    dev->c.bytes_sent += bytes_sent;
+    if (until <= dev->c.now) return;
+    double t = until - dev->c.now;
+    if (dev->trace) mdc_i_trace_add(dev->trace, MDC_TRACE_SEND, NULL, dev->c.now, until, bytes_sent, link);
+    dev->c.t_comm += t;
+    dev->c.t_comm_by[dev->traffic] += t;
+    dev->c.now = until;
+    throttle(dev, t);
 }
 
 void mdc_dev_kernel_passes(mdc_device *dev, const char *name, double flops, double hbm_bytes, int npass,

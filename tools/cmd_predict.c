@@ -225,7 +225,7 @@ int mdc_cmd_predict(int argc, char **argv) {
     mdc_group_free(rt.world);                            /* the world is the mesh's now */
     if ((st = mdc_group_world(&rt.world, rt.tr))) mdc_runtime_die(&rt, st, 1, 1);
     mdc_kernels_init();
-    mdc_coll_prefer_ring(); /* as train: the ring algorithms */
+    mdc_coll_prefer_nccl(); /* ring reduce-scatter and all-gather, as train; the all-reduce as NCCL picks */
     mdc_trainer_config tc = mdc_train_trainer_config(&o, &cfg);
     mdc_trainer *tr = NULL;
     if ((st = mdc_trainer_create(&tr, rt.tr, rt.dev, &tc, (uint64_t)o.seed))) mdc_runtime_die(&rt, st, 0, 1);
@@ -259,7 +259,8 @@ int mdc_cmd_predict(int argc, char **argv) {
                             (int)n,
                             json,
                             mdc_transport_fold_mismatch(rt.tr),
-                            p.fold && fold_cp(&o)};
+                            p.fold && fold_cp(&o),
+                            (double)mdc_coll_replayed_calls()};
     st = mdc_predict_report(&rt, &in, stdout);
     if (!st && (o.trace || o.timeline)) st = write_outputs(&rt, &o, at[o.steps - 1].now);
     free(gin);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "minidc/device.h"
+#include "minidc/algorithms.h"
 #include "predict_report.h"
 
 #define TAG_PREDICT 4093 /* tag space 0 of a device-less world, as the runtime's report */
@@ -137,6 +138,10 @@ mdc_status mdc_predict_report(mdc_runtime *rt, const mdc_predict_input *in, FILE
         f, "mesh: tp %d%s x cp %d x dp %d x pp %d = %d GPUs (%s, %d per node); %s schedule, %d micro-batch(es) of %d\n",
         o->tp, o->sp ? " (SP)" : "", o->cp, o->dp, o->pp, in->gpus, sp->name, rt->opts.gpus_per_node,
         o->pp > 1 ? (o->schedule ? o->schedule : "1f1b") : "no pipeline", o->accum, o->B / o->dp / o->accum);
+    const char *ar = mdc_coll_get_algo(MDC_COLL_ALLREDUCE);
+    fprintf(f, "collectives: reduce-scatter %s, all-gather %s, all-reduce %s\n",
+            mdc_coll_get_algo(MDC_COLL_REDUCE_SCATTER), mdc_coll_get_algo(MDC_COLL_ALLGATHER),
+            strcmp(ar, "nccl") ? ar : "ring or tree, whichever costs less on its group's links (NCCL's choice)");
     if (c->E > 0)
         fprintf(f,
                 "moe: %d experts, top %d, balanced routing (every expert gets %d/%d of the tokens: the routing a "
@@ -147,8 +152,11 @@ mdc_status mdc_predict_report(mdc_runtime *rt, const mdc_predict_input *in, FILE
                 "folded: %d process(es) ran, one per pipeline stage%s, each standing for its tp x %sdp = %.0f GPUs%s "
                 "(%.1f s on this host)\n",
                 np, in->fold_cp ? "" : " and cp rank", in->fold_cp ? "cp x " : "", mult,
-                in->fold_mismatch > 0 ? "; mirrored messages differed from their receives by a ring's uneven chunks"
-                                      : "; exact: every mirrored message matched its receive",
+                in->replays > 0
+                    ? "; not exact: the tree's all-reduces over folded ranks were replayed, each charged its last "
+                      "member's end (an upper bound)"
+                : in->fold_mismatch > 0 ? "; mirrored messages differed from their receives by a ring's uneven chunks"
+                                        : "; exact: every mirrored message matched its receive",
                 in->wall);
     else fprintf(f, "not folded: every rank ran (%.1f s on this host)\n", in->wall);
     fprintf(f, "predicted step %.6g s  (mesh rank %d's step ends last; its parts:)\n", step, all[crit].mesh_rank);

@@ -19,6 +19,7 @@ typedef struct {
     const char *json;     /* --json path or NULL */
     double fold_mismatch; /* bytes of mirrored messages that differed from their receives */
     int fold_cp;          /* the cp ranks folded too (the zigzag layout) */
+    double replays;       /* all-reduces timed by replaying their schedule (collectives/replay.c) */
 } mdc_predict_input;
 
 /* Every process calls it (a device-less gather to the first); the first prints to f and writes

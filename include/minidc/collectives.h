@@ -198,12 +198,20 @@ const char *mdc_coll_name(mdc_coll c);
 void mdc_coll_set_check(int on);
 int mdc_coll_check_enabled(void);
 int mdc_coll_parse(const char *s);
-/* Forces an algorithm ("auto" or NULL restores the cost model); MDC_ERR_INVALID if unknown. */
+/* Forces an algorithm ("auto" or NULL restores the cost model; allreduce also takes "nccl", see
+ * mdc_coll_prefer_nccl); MDC_ERR_INVALID if unknown. */
 mdc_status mdc_coll_set_algo(mdc_coll c, const char *algo);
 /* Ring allreduce, reduce-scatter and allgather unless MINIDC_ALGO_<COLL> says otherwise: the
  * bandwidth-optimal algorithms whose bytes equal the textbook formulas, and whose allreduce
  * gives every rank the same bits (training uses them). */
 void mdc_coll_prefer_ring(void);
+/* The same with allreduce "nccl" (unless MINIDC_ALGO_ALLREDUCE says otherwise): ring or tree,
+ * whichever costs less on the group's links, as NCCL's tuning model chooses (predict's default;
+ * mdc_coll_set_algo(MDC_COLL_ALLREDUCE, "nccl") or MINIDC_ALGO_ALLREDUCE=nccl anywhere). */
+void mdc_coll_prefer_nccl(void);
+/* The all-reduce calls this process timed by replaying their schedule (predict: the tree over a
+ * folded group, collectives/replay.c). */
+unsigned long long mdc_coll_replayed_calls(void);
 /* The algorithm the dispatcher would choose for this call (for reports and tests). */
 const char *mdc_coll_choose(mdc_coll c, size_t bytes, const mdc_group *g);
 /* Ring allreduce chunk size in bytes (0 = one chunk per rank); MINIDC_RING_CHUNK env. */

@@ -296,6 +296,15 @@ void mdc_dev_reduce(mdc_device *dev, double elems, double elem_bytes);
 
 /* Waits idle until virtual time t (no-op if already past). */
 void mdc_dev_idle_until(mdc_device *dev, double t);
+/* For timing a collective without running it (predict's replay of an algorithm over a folded
+ * group, collectives/replay.c): a link's bytes/s and latency as messages pay them, and the time
+ * of a reduction of `elems` elements as mdc_dev_reduce charges it, nothing charged; then the
+ * replay's outcome for this rank: the clock moves to `until` as communication, with the bytes
+ * and messages it sent. */
+double mdc_dev_link_bw(const mdc_device *dev, mdc_link link);
+double mdc_dev_link_latency(const mdc_device *dev, mdc_link link);
+double mdc_dev_reduce_seconds(const mdc_device *dev, double elems, double elem_bytes);
+void mdc_dev_comm_until(mdc_device *dev, double until, double bytes_sent, double messages, mdc_link link);
 
 /* ---- reading the ledger ------------------------------------------------------------------ */
 

@@ -29,12 +29,12 @@ end = [max(r["time_s"]["total"] for r in json.load(open(sys.argv[k]))["ranks"]) 
 print("%.12g" % (end[1] - end[0]))' "$tmp/t1.json" "$tmp/t2.json"
 }
 
-same() { # what ranks args...: predict's step within 1% of train's, its parts adding up to it
+same() { # what ranks args...: predict's step within 1% of train's, its parts adding up to it ($PREDICT_ONLY: predict's own options)
     local what=$1 n=$2; shift 2
     scenario "$what" || return 0
     local t p
     if ! t=$(step_of_train "$n" "$@"); then flunk "$what" "train failed"; tail -3 "$tmp"/train*.out; return; fi
-    if ! timeout -k 5 300 "$bin" predict "$@" --json "$tmp/p.json" >"$tmp/p.out" 2>&1; then
+    if ! timeout -k 5 300 "$bin" predict "$@" ${PREDICT_ONLY:-} --json "$tmp/p.json" >"$tmp/p.out" 2>&1; then
         flunk "$what" "predict failed"; tail -3 "$tmp/p.out"; return
     fi
     if ! grep -q "^predicted step " "$tmp/p.out"; then flunk "$what" "no 'predicted step' line"; return; fi
@@ -55,6 +55,33 @@ same "serial tiny at the peak model" 1 --config tiny --efficiency peak
 same "tiny --tp 2 --sp --dp 2 --pp 2 (1f1b, 4 micro-batches): 2 processes for 8 ranks" 8 --config tiny --tp 2 --sp --dp 2 --pp 2 --microbatches 4 --efficiency peak
 same "tiny --dp 4 --zero 1 at the achievable model" 4 --config tiny --dp 4 --zero 1 --efficiency achievable
 same "llama-tiny --tp 2 --dp 2 bf16, selective recomputation" 4 --config llama-tiny --tp 2 --dp 2 --precision bf16 --recompute selective --efficiency achievable
+
+# NCCL's all-reduce choice (predict's default; MINIDC_ALGO_ALLREDUCE=nccl for train): DDP in 64 KiB
+# buckets over 8 nodes, where the tree costs less than the ring for most buckets. Unfolded, predict
+# runs train's tree and equals it; folded, the tree's members doing different things, it replays the
+# schedule on the links (collectives/replay.c): exact for one call, but each call starts every
+# member at the representative's clock where a real run's members start at their own ends, so the
+# folded step may exceed the unfolded one by a few network latencies (at most 2%, and said so)
+ddp8="--config tiny --batch 16 --dp 8 --gpus-per-node 1 --bucket-mb 0.0625 --efficiency peak"
+MINIDC_ALGO_ALLREDUCE=nccl PREDICT_ONLY=--no-fold same "tiny --dp 8 on 8 nodes, 64 KiB buckets, ring or tree as NCCL picks, unfolded" 8 $ddp8
+if scenario "the tree chosen: NCCL's choice predicts less than the ring alone, folded within 2% of unfolded"; then
+    for a in ring nccl; do
+        for f in "" --no-fold; do
+            MINIDC_ALGO_ALLREDUCE=$a timeout -k 5 120 "$bin" predict $ddp8 $f --json "$tmp/$a$f.json" >/dev/null 2>&1
+        done
+    done
+    why=$("$py" -c '
+import json, sys
+s = {k: json.load(open(sys.argv[1] + "/" + k + ".json"))["step_s"] for k in ("ring", "nccl", "nccl--no-fold")}
+if s["nccl"] > 0.99 * s["ring"]: print("nccl %.6g s, ring %.6g s: the tree was not chosen" % (s["nccl"], s["ring"]))
+elif not 0 <= s["nccl"] - s["nccl--no-fold"] <= 0.02 * s["nccl--no-fold"]:
+    print("folded %.6g s, unfolded %.6g s" % (s["nccl"], s["nccl--no-fold"]))
+' "$tmp" 2>&1)
+    MINIDC_ALGO_ALLREDUCE=nccl "$bin" predict $ddp8 >"$tmp/said" 2>&1
+    grep -q "not exact: the tree's all-reduces over folded ranks were replayed" "$tmp/said" || why="${why:-the report does not say the folding is not exact}"
+    [ -z "$why" ] && pass "the tree chosen: NCCL's choice predicts less than the ring alone, folded within 2% of unfolded" ||
+        flunk "the tree chosen" "$why"
+fi
 
 
 
