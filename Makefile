@@ -134,7 +134,7 @@ check-long: deps-check all $(TEST_BIN)
 # but without -Werror.
 N       ?=
 LAB_SRC ?= $(wildcard labs/lab$(N)_*.c)
-LAB_CFLAGS = $(filter-out -Werror -Wmissing-prototypes -Wstrict-prototypes,$(MDC_CFLAGS)) -Ilabs/graders
+LAB_CFLAGS = $(filter-out -Werror -Wmissing-prototypes -Wstrict-prototypes,$(MDC_CFLAGS)) -Ilabs -Ilabs/graders
 lab: deps-check $(BUILD)/libminidc.a
 	@test -n "$(N)" -a -f "labs/graders/lab$(N).c" || { echo "make lab N=<lab>: the labs are" $(patsubst labs/graders/lab%.c,%,$(wildcard labs/graders/lab[0-9]*.c)); exit 2; }
 	@test -n "$(LAB_SRC)" -a -z "$(word 2,$(LAB_SRC))" || { echo "lab $(N): no single student file (labs/lab$(N)_*.c; LAB_SRC=path)"; exit 2; }

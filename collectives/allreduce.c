@@ -18,8 +18,8 @@ mdc_status mdc_allreduce(const void *sendbuf, void *recvbuf, size_t count, mdc_d
     if (replay > 0) return mdc_i_replay_allreduce(a, count, t, g);
     if (replay < 0)
         return mdc_fail(MDC_ERR_INVALID,
-                        "predict: allreduce %s over a group only some of whose members are folded cannot be timed "
-                        "(its members do different things): force ring or predict with --no-fold",
-                        a->info.name);
+                        "predict: rank %d: allreduce %s over a group of %d only some of whose members are folded "
+                        "cannot be timed (its members do different things): MINIDC_ALGO_ALLREDUCE=ring, or --no-fold",
+                        mdc_transport_rank(mdc_group_transport(g)), a->info.name, mdc_group_size(g));
     return mdc_i_after(g, a->run.allreduce(sendbuf, recvbuf, count, t, op, g));
 }

@@ -32,6 +32,17 @@ mdc_status mdc_puzzle_plant(int k, unsigned seed, mdc_plant *out, int *ranks, in
     return MDC_OK;
 }
 
+unsigned mdc_puzzle_seed(void) {
+    const char *v = getenv("MINIDC_PUZZLE_SEED");
+    char *end = NULL;
+    unsigned long s = v && *v ? strtoul(v, &end, 10) : 1;
+    if (v && *v && (*end || s > 0xffffffffUL || *v == '-')) {
+        fprintf(stderr, "minidc: MINIDC_PUZZLE_SEED='%s' is not a number from 0 to 4294967295: seed 1\n", v);
+        s = 1;
+    }
+    return (unsigned)s;
+}
+
 static mdc_plant read_env(void) {
     mdc_plant p = {MDC_PLANT_NONE, -1, -1};
     const mdc_transport *t = mdc_transport_default();
@@ -40,9 +51,7 @@ static mdc_plant read_env(void) {
     if (z && *z) {
         char *end;
         long k = strtol(z, &end, 10);
-        const char *sv = getenv("MINIDC_PUZZLE_SEED");
-        unsigned long seed = sv && *sv ? strtoul(sv, NULL, 10) : 1;
-        if (*end || mdc_puzzle_plant((int)k, (unsigned)seed, &p, NULL, NULL)) {
+        if (*end || mdc_puzzle_plant((int)k, mdc_puzzle_seed(), &p, NULL, NULL)) {
             if (say)
                 fprintf(stderr, "minidc: MINIDC_PUZZLE='%s' is not a puzzle (1..%d): nothing is planted\n", z,
                         MDC_PUZZLES);

@@ -35,7 +35,8 @@ typedef struct {
     size_t count;
     mdc_dtype t;
     double span, reduce, bytes, msgs;
-    int nred; /* this rank's reductions: nred sizes, how many of each */
+    mdc_link link; /* this rank's messages: inside a node or across */
+    int nred;      /* this rank's reductions: nred sizes (the chunks have at most three), how many of each */
     size_t red_elems[16], red_count[16];
 } replayed;
 static replayed memo;
@@ -57,7 +58,7 @@ static mdc_status replay(mdc_group *g, mdc_device *dev, const mdc_i_algo *a, siz
         mdc_link link = l ? MDC_LINK_NET : MDC_LINK_NVLINK;
         bw[l] = mdc_dev_link_bw(dev, link), lat[l] = mdc_dev_link_latency(dev, link);
     }
-    *out = (replayed){g, a, count, t, 0, 0, 0, 0, 0, {0}, {0}};
+    *out = (replayed){g, a, count, t, 0, 0, 0, 0, G >= p ? MDC_LINK_NVLINK : MDC_LINK_NET, 0, {0}, {0}};
     for (size_t k = 0; k < s.nmsgs;) { /* the messages come step by step (the builders add them so) */
         int step = s.msgs[k].step;
         for (int r = 0; r < p; r++) end[r] = c[r], red[r] = 0;
@@ -101,12 +102,8 @@ mdc_status mdc_i_replay_allreduce(const mdc_i_algo *a, size_t count, mdc_dtype t
             return st;
         }
     }
-    int G = 1, p = mdc_group_size(g);
-    if (mdc_i_group_nodes(g, &G) < 1 || G < 1) G = 1;
     replays++;
-    double t0 = mdc_dev_now(dev);
-    mdc_dev_comm_until(dev, t0 + memo.span - memo.reduce, memo.bytes, memo.msgs,
-                       G >= p ? MDC_LINK_NVLINK : MDC_LINK_NET);
+    mdc_dev_comm_until(dev, mdc_dev_now(dev) + memo.span - memo.reduce, memo.bytes, memo.msgs, memo.link);
     for (int i = 0; i < memo.nred; i++)
         for (size_t k = 0; k < memo.red_count[i]; k++)
             mdc_dev_reduce(dev, (double)memo.red_elems[i], (double)mdc_dtype_size(t));

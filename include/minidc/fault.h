@@ -46,6 +46,8 @@ int mdc_plant_here(mdc_plant_kind kind, int block);
  * meant for (its rank and block are drawn within them). MDC_ERR_INVALID for another k. */
 mdc_status mdc_puzzle_plant(int k, unsigned seed, mdc_plant *out, int *ranks, int *blocks);
 const char *mdc_plant_kind_name(mdc_plant_kind k); /* "reduction", ... ("none") */
+/* MINIDC_PUZZLE_SEED (default 1; a value that is not a number is named on stderr, and 1 used). */
+unsigned mdc_puzzle_seed(void);
 
 #ifdef __cplusplus
 }

@@ -68,22 +68,25 @@ void grade_traffic_begin(grade *g, grade_traffic *t) {
 
 void grade_traffic_end(grade *g) { mdc_transport_set_trace(g->rt.tr, NULL, NULL); }
 
-long grade_first_diff_f32(const float *got, const float *want, size_t n, char *why, size_t cap) {
+/* The first of n elements of esz bytes that differ bit for bit, described with `digits`. */
+static long first_diff(const void *got, const void *want, size_t n, size_t esz, int digits, char *why, size_t cap) {
+    const char *a = got, *b = want;
     for (size_t i = 0; i < n; i++)
-        if (memcmp(&got[i], &want[i], sizeof(float))) {
-            snprintf(why, cap, "element %zu of %zu is %.9g, expected %.9g", i, n, got[i], want[i]);
+        if (memcmp(a + i * esz, b + i * esz, esz)) {
+            double x = esz == 4 ? ((const float *)got)[i] : ((const double *)got)[i];
+            double y = esz == 4 ? ((const float *)want)[i] : ((const double *)want)[i];
+            snprintf(why, cap, "element %zu of %zu is %.*g, expected %.*g", i, n, digits, x, digits, y);
             return (long)i;
         }
     return -1;
 }
 
+long grade_first_diff_f32(const float *got, const float *want, size_t n, char *why, size_t cap) {
+    return first_diff(got, want, n, sizeof(float), 9, why, cap);
+}
+
 long grade_first_diff_f64(const double *got, const double *want, size_t n, char *why, size_t cap) {
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&got[i], &want[i], sizeof(double))) {
-            snprintf(why, cap, "element %zu of %zu is %.17g, expected %.17g", i, n, got[i], want[i]);
-            return (long)i;
-        }
-    return -1;
+    return first_diff(got, want, n, sizeof(double), 17, why, cap);
 }
 
 const char *grade_status_text(mdc_status st, char *buf, size_t cap) {

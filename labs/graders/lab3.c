@@ -25,20 +25,7 @@
 #include "minidc/kernels.h"
 #include "minidc/model.h"
 
-typedef struct { /* as labs/lab3_zero.c */
-    size_t offset, count;
-    int decay;
-} lab_tensor;
-
-typedef struct {
-    float *params, *grads;
-    size_t N;
-    const lab_tensor *tensors;
-    int ntensors;
-    float *m, *v;
-} lab_zero1;
-
-mdc_status lab_zero1_step(lab_zero1 *z, const mdc_adamw_config *o, int t, mdc_device *dev, mdc_group *g);
+#include "lab3_zero.h"
 
 enum { STEPS = 3, NT = 11, WHY = 200 };
 enum { INTS, EXACT, RANDOM }; /* the gradients' kinds */

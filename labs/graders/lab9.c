@@ -28,8 +28,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "lab 9 grader: %s: %s\n", mdc_strerror(st), mdc_detail());
         return 2;
     }
-    const char *sv = getenv("MINIDC_PUZZLE_SEED");
-    unsigned seed = sv && *sv ? (unsigned)strtoul(sv, NULL, 10) : 1;
+    unsigned seed = mdc_puzzle_seed();
     for (int k = 1; k <= MDC_PUZZLES; k++) {
         mdc_plant p;
         int ranks = 0;

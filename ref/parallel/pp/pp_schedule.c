@@ -6,18 +6,25 @@
 #include "minidc/model.h"
 #include "pp_internal.h"
 
-static int push_chunk(mdc_pp_schedule *s, int st, char kind, int mb, int chunk, int *cap) {
-    if (s->n[st] == cap[st]) {
-        int c = cap[st] ? 2 * cap[st] : 16;
-        mdc_pp_action *a = realloc(s->a[st], (size_t)c * sizeof *a);
-        if (!a) return -1;
-        s->a[st] = a, cap[st] = c;
+mdc_status mdc_pp_schedule_push(mdc_pp_schedule *s, int stage, char kind, int mb, int chunk) {
+    if (!s || !s->n || stage < 0 || stage >= s->p)
+        return mdc_fail(MDC_ERR_INVALID, "schedule %s: mdc_pp_schedule_push: stage %d outside 0..%d", s ? s->name : "?",
+                        stage, s ? s->p - 1 : -1);
+    int n = s->n[stage];
+    if (n == 0 || (n >= 16 && (n & (n - 1)) == 0)) { /* capacity 16, then doubled when full */
+        mdc_pp_action *a = realloc(s->a[stage], (size_t)(n ? 2 * n : 16) * sizeof *a);
+        if (!a) return mdc_fail(MDC_ERR_OOM_HOST, "pipeline schedule %s: stage %d", s->name, stage);
+        s->a[stage] = a;
     }
-    s->a[st][s->n[st]] = (mdc_pp_action){kind, mb, chunk};
-    s->n[st]++;
-    return 0;
+    s->a[stage][n] = (mdc_pp_action){kind, mb, chunk};
+    s->n[stage] = n + 1;
+    return MDC_OK;
 }
-static int push(mdc_pp_schedule *s, int st, char kind, int mb, int *cap) { return push_chunk(s, st, kind, mb, 0, cap); }
+/* the builders below: 1 when out of memory */
+static int push_chunk(mdc_pp_schedule *s, int st, char kind, int mb, int chunk) {
+    return mdc_pp_schedule_push(s, st, kind, mb, chunk) != MDC_OK;
+}
+static int push(mdc_pp_schedule *s, int st, char kind, int mb) { return push_chunk(s, st, kind, mb, 0); }
 
 void mdc_pp_schedule_free(mdc_pp_schedule *s) {
     if (!s) return;
@@ -27,11 +34,11 @@ void mdc_pp_schedule_free(mdc_pp_schedule *s) {
 }
 
 /* The 1F1B order of F and B for stage st. */
-static int one_f_one_b(mdc_pp_schedule *s, int st, int *cap) {
+static int one_f_one_b(mdc_pp_schedule *s, int st) {
     int p = s->p, m = s->m, w = p - st - 1 < m ? p - st - 1 : m, f = 0, b = 0, e = 0;
-    for (; f < w; f++) e |= push(s, st, MDC_PP_F, f, cap);
-    for (; f < m; f++, b++) e |= push(s, st, MDC_PP_F, f, cap), e |= push(s, st, MDC_PP_B, b, cap);
-    for (; b < m; b++) e |= push(s, st, MDC_PP_B, b, cap);
+    for (; f < w; f++) e |= push(s, st, MDC_PP_F, f);
+    for (; f < m; f++, b++) e |= push(s, st, MDC_PP_F, f), e |= push(s, st, MDC_PP_B, b);
+    for (; b < m; b++) e |= push(s, st, MDC_PP_B, b);
     return e;
 }
 
@@ -39,16 +46,16 @@ static int one_f_one_b(mdc_pp_schedule *s, int st, int *cap) {
  * micro-batch (k / pv) p + k mod p (groups of p micro-batches per chunk), the k-th backward the
  * same with the chunks in reverse; warm-up 2(p-st-1) + (v-1)p forwards (all of them when m = p),
  * then one forward and one backward in turn, then the remaining backwards. */
-static int interleaved(mdc_pp_schedule *s, int st, int *cap) {
+static int interleaved(mdc_pp_schedule *s, int st) {
     int p = s->p, v = s->v, total = s->m * v, e = 0;
     int w = s->m == p ? total : 2 * (p - st - 1) + (v - 1) * p;
     if (w > total) w = total;
 #define MB(k) ((k) / (p * v) * p + (k) % p)
 #define FCHUNK(k) ((k) % (p * v) / p)
-    for (int k = 0; k < w; k++) e |= push_chunk(s, st, MDC_PP_F, MB(k), FCHUNK(k), cap);
+    for (int k = 0; k < w; k++) e |= push_chunk(s, st, MDC_PP_F, MB(k), FCHUNK(k));
     for (int k = 0; k < total; k++) {
-        if (k + w < total) e |= push_chunk(s, st, MDC_PP_F, MB(k + w), FCHUNK(k + w), cap);
-        e |= push_chunk(s, st, MDC_PP_B, MB(k), v - 1 - FCHUNK(k), cap);
+        if (k + w < total) e |= push_chunk(s, st, MDC_PP_F, MB(k + w), FCHUNK(k + w));
+        e |= push_chunk(s, st, MDC_PP_B, MB(k), v - 1 - FCHUNK(k));
     }
 #undef MB
 #undef FCHUNK
@@ -183,23 +190,22 @@ void mdc_pp_timeline_free(mdc_pp_timeline *t) {
  * later stages, which 1F1B leaves idle at the end, defer the most W: their B reach the earlier
  * stages sooner. With unit F, B and W the makespan is 3m + p - 1 (bubble (p-1)/(3m+p-1)), the
  * paper's ZB-H1. Built by simulating all stages at once. */
-static mdc_status build_zb(mdc_pp_schedule *s, int *cap) {
+static mdc_status build_zb(mdc_pp_schedule *s) {
     int p = s->p, m = s->m;
     mdc_pp_schedule ord = {.p = p, .m = m, .v = 1, .split = 1};
     ord.n = calloc((size_t)p, sizeof(int)), ord.a = calloc((size_t)p, sizeof(mdc_pp_action *));
-    int *ocap = calloc((size_t)p, sizeof(int)), *pos = calloc((size_t)p, sizeof(int)),
-        *freeat = calloc((size_t)p, sizeof(int));
+    int *pos = calloc((size_t)p, sizeof(int)), *freeat = calloc((size_t)p, sizeof(int));
     int *fe = malloc(sizeof(int) * (size_t)p * m), *be = malloc(sizeof(int) * (size_t)p * m);
     int *wq = malloc(sizeof(int) * (size_t)p * m), *wh = calloc((size_t)p, sizeof(int)),
         *wt = calloc((size_t)p, sizeof(int));
     int *held = calloc((size_t)p, sizeof(int));
     mdc_status st = MDC_OK;
-    if (!ord.n || !ord.a || !ocap || !pos || !freeat || !fe || !be || !wq || !wh || !wt || !held) {
+    if (!ord.n || !ord.a || !pos || !freeat || !fe || !be || !wq || !wh || !wt || !held) {
         st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
         goto done;
     }
     for (int q = 0; q < p && !st; q++)
-        if (one_f_one_b(&ord, q, ocap)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
+        if (one_f_one_b(&ord, q)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
     for (int i = 0; i < p * m; i++) fe[i] = be[i] = -1;
     int left = 2 * p * m + p * m;
     while (!st && left) {
@@ -219,12 +225,12 @@ static mdc_status build_zb(mdc_pp_schedule *s, int *cap) {
                 freeat[q] += 1;
                 if (a->kind == MDC_PP_F) fe[q * m + a->mb] = freeat[q], held[q]++;
                 else be[q * m + a->mb] = freeat[q], wq[q * m + wt[q]++] = a->mb, held[q]--;
-                if (push(s, q, a->kind, a->mb, cap)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
+                if (push(s, q, a->kind, a->mb)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
                 pos[q]++, left--, progressed = 1;
             } else if (wh[q] < wt[q]) { /* it would wait: a pending W fills the time */
                 int mb = wq[q * m + wh[q]++];
                 freeat[q] += 1;
-                if (push(s, q, MDC_PP_W, mb, cap)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
+                if (push(s, q, MDC_PP_W, mb)) st = mdc_fail(MDC_ERR_OOM_HOST, "zb-h1 schedule");
                 left--, progressed = 1;
             } else if (ok) { /* ready later than the stage is free: idle until then */
                 freeat[q] = t;
@@ -241,7 +247,7 @@ static mdc_status build_zb(mdc_pp_schedule *s, int *cap) {
     }
 done:
     mdc_pp_schedule_free(&ord);
-    free(ocap), free(pos), free(freeat), free(fe), free(be), free(wq), free(wh), free(wt), free(held);
+    free(pos), free(freeat), free(fe), free(be), free(wq), free(wh), free(wt), free(held);
     return st;
 }
 
@@ -270,22 +276,20 @@ mdc_status mdc_pp_schedule_build(mdc_pp_schedule *s, const char *name, int p, in
     snprintf(s->name, sizeof s->name, "%s", name);
     s->p = p, s->m = m, s->v = v, s->split = !strcmp(name, "zb-h1");
     s->n = calloc((size_t)p, sizeof(int)), s->a = calloc((size_t)p, sizeof(mdc_pp_action *));
-    int *cap = calloc((size_t)p, sizeof(int));
-    mdc_status st = s->n && s->a && cap ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "pipeline schedule");
+    mdc_status st = s->n && s->a ? MDC_OK : mdc_fail(MDC_ERR_OOM_HOST, "pipeline schedule");
     for (int q = 0; !st && q < p; q++) {
         int e = 0;
         if (!strcmp(name, "gpipe")) {
-            for (int j = 0; j < m; j++) e |= push(s, q, MDC_PP_F, j, cap);
-            for (int j = 0; j < m; j++) e |= push(s, q, MDC_PP_B, j, cap);
+            for (int j = 0; j < m; j++) e |= push(s, q, MDC_PP_F, j);
+            for (int j = 0; j < m; j++) e |= push(s, q, MDC_PP_B, j);
         } else if (!strcmp(name, "1f1b")) {
-            e = one_f_one_b(s, q, cap);
+            e = one_f_one_b(s, q);
         } else if (inter) {
-            e = interleaved(s, q, cap);
+            e = interleaved(s, q);
         }
         if (e) st = mdc_fail(MDC_ERR_OOM_HOST, "pipeline schedule");
     }
-    if (!st && s->split) st = build_zb(s, cap);
-    free(cap);
+    if (!st && s->split) st = build_zb(s);
     if (!st) st = mdc_pp_schedule_validate(s);
     if (st) mdc_pp_schedule_free(s);
     return st;

@@ -47,20 +47,6 @@ mdc_status mdc_pp_schedule_register(const char *name, const char *like, int spli
     return MDC_OK;
 }
 
-mdc_status mdc_pp_schedule_push(mdc_pp_schedule *s, int stage, char kind, int mb, int chunk) {
-    if (!s || !s->n || stage < 0 || stage >= s->p)
-        return mdc_fail(MDC_ERR_INVALID, "mdc_pp_schedule_push: stage %d outside 0..%d", stage, s ? s->p - 1 : -1);
-    int n = s->n[stage];
-    if (n == 0 || (n >= 16 && (n & (n - 1)) == 0)) { /* capacity 16, then doubled when full */
-        mdc_pp_action *a = realloc(s->a[stage], (size_t)(n ? 2 * n : 16) * sizeof *a);
-        if (!a) return mdc_fail(MDC_ERR_OOM_HOST, "pipeline schedule %s: stage %d", s->name, stage);
-        s->a[stage] = a;
-    }
-    s->a[stage][n] = (mdc_pp_action){kind, mb, chunk};
-    s->n[stage] = n + 1;
-    return MDC_OK;
-}
-
 mdc_status mdc_pp_i_build_registered(mdc_pp_schedule *s, const char *name, int p, int m, int v) {
     const user_schedule *u = find(name);
     if (v < 1 || v > MDC_GPT2_MAX_CHUNKS)

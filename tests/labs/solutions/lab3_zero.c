@@ -3,26 +3,7 @@
  * segment by segment (each tensor's weight decay), all-gather the shards in place. */
 #include <stdlib.h>
 
-#include "minidc/collectives.h"
-#include "minidc/device.h"
-#include "minidc/kernels.h"
-#include "minidc/model.h"
-
-typedef struct {
-    size_t offset, count;
-    int decay;
-} lab_tensor;
-
-typedef struct {
-    float *params;
-    float *grads;
-    size_t N;
-    const lab_tensor *tensors;
-    int ntensors;
-    float *m, *v;
-} lab_zero1;
-
-mdc_status lab_zero1_step(lab_zero1 *z, const mdc_adamw_config *o, int t, mdc_device *dev, mdc_group *g);
+#include "lab3_zero.h"
 
 mdc_status lab_zero1_step(lab_zero1 *z, const mdc_adamw_config *o, int t, mdc_device *dev, mdc_group *g) {
     int p = mdc_group_size(g), me = mdc_group_rank(g);
